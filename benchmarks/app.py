@@ -1,0 +1,126 @@
+"""One rank of a benchmark run: environment -> components -> loop -> run directory."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from benchmarks import components, distenv, runlog
+from benchmarks.errors import ConfigError
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loop import LoopPlan, plan_steps, train
+from benchmarks.models import model_name
+from benchmarks.validate import validate
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path:
+    """runs/<campaign>/<framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>, or run.dir when given."""
+    if cfg.run.dir:
+        return Path(cfg.run.dir)
+    name = runlog.run_dir_name(
+        framework=cfg.framework.name, loader=cfg.loader.name,
+        model=model_name(cfg.model.arch, cfg.model.depth), world_size=world_size, num_nodes=num_nodes,
+        per_gpu_batch=cfg.run.per_gpu_batch, repeat=cfg.run.repeat,
+    )
+    return Path(cfg.run.root) / cfg.run.campaign / name
+
+
+def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
+    if cfg.system.device == "cuda":
+        # one GPU per rank: local rank i drives GPU i of its node
+        torch.cuda.set_device(env.local_rank)
+        return torch.device("cuda", env.local_rank)
+    return torch.device("cpu")
+
+
+def run(cfg: DictConfig) -> int:
+    """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
+    env = distenv.from_environ()
+    validate(cfg)
+    run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
+    if env.rank == 0 and runlog.holds_a_run(run_dir):
+        raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
+    if cfg.system.device == "cpu":
+        torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
+    device = _device(cfg, env)
+    framework = components.build_framework(cfg)
+    loader_option = components.build_loader(cfg)
+    framework.init(env, device)
+    log = None
+    try:
+        if env.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        framework.barrier()  # the directory exists before any rank opens its log
+        log = runlog.RankLog(run_dir, env.rank)
+        loader = loader_option.build(LoaderContext(
+            rank=env.rank, world_size=env.world_size, device=device, per_gpu_batch=cfg.run.per_gpu_batch,
+            seed=cfg.run.seed, num_classes=cfg.model.num_classes, image_size=cfg.model.image_size,
+            channels_last=cfg.precision.channels_last, data_path=cfg.data.path,
+        ))
+        model, optimizer = components.build_model_and_optimizer(cfg, device)
+        amp_dtype = components.amp_dtype(cfg)
+        model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
+        if cfg.model.compile:
+            model = torch.compile(model)
+        warmup, measured = plan_steps(
+            warmup_steps=cfg.run.warmup_steps, steps=cfg.run.steps, epochs=cfg.run.epochs, steps_per_epoch=len(loader)
+        )
+        log.write({"kind": "header", "schema_version": runlog.SCHEMA_VERSION, "rank": env.rank,
+                   "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
+                   "pid": os.getpid(), "steps_per_epoch": len(loader)})
+        if env.rank == 0:
+            OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+            runlog.write_json_atomic(run_dir / "meta.json", {
+                "schema_version": runlog.SCHEMA_VERSION, "started": runlog.now_iso(),
+                "argv": sys.argv, "launcher": env.source, "world_size": env.world_size,
+                "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
+                "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
+                "env": runlog.environment_provenance(), "framework": framework.describe(),
+                "loader": loader.describe(),
+            })
+        print(f"[ddlbench] rank {env.rank}/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True) if env.rank == 0 else None
+        result = train(
+            framework=framework, model=model, loader=loader, device=device, log=log,
+            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every, amp_dtype=amp_dtype),
+        )
+        # the slowest rank defines the measured window; samples add up over ranks
+        wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
+        samples = framework.all_reduce_scalar(float(result.measured_samples_local), "sum")
+        if cfg.run.save_params:
+            params = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+            torch.save(params, run_dir / f"params_rank{env.rank}.pt")
+        framework.barrier()  # every rank finished its steps and logs before the summary says so
+        if env.rank == 0:
+            throughput = samples / wall_s
+            summary = {
+                "schema_version": runlog.SCHEMA_VERSION, "status": "completed", "finished": runlog.now_iso(),
+                "framework": cfg.framework.name, "loader": cfg.loader.name,
+                "model": model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
+                "world_size": env.world_size, "num_nodes": env.num_nodes,
+                "per_gpu_batch": cfg.run.per_gpu_batch, "global_batch": cfg.run.per_gpu_batch * env.world_size,
+                "warmup_steps": warmup, "measured_steps": result.measured_steps,
+                "measured_samples": int(samples), "wall_s": wall_s,
+                "throughput_img_s": throughput, "per_gpu_img_s": throughput / env.world_size,
+                "last_loss": result.last_loss, "campaign": cfg.run.campaign, "repeat": cfg.run.repeat,
+            }
+            runlog.write_json_atomic(run_dir / runlog.SUMMARY, summary)
+            print(f"[ddlbench] done: {throughput:,.1f} img/s over {env.world_size} rank(s) "
+                  f"({throughput / env.world_size:,.1f} per rank) -> {run_dir}", flush=True)
+        return 0
+    except BaseException as error:
+        if env.rank == 0 and run_dir.is_dir() and not (run_dir / runlog.SUMMARY).exists():
+            runlog.write_json_atomic(run_dir / runlog.SUMMARY, {
+                "schema_version": runlog.SCHEMA_VERSION, "status": "failed", "finished": runlog.now_iso(),
+                "error": f"{type(error).__name__}: {error}",
+            })
+        raise
+    finally:
+        if log is not None:
+            log.close()
+        framework.shutdown()

@@ -1,0 +1,1 @@
+"""Data-parallel framework adapters; each implements `base.Framework` and nothing else."""

@@ -1,0 +1,1 @@
+"""Data loaders; each implements `base.Loader` and follows `sharding.shard_batches`."""

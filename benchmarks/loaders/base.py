@@ -1,0 +1,45 @@
+"""What every loader gives the loop, and what the loop gives every loader."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoaderContext:
+    """Everything a loader needs from the run, independent of the loader's own knobs."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    per_gpu_batch: int
+    seed: int
+    num_classes: int
+    image_size: int
+    channels_last: bool
+    data_path: str | None  # None for loaders that read nothing (synthetic)
+
+
+class EpochLoader(Protocol):
+    """Yields (images, labels) already on ctx.device; the same len() on every rank."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
+
+    def set_epoch(self, epoch: int) -> None:
+        """Reshuffle for `epoch` (the same permutation on every rank)."""
+        ...
+
+    def describe(self) -> dict:
+        """Facts for meta.json (workers, threads, reader, dataset size)."""
+        ...
+
+
+class Loader(Protocol):
+    """A loader option from conf/loader/: constructed from its knobs, built per run."""
+
+    def build(self, ctx: LoaderContext) -> EpochLoader: ...

@@ -1,0 +1,126 @@
+"""torchvision ImageFolder + DataLoader, written as a careful PyTorch user would.
+
+Workers decode and crop to uint8; the batch travels pinned and non-blocking to the device, where it
+is converted to float and normalised (cheaper there than in every worker).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from benchmarks.errors import ConfigError
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.sharding import epoch_permutation, shard_batches
+
+IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+class ShardedBatchSampler(Sampler[list[int]]):
+    """This rank's batches of one epoch, by the sharding contract (sharding.shard_batches)."""
+
+    def __init__(self, num_samples: int, *, rank: int, world_size: int, per_gpu_batch: int, seed: int, shuffle: bool):
+        self.num_samples, self.rank, self.world_size = num_samples, rank, world_size
+        self.per_gpu_batch, self.seed, self.shuffle = per_gpu_batch, seed, shuffle
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        order = epoch_permutation(self.num_samples, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle)
+        return shard_batches(order, rank=self.rank, world_size=self.world_size, per_gpu_batch=self.per_gpu_batch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._batches())
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+def image_transform(image_size: int, *, augment: bool):
+    """Train: random resized crop + flip; eval: resize to 256/224 of the size + centre crop. uint8 out."""
+    from torchvision import transforms as T
+
+    if augment:
+        return T.Compose([T.RandomResizedCrop(image_size), T.RandomHorizontalFlip(), T.PILToTensor()])
+    return T.Compose([T.Resize(image_size * 256 // 224), T.CenterCrop(image_size), T.PILToTensor()])
+
+
+def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_last: bool) -> torch.Tensor:
+    """uint8 NCHW batch -> normalised float32 on the device (shared by loaders that deliver uint8)."""
+    images = images_u8.to(device, non_blocking=True).float()
+    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    images = (images - mean) / std
+    return images.contiguous(memory_format=torch.channels_last) if channels_last else images
+
+
+class NativeEpoch:
+    def __init__(self, ctx: LoaderContext, loader: DataLoader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict):
+        self.ctx, self.loader, self.sampler = ctx, loader, sampler
+        self.num_samples, self.knobs = num_samples, knobs
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for images, labels in self.loader:
+            yield (
+                to_model_input(images, self.ctx.device, channels_last=self.ctx.channels_last),
+                labels.to(self.ctx.device, non_blocking=True),
+            )
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def describe(self) -> dict:
+        return {"loader": "native", "num_samples": self.num_samples, "cpu_count": os.cpu_count(), **self.knobs}
+
+
+class NativeLoader:
+    def __init__(
+        self,
+        *,
+        num_workers: int = 2,
+        pin_memory: bool = True,
+        persistent_workers: bool = True,
+        prefetch_factor: int = 2,
+        shuffle: bool = True,
+        augment: bool = True,
+        timeout_s: float = 120.0,
+        **_common: object,
+    ) -> None:
+        self.knobs = dict(
+            num_workers=num_workers, pin_memory=pin_memory, persistent_workers=persistent_workers,
+            prefetch_factor=prefetch_factor, shuffle=shuffle, augment=augment, timeout_s=timeout_s,
+        )
+
+    def build(self, ctx: LoaderContext) -> NativeEpoch:
+        from torchvision.datasets import ImageFolder
+
+        if not ctx.data_path or not os.path.isdir(ctx.data_path):
+            raise ConfigError(
+                f"data.path={ctx.data_path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
+                "and pass data.path=DIR"
+            )
+        k = self.knobs
+        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=k["augment"]))
+        sampler = ShardedBatchSampler(
+            len(dataset), rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch,
+            seed=ctx.seed, shuffle=k["shuffle"],
+        )
+        workers = k["num_workers"]
+        loader = DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            num_workers=workers,
+            pin_memory=k["pin_memory"] and ctx.device.type == "cuda",
+            persistent_workers=k["persistent_workers"] and workers > 0,
+            prefetch_factor=k["prefetch_factor"] if workers > 0 else None,
+            timeout=k["timeout_s"] if workers > 0 else 0,
+        )
+        return NativeEpoch(ctx, loader, sampler, len(dataset), dict(k))

@@ -1,0 +1,63 @@
+"""Synthetic batches pre-built on the device: the no-I/O baseline of the Stash stall analysis."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.sharding import shard_batches
+
+
+def synthetic_sample(sample_id: int, *, seed: int, image_size: int, num_classes: int) -> tuple[torch.Tensor, int]:
+    """One normalised-looking image and label, a pure function of (seed, sample_id)."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + sample_id)
+    image = torch.randn(3, image_size, image_size, generator=generator)
+    label = int(torch.randint(num_classes, (1,), generator=generator))
+    return image, label
+
+
+class SyntheticEpoch:
+    def __init__(self, ctx: LoaderContext, *, num_batches: int, samples_per_epoch: int) -> None:
+        self.ctx = ctx
+        self.samples_per_epoch = samples_per_epoch
+        order = list(range(samples_per_epoch))
+        self._num_steps = len(
+            shard_batches(order, rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch)
+        )
+        # batch j of rank r holds the same samples as batch j of a 1-rank run at W*B, sliced
+        global_batch = ctx.world_size * ctx.per_gpu_batch
+        self.batches = []
+        for j in range(num_batches):
+            first = j * global_batch + ctx.rank * ctx.per_gpu_batch
+            samples = [
+                synthetic_sample(first + t, seed=ctx.seed, image_size=ctx.image_size, num_classes=ctx.num_classes)
+                for t in range(ctx.per_gpu_batch)
+            ]
+            images = torch.stack([image for image, _ in samples]).to(ctx.device)
+            if ctx.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            labels = torch.tensor([label for _, label in samples], device=ctx.device)
+            self.batches.append((images, labels))
+
+    def __len__(self) -> int:
+        return self._num_steps
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for step in range(self._num_steps):
+            yield self.batches[step % len(self.batches)]
+
+    def set_epoch(self, epoch: int) -> None:
+        pass  # the same batches every epoch: there is nothing to shuffle
+
+    def describe(self) -> dict:
+        return {"loader": "synthetic", "num_batches": len(self.batches), "samples_per_epoch": self.samples_per_epoch}
+
+
+class SyntheticLoader:
+    def __init__(self, *, num_batches: int = 4, samples_per_epoch: int = 12800, **_common: object) -> None:
+        self.num_batches = num_batches
+        self.samples_per_epoch = samples_per_epoch
+
+    def build(self, ctx: LoaderContext) -> SyntheticEpoch:
+        return SyntheticEpoch(ctx, num_batches=self.num_batches, samples_per_epoch=self.samples_per_epoch)

@@ -1,0 +1,138 @@
+"""ONE timed training loop for every framework x loader.
+
+Warm-up steps are run and logged but not measured; the measured window is timed on the host between
+two device synchronisations, and the slowest rank defines it. Per-step phase times come from the
+step timer (CUDA events or perf_counter) and go to rank<R>.jsonl.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from benchmarks.frameworks.base import Framework
+from benchmarks.loaders.base import EpochLoader
+from benchmarks.runlog import RankLog
+from benchmarks.timing import make_step_timer, synchronize
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopPlan:
+    warmup_steps: int
+    measured_steps: int  # steps after warm-up
+    log_every: int
+    amp_dtype: torch.dtype | None
+
+
+@dataclass(slots=True, kw_only=True)
+class LoopResult:
+    measured_steps: int
+    measured_samples_local: int
+    wall_s_local: float
+    last_loss: float
+
+
+def plan_steps(*, warmup_steps: int, steps: int, epochs: int | None, steps_per_epoch: int) -> tuple[int, int]:
+    """(warm-up, measured) step counts: `epochs` full epochs when set, else warm-up + `steps`."""
+    if epochs is None:
+        return warmup_steps, steps
+    total = epochs * steps_per_epoch
+    return min(warmup_steps, total - 1), total - min(warmup_steps, total - 1)
+
+
+def _progress(step: int, total: int, epoch: int, records: list[dict], samples: int, world: int) -> None:
+    step_s = sum(r["step_s"] for r in records) / len(records)
+    data_share = sum(r["data_s"] for r in records) / max(1e-12, sum(r["step_s"] for r in records))
+    print(
+        f"[ddlbench] step {step}/{total} epoch {epoch} | {samples * world / step_s:,.0f} img/s "
+        f"(~{samples / step_s:,.0f} per rank) | step {step_s * 1e3:.1f} ms | data {data_share:.0%}",
+        file=sys.stderr, flush=True,
+    )
+
+
+def train(
+    *,
+    framework: Framework,
+    model: torch.nn.Module,
+    loader: EpochLoader,
+    device: torch.device,
+    plan: LoopPlan,
+    log: RankLog,
+) -> LoopResult:
+    criterion = torch.nn.CrossEntropyLoss()
+    timer = make_step_timer(device)
+    comm_timer = framework.comm_timer()
+    autocast = (
+        (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
+        if plan.amp_dtype is not None else contextlib.nullcontext
+    )
+    total = plan.warmup_steps + plan.measured_steps
+    step = epoch = 0
+    recent: list[dict] = []
+    pending: deque[dict] = deque()
+    measured_samples = 0
+    t_start = time.perf_counter()
+    loss = torch.zeros(())
+    model.train()
+
+    def write(records: list[dict]) -> None:
+        nonlocal recent
+        for record in records:
+            log.write(record)
+        recent += records
+        if framework.rank == 0 and plan.log_every and len(recent) >= plan.log_every:
+            _progress(recent[-1]["step"] + 1, total, recent[-1]["epoch"], recent, recent[-1]["samples"], framework.world_size)
+            recent = []
+
+    while step < total:
+        loader.set_epoch(epoch)
+        batches = iter(loader)
+        step_in_epoch = 0
+        while step < total:
+            if step == plan.warmup_steps:
+                # the measured window starts with an idle device on every rank
+                synchronize(device)
+                framework.barrier()
+                t_start = time.perf_counter()
+            timer.start_step()
+            try:
+                images, labels = next(batches)
+            except StopIteration:
+                timer.cancel_step()
+                break
+            timer.mark()
+            with autocast():
+                loss = criterion(model(images), labels)
+            timer.mark()
+            framework.backward(loss)
+            timer.mark()
+            framework.step()
+            timer.mark()
+            timer.end_step()
+            samples = int(labels.shape[0])
+            comm = comm_timer.step_comm_s() if comm_timer is not None else (None, None)
+            if step >= plan.warmup_steps:
+                measured_samples += samples
+            # the timer hands back a step's times only once its events completed: pair them in order
+            pending.append({"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
+                            "samples": samples, "warmup": step < plan.warmup_steps,
+                            "comm_s": comm[0], "comm_exposed_s": comm[1]})
+            write([{**pending.popleft(), **times} for times in timer.pop_ready()])
+            step += 1
+            step_in_epoch += 1
+        epoch += 1
+        if step_in_epoch == 0:
+            raise RuntimeError("the loader yielded no batch in a whole epoch")
+    synchronize(device)
+    wall_s = time.perf_counter() - t_start
+    write([{**pending.popleft(), **times} for times in timer.flush()])
+    return LoopResult(
+        measured_steps=plan.measured_steps,
+        measured_samples_local=measured_samples,
+        wall_s_local=wall_s,
+        last_loss=float(loss.detach().float().item()),
+    )

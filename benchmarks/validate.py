@@ -1,0 +1,48 @@
+"""Cross-field checks on a composed config: ConfigError before any process group exists."""
+from __future__ import annotations
+
+import os
+
+from omegaconf import DictConfig
+
+from benchmarks.errors import ConfigError
+
+
+def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
+    """Raise ConfigError (one line: key, value, fix) for a config that cannot run."""
+    run = cfg.run
+    for key, minimum in (("per_gpu_batch", 1), ("steps", 1), ("warmup_steps", 0), ("repeat", 0), ("log_every", 0)):
+        if run[key] < minimum:
+            raise ConfigError(f"run.{key}={run[key]} must be >= {minimum}")
+    if run.epochs is not None and run.epochs < 1:
+        raise ConfigError(f"run.epochs={run.epochs} must be >= 1 (or null to run run.steps steps)")
+    if cfg.system.ranks_per_node < 1:
+        raise ConfigError(f"system.ranks_per_node={cfg.system.ranks_per_node} must be >= 1")
+    if cfg.system.device not in ("cpu", "cuda"):
+        raise ConfigError(f"system.device={cfg.system.device!r} is not allowed; choose cpu or cuda")
+    if cfg.precision.amp_dtype not in (None, "bfloat16", "float16"):
+        raise ConfigError(f"precision.amp_dtype={cfg.precision.amp_dtype!r} is not allowed; choose null, bfloat16 or float16")
+    for key in ("campaign",):
+        value = str(run[key])
+        if not value or "/" in value or value.startswith(".") or not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ConfigError(f"run.{key}={value!r} must be letters, digits, '-', '_' or '.'; e.g. run.{key}=scaling_2026")
+    if cfg.loader.needs_data:
+        path = cfg.data.path
+        if path is None:
+            raise ConfigError(
+                f"loader={cfg.loader.name} reads data but data.path is not set; "
+                "make a dataset with 'ddlbench data synth --out data/synth' and pass data.path=data/synth"
+            )
+        if not os.path.isdir(path):
+            raise ConfigError(f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'")
+    if check_device and cfg.system.device == "cuda":
+        import torch
+
+        available = torch.cuda.device_count()
+        if available == 0:
+            raise ConfigError(f"system={cfg.system.name} wants CUDA GPUs but this machine has none; use system=local_cpu")
+        if cfg.system.ranks_per_node > available:
+            raise ConfigError(
+                f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
+                f"use system.ranks_per_node={available} or fewer"
+            )
