@@ -1,0 +1,1 @@
+"""Logs -> tidy tables (load) -> metrics (pure) -> figures (plots) -> reports (report)."""

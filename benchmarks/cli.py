@@ -1,0 +1,167 @@
+"""The `ddlbench` command: run, data, results, doctor, demo."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.errors import ConfigError
+
+EPILOG = """examples:
+  ddlbench data synth --out data/synth --classes 10 --per-class 64
+  ddlbench run loader=native data.path=data/synth model=resnet model.depth=18 run.per_gpu_batch=16
+  ddlbench run framework=ddp system=h200 precision=amp_bf16 model.depth=50 run.per_gpu_batch=256
+  ddlbench results runs/
+overrides are Hydra's: see 'python -m benchmarks --help' for groups and 'python -m benchmarks --cfg job' for keys"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def next_free_repeat(cfg, *, world_size: int) -> int:
+    from benchmarks.app import resolve_run_dir
+    from benchmarks.runlog import holds_a_run
+
+    repeat = cfg.run.repeat
+    while holds_a_run(resolve_run_dir(cfg, world_size=world_size, num_nodes=1).with_name(
+            resolve_run_dir(cfg, world_size=world_size, num_nodes=1).name.rsplit("-r", 1)[0] + f"-r{repeat}")):
+        repeat += 1
+    return repeat
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher."""
+    from benchmarks.app import resolve_run_dir
+    from benchmarks.config import compose
+    from benchmarks.runlog import holds_a_run
+    from benchmarks.validate import validate
+    from launchers.local import local_command
+
+    cfg = compose(args.overrides)
+    validate(cfg)
+    nproc = cfg.system.ranks_per_node
+    run_dir = resolve_run_dir(cfg, world_size=nproc, num_nodes=1)
+    if holds_a_run(run_dir):
+        raise ConfigError(
+            f"run directory {run_dir} already holds a run (never overwritten); pass "
+            f"run.repeat={next_free_repeat(cfg, world_size=nproc)} or another run.campaign"
+        )
+    argv = local_command(
+        launcher=cfg.framework.local_launcher, nproc=nproc, master_port=_free_port(),
+        overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
+    )
+    env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
+    print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if args.dry_run:
+        return 0
+    code = subprocess.run(argv, env=env).returncode
+    if code != 0:
+        print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
+        return code
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from analysis.results import format_results, results_table
+
+    root = Path(args.runs_dir)
+    if not root.is_dir():
+        raise ConfigError(f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)")
+    print(format_results(*results_table(root)))
+    return 0
+
+
+def cmd_data_synth(args: argparse.Namespace) -> int:
+    from benchmarks.data.synth import synth_imagefolder
+
+    total = synth_imagefolder(
+        Path(args.out), num_classes=args.classes, images_per_class=args.per_class, width=args.width,
+        height=args.height, quality=args.quality, seed=args.seed, progress=not args.quiet,
+    )
+    print(f"[ddlbench] wrote {total} JPEGs in {args.classes} classes to {args.out}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from benchmarks.doctor import format_checks, run_checks
+
+    print(format_checks(run_checks()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Synthetic JPEGs -> a 2-rank CPU DDP run with the native loader -> the results table."""
+    from benchmarks.data.synth import synth_imagefolder
+
+    data = Path(args.data)
+    if not (data.is_dir() and any(data.iterdir())):
+        synth_imagefolder(data, num_classes=10, images_per_class=48, width=160, height=120, quality=90, seed=0)
+    campaign = Path(args.runs) / "demo"
+    repeat = sum(1 for p in campaign.glob("*-r*")) if campaign.is_dir() else 0
+    for loader in ("synthetic", "native"):
+        overrides = ["experiment=smoke", f"loader={loader}", f"data.path={data}", f"run.root={args.runs}",
+                     "run.campaign=demo", f"run.repeat={repeat}"]
+        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+        if code:
+            return code
+    print()
+    return cmd_results(argparse.Namespace(runs_dir=str(campaign)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ddlbench", description="Distributed deep-learning training benchmark: frameworks x loaders x GPUs.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native model.depth=50")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the launch command only")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("data", help="make datasets")
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    s = data_sub.add_parser("synth", help="write a synthetic, learnable JPEG ImageFolder")
+    s.add_argument("--out", required=True, help="new folder to write (refused if not empty)")
+    s.add_argument("--classes", type=int, default=10)
+    s.add_argument("--per-class", type=int, default=100, help="images per class")
+    s.add_argument("--width", type=int, default=160)
+    s.add_argument("--height", type=int, default=120)
+    s.add_argument("--quality", type=int, default=90, help="JPEG quality 1-100")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_data_synth)
+
+    p = sub.add_parser("results", help="table of completed runs with weak-scaling efficiency")
+    p.add_argument("runs_dir", metavar="RUNS_DIR")
+    p.set_defaults(func=cmd_results)
+
+    p = sub.add_parser("doctor", help="what this machine can run, and how to fix what it cannot")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("demo", help="end to end on CPU: synthetic JPEGs, 2-rank DDP runs, results table")
+    p.add_argument("--data", default="data/demo", help="dataset folder (made if absent)")
+    p.add_argument("--runs", default="runs", help="runs root")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        print(f"ddlbench: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

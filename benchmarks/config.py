@@ -1,0 +1,72 @@
+"""Compose the Hydra config in-process (for `ddlbench run`, tests and tools) with one-line errors."""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from benchmarks import schema
+from benchmarks.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+GROUPS = ("framework", "loader", "model", "precision", "system", "experiment")
+# keys and values of overrides: what Hydra's grammar needs and nothing a shell would act on
+_SAFE_OVERRIDE = re.compile(r"^[A-Za-z0-9_./@-]+=[A-Za-z0-9_.,:/@+\-\[\] ]*$")
+
+
+def options(group: str) -> list[str]:
+    """The selectable options of a config group (its YAML files)."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def check_override(override: str) -> None:
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} is not key=value; e.g. framework=ddp or run.steps=50")
+    if override[0] in "+~":
+        raise ConfigError(f"override {override!r}: adding or deleting keys is not supported; every key already exists "
+                          f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}")
+    if not _SAFE_OVERRIDE.match(override):
+        key, _, value = override.partition("=")
+        bad = sorted({c for c in value if not re.match(r"[A-Za-z0-9_.,:/@+\-\[\] ]", c)} or set(key))
+        raise ConfigError(
+            f"override {override!r}: {key} has characters that are not allowed ({''.join(bad)!r}); "
+            "use letters, digits and _ . , : / @ + - [ ]"
+        )
+
+
+def _explain(error: Exception, overrides: Sequence[str]) -> str:
+    text = f"{error}\n{error.__cause__ or ''}".strip()
+    missing = re.search(r"Could not find '(\w+)/([^']+)'", text)
+    if missing and missing.group(1) in GROUPS:
+        group, value = missing.groups()
+        return f"{group}={value} is not an option; choose one of: {', '.join(options(group))}"
+    key = re.search(r"[Kk]ey '([^']+)' (?:is not in struct|not in)", text)
+    if key:
+        full = re.search(r"full_key: ([\w.]+)", text)
+        name = full.group(1) if full else key.group(1)
+        return f"{name} is not a config key; see 'python -m benchmarks --cfg job' for the keys (check the spelling)"
+    value = re.search(r"Value '([^']*)'(?: of type '\w+')? (?:could not be converted to|is not a valid) (\w+)", text)
+    if value:
+        full = re.search(r"full_key: ([\w.]+)", text)
+        return f"{full.group(1) if full else 'a key'}={value.group(1)} must be of type {value.group(2)}"
+    first = text.splitlines()[0] if text else type(error).__name__
+    return f"cannot compose the config from {list(overrides)}: {first}"
+
+
+def compose(overrides: Sequence[str]) -> DictConfig:
+    """The resolved config for these overrides, or ConfigError naming the key, the value and the fix."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    for override in overrides:
+        check_override(override)
+    schema.register()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            return hydra_compose(config_name="config", overrides=list(overrides))
+    except Exception as error:  # Hydra and OmegaConf raise many types; all are bad input here
+        raise ConfigError(_explain(error, overrides)) from None

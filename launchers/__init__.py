@@ -1,0 +1,1 @@
+"""Command builders (pure functions from config to argv) and campaign planning/submission."""
