@@ -35,8 +35,9 @@ dali: venv
 horovod: venv
 	@echo "horovod: see tools/build_horovod.sh (not yet wired)"
 
+# a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
 slurm-up:
-	@echo "slurm: see slurm/local_cluster.sh (not yet wired)"
+	DDLBENCH_CACHE=$(CACHE) bash slurm/local_cluster.sh up
 
 slurm-down:
-	@true
+	DDLBENCH_CACHE=$(CACHE) bash slurm/local_cluster.sh down
