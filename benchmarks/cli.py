@@ -79,6 +79,16 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_data_synth(args: argparse.Namespace) -> int:
+    if args.format == "tfrecord":
+        from benchmarks.data.tfrecord import synth_tfrecords
+
+        total = synth_tfrecords(
+            Path(args.out), num_classes=args.classes, images_per_class=args.per_class, width=args.width,
+            height=args.height, quality=args.quality, seed=args.seed, num_shards=args.shards, progress=not args.quiet,
+        )
+        print(f"[ddlbench] wrote {total} JPEG records in {args.classes} classes to {args.shards} TFRecord shards "
+              f"(+ DALI index files) in {args.out}")
+        return 0
     from benchmarks.data.synth import synth_imagefolder
 
     total = synth_imagefolder(
@@ -86,6 +96,17 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
         height=args.height, quality=args.quality, seed=args.seed, progress=not args.quiet,
     )
     print(f"[ddlbench] wrote {total} JPEGs in {args.classes} classes to {args.out}")
+    return 0
+
+
+def cmd_data_convert(args: argparse.Namespace) -> int:
+    from benchmarks.data.tfrecord import convert_imagefolder
+
+    total = convert_imagefolder(
+        Path(args.source), Path(args.out), num_shards=args.shards, seed=args.seed, progress=not args.quiet
+    )
+    print(f"[ddlbench] wrote {total} JPEG records from {args.source} to {args.shards} TFRecord shards "
+          f"(+ DALI index files) in {args.out}")
     return 0
 
 
@@ -137,8 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--height", type=int, default=120)
     s.add_argument("--quality", type=int, default=90, help="JPEG quality 1-100")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--format", choices=("jpeg", "tfrecord"), default="jpeg",
+                   help="jpeg: an ImageFolder; tfrecord: tf.train.Example shards + DALI index files")
+    s.add_argument("--shards", type=int, default=4, help="TFRecord shards (--format tfrecord)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_data_synth)
+    c = data_sub.add_parser("convert", help="an ImageFolder of JPEGs -> TFRecord shards + DALI index files")
+    c.add_argument("--from", dest="source", required=True, metavar="IMAGEFOLDER", help="ImageFolder root (<class>/<image>.jpg)")
+    c.add_argument("--out", required=True, help="new folder to write (refused if not empty)")
+    c.add_argument("--shards", type=int, default=4, help="number of TFRecord files")
+    c.add_argument("--seed", type=int, default=0, help="seed of the record order (records are shuffled across shards)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=cmd_data_convert)
 
     p = sub.add_parser("results", help="table of completed runs with weak-scaling efficiency")
     p.add_argument("runs_dir", metavar="RUNS_DIR")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import II, MISSING
 
 
 @dataclass
@@ -27,6 +27,7 @@ class DDPConfig(FrameworkConfig):
     gradient_as_bucket_view: bool = True
     static_graph: bool = False
     find_unused_parameters: bool = False
+    wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
 
 
 @dataclass
@@ -37,8 +38,10 @@ class HorovodConfig(FrameworkConfig):
     adasum: bool = False
     backward_passes_per_step: int = 1
     hierarchical_allreduce: bool = False
-    controller: str = "gloo"  # gloo | mpi (how the local launcher starts ranks)
-    timeline: bool = False
+    # auto: what the launcher set up (horovodrun --gloo: Gloo; mpirun/srun: MPI) | gloo | mpi
+    controller: str = "auto"
+    timeline: bool = False  # Horovod timeline (rank 0): HOROVOD_TIMELINE or ./horovod_timeline.json
+    comm_timer: bool = True  # time the exposed wait in synchronize() (on CUDA: one stream sync per step)
 
 
 @dataclass
@@ -51,6 +54,11 @@ class DeepSpeedConfig(FrameworkConfig):
     gradient_accumulation_steps: int = 1
     initial_scale_power: int = 16  # fp16 dynamic loss scaling starts at 2**this
     wall_clock_breakdown: bool = False
+    # per-step collective time from DeepSpeed's comms logger, which blocks after every collective:
+    # auto = on for CPU (gloo blocks anyway), off on GPU; on | off
+    comm_timing: str = "auto"
+    # DeepSpeed's name for the per-GPU batch: follows run.per_gpu_batch (one source of truth)
+    train_micro_batch_size_per_gpu: int = II("run.per_gpu_batch")
 
 
 @dataclass
@@ -79,13 +87,16 @@ class NativeLoaderConfig(LoaderConfig):
 
 @dataclass
 class DaliLoaderConfig(LoaderConfig):
-    reader: str = "file"  # file | tfrecord
-    decoder_device: str = "auto"  # auto: mixed on GPU, cpu otherwise
-    hw_decoder_load: float = 0.65
-    num_threads: int = 4
-    prefetch_queue_depth: int = 2
-    shuffle: bool = True
-    augment: bool = True
+    reader: str = "file"  # file (ImageFolder JPEGs) | tfrecord (data.path/*.tfrecord + .idx DALI index files)
+    decoder_device: str = "auto"  # auto: mixed on GPU, cpu otherwise | mixed | cpu
+    hw_decoder_load: float = 0.65  # share of images for the hardware JPEG decoder (mixed only)
+    num_threads: int = 4  # DALI CPU worker threads per rank
+    prefetch_queue_depth: int = 2  # batches DALI prepares ahead
+    shuffle: bool = True  # reader random_shuffle (global list shuffle + a buffer of initial_fill samples)
+    augment: bool = True  # random resized crop + flip; False: resize 256/224 + centre crop
+    seed: int | None = None  # None: run.seed; each rank adds its rank (augmentations differ per rank)
+    stick_to_shard: bool = False  # False: shards rotate over ranks each epoch (every rank sees all data)
+    initial_fill: int = 1024  # reader shuffle buffer, in samples
 
 
 @dataclass
@@ -113,7 +124,24 @@ class SystemConfig:
     cpus_per_rank: int = 1
     partition: str | None = None
     account: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
+    # --- batch systems (slurm/run.sh, ddlbench campaign) ---
+    launcher: str = "srun"  # how ranks start in a Slurm job: srun (one task per rank) | mpirun
+    mpi: str = "pmix"  # srun --mpi=<plugin>; see `srun --mpi=list` on the site
+    cpu_bind: str | None = None  # srun --cpu-bind=<value> (cores, map_ldom:...); None: the site's default
+    time_limit: str = "00:30:00"  # sbatch --time for one campaign job
+    max_nodes: int | None = None  # campaign cells needing more nodes are reported impossible
+    master_addr_suffix: str = ""  # appended to the first host name (JUWELS: "i" selects the InfiniBand address)
+    sbatch_args: list[str] = field(default_factory=list)  # extra sbatch flags, e.g. [--constraint=a100]
+    mpirun_args: list[str] = field(default_factory=list)  # extra mpirun flags (launcher: mpirun)
+
+
+@dataclass
+class CampaignConfig:
+    """A sweep (experiment files' `campaign:` key): every combination of `axes` x `gpus` x repeats."""
+    gpus: list[int] = MISSING  # world sizes (ranks = GPUs on GPU systems)
+    axes: dict[str, list[Any]] = field(default_factory=dict)  # override group/key -> values, e.g. framework: [ddp]
+    repeats: int = 1
 
 
 @dataclass
@@ -151,6 +179,7 @@ class Config:
     precision: PrecisionConfig = MISSING
     system: SystemConfig = MISSING
     experiment: Any = None
+    campaign: CampaignConfig | None = None  # only `ddlbench campaign` reads it
     optim: OptimConfig = field(default_factory=OptimConfig)
     data: DataConfig = field(default_factory=DataConfig)
     run: RunConfig = field(default_factory=RunConfig)

@@ -1,0 +1,319 @@
+"""NVIDIA DALI: read, decode, crop, flip and normalise in a DALI pipeline (the only module that imports
+nvidia.dali).
+
+Augmentation contract (the same as the native loader): augment=true -> random resized crop to
+image_size (area 8-100%, aspect 3/4-4/3) + horizontal flip with p=0.5; augment=false -> resize the
+shorter side to image_size*256/224 + centre crop. Both end in float32 NCHW normalised with the ImageNet
+mean/std of native.to_model_input (channels_last strides when ctx.channels_last). Decoding is `mixed`
+(nvJPEG, hardware decoder share hw_decoder_load) with the rest on the GPU when the run has one, and
+all on the CPU otherwise.
+
+Readers: reader=file -> fn.readers.file over an ImageFolder (labels in torchvision's order: sorted
+class folders); reader=tfrecord -> fn.readers.tfrecord over data.path/*.tfrecord with the .idx DALI
+index files `ddlbench data synth --format tfrecord` / `ddlbench data convert` write.
+
+Sharding (benchmarks/loaders/sharding.py's contract: per epoch disjoint, complete, equal steps per
+rank) is done by DALI's own reader sharding, so each rank reads only its part of the files:
+shard_id=rank, num_shards=world, pad_last_batch=True, and stick_to_shard=false rotates the shards
+(epoch e of rank r reads shard (r+e) mod W). Shard k is [N*k//W, N*(k+1)//W) of the reader's
+(seeded, rank-independent) shuffled list, so shard sizes differ by at most one. This module knows the
+size s of the shard each rank reads in each epoch, and
+  - trims the padding (DALI repeats the shard's last sample to fill the last batch),
+  - runs K = ceil((N//W) / B) steps on every rank: a rank whose shard holds one sample more than
+    K*B gets it as a last, 1-sample DALI batch, which is appended to step K (a batch of B+1), exactly
+    as sharding.shard_batches does with a tail smaller than the world size.
+K therefore equals the native loader's steps per epoch. The order inside an epoch is DALI's (a
+global shuffle of the file list, then a shuffle buffer of initial_fill samples), not
+sharding.epoch_permutation's; set_epoch only keeps the reader's epochs in step with the loop's.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.errors import ConfigError
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.native import IMAGENET_MEAN, IMAGENET_STD
+
+READER_NAME = "Reader"
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
+FLAVOURS = {"nvidia-dali-cuda110": 11, "nvidia-dali-cuda120": 12, "nvidia-dali-cuda130": 13}
+INSTALL_HINT = "run 'make dali' (pip install -e '.[dali-cuda130,tfrecord]'; '.[dali]' on CUDA 12 machines)"
+
+
+def _import_dali(*, need_gpu: bool) -> Any:
+    """nvidia.dali, or a one-line ConfigError saying how to install the flavour this torch needs."""
+    installed = {}
+    for dist in FLAVOURS:
+        try:
+            installed[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    if len(installed) > 1:
+        raise ConfigError(
+            f"loader=dali: several DALI flavours are installed ({', '.join(sorted(installed))}) and overwrite "
+            "each other; pip uninstall all but the one matching torch's CUDA, then " + INSTALL_HINT
+        )
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(f"loader=dali needs nvidia-dali ({error}); {INSTALL_HINT}") from None
+    torch_cuda = torch.version.cuda
+    if need_gpu and installed and torch_cuda:
+        (dist,) = installed
+        wanted = int(torch_cuda.split(".")[0])
+        if FLAVOURS[dist] != wanted:
+            raise ConfigError(
+                f"loader=dali: {dist} is installed but torch uses CUDA {torch_cuda}; "
+                f"pip uninstall {dist} && pip install nvidia-dali-cuda{wanted}0"
+            )
+    return nvidia.dali
+
+
+def list_imagefolder(root: str) -> tuple[list[str], list[int], list[str]]:
+    """(files, labels, classes) of an ImageFolder in torchvision's order: sorted classes, sorted files."""
+    classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+    files, labels = [], []
+    for label, name in enumerate(classes):
+        for file in sorted(os.listdir(os.path.join(root, name))):
+            if file.endswith(IMAGE_SUFFIXES):
+                files.append(os.path.join(root, name, file))
+                labels.append(label)
+    return files, labels, classes
+
+
+def shard_size(num_samples: int, *, shard: int, num_shards: int) -> int:
+    """Samples in DALI reader shard `shard` of `num_shards` (DALI splits at N*k//W)."""
+    return num_samples * (shard + 1) // num_shards - num_samples * shard // num_shards
+
+
+def steps_per_epoch(num_samples: int, *, world_size: int, per_gpu_batch: int) -> int:
+    """Every rank's steps per epoch: the smallest shard's batches (= sharding.shard_batches' count)."""
+    return math.ceil((num_samples // world_size) / per_gpu_batch)
+
+
+class DaliEpoch:
+    def __init__(self, ctx: LoaderContext, pipe: Any, *, num_samples: int, stick_to_shard: bool, gpu_outputs: bool,
+                 knobs: dict) -> None:
+        self.ctx, self.pipe, self.num_samples, self.knobs = ctx, pipe, num_samples, knobs
+        self.stick_to_shard, self.gpu_outputs = stick_to_shard, gpu_outputs
+        self._steps = steps_per_epoch(num_samples, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch)
+        self._reader_epoch = 0  # the DALI reader epoch the next pipe.run() belongs to
+        self._runs_left = self._runs_in(0)  # DALI batches of that epoch not yet taken
+        self._wanted_epoch = 0
+
+    def _shard_samples(self, epoch: int) -> int:
+        shard = self.ctx.rank if self.stick_to_shard else (self.ctx.rank + epoch) % self.ctx.world_size
+        return shard_size(self.num_samples, shard=shard, num_shards=self.ctx.world_size)
+
+    def _runs_in(self, epoch: int) -> int:  # the same for every epoch; named for what it counts
+        # pad_last_batch pads EVERY shard to the batches of the largest one: a smaller shard may end
+        # in a batch made only of repeats
+        largest = math.ceil(self.num_samples / self.ctx.world_size)
+        return math.ceil(largest / self.ctx.per_gpu_batch)
+
+    def __len__(self) -> int:
+        return self._steps
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch < self._reader_epoch:
+            raise RuntimeError(f"DALI readers only go forward: epoch {epoch} after epoch {self._reader_epoch}")
+        self._wanted_epoch = epoch
+
+    def _run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next DALI batch as torch tensors that own their memory (DALI reuses its buffers)."""
+        images, labels = self.pipe.run()
+        self._runs_left -= 1
+        if self.gpu_outputs:
+            from nvidia.dali.plugin.pytorch import feed_ndarray
+
+            images = images.as_tensor()
+            out = torch.empty(images.shape(), dtype=torch.float32, device=self.ctx.device)
+            feed_ndarray(images, out, cuda_stream=torch.cuda.current_stream(self.ctx.device))
+        else:
+            import numpy as np
+
+            out = torch.from_numpy(np.array(images.as_tensor()))
+        return out, torch.from_numpy(labels.as_array().reshape(-1).astype("int64"))  # labels stay on the CPU
+
+    def _finish_reader_epoch(self) -> None:
+        while self._runs_left > 0:  # an abandoned epoch: its padded batches are still in the reader
+            self.pipe.run()
+            self._runs_left -= 1
+        self._reader_epoch += 1
+        self._runs_left = self._runs_in(self._reader_epoch)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._runs_left != self._runs_in(self._reader_epoch):
+            self._finish_reader_epoch()  # the previous iteration stopped early
+        while self._reader_epoch < self._wanted_epoch:
+            self._finish_reader_epoch()
+        epoch, batch = self._reader_epoch, self.ctx.per_gpu_batch
+        shard = self._shard_samples(epoch)
+        taken = 0
+        for step in range(self._steps):
+            images, labels = self._run()
+            real = min(batch, shard - taken)
+            images, labels = images[:real], labels[:real]
+            taken += real
+            if step == self._steps - 1 and taken < shard:
+                # the one sample beyond K*B: its own DALI batch, appended to the last step
+                extra_images, extra_labels = self._run()
+                images = torch.cat([images, extra_images[: shard - taken]])
+                labels = torch.cat([labels, extra_labels[: shard - taken]])
+                taken = shard
+            yield self._to_model(images, labels)
+        assert taken == shard and self._runs_left >= 0, (taken, shard, self._runs_left)
+        self._finish_reader_epoch()  # drops the batches of pure padding, if any
+
+    def _to_model(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self.ctx.device
+        if self.ctx.channels_last:
+            images = images.permute(0, 3, 1, 2)  # HWC from DALI: NCHW shape with channels_last strides
+        images = images.to(device, non_blocking=True)
+        if self.ctx.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels.to(device, non_blocking=True)
+
+    def describe(self) -> dict:
+        import nvidia.dali
+
+        return {"loader": "dali", "num_samples": self.num_samples, "dali_version": nvidia.dali.__version__,
+                "cpu_count": os.cpu_count(), "sharding": "dali reader shards, padded and trimmed", **self.knobs}
+
+
+class DaliLoader:
+    def __init__(
+        self,
+        *,
+        reader: str = "file",
+        decoder_device: str = "auto",
+        hw_decoder_load: float = 0.65,
+        num_threads: int = 4,
+        prefetch_queue_depth: int = 2,
+        shuffle: bool = True,
+        augment: bool = True,
+        seed: int | None = None,
+        stick_to_shard: bool = False,
+        initial_fill: int = 1024,
+        **_common: object,
+    ) -> None:
+        if reader not in ("file", "tfrecord"):
+            raise ConfigError(f"loader.reader={reader!r} is not allowed; choose file (ImageFolder JPEGs) or tfrecord")
+        if decoder_device not in ("auto", "mixed", "cpu"):
+            raise ConfigError(f"loader.decoder_device={decoder_device!r} is not allowed; choose auto, mixed or cpu")
+        if not 0.0 <= hw_decoder_load <= 1.0:
+            raise ConfigError(f"loader.hw_decoder_load={hw_decoder_load} must be between 0 and 1 (0.65 on A100/H100/H200)")
+        for key, value in (("num_threads", num_threads), ("prefetch_queue_depth", prefetch_queue_depth),
+                           ("initial_fill", initial_fill)):
+            if value < 1:
+                raise ConfigError(f"loader.{key}={value} must be >= 1")
+        self.knobs = dict(
+            reader=reader, decoder_device=decoder_device, hw_decoder_load=hw_decoder_load, num_threads=num_threads,
+            prefetch_queue_depth=prefetch_queue_depth, shuffle=shuffle, augment=augment, seed=seed,
+            stick_to_shard=stick_to_shard, initial_fill=initial_fill,
+        )
+        _import_dali(need_gpu=False)  # fail before any process group exists
+
+    def _reader(self, fn: Any, ctx: LoaderContext, common: dict) -> tuple[Any, Any]:
+        path = ctx.data_path
+        if not path or not os.path.isdir(path):
+            raise ConfigError(
+                f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
+                "(add --format tfrecord for loader.reader=tfrecord) and pass data.path=DIR"
+            )
+        if self.knobs["reader"] == "file":
+            files, labels, _ = list_imagefolder(path)
+            if not files:
+                raise ConfigError(
+                    f"data.path={path} holds no <class>/<image>.jpg files for loader.reader=file; "
+                    "pass an ImageFolder, or loader.reader=tfrecord for a TFRecord folder"
+                )
+            return fn.readers.file(files=files, labels=labels, **common)
+        from nvidia.dali import tfrecord
+
+        from benchmarks.data.tfrecord import find_tfrecords
+
+        pairs = find_tfrecords(Path(path))
+        if not pairs:
+            raise ConfigError(
+                f"data.path={path} holds no *.tfrecord files for loader.reader=tfrecord; write them with "
+                f"'ddlbench data convert --from IMAGEFOLDER --out DIR', or use loader.reader=file"
+            )
+        for record, index in pairs:
+            if not index.is_file():
+                raise ConfigError(
+                    f"data.path={path}: {record.name} has no DALI index {index.name}; "
+                    f"write it with 'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
+                )
+        features = fn.readers.tfrecord(
+            path=[str(r) for r, _ in pairs], index_path=[str(i) for _, i in pairs],
+            features={"image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
+                      "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1)},
+            **common,
+        )
+        return features["image/encoded"], features["image/class/label"]
+
+    def build(self, ctx: LoaderContext) -> DaliEpoch:
+        k = self.knobs
+        cuda = ctx.device.type == "cuda"
+        if k["decoder_device"] == "mixed" and not cuda:
+            raise ConfigError("loader.decoder_device=mixed needs a CUDA device; use loader.decoder_device=auto or cpu")
+        mixed = cuda and k["decoder_device"] in ("auto", "mixed")
+        dali = _import_dali(need_gpu=cuda)
+        from nvidia.dali import fn, types
+
+        size = ctx.image_size
+        mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
+        op_device = "gpu" if mixed else "cpu"
+        decoder_args: dict[str, Any] = {"device": "mixed" if mixed else "cpu", "output_type": types.RGB}
+        if mixed:
+            # the sizes NVIDIA's ResNet-50 example preallocates, so nvJPEG does not reallocate mid-run
+            decoder_args.update(hw_decoder_load=k["hw_decoder_load"], device_memory_padding=211_025_920,
+                                host_memory_padding=140_544_512)
+        common = dict(shard_id=ctx.rank, num_shards=ctx.world_size, pad_last_batch=True,
+                      random_shuffle=k["shuffle"], stick_to_shard=k["stick_to_shard"], initial_fill=k["initial_fill"],
+                      name=READER_NAME)
+
+        @dali.pipeline_def
+        def pipeline():
+            jpegs, labels = self._reader(fn, ctx, common)
+            if k["augment"]:
+                images = fn.decoders.image_random_crop(
+                    jpegs, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100,
+                    **decoder_args)
+                images = fn.resize(images, device=op_device, resize_x=size, resize_y=size)
+                mirror = fn.random.coin_flip(probability=0.5)
+                crop: dict[str, Any] = {}
+            else:
+                images = fn.decoders.image(jpegs, **decoder_args)
+                images = fn.resize(images, device=op_device, resize_shorter=size * 256 // 224)
+                mirror, crop = 0, {"crop": (size, size), "crop_pos_x": 0.5, "crop_pos_y": 0.5}
+            images = fn.crop_mirror_normalize(
+                images, device=op_device, dtype=types.FLOAT, mean=mean, std=std, mirror=mirror,
+                output_layout="HWC" if ctx.channels_last else "CHW", **crop)
+            return images, labels
+
+        base_seed = ctx.seed if k["seed"] is None else k["seed"]
+        device_id = (ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()) if mixed else None
+        pipe = pipeline(
+            batch_size=ctx.per_gpu_batch, num_threads=k["num_threads"], device_id=device_id,
+            prefetch_queue_depth=k["prefetch_queue_depth"],
+            seed=base_seed * 1_000 + ctx.rank,  # different augmentations per rank; sharding does not use it
+        )
+        pipe.build()
+        num_samples = int(pipe.reader_meta(READER_NAME)["epoch_size"])
+        if num_samples // ctx.world_size < 1:
+            raise ConfigError(
+                f"data.path={ctx.data_path} has {num_samples} samples but world size is {ctx.world_size}; "
+                "use a larger dataset or fewer ranks"
+            )
+        knobs = {**k, "decoder": "mixed" if mixed else "cpu"}
+        return DaliEpoch(ctx, pipe, num_samples=num_samples, stick_to_shard=k["stick_to_shard"], gpu_outputs=mixed,
+                         knobs=knobs)
