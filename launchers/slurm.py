@@ -1,0 +1,194 @@
+"""Slurm launch: the sbatch command for one run, and the rank launch inside the job.
+
+Pure builders (srun, mpirun in an allocation, sbatch) take plain values and return an argv; they
+check every Hydra override with benchmarks.config.check_override first, so nothing a shell would
+act on ever reaches a command line, and argvs go to subprocess as lists (shlex.join only renders
+them for humans).
+
+Inside a job, slurm/run.sh hands over to `python -m launchers.slurm launch OVERRIDES`, which
+composes and validates the config, derives the run directory from the allocation, starts one rank
+per task with the system profile's launcher and environment, and exits non-zero if any rank failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from benchmarks.config import check_override
+from benchmarks.errors import ConfigError
+from launchers import local
+
+RUN_SCRIPT = Path(__file__).resolve().parent.parent / "slurm" / "run.sh"
+# variables of another launcher that would make distenv ignore the Slurm/MPI ones
+_FOREIGN_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+def checked(overrides: Sequence[str]) -> list[str]:
+    """The overrides, each verified to hold nothing a shell would act on (ConfigError otherwise)."""
+    for override in overrides:
+        check_override(override)
+    return list(overrides)
+
+
+def srun(*, ntasks: int, ntasks_per_node: int, cpus_per_task: int, mpi: str, cpu_bind: str | None,
+         overrides: Sequence[str], python: str = sys.executable) -> list[str]:
+    """One task per rank, each `python -m benchmarks`; one failed task ends the step (kill-on-bad-exit)."""
+    argv = ["srun", f"--mpi={mpi}", f"--ntasks={ntasks}", f"--ntasks-per-node={ntasks_per_node}",
+            f"--cpus-per-task={cpus_per_task}", "--kill-on-bad-exit=1"]
+    if cpu_bind:
+        argv.append(f"--cpu-bind={cpu_bind}")
+    return [*argv, python, *local.BENCHMARK_MODULE, *checked(overrides)]
+
+
+def mpirun_in_allocation(*, ntasks: int, ntasks_per_node: int, overrides: Sequence[str],
+                         extra: Sequence[str] = (), python: str = sys.executable) -> list[str]:
+    """OpenMPI's mpirun inside the allocation (it reads the node list from Slurm itself)."""
+    return local.mpirun(nproc=ntasks, python=python, overrides=checked(overrides),
+                        extra=["--map-by", f"ppr:{ntasks_per_node}:node", *extra])
+
+
+def step_command(system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str],
+                 python: str = sys.executable) -> list[str]:
+    """The argv that starts every rank of the job, per the system profile's `launcher`."""
+    launcher = system["launcher"]
+    if launcher == "srun":
+        return srun(ntasks=ntasks, ntasks_per_node=ntasks_per_node, cpus_per_task=int(system["cpus_per_rank"]),
+                    mpi=system["mpi"], cpu_bind=system["cpu_bind"], overrides=overrides, python=python)
+    if launcher == "mpirun":
+        return mpirun_in_allocation(ntasks=ntasks, ntasks_per_node=ntasks_per_node, overrides=overrides,
+                                    extra=list(system["mpirun_args"]), python=python)
+    raise ConfigError(f"system.launcher={launcher!r} is unknown; choose srun or mpirun")
+
+
+def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_per_task: int,
+           gpus_per_node: int = 0, partition: str | None = None, account: str | None = None,
+           time_limit: str | None = None, job_name: str | None = None, output: str | None = None,
+           extra: Sequence[str] = (), export: Mapping[str, str] | None = None,
+           script: str = str(RUN_SCRIPT)) -> list[str]:
+    """`sbatch --parsable ... slurm/run.sh OVERRIDES`: flags on the command line beat the script's #SBATCH."""
+    argv = ["sbatch", "--parsable", f"--nodes={nodes}", f"--ntasks-per-node={ntasks_per_node}",
+            f"--cpus-per-task={cpus_per_task}"]
+    if gpus_per_node:
+        argv.append(f"--gres=gpu:{gpus_per_node}")
+    for flag, value in (("partition", partition), ("account", account), ("time", time_limit),
+                        ("job-name", job_name), ("output", output)):
+        if value:
+            argv.append(f"--{flag}={value}")
+    if export:
+        for key, value in export.items():
+            if "," in value or "=" in key:
+                raise ConfigError(f"sbatch --export {key}={value!r}: ',' cannot be passed through --export; "
+                                  "set the variable in the environment before submitting instead")
+        argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in export.items())]))
+    return [*argv, *extra, script, *checked(overrides)]
+
+
+def master_addr(nodelist: str, *, suffix: str = "") -> str:
+    """The rendezvous host: the job's first node (+ a site suffix such as JUWELS' 'i' for InfiniBand)."""
+    from benchmarks.distenv import first_host
+
+    return first_host(nodelist) + suffix
+
+
+def master_port(job_id: int) -> int:
+    # the same rule as benchmarks.distenv: jobs sharing a node get different ports
+    return 20000 + job_id % 20000
+
+
+def rank_environment(environ: Mapping[str, str], *, system_env: Mapping[str, str], addr: str,
+                     port: int) -> dict[str, str]:
+    """The job's environment for the ranks: the profile's variables, the rendezvous, no foreign ranks."""
+    env = {k: v for k, v in environ.items() if k not in _FOREIGN_RANK_VARS}
+    env.update({k: str(v) for k, v in system_env.items()})
+    env.update(MASTER_ADDR=addr, MASTER_PORT=str(port))
+    return env
+
+
+def _allocation(environ: Mapping[str, str]) -> tuple[int, int, int, str]:
+    """(job id, tasks, nodes, node list) of the job we are in, or ConfigError outside one."""
+    if "SLURM_JOB_ID" not in environ:
+        raise ConfigError("not inside a Slurm job (SLURM_JOB_ID unset); submit with "
+                          "'sbatch slurm/run.sh OVERRIDES' or run locally with 'ddlbench run OVERRIDES'")
+    nodes = int(environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or 1)
+    if "SLURM_NTASKS" not in environ:
+        raise ConfigError("the job has no task count (SLURM_NTASKS unset); pass sbatch --ntasks-per-node=<ranks per node>")
+    ntasks = int(environ["SLURM_NTASKS"])
+    if ntasks % nodes:
+        raise ConfigError(f"SLURM_NTASKS={ntasks} over {nodes} nodes is uneven; use sbatch --ntasks-per-node "
+                          "so every node runs the same number of ranks")
+    return int(environ["SLURM_JOB_ID"]), ntasks, nodes, environ.get("SLURM_JOB_NODELIST", "localhost")
+
+
+def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[str, str] | None = None) -> int:
+    """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
+    from benchmarks import runlog
+    from benchmarks.app import resolve_run_dir
+    from benchmarks.config import compose
+    from benchmarks.validate import validate
+
+    environ = dict(os.environ if environ is None else environ)
+    cfg = compose(overrides)
+    validate(cfg, check_device=False)  # the batch host may see no GPU; every rank checks its own
+    job_id, ntasks, nodes, nodelist = _allocation(environ)
+    per_node = ntasks // nodes
+    gpus = cfg.system.gpus_per_node
+    if gpus and per_node > gpus:
+        raise ConfigError(f"{per_node} ranks per node but system.gpus_per_node={gpus} (system={cfg.system.name}); "
+                          f"pass sbatch --ntasks-per-node={gpus} or fewer")
+    run_dir = resolve_run_dir(cfg, world_size=ntasks, num_nodes=nodes).resolve()
+    if runlog.holds_a_run(run_dir):
+        raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
+                          f"run.repeat={cfg.run.repeat + 1} or another run.campaign")
+    argv = step_command(cfg.system, ntasks=ntasks, ntasks_per_node=per_node,
+                        overrides=[*overrides, f"run.dir={run_dir}"])
+    env = rank_environment(environ, system_env=cfg.system.env,
+                           addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix), port=master_port(job_id))
+    print(f"[ddlbench] job {job_id}: {ntasks} rank(s) on {nodes} node(s), MASTER_ADDR={env['MASTER_ADDR']} "
+          f"MASTER_PORT={env['MASTER_PORT']}\n[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if dry_run:
+        return 0
+    code = subprocess.run(argv, env=env).returncode
+    summary = run_dir / runlog.SUMMARY
+    status = _summary_status(summary)
+    if code != 0 or status != "completed":
+        reason = f"{argv[0]} exited with {code} (a rank failed)" if code else f"summary status is {status!r}"
+        if run_dir.is_dir() and status is None:
+            # the ranks died before writing one: say so, so that no reader mistakes it for running
+            runlog.write_json_atomic(summary, {"schema_version": runlog.SCHEMA_VERSION, "status": "failed",
+                                               "finished": runlog.now_iso(), "error": reason, "slurm_job_id": job_id})
+        print(f"ddlbench: error: job {job_id} failed: {reason}; logs in {run_dir} and the job's output file",
+              file=sys.stderr)
+        return code or 1
+    return 0
+
+
+def _summary_status(path: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads(path.read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launchers.slurm",
+                                     description="start the ranks of a ddlbench run inside a Slurm job (used by slurm/run.sh)")
+    parser.add_argument("action", choices=["launch"])
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native")
+    parser.add_argument("--dry-run", action="store_true", help="print the rank launch command only")
+    args = parser.parse_args(argv)
+    try:
+        return launch(args.overrides, dry_run=args.dry_run)
+    except ConfigError as error:
+        print(f"ddlbench: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
