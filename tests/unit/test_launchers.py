@@ -1,0 +1,126 @@
+"""Launch command builders: exact argvs, and no override can smuggle shell code into one."""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from benchmarks.config import compose
+from benchmarks.errors import ConfigError
+from launchers import slurm
+
+PY = "/venv/bin/python"
+
+
+@pytest.fixture(scope="module")
+def slurm_cpu():
+    return compose(["system=slurm_cpu"]).system
+
+
+@pytest.fixture(scope="module")
+def juwels():
+    return compose(["system=juwels_booster"]).system
+
+
+def test_srun_exact():
+    argv = slurm.srun(ntasks=8, ntasks_per_node=4, cpus_per_task=12, mpi="pmix", cpu_bind="cores",
+                      overrides=["framework=ddp", "model.depth=50"], python=PY)
+    assert argv == ["srun", "--mpi=pmix", "--ntasks=8", "--ntasks-per-node=4", "--cpus-per-task=12",
+                    "--kill-on-bad-exit=1", "--cpu-bind=cores", PY, "-m", "benchmarks", "framework=ddp", "model.depth=50"]
+
+
+def test_step_command_from_profile(slurm_cpu, juwels):
+    assert slurm.step_command(slurm_cpu, ntasks=2, ntasks_per_node=2, overrides=["loader=synthetic"], python=PY) == [
+        "srun", "--mpi=pmix", "--ntasks=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--kill-on-bad-exit=1",
+        PY, "-m", "benchmarks", "loader=synthetic"]
+    assert slurm.step_command(juwels, ntasks=16, ntasks_per_node=4, overrides=[], python=PY)[:6] == [
+        "srun", "--mpi=pspmix", "--ntasks=16", "--ntasks-per-node=4", "--cpus-per-task=12", "--kill-on-bad-exit=1"]
+
+
+def test_mpirun_in_allocation_exact():
+    argv = slurm.mpirun_in_allocation(ntasks=8, ntasks_per_node=4, overrides=["framework=horovod"],
+                                      extra=["-x", "NCCL_DEBUG"], python=PY)
+    assert argv[:2] == ["mpirun", "-np"] and argv[2] == "8"
+    tail = argv[argv.index("--map-by"):]
+    assert tail == ["--map-by", "ppr:4:node", "-x", "NCCL_DEBUG", PY, "-m", "benchmarks", "framework=horovod"]
+
+
+def test_step_command_mpirun_from_profile(slurm_cpu):
+    system = {**slurm_cpu, "launcher": "mpirun", "mpirun_args": ["--report-bindings"]}
+    argv = slurm.step_command(system, ntasks=2, ntasks_per_node=2, overrides=["framework=horovod"], python=PY)
+    assert argv[0] == "mpirun" and argv[-5:] == ["--report-bindings", PY, "-m", "benchmarks", "framework=horovod"]
+
+
+def test_unknown_launcher_is_one_line(slurm_cpu):
+    with pytest.raises(ConfigError, match=r"^system.launcher='pbs' is unknown; choose srun or mpirun$"):
+        slurm.step_command({**slurm_cpu, "launcher": "pbs"}, ntasks=1, ntasks_per_node=1, overrides=[])
+
+
+def test_sbatch_exact():
+    argv = slurm.sbatch(overrides=["system=juwels_booster", "framework=horovod"], nodes=4, ntasks_per_node=4,
+                        cpus_per_task=12, gpus_per_node=4, partition="booster", account="proj1", time_limit="00:30:00",
+                        job_name="ddlbench/c/x", output="runs/c/slurm/x-%j.out", extra=["--constraint=a100"],
+                        export={"DDLBENCH_PYTHON": PY}, script="slurm/run.sh")
+    assert argv == ["sbatch", "--parsable", "--nodes=4", "--ntasks-per-node=4", "--cpus-per-task=12", "--gres=gpu:4",
+                    "--partition=booster", "--account=proj1", "--time=00:30:00", "--job-name=ddlbench/c/x",
+                    "--output=runs/c/slurm/x-%j.out", f"--export=ALL,DDLBENCH_PYTHON={PY}", "--constraint=a100",
+                    "slurm/run.sh", "system=juwels_booster", "framework=horovod"]
+
+
+def test_sbatch_minimal():
+    assert slurm.sbatch(overrides=[], nodes=1, ntasks_per_node=2, cpus_per_task=1, script="run.sh") == [
+        "sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "run.sh"]
+
+
+@pytest.mark.parametrize("bad", [
+    "run.campaign=x;rm -rf ~", "run.campaign=$(reboot)", "run.campaign=`id`", "data.path=a'b", 'data.path=a"b',
+    "run.campaign=a|b", "run.campaign=a&b", "data.path=a>b", "data.path=a\nb", "x;y=1",
+])
+def test_injection_in_an_override_is_rejected(bad):
+    for build in (
+        lambda: slurm.srun(ntasks=1, ntasks_per_node=1, cpus_per_task=1, mpi="pmix", cpu_bind=None, overrides=[bad]),
+        lambda: slurm.mpirun_in_allocation(ntasks=1, ntasks_per_node=1, overrides=[bad]),
+        lambda: slurm.sbatch(overrides=[bad], nodes=1, ntasks_per_node=1, cpus_per_task=1),
+    ):
+        with pytest.raises(ConfigError) as error:
+            build()
+        message = str(error.value)
+        assert len(message.splitlines()) == 1
+        assert "not allowed" in message or "not key=value" in message
+
+
+def test_a_space_stays_one_argument():
+    # spaces are allowed in values (Hydra's grammar); the argv keeps the override one word
+    argv = slurm.sbatch(overrides=["data.path=/data/my images"], nodes=1, ntasks_per_node=1, cpus_per_task=1,
+                        script="run.sh")
+    assert argv[-1] == "data.path=/data/my images"
+    assert shlex.split(shlex.join(argv)) == argv
+
+
+def test_export_with_a_comma_is_refused():
+    with pytest.raises(ConfigError, match="cannot be passed through --export"):
+        slurm.sbatch(overrides=[], nodes=1, ntasks_per_node=1, cpus_per_task=1, export={"X": "a,b"})
+
+
+def test_rendezvous():
+    assert slurm.master_addr("jwb[0012-0015,0100]", suffix="i") == "jwb0012i"
+    assert slurm.master_addr("vm") == "vm"
+    assert slurm.master_port(12345) == 32345
+    env = slurm.rank_environment({"PATH": "/bin", "RANK": "3", "WORLD_SIZE": "8"}, system_env={"OMP_NUM_THREADS": "1"},
+                                 addr="vm", port=20001)
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "1", "MASTER_ADDR": "vm", "MASTER_PORT": "20001"}
+
+
+def test_launch_outside_a_job_is_one_line():
+    with pytest.raises(ConfigError, match=r"^not inside a Slurm job \(SLURM_JOB_ID unset\); submit with"):
+        slurm.launch(["system=slurm_cpu"], environ={})
+
+
+def test_launch_dry_run_in_a_fake_allocation(tmp_path, capsys):
+    environ = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "vm"}
+    code = slurm.launch(["system=slurm_cpu", f"run.root={tmp_path}", "run.campaign=t"], dry_run=True, environ=environ)
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "MASTER_ADDR=vm MASTER_PORT=20007" in err
+    assert f"run.dir={tmp_path}/t/ddp-synthetic-resnet50-g4-n1-b32-r0" in err
+    assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in err
