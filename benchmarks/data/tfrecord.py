@@ -209,6 +209,24 @@ def shard_name(index: int, num_shards: int) -> str:
     return f"train-{index:05d}-of-{num_shards:05d}"
 
 
+def write_shard(record_path: Path, samples: list[Sample], *, jpeg_of: Callable[[Sample], bytes] | None = None,
+                on_record: Callable[[], object] | None = None) -> None:
+    """One TFRecord file of `samples` in this order, and its DALI index next to it (.idx)."""
+    index_path = record_path.with_name(record_path.name[: -len(RECORD_SUFFIX)] + INDEX_SUFFIX)
+    with open(record_path, "wb") as records, open(index_path, "w") as index:
+        for sample in samples:
+            jpeg = jpeg_of(sample) if jpeg_of is not None else sample.path.read_bytes()
+            record = frame_record(encode_example({
+                "image/encoded": jpeg,
+                "image/class/label": sample.label,
+                "image/class/text": sample.class_name.encode(),
+            }))
+            index.write(f"{records.tell()} {len(record)}\n")
+            records.write(record)
+            if on_record is not None:
+                on_record()
+
+
 def write_tfrecords(
     samples: list[Sample], out: Path, *, num_shards: int, seed: int, progress: bool = True,
     jpeg_of: Callable[[Sample], bytes] | None = None,
@@ -228,18 +246,8 @@ def write_tfrecords(
     with tqdm(total=len(order), desc=f"tfrecord {out.name}", unit="img", disable=not progress) as bar:
         for shard in range(num_shards):
             name = shard_name(shard, num_shards)
-            with open(tmp / (name + RECORD_SUFFIX), "wb") as records, open(tmp / (name + INDEX_SUFFIX), "w") as index:
-                for i in order[bounds[shard] : bounds[shard + 1]]:
-                    sample = samples[i]
-                    jpeg = jpeg_of(sample) if jpeg_of is not None else sample.path.read_bytes()
-                    record = frame_record(encode_example({
-                        "image/encoded": jpeg,
-                        "image/class/label": sample.label,
-                        "image/class/text": sample.class_name.encode(),
-                    }))
-                    index.write(f"{records.tell()} {len(record)}\n")
-                    records.write(record)
-                    bar.update()
+            write_shard(tmp / (name + RECORD_SUFFIX), [samples[i] for i in order[bounds[shard] : bounds[shard + 1]]],
+                        jpeg_of=jpeg_of, on_record=bar.update)
     classes = sorted({(s.label, s.class_name) for s in samples})
     (tmp / MANIFEST).write_text(json.dumps({
         "format": "tfrecord", "num_records": len(samples), "num_shards": num_shards,
