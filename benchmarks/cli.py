@@ -1,4 +1,4 @@
-"""The `ddlbench` command: run, data, results, doctor, demo."""
+"""The `ddlbench` command: run, data, results, doctor, demo, campaign."""
 from __future__ import annotations
 
 import argparse
@@ -182,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="data/demo", help="dataset folder (made if absent)")
     p.add_argument("--runs", default="runs", help="runs root")
     p.set_defaults(func=cmd_demo)
+
+    from launchers.campaign import add_parser as add_campaign_parser
+
+    add_campaign_parser(sub)  # ddlbench campaign plan|submit|status (Slurm)
     return parser
 
 
