@@ -1,0 +1,211 @@
+"""DALI vs native on the GPU: loader-alone img/s, and ResNet-50 training img/s fed by synthetic, DALI
+and native data, with ratios to synthetic (issue 5's goal: DALI-fed training >= 0.97 of synthetic).
+
+  python bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096          # 1 GPU, everything
+  python bench/dali_gpu.py --data /tmp/ddl_jpeg --gpus 2 --only train      # 2 GPUs (nvidia-h200-x2)
+  python bench/dali_gpu.py --data /tmp/ddl_jpeg --only loaders --json $OUT/dali_loaders.json
+
+--make-data N writes N synthetic 500x375 JPEGs (the seed study's size) as an ImageFolder in --data and
+the same images as TFRecord shards + DALI index files in --data-tfrecord, in parallel processes (it
+refuses a non-empty folder; without --make-data both folders must exist). Needs on the machine:
+nvidia-dali-cuda130 + its nvimgcodec/nvcomp/nvjpeg wheels, hydra-core, omegaconf (carry them as
+../shared/device/README.md shows; the `crc32c` wheel makes writing TFRecords faster, optional).
+
+Loader alone: batches delivered on the GPU, normalised float NCHW (channels_last), timed between two
+device synchronisations after warm-up batches; DALI (file and TFRecord readers, hw_decoder_load 0 and
+0.65) and native (8 and 16 workers). Training: `ddlbench run` (torchrun, the real loop) with
+precision=amp_bf16 model=resnet model.depth=50; throughput_img_s from each run's summary.json.
+The last lines start with RESULT and are what goes into docs/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from benchmarks.loaders.base import LoaderContext  # noqa: E402
+
+
+# --- data -----------------------------------------------------------------------------------------
+
+def _write_jpegs(job: tuple[str, int, int, int, int]) -> int:
+    from benchmarks.data.synth import class_image
+
+    root, class_id, first, count, num_classes = job
+    folder = Path(root) / f"class_{class_id:05d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(first, first + count):
+        image = class_image(class_id, index, num_classes=num_classes, width=500, height=375, seed=0)
+        image.save(folder / f"{index:07d}.jpg", quality=90)
+    return count
+
+
+def _write_shard(job: tuple[str, list[tuple[str, int, str]]]) -> int:
+    from benchmarks.data.tfrecord import Sample, write_shard
+
+    path, samples = job
+    write_shard(Path(path), [Sample(Path(p), label, name) for p, label, name in samples])
+    return len(samples)
+
+
+def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classes: int, num_shards: int) -> None:
+    """An ImageFolder of `num_images` 500x375 JPEGs and the same images as TFRecord shards (parallel)."""
+    import numpy as np
+
+    from benchmarks.data.tfrecord import list_imagefolder, shard_name
+
+    for folder in (jpeg_dir, tfrecord_dir):
+        if folder.exists() and any(folder.iterdir()):
+            sys.exit(f"dali_gpu: --make-data refuses the non-empty folder {folder}; drop --make-data to reuse it")
+    per_class = -(-num_images // num_classes)
+    jobs = [(str(jpeg_dir), c, first, min(64, per_class - first), num_classes)
+            for c in range(num_classes) for first in range(0, per_class, 64)]
+    start = time.perf_counter()
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        total = sum(pool.map(_write_jpegs, jobs))
+        samples = list_imagefolder(jpeg_dir)
+        order = np.random.default_rng(0).permutation(len(samples)).tolist()
+        tfrecord_dir.mkdir(parents=True, exist_ok=True)
+        bounds = [len(order) * k // num_shards for k in range(num_shards + 1)]
+        shard_jobs = [(str(tfrecord_dir / (shard_name(k, num_shards) + ".tfrecord")),
+                       [(str(samples[i].path), samples[i].label, samples[i].class_name) for i in order[bounds[k]:bounds[k + 1]]])
+                      for k in range(num_shards)]
+        records = sum(pool.map(_write_shard, shard_jobs))
+    print(f"data: {total} JPEGs in {jpeg_dir}, {records} records in {num_shards} TFRecord shards in {tfrecord_dir} "
+          f"({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+# --- loader alone ---------------------------------------------------------------------------------
+
+def loader_img_s(option, ctx: LoaderContext, *, warmup: int, batches: int) -> float:
+    """Batches/s of a loader alone, times the batch, between two synchronisations after warm-up."""
+    epoch_loader = option.build(ctx)
+    done, epoch, start, samples = 0, 0, 0.0, 0
+    while done < warmup + batches:
+        epoch_loader.set_epoch(epoch)
+        for images, labels in epoch_loader:
+            if done == warmup:
+                torch.cuda.synchronize(ctx.device)
+                start, samples = time.perf_counter(), 0
+            samples += int(labels.shape[0])
+            done += 1
+            if done == warmup + batches:
+                break
+        epoch += 1
+    torch.cuda.synchronize(ctx.device)
+    assert images.device.type == "cuda" and images.dtype == torch.float32
+    return samples / (time.perf_counter() - start)
+
+
+def run_loaders(args: argparse.Namespace) -> dict[str, float]:
+    from benchmarks.loaders.dali import DaliLoader
+    from benchmarks.loaders.native import NativeLoader
+
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    results = {}
+    cases = [(f"dali-{reader}-hw{load:g}", DaliLoader(reader=reader, hw_decoder_load=load, num_threads=args.dali_threads),
+              args.data if reader == "file" else args.data_tfrecord)
+             for reader in ("file", "tfrecord") for load in (0.0, 0.65)]
+    cases += [(f"native-w{w}", NativeLoader(num_workers=w, prefetch_factor=4), args.data) for w in (8, 16)]
+    for name, option, path in cases:
+        ctx = LoaderContext(rank=0, world_size=1, device=device, per_gpu_batch=args.batch, seed=0, num_classes=1000,
+                            image_size=224, channels_last=True, data_path=str(path))
+        img_s = loader_img_s(option, ctx, warmup=args.loader_warmup, batches=args.loader_batches)
+        results[name] = img_s
+        print(f"loader {name:<22} {img_s:>10,.0f} img/s", flush=True)
+    return results
+
+
+# --- training -------------------------------------------------------------------------------------
+
+def train_img_s(loader_overrides: list[str], *, args: argparse.Namespace, root: Path, name: str) -> float:
+    overrides = [
+        "framework=ddp", "model=resnet", "model.depth=50", "precision=amp_bf16", "system=h200",
+        f"system.ranks_per_node={args.gpus}", f"run.per_gpu_batch={args.batch}", f"run.warmup_steps={args.warmup}",
+        f"run.steps={args.steps}", "run.log_every=0", f"run.root={root}", f"run.campaign={name}", *loader_overrides,
+    ]
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+    result = subprocess.run([sys.executable, "-m", "benchmarks.cli", "run", *overrides], cwd=REPO, env=env,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"dali_gpu: training with {loader_overrides} failed (exit {result.returncode})")
+    (summary,) = (root / name).glob("*/summary.json")
+    return json.loads(summary.read_text())["throughput_img_s"]
+
+
+def run_training(args: argparse.Namespace) -> dict[str, float]:
+    cases = {
+        "synthetic": ["loader=synthetic"],
+        "dali-file": ["loader=dali", "loader.reader=file", f"data.path={args.data}",
+                      f"loader.num_threads={args.dali_threads}"],
+        "dali-tfrecord": ["loader=dali", "loader.reader=tfrecord", f"data.path={args.data_tfrecord}",
+                          f"loader.num_threads={args.dali_threads}"],
+        "native": ["loader=native", f"data.path={args.data}", f"loader.num_workers={args.native_workers}",
+                   "loader.prefetch_factor=4"],
+    }
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, overrides in cases.items():
+            img_s = train_img_s(overrides, args=args, root=Path(tmp), name=name.replace("-", "_"))
+            results[name] = img_s
+            ratio = img_s / results["synthetic"]
+            print(f"train resnet50 amp_bf16 {args.gpus} GPU(s) b{args.batch} {name:<14} {img_s:>9,.0f} img/s "
+                  f"({ratio:.3f} of synthetic)", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="ImageFolder of JPEGs")
+    parser.add_argument("--data-tfrecord", type=Path, default=None, help="TFRecord folder (default: <data>_tfrecord)")
+    parser.add_argument("--make-data", type=int, default=0, metavar="N", help="first write N synthetic JPEGs + TFRecords")
+    parser.add_argument("--classes", type=int, default=100)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--only", choices=("all", "loaders", "train"), default="all")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs for the training runs (loaders use one)")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--dali-threads", type=int, default=8)
+    parser.add_argument("--native-workers", type=int, default=16)
+    parser.add_argument("--loader-warmup", type=int, default=10)
+    parser.add_argument("--loader-batches", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    args.data = args.data.resolve()  # the training runs start in the repository root
+    args.data_tfrecord = (args.data_tfrecord or args.data.with_name(args.data.name + "_tfrecord")).resolve()
+    if not torch.cuda.is_available():
+        sys.exit("dali_gpu: no CUDA GPU here; this benchmark is for the GPU machine (tests cover the CPU path)")
+    if args.make_data:
+        make_data(args.data, args.data_tfrecord, num_images=args.make_data, num_classes=args.classes, num_shards=args.shards)
+    figures: dict[str, dict[str, float]] = {}
+    if args.only in ("all", "loaders"):
+        figures["loader_img_s"] = run_loaders(args)
+    if args.only in ("all", "train"):
+        figures["train_img_s"] = run_training(args)
+    for kind, values in figures.items():
+        for name, img_s in values.items():
+            extra = ""
+            if kind == "train_img_s":
+                extra = f" ratio_to_synthetic={img_s / values['synthetic']:.3f}"
+            print(f"RESULT {kind} gpus={args.gpus if kind == 'train_img_s' else 1} batch={args.batch} {name}={img_s:.0f}{extra}")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **figures,
+                                         "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
