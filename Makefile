@@ -29,8 +29,11 @@ test: venv deepspeed dali horovod slurm-up
 deepspeed: venv
 	$(PIP) install -q -e '.[deepspeed]'
 
+# DALI's wheel must match torch's CUDA: cuda130 for CUDA 13 (CI's torch, the H200);
+# CUDA 12 machines: make dali DALI_EXTRA=dali. tfrecord: crc32c, to write TFRecords fast
+DALI_EXTRA ?= dali-cuda130
 dali: venv
-	$(PIP) install -q -e '.[dali-cuda130,tfrecord]'
+	$(PIP) install -q -e '.[$(DALI_EXTRA),tfrecord]'
 
 horovod: venv
 	@echo "horovod: see tools/build_horovod.sh (not yet wired)"
