@@ -16,10 +16,9 @@ def weak_scaling(runs: pd.DataFrame, *, baseline_world_size: int | None = None) 
              num_repeats=("throughput_img_s", "size"))
     )
 
-    def _efficiency(group: pd.DataFrame) -> pd.Series:
-        n0 = baseline_world_size if baseline_world_size is not None else group["world_size"].min()
-        base = group.loc[group["world_size"] == n0, "per_gpu_img_s"]
-        return group["per_gpu_img_s"] / base.iloc[0] if len(base) else pd.Series(float("nan"), index=group.index)
-
-    cells["efficiency"] = cells.groupby(SCALING_GROUP, group_keys=False)[cells.columns.tolist()].apply(_efficiency)
+    groups = cells.groupby(SCALING_GROUP, dropna=False)
+    n0 = groups["world_size"].transform("min") if baseline_world_size is None else baseline_world_size
+    # NaN where a group has no run at the baseline size: no efficiency without a baseline
+    baseline = cells["per_gpu_img_s"].where(cells["world_size"] == n0)
+    cells["efficiency"] = cells["per_gpu_img_s"] / baseline.groupby([cells[c] for c in SCALING_GROUP], dropna=False).transform("max")
     return cells.sort_values([*SCALING_GROUP, "world_size"]).reset_index(drop=True)

@@ -24,6 +24,7 @@ class DDP(TorchCollectives):
         gradient_as_bucket_view: bool = True,
         static_graph: bool = False,
         find_unused_parameters: bool = False,
+        wrap_single_rank: bool = False,
         **_launch: object,  # name, local_launcher: read by the launcher, not here
     ) -> None:
         self.backend = backend
@@ -31,6 +32,8 @@ class DDP(TorchCollectives):
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.static_graph = static_graph
         self.find_unused_parameters = find_unused_parameters
+        self.wrap_single_rank = wrap_single_rank
+        self.wrapped = False
         self.rank = self.local_rank = 0
         self.world_size = 1
         self._optimizer: torch.optim.Optimizer | None = None
@@ -51,6 +54,13 @@ class DDP(TorchCollectives):
         )
 
     def setup(self, model, optimizer, *, amp_dtype):
+        # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
+        self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
+        self._optimizer = optimizer
+        if self.world_size == 1 and not self.wrap_single_rank:
+            # one rank has nothing to all-reduce: the wrapper would only add bucket copies
+            return model, optimizer
+        self.wrapped = True
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         wrapped = DistributedDataParallel(
             model,
@@ -60,9 +70,6 @@ class DDP(TorchCollectives):
             static_graph=self.static_graph,
             find_unused_parameters=self.find_unused_parameters,
         )
-        self._optimizer = optimizer
-        # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
-        self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
         return wrapped, optimizer
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -90,4 +97,5 @@ class DDP(TorchCollectives):
             "bucket_cap_mb": self.bucket_cap_mb,
             "gradient_as_bucket_view": self.gradient_as_bucket_view,
             "static_graph": self.static_graph,
+            "ddp_wrapped": self.wrapped,  # False at world size 1 unless wrap_single_rank
         }

@@ -22,6 +22,11 @@ class TorchCollectives:
         dist.all_reduce(tensor, op=_OPS[op])
         return float(tensor.item())
 
+    def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        # the plain module's names, whatever wrapper (DDP, an engine) is around it
+        module = getattr(model, "module", model)
+        return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
     def shutdown(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()

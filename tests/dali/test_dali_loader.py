@@ -162,3 +162,25 @@ def test_two_rank_ddp_run_with_dali_completes(tmp_path, id_folder, id_tfrecords,
     run_dir = tmp_path / "default" / "ddp-dali-simple_cnn-g2-n1-b2-r0"
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["measured_steps"] == 4
+
+
+def test_wrong_cuda_flavour_names_the_wheel_to_install(monkeypatch):
+    from importlib import metadata
+
+    from benchmarks.loaders import dali
+
+    real_version = metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "nvidia-dali-cuda130":
+            return "2.4.0"
+        if dist in dali.FLAVOURS:
+            raise metadata.PackageNotFoundError(dist)
+        return real_version(dist)
+
+    monkeypatch.setattr(dali.metadata, "version", version)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    with pytest.raises(ConfigError, match=r"nvidia-dali-cuda130 is installed but torch uses CUDA 12.8; "
+                                          r"pip uninstall nvidia-dali-cuda130 && pip install nvidia-dali-cuda120"):
+        dali._import_dali(need_gpu=True)
+    dali._import_dali(need_gpu=False)  # a CPU run does not care which CUDA the wheel was built for

@@ -1,0 +1,95 @@
+"""2-rank DDP over gloo, end to end through `ddlbench run` (torchrun underneath)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.models import build_model
+
+from tests.conftest import ddlbench, read_summary
+
+pytestmark = pytest.mark.multiproc
+TINY = ["model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3", "run.log_every=1"]
+
+
+
+
+def test_two_rank_run_writes_a_complete_run_directory(tmp_path):
+    result = ddlbench("run", *TINY, f"run.root={tmp_path}", "run.save_params=true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "default" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0"
+    assert {p.name for p in run_dir.iterdir()} >= {"config.yaml", "meta.json", "rank0.jsonl", "rank1.jsonl", "summary.json"}
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert (summary["world_size"], summary["measured_steps"], summary["measured_samples"]) == (2, 3, 2 * 3 * 4)
+    assert summary["throughput_img_s"] == pytest.approx(summary["measured_samples"] / summary["wall_s"])
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["world_size"] == 2 and meta["framework"]["backend"] == "gloo" and "git_sha" in meta
+    for rank in (0, 1):
+        lines = [json.loads(line) for line in (run_dir / f"rank{rank}.jsonl").read_text().splitlines()]
+        header, steps = lines[0], lines[1:]
+        assert header["kind"] == "header" and header["rank"] == rank and header["schema_version"] == 1
+        assert [s["step"] for s in steps] == [0, 1, 2, 3]
+        assert [s["warmup"] for s in steps] == [True, False, False, False]
+        for s in steps:
+            assert s["step_s"] >= s["data_s"] + s["fwd_s"] + s["bwd_s"] + s["opt_s"] - 1e-6
+    # progress lines on rank 0
+    assert "[ddlbench] step 4/4" in result.stderr
+    # after K steps from the same seed the replicas are identical
+    p0, p1 = (torch.load(run_dir / f"params_rank{r}.pt") for r in (0, 1))
+    for key in p0:
+        assert torch.equal(p0[key], p1[key]), key
+
+
+def test_two_ranks_equal_one_rank_at_double_batch(tmp_path):
+    """Gradient averaging is right: W ranks at batch B step exactly like 1 rank at batch W*B."""
+    common = ["model=simple_cnn", "run.warmup_steps=0", "run.steps=4", "run.save_params=true", f"run.root={tmp_path}"]
+    two = ddlbench("run", *common, "run.per_gpu_batch=4", "system.ranks_per_node=2")
+    one = ddlbench("run", *common, "run.per_gpu_batch=8", "system.ranks_per_node=1")
+    assert two.returncode == 0 and one.returncode == 0, two.stderr[-2000:] + one.stderr[-2000:]
+    p2 = torch.load(tmp_path / "default" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0" / "params_rank0.pt")
+    p1 = torch.load(tmp_path / "default" / "ddp-synthetic-simple_cnn-g1-n1-b8-r0" / "params_rank0.pt")
+    initial = build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).state_dict()
+    for key in p1:
+        torch.testing.assert_close(p2[key], p1[key], rtol=1e-5, atol=1e-6)
+    assert any(not torch.allclose(p1[key], initial[key]) for key in p1)  # training moved the weights
+
+
+def test_an_existing_run_is_never_overwritten(tmp_path):
+    first = ddlbench("run", *TINY, f"run.root={tmp_path}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_dir = tmp_path / "default" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0"
+    before = (run_dir / "summary.json").read_bytes()
+    again = ddlbench("run", *TINY, f"run.root={tmp_path}")
+    assert again.returncode == 2
+    assert "already holds a run (never overwritten); pass run.repeat=1" in again.stderr
+    assert (run_dir / "summary.json").read_bytes() == before
+
+
+def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path):
+    from benchmarks.data.synth import synth_imagefolder
+
+    data = tmp_path / "data"
+    synth_imagefolder(data, num_classes=2, images_per_class=8, width=32, height=32, quality=80, seed=0, progress=False)
+    for jpeg in sorted(data.rglob("*.jpg")):
+        jpeg.write_bytes(b"not a jpeg")  # every image corrupt: the first batch fails on both ranks
+    result = ddlbench("run", *TINY, "loader=native", f"data.path={data}", "loader.num_workers=0", f"run.root={tmp_path}")
+    assert result.returncode != 0
+    run_dir = tmp_path / "default" / "ddp-native-simple_cnn-g2-n1-b4-r0"
+    assert "the run failed with exit code" in result.stderr
+    summary = run_dir / "summary.json"
+    assert not summary.exists() or read_summary(run_dir)["status"] == "failed"
+    table = ddlbench("results", str(tmp_path))
+    assert "no completed runs" in table.stdout and "ddp-native-simple_cnn-g2-n1-b4-r0" in table.stdout
+
+
+def test_bad_override_fails_before_launch(tmp_path):
+    result = ddlbench("run", "framework=foo", f"run.root={tmp_path}")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "ddlbench: error: framework=foo is not an option; choose one of: " + result.stderr.split("choose one of: ")[1].strip()
+    ]
+    assert not (tmp_path / "default").exists()

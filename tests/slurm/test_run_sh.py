@@ -1,0 +1,97 @@
+"""`sbatch slurm/run.sh OVERRIDES` on the real local Slurm cluster, CPU ranks."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+
+import pytest
+import yaml
+
+from tests.slurm.conftest import REPO, sbatch, wait_for
+
+pytestmark = pytest.mark.slurm
+
+SMALL = ["system=slurm_cpu", "loader=synthetic", "model=simple_cnn", "model.image_size=32", "run.per_gpu_batch=8",
+         "run.warmup_steps=1", "run.steps=3", "run.log_every=0"]
+
+
+def _framework_skip(framework: str) -> str | None:
+    if not (REPO / "conf" / "framework" / f"{framework}.yaml").exists():
+        return f"conf/framework/{framework}.yaml does not exist yet"
+    module = {"horovod": "horovod", "deepspeed": "deepspeed"}.get(framework)
+    if module and importlib.util.find_spec(module) is None:
+        return f"framework={framework} needs the {module} package ('make {framework}')"
+    return None
+
+
+@pytest.mark.parametrize("framework", ["ddp", "deepspeed", "horovod"])
+def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framework):
+    if (reason := _framework_skip(framework)):
+        pytest.skip(reason)
+    job = sbatch(f"framework={framework}", *SMALL, f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
+    info = wait_for(job)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log
+    run_dir = tmp_path / "runs" / "t" / f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "meta.json", "rank0.jsonl", "rank1.jsonl",
+                                                         "summary.json"], log
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 1
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["launcher"] in ("slurm", "openmpi", "pmix") and meta["world_size"] == 2
+    assert f"srun --mpi=pmix --ntasks=2 --ntasks-per-node=2" in log
+
+
+def test_a_failing_rank_fails_the_job(slurm_up, tmp_path):
+    job = sbatch("framework=ddp", *[o for o in SMALL if not o.startswith("run.steps")], "run.steps=1000000",
+                 f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
+    run_dir = tmp_path / "runs" / "t" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0"
+    deadline = time.monotonic() + 180
+    rank1 = run_dir / "rank1.jsonl"
+    while not (rank1.exists() and rank1.read_text().count("\n") >= 2):  # header + a step: the rank is training
+        assert time.monotonic() < deadline, f"rank 1 never started: {(tmp_path / f'slurm-{job}.out').read_text()}"
+        time.sleep(0.5)
+    pid = json.loads(rank1.read_text().splitlines()[0])["pid"]
+    os.kill(pid, signal.SIGKILL)  # rank 1 dies mid-training, as on a crashed node
+    info = wait_for(job)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] != "0:0", info
+    summary = run_dir / "summary.json"
+    assert not summary.exists() or json.loads(summary.read_text())["status"] == "failed"
+
+
+def test_overrides_reach_the_program_literally(slurm_up, tmp_path):
+    # a space stays inside one override, and the run records it as given
+    job = sbatch("framework=ddp", *SMALL, "data.path=/tmp/my data; not a command", f"run.root={tmp_path}/runs",
+                 "run.campaign=t", cwd=tmp_path)
+    info = wait_for(job)
+    assert info["JobState"] == "REJECTED" or True  # (shown in the message below if it fails)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    # ';' is refused before anything starts, in one line naming the override
+    assert info["JobState"] == "FAILED", log
+    assert "ddlbench: error: override 'data.path=/tmp/my data; not a command'" in log and "not allowed" in log
+
+
+def test_a_space_in_a_value_is_kept(slurm_up, tmp_path):
+    job = sbatch("framework=ddp", *SMALL, "data.path=/tmp/my data", f"run.root={tmp_path}/runs", "run.campaign=t",
+                 cwd=tmp_path)
+    info = wait_for(job)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED", log
+    config = yaml.safe_load((tmp_path / "runs" / "t" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0" / "config.yaml").read_text())
+    assert config["data"]["path"] == "/tmp/my data"
+
+
+@pytest.mark.parametrize("attack", ["run.campaign=$(touch {p})", "run.campaign=`touch {p}`", "run.campaign=x;touch {p}",
+                                    "run.campaign=x' ; touch {p} ; '"])
+def test_shell_code_in_an_override_never_runs(slurm_up, tmp_path, attack):
+    marker = tmp_path / "pwned"
+    job = sbatch(*SMALL, attack.format(p=marker), f"run.root={tmp_path}/runs", cwd=tmp_path)
+    info = wait_for(job)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "2:0", log
+    assert log.count("ddlbench: error:") == 1 and "not allowed" in log
+    assert not marker.exists()
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,62 @@
+"""Bad input: one line naming the key, the value and the fix; nothing launched."""
+import pytest
+
+from benchmarks.errors import ConfigError
+from benchmarks.validate import validate
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["framework=foo"], "framework=foo is not an option; choose one of: "),
+        (["loader=bar"], "loader=bar is not an option; choose one of: "),
+        (["run.stepz=3"], "run.stepz is not a config key"),
+        (["run.steps=abc"], "run.steps=abc must be of type Integer"),
+        (["framework.bucket_cap_mbb=3"], "framework.bucket_cap_mbb is not a config key"),
+        (["run.campaign=x;rm -rf /"], "characters that are not allowed"),
+        (["run.campaign=$(id)"], "characters that are not allowed"),
+        (["+foo=1"], "adding or deleting keys is not supported"),
+        (["framework"], "is not key=value"),
+    ],
+)
+def test_composition_errors(compose, overrides, expected):
+    with pytest.raises(ConfigError) as error:
+        compose(overrides)
+    message = str(error.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["loader=native"], "data.path is not set; make a dataset with 'ddlbench data synth"),
+        (["loader=native", "data.path=/no/such/dir"], "data.path='/no/such/dir' is not a directory"),
+        (["run.per_gpu_batch=0"], "run.per_gpu_batch=0 must be >= 1"),
+        (["run.epochs=0"], "run.epochs=0 must be >= 1"),
+        (["system.ranks_per_node=0"], "system.ranks_per_node=0 must be >= 1"),
+        (["precision.amp_dtype=float8"], "precision.amp_dtype='float8' is not allowed"),
+        (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
+    ],
+)
+def test_validation_errors(compose, overrides, expected):
+    with pytest.raises(ConfigError) as error:
+        validate(compose(overrides), check_device=False)
+    assert expected in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_cuda_system_without_gpu(compose):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the no-GPU error cannot happen here")
+    with pytest.raises(ConfigError, match="system=h200 wants CUDA GPUs but this machine has none; use system=local_cpu"):
+        validate(compose(["system=h200"]))
+
+
+def test_unknown_model_depth():
+    from benchmarks.models import build_model
+
+    with pytest.raises(ConfigError, match=r"model.depth=42 is not a ResNet depth; choose one of \[18, 34, 50, 101, 152\]"):
+        build_model(arch="resnet", depth=42, num_classes=10, seed=0)
