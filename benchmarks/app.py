@@ -93,8 +93,7 @@ def run(cfg: DictConfig) -> int:
         wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
         samples = framework.all_reduce_scalar(float(result.measured_samples_local), "sum")
         if cfg.run.save_params:
-            params = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-            torch.save(params, run_dir / f"params_rank{env.rank}.pt")
+            torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
             throughput = samples / wall_s

@@ -31,8 +31,9 @@ def mpirun(*, nproc: int, overrides: Sequence[str], python: str = sys.executable
 
 
 def deepspeed(*, nproc: int, master_port: int, overrides: Sequence[str], python: str = sys.executable) -> list[str]:
+    # --no_local_rank: the ranks read LOCAL_RANK from the environment; a --local_rank argument is no Hydra override
     return [python, "-m", "deepspeed.launcher.runner", f"--num_gpus={nproc}", f"--master_port={master_port}",
-            "--module", "benchmarks", *overrides]
+            "--no_local_rank", "--module", "benchmarks", *overrides]
 
 
 def local_command(*, launcher: str, nproc: int, master_port: int, overrides: Sequence[str]) -> list[str]:

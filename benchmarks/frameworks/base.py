@@ -47,6 +47,10 @@ class Framework(Protocol):
         """Reduce one float over all ranks; op is 'sum', 'max' or 'min'."""
         ...
 
+    def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """Every parameter and buffer, whole and on the host (run.save_params); sharded frameworks gather."""
+        ...
+
     def shutdown(self) -> None:
         """Close the process group (always, also after a failure: avoids aborts at exit)."""
         ...

@@ -1,0 +1,246 @@
+"""DeepSpeed: deepspeed.initialize with ZeRO stages 0-3 and bf16/fp16 (gloo on CPU, NCCL on GPU).
+
+The only module that imports deepspeed; it is imported lazily, so `import benchmarks` works without it.
+Nothing is JIT-compiled on the way to the first step: the model comes with a torch optimizer (no
+fused_adam build) and the shared-memory inference all-reduce op (deepspeed_shm_comm, compiled by
+init_distributed on CPU machines) is marked unavailable before the process group is created.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import warnings
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+
+from benchmarks.distenv import DistEnv
+from benchmarks.errors import ConfigError
+from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.torch_collectives import TorchCollectives
+
+INSTALL_HINT = "pip install -e '.[deepspeed]'"
+# where DeepSpeed's op builder puts anything it compiles: outside the checkout, kept between runs
+EXTENSIONS_DIR = Path.home() / ".cache" / "ddlbench" / "torch_extensions"
+_COMM_TIMING = ("auto", "on", "off")
+_UNCOMPILED_OPS = ("deepspeed_shm_comm",)
+
+
+def _import_deepspeed(device: torch.device) -> Any:
+    # DeepSpeed picks its accelerator at import; saying which one silences the CPU-fallback warning
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if device.type == "cuda" else "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
+    import deepspeed
+    import deepspeed.ops
+
+    # ZeRO calls torch's all_gather_into_tensor/reduce_scatter_tensor, which torch 2.14 deprecates
+    # with a warning per call: one run's log would be mostly these lines
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated", category=FutureWarning)
+    deepspeed.utils.logger.setLevel(logging.WARNING)  # its INFO lines (config dumps) drown the benchmark's
+    # the first read of __compatible_ops__ probes every op (compiler test runs); its only reader is
+    # init_distributed's shm_comm check, whose answer must be no: seed the dict instead of probing
+    vars(deepspeed.ops).setdefault("__compatible_ops__", {})
+    for op in _UNCOMPILED_OPS:
+        deepspeed.ops.__compatible_ops__[op] = False
+    return deepspeed
+
+
+def ds_config(
+    *,
+    per_gpu_batch: int,
+    gradient_accumulation_steps: int,
+    zero_stage: int,
+    reduce_bucket_size: int,
+    allgather_bucket_size: int,
+    overlap_comm: bool,
+    contiguous_gradients: bool,
+    amp_dtype: torch.dtype | None,
+    initial_scale_power: int,
+    wall_clock_breakdown: bool,
+    comms_logger: bool,
+) -> dict:
+    """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
+    zero: dict[str, Any] = {"stage": zero_stage}
+    if zero_stage >= 1:
+        zero |= {"reduce_bucket_size": reduce_bucket_size, "allgather_bucket_size": allgather_bucket_size,
+                 "overlap_comm": overlap_comm, "contiguous_gradients": contiguous_gradients}
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": per_gpu_batch,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,  # the torch optimizer passed in (SGD) is not on its list
+        "steps_per_print": 2**31 - 1,  # the loop reports progress; DeepSpeed's own lines would interleave
+        "wall_clock_breakdown": wall_clock_breakdown,
+        "comms_logger": {"enabled": comms_logger, "prof_all": True, "verbose": False, "debug": False},
+    }
+    if amp_dtype == torch.bfloat16:
+        # 0.19.8 keeps buffers fp32 by default, and BatchNorm then fails on bf16 activations
+        config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
+    elif amp_dtype == torch.float16:
+        config |= {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": initial_scale_power},
+                   "data_types": {"buffer_dtype": "fp16"}}
+    return config
+
+
+class _CommsLoggerTimer:
+    """Per-step collective time from DeepSpeed's comms logger. The logger synchronises after every
+    collective, so all of it is exposed (on CPU gloo collectives block the host anyway)."""
+
+    def __init__(self, comm_module: Any) -> None:
+        self._comm = comm_module
+        self._take_ms()  # drop what initialize() recorded (parameter broadcasts)
+
+    def _take_ms(self) -> float:
+        # one timer per collective name; its elapsed time accumulates until reset, so reset every step
+        # (this also keeps the logger's per-call lists from growing over a long run)
+        total_ms = sum(timer.elapsed(reset=True) for timer in self._comm.timers.timers.values())
+        self._comm.comms_logger.comms_dict.clear()
+        return total_ms
+
+    def step_comm_s(self) -> tuple[float | None, float | None]:
+        seconds = self._take_ms() / 1e3
+        return seconds, seconds
+
+
+class DeepSpeed(TorchCollectives):
+    name: ClassVar[str] = "deepspeed"
+
+    def __init__(
+        self,
+        *,
+        zero_stage: int = 0,
+        reduce_bucket_size: int = 500_000_000,
+        allgather_bucket_size: int = 500_000_000,
+        overlap_comm: bool = False,
+        contiguous_gradients: bool = True,
+        gradient_accumulation_steps: int = 1,
+        initial_scale_power: int = 16,
+        wall_clock_breakdown: bool = False,
+        comm_timing: str = "auto",
+        train_micro_batch_size_per_gpu: int,
+        **_launch: object,  # name, local_launcher: read by the launcher, not here
+    ) -> None:
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')")
+        if zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"framework.zero_stage={zero_stage} is not allowed; choose 0, 1, 2 or 3")
+        if comm_timing not in _COMM_TIMING:
+            raise ConfigError(f"framework.comm_timing={comm_timing!r} is not allowed; choose auto, on or off")
+        for key, value in (("gradient_accumulation_steps", gradient_accumulation_steps),
+                           ("reduce_bucket_size", reduce_bucket_size), ("allgather_bucket_size", allgather_bucket_size),
+                           ("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu)):
+            if value < 1:
+                raise ConfigError(f"framework.{key}={value} must be >= 1")
+        self.knobs = dict(
+            zero_stage=zero_stage, reduce_bucket_size=reduce_bucket_size, allgather_bucket_size=allgather_bucket_size,
+            overlap_comm=overlap_comm, contiguous_gradients=contiguous_gradients,
+            gradient_accumulation_steps=gradient_accumulation_steps, initial_scale_power=initial_scale_power,
+            wall_clock_breakdown=wall_clock_breakdown,
+        )
+        self.per_gpu_batch = train_micro_batch_size_per_gpu
+        self.comm_timing = comm_timing
+        self.rank = self.local_rank = 0
+        self.world_size = 1
+        self.config: dict | None = None
+        self._ds: Any = None
+        self._engine: Any = None
+
+    def _comms_logger_on(self) -> bool:
+        # the comms logger synchronises after every collective: free on CPU, a serialising probe on GPU
+        return self.comm_timing == "on" or (self.comm_timing == "auto" and self.device.type == "cpu")
+
+    def init(self, env: DistEnv, device: torch.device) -> None:
+        self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
+        self.device = device
+        # the engine reads LOCAL_RANK/RANK/WORLD_SIZE from the environment (srun and mpirun set none of them)
+        os.environ.update(env.export())
+        self._ds = _import_deepspeed(device)
+        self._ds.init_distributed(
+            dist_backend="nccl" if device.type == "cuda" else "gloo",
+            auto_mpi_discovery=False,
+            init_method=f"tcp://{env.master_addr}:{env.master_port}",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timedelta(minutes=10),
+            verbose=False,
+        )
+
+    def setup(self, model, optimizer, *, amp_dtype):
+        self.config = ds_config(per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype,
+                                comms_logger=self._comms_logger_on(), **self.knobs)
+        # DeepSpeed broadcasts each weight viewed as bytes (fails on channels_last weights) and flattens
+        # them into contiguous buffers for bf16/fp16 and ZeRO: weights are contiguous in any case.
+        # Inputs stay channels_last, so cuDNN still picks NHWC kernels. (Parameters keep their identity.)
+        model.to(memory_format=torch.contiguous_format)
+        engine, ds_optimizer, _, _ = self._ds.initialize(model=model, optimizer=optimizer, config=self.config)
+        self._engine = engine
+        if amp_dtype is not None:
+            # the engine holds bf16/fp16 weights; float inputs follow them (autocast covers only some ops)
+            engine.module.register_forward_pre_hook(_cast_inputs(amp_dtype))
+        if self.rank == 0:
+            print(f"[ddlbench] deepspeed ZeRO-{self.knobs['zero_stage']}: {_reduce_note(self.knobs)}",
+                  file=sys.stderr, flush=True)
+        return engine, ds_optimizer
+
+    def backward(self, loss: torch.Tensor) -> None:
+        # ZeRO-0: autograd first, then one all-reduce of every gradient (in buckets) inside this call
+        self._engine.backward(loss)
+
+    def step(self) -> None:
+        # applies the update at a gradient-accumulation boundary only, then clears the gradients
+        self._engine.step()
+
+    def comm_timer(self) -> CommTimer | None:
+        if self._engine is None or not self.config["comms_logger"]["enabled"]:
+            return None
+        import deepspeed.comm.comm
+
+        return _CommsLoggerTimer(deepspeed.comm.comm)
+
+    def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        if self.knobs["zero_stage"] == 3:
+            # ZeRO-3 keeps a shard of every parameter per rank: gather them for the copy, then re-shard
+            with self._ds.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+                return super().host_state_dict(model)
+        return super().host_state_dict(model)
+
+    def shutdown(self) -> None:
+        # without a barrier and destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT);
+        # after a failure the barrier is skipped: the other ranks may never reach it
+        if dist.is_initialized():
+            if sys.exc_info()[0] is None:
+                dist.barrier()
+            dist.destroy_process_group()
+
+    def describe(self) -> dict:
+        return {
+            "framework": self.name,
+            "backend": "nccl" if getattr(self, "device", torch.device("cpu")).type == "cuda" else "gloo",
+            "deepspeed": self._ds.__version__ if self._ds else None,
+            "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
+            **self.knobs,
+            "train_micro_batch_size_per_gpu": self.per_gpu_batch,
+            "comm_timing": "comms_logger (every collective blocking)" if self.config and self.config["comms_logger"]["enabled"] else None,
+            "reduce_note": _reduce_note(self.knobs),
+            "ds_config": self.config,
+        }
+
+
+def _reduce_note(knobs: dict) -> str:
+    if knobs["zero_stage"] == 0:
+        return "gradients are all-reduced after backward (not overlapped with it)"
+    overlap = "overlapped with backward" if knobs["overlap_comm"] else "not overlapped (overlap_comm=false)"
+    return f"gradients are reduced in buckets during backward, {overlap}"
+
+
+def _cast_inputs(dtype: torch.dtype):
+    def hook(_module: torch.nn.Module, args: tuple) -> tuple:
+        return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+
+    return hook
