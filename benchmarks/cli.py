@@ -26,14 +26,16 @@ def _free_port() -> int:
 
 
 def next_free_repeat(cfg, *, world_size: int) -> int:
+    """The first run.repeat (from the configured one) whose run directory holds no run."""
+    from omegaconf import OmegaConf
+
     from benchmarks.app import resolve_run_dir
     from benchmarks.runlog import holds_a_run
 
-    repeat = cfg.run.repeat
-    while holds_a_run(resolve_run_dir(cfg, world_size=world_size, num_nodes=1).with_name(
-            resolve_run_dir(cfg, world_size=world_size, num_nodes=1).name.rsplit("-r", 1)[0] + f"-r{repeat}")):
-        repeat += 1
-    return repeat
+    probe = OmegaConf.masked_copy(cfg, ["run", "framework", "loader", "model"])
+    while holds_a_run(resolve_run_dir(probe, world_size=world_size, num_nodes=1)):
+        probe.run.repeat += 1
+    return probe.run.repeat
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -118,22 +120,22 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Synthetic JPEGs -> a 2-rank CPU DDP run with the native loader -> the results table."""
+    """Synthetic JPEGs -> CPU DDP runs (native loader on 1 and 2 ranks, synthetic on 2) -> results table."""
+    from benchmarks.config import compose
     from benchmarks.data.synth import synth_imagefolder
 
     data = Path(args.data)
     if not (data.is_dir() and any(data.iterdir())):
         synth_imagefolder(data, num_classes=10, images_per_class=48, width=160, height=120, quality=90, seed=0)
-    campaign = Path(args.runs) / "demo"
-    repeat = sum(1 for p in campaign.glob("*-r*")) if campaign.is_dir() else 0
-    for loader in ("synthetic", "native"):
-        overrides = ["experiment=smoke", f"loader={loader}", f"data.path={data}", f"run.root={args.runs}",
-                     "run.campaign=demo", f"run.repeat={repeat}"]
-        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+    common = ["experiment=smoke", f"data.path={data}", f"run.root={args.runs}", "run.campaign=demo"]
+    for loader, ranks in (("native", 1), ("native", 2), ("synthetic", 2)):
+        overrides = [*common, f"loader={loader}", f"system.ranks_per_node={ranks}"]
+        repeat = next_free_repeat(compose(overrides), world_size=ranks)  # a second demo adds repeats
+        code = cmd_run(argparse.Namespace(overrides=[*overrides, f"run.repeat={repeat}"], dry_run=False))
         if code:
             return code
     print()
-    return cmd_results(argparse.Namespace(runs_dir=str(campaign)))
+    return cmd_results(argparse.Namespace(runs_dir=str(Path(args.runs) / "demo")))
 
 
 def build_parser() -> argparse.ArgumentParser:
