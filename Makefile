@@ -35,8 +35,10 @@ DALI_EXTRA ?= dali-cuda130
 dali: venv
 	$(PIP) install -q -e '.[$(DALI_EXTRA),tfrecord]'
 
+# Horovod 0.28.1 from source with the fixes today's torch needs (Gloo + MPI on CPU, NCCL on GPU);
+# the wheel is cached in $(CACHE)/wheels keyed by horovod + torch + CUDA + python + ops
 horovod: venv
-	@echo "horovod: see tools/build_horovod.sh (not yet wired)"
+	DDLBENCH_CACHE=$(CACHE) tools/build_horovod.sh $(PY)
 
 # a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
 slurm-up:
