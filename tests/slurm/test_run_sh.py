@@ -10,7 +10,7 @@ import time
 import pytest
 import yaml
 
-from tests.slurm.conftest import REPO, sbatch, wait_for
+from tests.slurm.cluster import REPO, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -67,7 +67,6 @@ def test_overrides_reach_the_program_literally(slurm_up, tmp_path):
     job = sbatch("framework=ddp", *SMALL, "data.path=/tmp/my data; not a command", f"run.root={tmp_path}/runs",
                  "run.campaign=t", cwd=tmp_path)
     info = wait_for(job)
-    assert info["JobState"] == "REJECTED" or True  # (shown in the message below if it fails)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     # ';' is refused before anything starts, in one line naming the override
     assert info["JobState"] == "FAILED", log

@@ -1,0 +1,76 @@
+"""`ddlbench campaign` on the real local Slurm cluster: plan, submit, status, resubmission."""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from benchmarks.cli import main
+from tests.slurm.cluster import wait_for
+
+pytestmark = pytest.mark.slurm
+
+GRID = ["experiment=slurm_smoke", "system=slurm_cpu"]  # ddp x synthetic x 1, 2 ranks x 1 repeat
+
+
+def ddlbench(capsys, *argv: str) -> str:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def submitted_jobs(text: str) -> list[str]:
+    return re.findall(r"submitted \S+: job (\d+)", text)
+
+
+def test_plan_names_every_cell_and_the_impossible_ones(capsys):
+    out = ddlbench(capsys, "campaign", "plan", *GRID, "campaign.gpus=[1,2,8]")
+    assert re.search(r"ddp-synthetic-simple_cnn-g1-n1-b8-r0\s+1\s+1\s+1\s+planned", out)
+    assert re.search(r"ddp-synthetic-simple_cnn-g2-n1-b8-r0\s+2\s+1\s+2\s+planned", out)
+    assert re.search(r"ddp-synthetic-simple_cnn-g8-n2-b8-r0\s+8\s+2\s+4\s+impossible\s+needs 2 nodes but system.max_nodes=1", out)
+    assert out.strip().endswith("3 cells: 1 impossible, 2 planned")
+
+
+def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    first = ddlbench(capsys, "campaign", "submit", *GRID)
+    jobs = submitted_jobs(first)
+    assert len(jobs) == 2, first
+    for job in jobs:
+        info = wait_for(job)
+        assert info["JobState"] == "COMPLETED", (tmp_path / "runs" / "slurm_smoke" / "slurm").iterdir()
+    status = ddlbench(capsys, "campaign", "status", *GRID)
+    assert status.strip().endswith("2 cells: 2 completed"), status
+
+    again = ddlbench(capsys, "campaign", "submit", *GRID)
+    assert submitted_jobs(again) == [] and "submitted 0, 0 already queued, 2 completed" in again
+
+    # a lost summary makes exactly that cell run again; the old directory is kept aside
+    cell = tmp_path / "runs" / "slurm_smoke" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0"
+    (cell / "summary.json").unlink()
+    assert "incomplete" in ddlbench(capsys, "campaign", "status", *GRID)
+    third = main(["campaign", "submit", *GRID])
+    out = capsys.readouterr()
+    assert third == 0 and re.findall(r"submitted (\S+): job", out.out) == [cell.name], out
+    assert "was incomplete: moved to" in out.err
+    wait_for(submitted_jobs(out.out)[0])
+    assert json.loads((cell / "summary.json").read_text())["status"] == "completed"
+    assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
+
+
+def test_max_jobs_holds_back_the_rest(slurm_up, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = ddlbench(capsys, "campaign", "submit", *GRID, "--max-jobs", "1", "--dry-run")
+    assert out.count("sbatch --parsable") == 1 and "1 held back by --max-jobs 1" in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_campaign_without_experiment_is_one_line(capsys):
+    assert main(["campaign", "plan", "system=slurm_cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ddlbench: error: campaign needs experiment=<name>; choose one of:") and "\n" not in err
+    assert main(["campaign", "plan", "experiment=smoke", "system=slurm_cpu"]) == 2
+    assert "experiment=smoke has no campaign: section" in capsys.readouterr().err
