@@ -1,24 +1,257 @@
-"""Pure metric functions: DataFrame in, DataFrame out; no I/O, no plotting."""
+"""Pure metric functions: DataFrame in, DataFrame out; no I/O, no plotting.
+
+Names and definitions are ARCHITECTURE.md's. Pandas 3.0 and 3.1 both: no groupby.apply that returns
+frames; per-group work is done with agg/transform and merges.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
-# runs that differ only in the number of GPUs: one scaling curve
+# runs that differ only in the number of GPUs: one weak-scaling curve (fixed per-GPU batch)
 SCALING_GROUP = ["framework", "loader", "model", "precision", "per_gpu_batch"]
+# strong scaling keeps the global batch fixed instead
+STRONG_GROUP = ["framework", "loader", "model", "precision", "global_batch"]
+# one cell of a campaign: repeats of it are the same experiment
+CELL = [*SCALING_GROUP, "world_size", "num_nodes"]
+PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s"]
+SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share"]
+# Stash pairing: same per-GPU batch and per-GPU samples (and the same software stack)
+STASH_PAIR = ["framework", "model", "precision", "per_gpu_batch", "per_gpu_samples"]
+
+# two-sided Student t quantiles t_{1-(1-c)/2, df} for df = 1..30; beyond that the normal quantile
+_T_TABLE = {
+    0.90: [6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761,
+           1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701,
+           1.699, 1.697],
+    0.95: [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+           2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+           2.045, 2.042],
+    0.99: [63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977,
+           2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763,
+           2.756, 2.750],
+}
+_Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
+
+
+def t_quantile(df: np.ndarray | int, *, confidence: float = 0.95) -> np.ndarray:
+    """Two-sided Student t critical value for `df` degrees of freedom (NaN for df < 1)."""
+    if confidence not in _T_TABLE:
+        raise ValueError(f"confidence={confidence} is not tabulated; use one of {sorted(_T_TABLE)}")
+    table = np.array([np.nan, *_T_TABLE[confidence]])
+    df = np.asarray(df, dtype="int64")
+    return np.where(df > 30, _Z[confidence], table[np.clip(df, 0, 30)])
+
+
+def measured(steps: pd.DataFrame) -> pd.DataFrame:
+    """The measured (non-warmup) step records."""
+    return steps[~steps["warmup"].astype(bool)]
+
+
+def step_times(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run per measured step: the slowest rank's step_s (it defines the step), global samples, ranks."""
+    grouped = measured(steps).groupby(["run_id", "step"], observed=True, sort=True)
+    return grouped.agg(step_s=("step_s", "max"), samples=("samples", "sum"), num_ranks=("rank", "size")).reset_index()
+
+
+def run_throughput(steps: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run, recomputed from the measured steps: throughput_img_s = global samples / sum over steps of
+    the slowest rank's step_s; per_gpu_img_s = throughput_img_s / world_size.
+
+    With `runs`, the result carries the runs' cell columns, and the summary's own figure (over wall
+    time, which also holds the gaps between steps) as summary_throughput_img_s.
+    """
+    per_step = step_times(steps)
+    per_run = per_step.groupby("run_id", observed=True).agg(
+        measured_steps=("step", "size"), measured_samples=("samples", "sum"), time_s=("step_s", "sum"),
+        step_s_median=("step_s", "median"), num_ranks=("num_ranks", "max"),
+    ).reset_index()
+    per_run["run_id"] = per_run["run_id"].astype(str)
+    per_run["throughput_img_s"] = per_run["measured_samples"] / per_run["time_s"]
+    if runs is None:
+        per_run["per_gpu_img_s"] = per_run["throughput_img_s"] / per_run["num_ranks"]
+        return per_run
+    keep = [c for c in [*CELL, "global_batch", "repeat", "campaign", "cache", "run_dir"] if c in runs]
+    info = runs[["run_id", *keep]].copy()
+    if "throughput_img_s" in runs:
+        info["summary_throughput_img_s"] = runs["throughput_img_s"]
+    info["run_id"] = info["run_id"].astype(str)
+    merged = per_run.merge(info, on="run_id", how="left")
+    world = merged["world_size"].fillna(merged["num_ranks"]) if "world_size" in merged else merged["num_ranks"]
+    merged["per_gpu_img_s"] = merged["throughput_img_s"] / world.astype("float64")
+    merged["per_gpu_samples"] = merged["measured_samples"] / world.astype("float64")
+    return merged
+
+
+def repeat_stats(per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: list[str] | None = None,
+                 confidence: float = 0.95) -> pd.DataFrame:
+    """Per cell: median, mean and a Student-t confidence interval of the mean of `value` over repeats
+    (ci_low/ci_high; NaN with a single repeat: one run says nothing about its noise)."""
+    by = [c for c in (by or CELL) if c in per_run]
+    stats = per_run.groupby(by, dropna=False, observed=True)[value].agg(["median", "mean", "std", "size"]).reset_index()
+    half = t_quantile(stats["size"].to_numpy() - 1, confidence=confidence) * stats["std"] / np.sqrt(stats["size"])
+    stats["ci_low"], stats["ci_high"] = stats["mean"] - half, stats["mean"] + half
+    return stats.rename(columns={"median": f"{value}_median", "mean": f"{value}_mean", "std": f"{value}_std",
+                                 "size": "num_repeats", "ci_low": f"{value}_ci_low", "ci_high": f"{value}_ci_high"})
+
+
+def cells(per_run: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Repeats -> one row per cell: medians of throughput_img_s and per_gpu_img_s (the figures plotted),
+    with the t-interval of the throughput's mean, and num_repeats."""
+    by = [c for c in [*CELL, "global_batch"] if c in per_run]
+    stats = repeat_stats(per_run, value="throughput_img_s", by=by, confidence=confidence)
+    per_gpu = per_run.groupby(by, dropna=False, observed=True)["per_gpu_img_s"].median().reset_index()
+    out = stats.merge(per_gpu, on=by)
+    out["throughput_img_s"] = out.pop("throughput_img_s_median")
+    return out.sort_values(by).reset_index(drop=True)
+
+
+def scaling(cell_table: pd.DataFrame, *, mode: str = "weak", baseline_world_size: int | None = None) -> pd.DataFrame:
+    """Add speedup and efficiency per scaling group, against N0 = the group's smallest GPU count (or
+    `baseline_world_size`; NaN where the group has no run at N0).
+
+    weak (fixed per-GPU batch): efficiency = per_gpu_img_s(N) / per_gpu_img_s(N0), speedup = that x N/N0.
+    strong (fixed global batch): speedup = time(N0) / time(N) = throughput(N) / throughput(N0) for the
+    same work, efficiency = speedup x N0 / N.
+    """
+    if mode not in ("weak", "strong"):
+        raise ValueError(f"mode={mode!r}: use 'weak' or 'strong'")
+    group = SCALING_GROUP if mode == "weak" else STRONG_GROUP
+    out = cell_table.copy()
+    keys = [out[c] for c in group]
+    n0 = out.groupby(keys, dropna=False)["world_size"].transform("min") if baseline_world_size is None \
+        else pd.Series(baseline_world_size, index=out.index)
+    at_n0 = out["world_size"] == n0
+    # several node layouts at N0: the fastest is the baseline
+    base_thr = out["throughput_img_s"].where(at_n0).groupby(keys, dropna=False).transform("max")
+    ratio = (out["throughput_img_s"] / base_thr).astype("float64")
+    size = (out["world_size"] / n0).astype("float64")
+    out["baseline_world_size"] = n0.where(base_thr.notna())
+    if mode == "weak":
+        out["efficiency"] = ratio / size
+        out["speedup"] = ratio
+    else:
+        out["speedup"] = ratio
+        out["efficiency"] = ratio / size
+    out["scaling"] = mode
+    return out.sort_values([*group, "world_size", "num_nodes"]).reset_index(drop=True)
 
 
 def weak_scaling(runs: pd.DataFrame, *, baseline_world_size: int | None = None) -> pd.DataFrame:
     """Add efficiency = per_gpu_img_s(N) / per_gpu_img_s(N0), N0 the smallest GPU count of each group
     (or `baseline_world_size`); repeats are reduced to their median first."""
-    cells = (
+    table = (
         runs.groupby([*SCALING_GROUP, "world_size", "num_nodes"], as_index=False)
         .agg(throughput_img_s=("throughput_img_s", "median"), per_gpu_img_s=("per_gpu_img_s", "median"),
              num_repeats=("throughput_img_s", "size"))
     )
+    keys = [table[c] for c in SCALING_GROUP]
+    n0 = table.groupby(keys, dropna=False)["world_size"].transform("min") if baseline_world_size is None \
+        else baseline_world_size
+    baseline = table["per_gpu_img_s"].where(table["world_size"] == n0)
+    table["efficiency"] = table["per_gpu_img_s"] / baseline.groupby(keys, dropna=False).transform("max")
+    return table.sort_values([*SCALING_GROUP, "world_size"]).reset_index(drop=True)
 
-    groups = cells.groupby(SCALING_GROUP, dropna=False)
-    n0 = groups["world_size"].transform("min") if baseline_world_size is None else baseline_world_size
-    # NaN where a group has no run at the baseline size: no efficiency without a baseline
-    baseline = cells["per_gpu_img_s"].where(cells["world_size"] == n0)
-    cells["efficiency"] = cells["per_gpu_img_s"] / baseline.groupby([cells[c] for c in SCALING_GROUP], dropna=False).transform("max")
-    return cells.sort_values([*SCALING_GROUP, "world_size"]).reset_index(drop=True)
+
+def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run, time shares of the measured steps summed over ranks and steps:
+    data_share, compute_share (fwd+bwd+opt minus exposed allreduce where that is measured),
+    allreduce_share (total, overlapped or not), allreduce_exposed_share, other_share (step minus
+    data, compute and exposed allreduce). data + compute + exposed + other = 1; allreduce_share is
+    NaN where the framework did not time its collectives (then it sits inside compute)."""
+    rows = measured(steps)
+    present = [c for c in PHASES if c in rows]
+    sums = rows.groupby("run_id", observed=True)[present].sum(min_count=1)
+    for column in PHASES:
+        if column not in sums:
+            sums[column] = np.nan
+    exposed = sums["comm_exposed_s"].fillna(0.0)
+    compute = sums[["fwd_s", "bwd_s", "opt_s"]].sum(axis=1, min_count=1) - exposed
+    data = sums["data_s"].fillna(0.0)
+    step = sums["step_s"]
+    out = pd.DataFrame({
+        "run_id": sums.index.astype(str),
+        "data_share": (data / step).to_numpy(),
+        "compute_share": (compute / step).to_numpy(),
+        "allreduce_share": (sums["comm_s"] / step).to_numpy(),
+        "allreduce_exposed_share": (sums["comm_exposed_s"] / step).to_numpy(),
+        "other_share": ((step - data - compute - exposed) / step).to_numpy(),
+        "comm_measured": sums["comm_s"].notna().to_numpy(),
+    })
+    return out.reset_index(drop=True)
+
+
+def breakdown_cells(shares: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per-run shares -> one row per cell (mean over repeats), keyed like `cells`."""
+    by = [c for c in CELL if c in per_run]
+    merged = shares.merge(per_run[["run_id", *by]], on="run_id")
+    out = merged.groupby(by, dropna=False, observed=True)[SHARES].mean().reset_index()
+    return out.sort_values(by).reset_index(drop=True)
+
+
+def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Stash stalls from paired runs (same framework, model, precision, per-GPU batch, per-GPU samples);
+    T = time_s of a run (median over repeats). One row per stall:
+      interconnect = T(synthetic, N GPUs, 1 node) - T(synthetic, 1 GPU)
+      network      = T(synthetic, N GPUs over k nodes) - T(synthetic, N GPUs, 1 node)
+      cpu          = T(real loader, warm cache) - T(synthetic)        (same N and nodes)
+      disk         = T(real loader, cold cache) - T(real loader, warm) (same loader, N, nodes)
+    stall_pct = stall_s / baseline_time_s x 100. The cache state is the `cache` column (default warm).
+    """
+    columns = ["stall", *STASH_PAIR, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s",
+               "stall_s", "stall_pct"]
+    table = per_run.copy()
+    table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
+    # per-GPU samples can differ in the last digits when logged from floats
+    table["per_gpu_samples"] = table["per_gpu_samples"].round(6)
+    key = [*STASH_PAIR, "loader", "cache", "world_size", "num_nodes"]
+    t = table.groupby(key, dropna=False, observed=True)["time_s"].median().reset_index()
+    syn = t[t["loader"] == "synthetic"]
+    real = t[t["loader"] != "synthetic"]
+    warm, cold = real[real["cache"] == "warm"], real[real["cache"] == "cold"]
+
+    def pair(name: str, test: pd.DataFrame, base: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+        base = base[[*on, "time_s"]].rename(columns={"time_s": "baseline_time_s"})
+        joined = test.merge(base, on=on)
+        joined["stall"] = name
+        return joined
+
+    one_gpu = syn[syn["world_size"] == 1]
+    single_node = syn[(syn["num_nodes"] == 1) & (syn["world_size"] > 1)]
+    parts = [
+        pair("interconnect", single_node, one_gpu, STASH_PAIR),
+        pair("network", syn[syn["num_nodes"] > 1], syn[syn["num_nodes"] == 1], [*STASH_PAIR, "world_size"]),
+        pair("cpu", warm, syn, [*STASH_PAIR, "world_size", "num_nodes"]),
+        pair("disk", cold, warm, [*STASH_PAIR, "loader", "world_size", "num_nodes"]),
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(parts, ignore_index=True)
+    out["stall_s"] = out["time_s"] - out["baseline_time_s"]
+    out["stall_pct"] = 100.0 * out["stall_s"] / out["baseline_time_s"]
+    order = {"interconnect": 0, "network": 1, "cpu": 2, "disk": 3}
+    out = out.sort_values(["stall", "model", "world_size", "num_nodes"], key=lambda s: s.map(order) if s.name == "stall" else s)
+    return out[columns].reset_index(drop=True)
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s", threshold: float = 0.05,
+            higher_is_better: bool = True) -> pd.DataFrame:
+    """Per-cell deltas of two campaigns' cell tables (B relative to A). `flag` is 'regression' where B is
+    worse than A by more than `threshold` (a fraction), 'improvement' where better by more, 'ok',
+    or 'only in A' / 'only in B' for cells without a partner."""
+    if not 0 <= threshold < 1 or math.isnan(threshold):
+        raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
+    by = [c for c in CELL if c in a and c in b]
+    left = a[[*by, value]].rename(columns={value: f"{value}_a"})
+    right = b[[*by, value]].rename(columns={value: f"{value}_b"})
+    out = left.merge(right, on=by, how="outer", indicator=True)
+    out["delta"] = out[f"{value}_b"] - out[f"{value}_a"]
+    out["rel_delta"] = out["delta"] / out[f"{value}_a"]
+    signed = out["rel_delta"] if higher_is_better else -out["rel_delta"]
+    out["flag"] = np.select(
+        [out["_merge"] == "left_only", out["_merge"] == "right_only", signed < -threshold, signed > threshold],
+        ["only in A", "only in B", "regression", "improvement"], default="ok")
+    return out.drop(columns="_merge").sort_values(by).reset_index(drop=True)
