@@ -163,7 +163,7 @@ def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict
     # identify the cell even when there is no summary (from the config)
     for key, cfg_key in (("framework", "config.framework.name"), ("loader", "config.loader.name"),
                          ("precision", "config.precision.name"), ("per_gpu_batch", "config.run.per_gpu_batch"),
-                         ("campaign", "config.run.campaign"), ("repeat", "config.run.repeat"),
+                         ("campaign", "config.run.campaign"), ("repeat", "config.run.repeat"), ("cache", "config.data.cache"),
                          ("world_size", "meta.world_size"), ("num_nodes", "meta.num_nodes")):
         if cfg_key in row:
             row[key] = row[cfg_key]

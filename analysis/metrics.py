@@ -100,7 +100,7 @@ def repeat_stats(per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: 
 def cells(per_run: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
     """Repeats -> one row per cell: medians of throughput_img_s and per_gpu_img_s (the figures plotted),
     with the t-interval of the throughput's mean, and num_repeats."""
-    by = [c for c in [*CELL, "global_batch"] if c in per_run]
+    by = [c for c in [*CELL, "global_batch", "cache"] if c in per_run]  # a cold cache is another experiment
     stats = repeat_stats(per_run, value="throughput_img_s", by=by, confidence=confidence)
     per_gpu = per_run.groupby(by, dropna=False, observed=True)["per_gpu_img_s"].median().reset_index()
     out = stats.merge(per_gpu, on=by)

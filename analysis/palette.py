@@ -1,0 +1,51 @@
+"""One palette for every figure: a framework always has the same colour, a loader the same line style.
+
+Okabe-Ito colours (readable for colour-blind readers and in greyscale print).
+"""
+from __future__ import annotations
+
+FRAMEWORK_COLORS = {
+    "ddp": "#0072B2",        # blue
+    "horovod": "#D55E00",    # vermillion
+    "deepspeed": "#009E73",  # bluish green
+    "fsdp": "#CC79A7",       # reddish purple
+    "dp": "#E69F00",         # orange
+}
+_SPARE = ["#56B4E9", "#F0E442", "#000000", "#999999"]
+LOADER_STYLES = {  # (line style, marker)
+    "native": ("-", "o"),
+    "dali": ("--", "s"),
+    "synthetic": (":", "^"),
+}
+# breakdown parts, bottom to top of a stacked bar
+BREAKDOWN_COLORS = {
+    "data": "#E69F00",
+    "compute": "#56B4E9",
+    "allreduce (exposed)": "#D55E00",
+    "allreduce": "#D55E00",
+    "other": "#BBBBBB",
+}
+STALL_COLORS = {"interconnect": "#0072B2", "network": "#D55E00", "cpu": "#E69F00", "disk": "#CC79A7"}
+IDEAL_COLOR = "#555555"
+
+# paper size: a double-column figure is 7 in wide; 8-9 pt text stays readable when printed
+PAPER_RC = {
+    "figure.dpi": 100, "savefig.dpi": 200, "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
+    "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.4,
+    "lines.markersize": 4, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
+    "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
+    "svg.fonttype": "none", "savefig.bbox": "tight",
+}
+FULL_WIDTH_IN = 7.0
+HALF_WIDTH_IN = 3.4
+
+
+def framework_color(name: str) -> str:
+    """The framework's colour; unknown names get a stable spare colour."""
+    if name in FRAMEWORK_COLORS:
+        return FRAMEWORK_COLORS[name]
+    return _SPARE[sum(map(ord, str(name))) % len(_SPARE)]
+
+
+def loader_style(name: str) -> tuple[str, str]:
+    return LOADER_STYLES.get(name, ("-.", "D"))

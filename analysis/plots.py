@@ -1,0 +1,375 @@
+"""Figures: DataFrames in, matplotlib Figures out. Draw only: no metrics, no files (report.py saves).
+
+Figures are built on matplotlib.figure.Figure (the Agg canvas, no pyplot state), sized for a paper
+(7 in wide), with one palette (analysis/palette.py): colour = framework, line style = loader.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")  # never a window, even if pyplot gets imported elsewhere
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
+
+from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
+                              framework_color, loader_style)
+
+_NAMES = {"ddp": "PyTorch-DDP", "horovod": "Horovod", "deepspeed": "DeepSpeed", "native": "native",
+          "dali": "DALI", "synthetic": "synthetic"}
+
+
+def _paper(draw):
+    """Draw inside the paper rcParams (artists read them when created; save inside them too)."""
+    import functools
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(PAPER_RC):
+            return draw(*args, **kwargs)
+    return wrapper
+
+
+def pretty(name: object) -> str:
+    return _NAMES.get(str(name), str(name))
+
+
+def _panels(num: int, *, ncols: int = 3, row_height_in: float = 2.0,
+            width_in: float = FULL_WIDTH_IN, sharey: bool = False) -> tuple[Figure, list]:
+    """A grid of `num` panels; _finish() sizes the margins (a fixed layout: constrained layout
+    costs more than the drawing itself on a campaign's worth of figures)."""
+    with matplotlib.rc_context(PAPER_RC):
+        ncols = max(1, min(ncols, num))
+        nrows = max(1, math.ceil(num / ncols))
+        fig = Figure(figsize=(width_in, row_height_in * nrows))
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey).ravel().tolist()
+    for ax in axes[num:]:
+        ax.set_visible(False)
+    fig._ddl_grid = (nrows, ncols, row_height_in)
+    return fig, axes[:num]
+
+
+def _finish(fig: Figure, axes: list, *, title: str | None = None, legend_cols: int = 4,
+            xlabel_in: float = 0.45, left_in: float = 0.62) -> Figure:
+    """One legend for the figure below the panels, a title above, margins in inches."""
+    handles: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if not label.startswith("_"):
+                handles.setdefault(label, handle)
+    nrows, ncols, row_height_in = fig._ddl_grid
+    legend_rows = math.ceil(len(handles) / legend_cols) if handles else 0
+    legend_in = 0.08 + 0.17 * legend_rows
+    title_in = 0.3 if title else 0.0
+    top_in = 0.28 + title_in
+    height = nrows * row_height_in + legend_in + xlabel_in + top_in
+    width = fig.get_figwidth()
+    fig.set_figheight(height)
+    hspace_in, wspace_in = xlabel_in + 0.35, 0.55
+    axes_h = (nrows * row_height_in - (nrows - 1) * hspace_in) / nrows
+    axes_w = (width - left_in - 0.15 - (ncols - 1) * wspace_in) / ncols
+    fig.subplots_adjust(left=left_in / width, right=1 - 0.15 / width, top=1 - top_in / height,
+                        bottom=(legend_in + xlabel_in) / height,
+                        hspace=hspace_in / max(axes_h, 0.1), wspace=wspace_in / max(axes_w, 0.1))
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                   ncols=min(legend_cols, len(handles)), fontsize=PAPER_RC["legend.fontsize"], frameon=False,
+                   handlelength=2.6, columnspacing=1.2)
+    if title:
+        fig.suptitle(title, fontsize=PAPER_RC["axes.titlesize"] + 1, y=1 - 0.08 / height, va="top")
+    return fig
+
+
+def _model_key(name: str) -> tuple:
+    """resnet50 < resnet101 < resnet152: natural order, not text order."""
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
+
+
+def _models(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["model"].dropna().unique(), key=_model_key)
+
+
+def _gpu_axis(ax, values, *, log_y: bool = False) -> None:
+    """GPU counts are powers of two: a log2 x axis labelled with the counts themselves."""
+    ax.set_xscale("log", base=2)
+    ticks = sorted({int(v) for v in values})
+    ax.set_xticks(ticks)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("GPUs")
+    if log_y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _series(frame: pd.DataFrame):
+    """(framework, loader, rows sorted by GPUs) for each curve; one node layout per GPU count (the fastest)."""
+    for (framework, loader), rows in frame.groupby(["framework", "loader"], sort=True):
+        rows = rows.sort_values("throughput_img_s", ascending=False).drop_duplicates("world_size")
+        yield framework, loader, rows.sort_values("world_size")
+
+
+@_paper
+def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
+    """Throughput (img/s) vs GPUs, log-log, one panel per model, one curve per framework x loader, each
+    with its ideal (linear) line from its smallest GPU count; error bars are the repeat CI if present."""
+    models = _models(cells)
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        rows_m = cells[cells["model"] == model]
+        for framework, loader, rows in _series(rows_m):
+            style, marker = loader_style(loader)
+            color = framework_color(framework)
+            x, y = rows["world_size"].to_numpy(float), rows["throughput_img_s"].to_numpy(float)
+            label = f"{pretty(framework)}, {pretty(loader)}"
+            if "throughput_img_s_ci_low" in rows and rows["throughput_img_s_ci_low"].notna().any():
+                err = np.vstack([y - rows["throughput_img_s_ci_low"].fillna(pd.Series(y, index=rows.index)),
+                                 rows["throughput_img_s_ci_high"].fillna(pd.Series(y, index=rows.index)) - y])
+                ax.errorbar(x, y, yerr=np.clip(err, 0, None), fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
+            ax.plot(x, y, style, marker=marker, color=color, label=label)
+            ax.plot(x, y[0] * x / x[0], color=color, linestyle=(0, (1, 2)), linewidth=0.8, alpha=0.6,
+                    label="_ideal")
+        ax.plot([], [], color=IDEAL_COLOR, linestyle=(0, (1, 2)), linewidth=0.8, label="ideal (linear)")
+        _gpu_axis(ax, rows_m["world_size"], log_y=True)
+        ax.set_title(model)
+        ax.set_ylabel("throughput (img/s)")
+    return _finish(fig, axes)
+
+
+@_paper
+def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
+    """Scaling efficiency (%) vs GPUs, one panel per model, one curve per framework x loader."""
+    models = _models(scaled)
+    fig, axes = _panels(len(models), sharey=True)
+    for ax, model in zip(axes, models):
+        rows_m = scaled[scaled["model"] == model]
+        for framework, loader, rows in _series(rows_m):
+            style, marker = loader_style(loader)
+            ax.plot(rows["world_size"], 100 * rows["efficiency"], style, marker=marker,
+                    color=framework_color(framework), label=f"{pretty(framework)}, {pretty(loader)}")
+        ax.axhline(100, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
+        _gpu_axis(ax, rows_m["world_size"])
+        ax.set_ylim(0, 110)
+        ax.yaxis.set_major_formatter(PercentFormatter())
+        ax.set_title(f"{model} ({scaled['scaling'].iloc[0] if 'scaling' in scaled else 'weak'} scaling)")
+        ax.set_ylabel("efficiency")
+    return _finish(fig, axes)
+
+
+BREAKDOWN_PARTS = [("data", "data_share"), ("compute", "compute_share"),
+                   ("allreduce (exposed)", "allreduce_exposed_share"), ("other", "other_share")]
+
+
+@_paper
+def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
+    """Stacked time shares per GPU count for one model: one panel per framework x loader. The black
+    tick marks the total allreduce (overlapped or not) where it was measured."""
+    rows_m = shares[shares["model"] == model]
+    combos = list(rows_m.groupby(["framework", "loader"]).groups)
+    fig, axes = _panels(len(combos), row_height_in=2.2, sharey=True)
+    for ax, (framework, loader) in zip(axes, combos):
+        rows = rows_m[(rows_m["framework"] == framework) & (rows_m["loader"] == loader)]
+        rows = rows.sort_values(["world_size", "num_nodes"]).drop_duplicates("world_size")
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for label, column in BREAKDOWN_PARTS:
+            values = 100 * rows[column].fillna(0).to_numpy(float)
+            ax.bar(x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[label], label=label, linewidth=0)
+            bottom += values
+        total = 100 * rows["allreduce_share"].to_numpy(float)
+        if np.isfinite(total).any():
+            ax.plot(x, total, linestyle="none", marker="_", markersize=12, markeredgewidth=1.6, color="black",
+                    label="allreduce (total)")
+        ax.set_xticks(x, [f"{n}" for n in rows["world_size"]])
+        ax.set_xlabel("GPUs")
+        ax.set_ylim(0, 100)
+        ax.yaxis.set_major_formatter(PercentFormatter())
+        ax.set_title(f"{pretty(framework)}, {pretty(loader)}", color=framework_color(framework))
+        ax.set_ylabel("share of step time")
+    return _finish(fig, axes, title=f"Time breakdown, {model}")
+    return fig
+
+
+REFERENCE_PARTS = [("allreduce", "allreduce_pct"), ("data", "data_pct"), ("compute", "compute_pct")]
+
+
+@_paper
+def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = None,
+                        source: str = "aach2023") -> Figure:
+    """The seed study's DDP breakdown (% of runtime) as stacked bars, one panel per model x loader;
+    with `ours` (breakdown cells of DDP runs) our shares are overlaid as markers at the same GPU counts."""
+    combos = sorted(reference.groupby(["model", "loader"]).groups, key=lambda c: (_model_key(c[0]), c[1]))
+    fig, axes = _panels(len(combos), row_height_in=2.1, sharey=True)
+    markers = {"allreduce": "D", "data": "o", "compute": "s"}
+    for ax, (model, loader) in zip(axes, combos):
+        rows = reference[(reference["model"] == model) & (reference["loader"] == loader)].sort_values("gpus")
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for label, column in REFERENCE_PARTS:
+            values = rows[column].to_numpy(float)
+            ax.bar(x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[label], label=f"{label} ({source})",
+                   linewidth=0)
+            bottom += values
+        ax.bar(x, 100 - bottom, 0.75, bottom=bottom, color=BREAKDOWN_COLORS["other"], label=f"other ({source})",
+               linewidth=0)
+        if ours is not None and not ours.empty:
+            mine = ours[(ours["model"] == model) & (ours["loader"] == loader)]
+            position = {int(g): i for i, g in enumerate(rows["gpus"])}
+            mine = mine[mine["world_size"].astype(int).isin(position)]
+            if not mine.empty:
+                xs = mine["world_size"].astype(int).map(position).to_numpy(float)
+                # stacked like the bars: each marker sits at the top of our segment of that part
+                top = np.zeros(len(mine))
+                for label, column in (("allreduce", "allreduce_share"), ("data", "data_share"),
+                                      ("compute", "compute_share")):
+                    top = top + 100 * mine[column].fillna(0).to_numpy(float)
+                    ax.plot(xs, top, linestyle="none", marker=markers[label], markerfacecolor="white",
+                            markeredgecolor="black", markersize=4, label=f"top of {label} (this campaign)")
+        ax.set_xticks(x, [str(g) for g in rows["gpus"]], rotation=90)
+        ax.set_xlabel("GPUs")
+        ax.set_ylim(0, 100)
+        ax.yaxis.set_major_formatter(PercentFormatter())
+        ax.set_title(f"{model}, {pretty(loader)}")
+        ax.set_ylabel("% of runtime")
+    return _finish(fig, axes, title=f"PyTorch-DDP time breakdown: {source} (bars)"
+                   + (", this campaign (markers)" if ours is not None and not ours.empty else ""),
+                   xlabel_in=0.6, legend_cols=4)
+    return fig
+
+
+@_paper
+def dali_vs_native(cells: pd.DataFrame) -> Figure:
+    """DALI throughput / native throughput vs GPUs, one panel per model, one curve per framework."""
+    frame = cells.sort_values("throughput_img_s", ascending=False).drop_duplicates(
+        ["framework", "loader", "model", "world_size"])
+    wide = frame.pivot_table(index=["model", "framework", "world_size"], columns="loader",
+                             values="throughput_img_s", aggfunc="first")
+    if not {"dali", "native"} <= set(wide.columns):
+        wide = pd.DataFrame(columns=["dali", "native"])
+    ratio = (wide["dali"] / wide["native"]).dropna().rename("ratio").reset_index()
+    models = _models(ratio) if not ratio.empty else ["(no DALI/native pairs)"]
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        rows_m = ratio[ratio["model"] == model]
+        for framework, rows in rows_m.groupby("framework"):
+            rows = rows.sort_values("world_size")
+            ax.plot(rows["world_size"], rows["ratio"], "-", marker="o", color=framework_color(framework),
+                    label=pretty(framework))
+        ax.axhline(1.0, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
+        if not rows_m.empty:
+            _gpu_axis(ax, rows_m["world_size"])
+        ax.set_title(model)
+        ax.set_ylabel("DALI / native throughput")
+    return _finish(fig, axes)
+
+
+@_paper
+def framework_by_depth(cells: pd.DataFrame) -> Figure:
+    """Per-GPU throughput of each framework x loader per model, at each GPU count that has several
+    models (one panel per GPU count): how the ranking moves with model depth."""
+    frame = cells[cells["loader"] != "synthetic"].sort_values("throughput_img_s", ascending=False).drop_duplicates(
+        ["framework", "loader", "model", "world_size"])
+    counts = frame.groupby("world_size")["model"].nunique()
+    sizes = sorted(counts[counts >= 2].index) or sorted(frame["world_size"].unique())[-1:]
+    fig, axes = _panels(len(sizes), row_height_in=2.3)
+    series = sorted(frame.groupby(["framework", "loader"]).groups)
+    width = 0.8 / max(1, len(series))
+    for ax, size in zip(axes, sizes):
+        rows_s = frame[frame["world_size"] == size]
+        models = _models(rows_s)
+        x = np.arange(len(models))
+        for i, (framework, loader) in enumerate(series):
+            rows = rows_s[(rows_s["framework"] == framework) & (rows_s["loader"] == loader)].set_index("model")
+            values = rows["per_gpu_img_s"].reindex(models).to_numpy(float)
+            ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, color=framework_color(framework),
+                   hatch="////" if loader == "dali" else None, edgecolor="white", linewidth=0.3,
+                   label=f"{pretty(framework)}, {pretty(loader)}")
+        ax.set_xticks(x, models)
+        ax.set_title(f"{size} GPUs")
+        ax.set_ylabel("img/s per GPU")
+        ax.grid(axis="x", visible=False)
+    return _finish(fig, axes)
+
+
+@_paper
+def telemetry_timeline(telemetry: pd.DataFrame, *, run_id: str, max_metrics: int = 6) -> Figure:
+    """Each numeric telemetry field over time for one run: mean over GPUs with the min-max band."""
+    rows = telemetry[telemetry["run_id"] == run_id]
+    skip = {"t_s", "rank", "gpu", "local_rank", "pid"}
+    metrics = [c for c in rows.columns if c not in skip and pd.api.types.is_numeric_dtype(rows[c])
+               and rows[c].notna().any()][:max_metrics]
+    fig, axes = _panels(max(1, len(metrics)), ncols=2, row_height_in=1.8)
+    if metrics:
+        grouped = rows.groupby(rows["t_s"].round(3))[metrics]
+        mean, low, high = grouped.mean(), grouped.min(), grouped.max()
+        for ax, metric in zip(axes, metrics):
+            ax.fill_between(mean.index, low[metric], high[metric], color="#0072B2", alpha=0.2, linewidth=0,
+                            label="min-max over GPUs")
+            ax.plot(mean.index, mean[metric], color="#0072B2", label="mean over GPUs")
+            ax.set_title(metric)
+            ax.set_xlabel("time (s)")
+    return _finish(fig, axes, title=f"Telemetry: {run_id}")
+    return fig
+
+
+@_paper
+def commbench_curves(commbench: pd.DataFrame) -> Figure:
+    """Bus bandwidth vs message size (log x), one panel per collective, one curve per world size."""
+    ops = sorted(commbench["op"].dropna().unique())
+    fig, axes = _panels(max(1, len(ops)), sharey=True)
+    sizes = sorted(commbench["world_size"].dropna().unique())
+    cmap = matplotlib.colormaps["viridis"]
+    for ax, op in zip(axes, ops):
+        for i, world in enumerate(sizes):
+            rows = commbench[(commbench["op"] == op) & (commbench["world_size"] == world)]
+            rows = rows.groupby("size_bytes")["busbw_gb_s"].median().reset_index()
+            if rows.empty:
+                continue
+            ax.plot(rows["size_bytes"], rows["busbw_gb_s"], marker=".", color=cmap(i / max(1, len(sizes) - 1) * 0.85),
+                    label=f"{int(world)} ranks")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+        ax.set_xlabel("message size")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.set_title(op)
+    return _finish(fig, axes)
+
+
+def _bytes_label(value: float, _pos=None) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} B"
+
+
+@_paper
+def stash_bars(stalls: pd.DataFrame) -> Figure:
+    """Stash stalls in % of the paired baseline's time, one bar per stall and configuration."""
+    fig, axes = _panels(1, width_in=min(FULL_WIDTH_IN, 1.6 + 0.75 * len(stalls)), row_height_in=2.4)
+    ax = axes[0]
+    labels = [f"{pretty(r.framework)}\n{r.model}\n{pretty(r.loader)}\n{int(r.world_size)} GPUs\n{int(r.num_nodes)} node"
+              + ("s" if int(r.num_nodes) > 1 else "") for r in stalls.itertuples()]
+    x = np.arange(len(stalls))
+    bars = ax.bar(x, stalls["stall_pct"], 0.7, color=[STALL_COLORS.get(s, "#999999") for s in stalls["stall"]])
+    ax.bar_label(bars, fmt="%.1f%%", fontsize=6, padding=1)
+    for kind, color in STALL_COLORS.items():
+        if (stalls["stall"] == kind).any():
+            ax.add_patch(Rectangle((0, 0), 0, 0, color=color, label=f"{kind} stall"))
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(x, labels, fontsize=6)
+    ax.margins(y=0.12)
+    ax.set_ylabel("stall (% of paired baseline time)")
+    ax.yaxis.set_major_formatter(PercentFormatter())
+    ax.grid(axis="x", visible=False)
+    ax.set_title("Stash stalls")
+    return _finish(fig, axes, xlabel_in=0.8, left_in=0.7)
+    return fig

@@ -1,0 +1,273 @@
+"""Realistic synthetic campaign logs (run directories as benchmarks/app.py writes them) for tests and
+the analysis speed benchmark: many ranks, many steps, failures, truncations, a corrupt line, an
+unknown schema version, telemetry and commbench files.
+
+The timing model is coarse but has the seed studies' shape: compute per model depth, ring-allreduce
+time that grows with GPU count and jumps when it leaves the node, partly overlapped with backward
+(DDP > Horovod > DeepSpeed); native loading on CPUs is slower than DALI; lognormal jitter per rank
+and occasional straggler steps, so the slowest rank matters.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.errors import ConfigError
+
+# seconds per image of fwd / bwd / opt on one A100-class GPU (fp32-ish), and gradient size in bytes
+MODELS = {
+    "resnet50": (0.00070, 0.00140, 0.00010, 102e6),
+    "resnet101": (0.00125, 0.00250, 0.00018, 178e6),
+    "resnet152": (0.00180, 0.00360, 0.00025, 241e6),
+}
+# fraction of the allreduce hidden behind backward
+OVERLAP = {"ddp": 0.75, "horovod": 0.6, "deepspeed": 0.4}
+# host time per image to decode+augment, split over the workers of one GPU
+PREP_S_PER_IMAGE = {"native": 0.0080 / 8, "dali": 0.0025 / 8, "synthetic": 0.0}
+FATES = ("completed", "failed", "truncated", "corrupt_line", "schema2")
+
+
+@dataclass(slots=True, frozen=True)
+class SynthCell:
+    """One run to write."""
+
+    framework: str
+    loader: str
+    model: str
+    world_size: int
+    num_nodes: int
+    per_gpu_batch: int = 64
+    repeat: int = 0
+    cache: str = "warm"
+    fate: str = "completed"
+    telemetry: bool = False
+    comm_measured: bool = True  # False: comm_s/comm_exposed_s null (a framework without a comm timer)
+
+
+@dataclass(slots=True)
+class SynthStats:
+    num_runs: int = 0
+    num_ranks: int = 0
+    num_step_rows: int = 0
+    num_bytes: int = 0
+    fates: dict[str, int] = field(default_factory=dict)
+
+
+def bench_cells(gpus_per_node: int = 4) -> list[SynthCell]:
+    """The speed benchmark's campaign: 1024 ranks in all (scaling grid, model depths, Stash pairs,
+    repeats, a failed, a truncated, a corrupt-line and a schema-2 run)."""
+    cells: list[SynthCell] = []
+
+    def nodes(n: int) -> int:
+        return max(1, math.ceil(n / gpus_per_node))
+
+    fates = {("deepspeed", "native", 64): "failed", ("horovod", "dali", 32): "truncated",
+             ("ddp", "native", 16): "corrupt_line"}
+    for framework in ("ddp", "horovod", "deepspeed"):
+        for loader in ("native", "dali"):
+            for n in (4, 8, 16, 32, 64):  # 744 ranks
+                cells.append(SynthCell(framework, loader, "resnet50", n, nodes(n),
+                                       fate=fates.get((framework, loader, n), "completed"), telemetry=n == 8))
+    for model in ("resnet101", "resnet152"):  # 240 ranks
+        for framework in ("ddp", "horovod", "deepspeed"):
+            for n in (8, 32):
+                cells.append(SynthCell(framework, "dali", model, n, nodes(n)))
+    cells += [  # Stash pairs for DDP ResNet-50: 17 ranks
+        SynthCell("ddp", "synthetic", "resnet50", 1, 1),
+        SynthCell("ddp", "synthetic", "resnet50", 4, 1),
+        SynthCell("ddp", "synthetic", "resnet50", 4, 2),
+        SynthCell("ddp", "native", "resnet50", 4, 1, cache="cold", repeat=1),
+        SynthCell("ddp", "dali", "resnet50", 4, 1, cache="cold", repeat=1),
+    ]
+    for repeat in (2, 3):  # repeats for confidence intervals: 16 + 2 ranks
+        cells += [SynthCell("ddp", "native", "resnet50", 4, 1, repeat=repeat),
+                  SynthCell("ddp", "dali", "resnet50", 4, 1, repeat=repeat),
+                  SynthCell("ddp", "synthetic", "resnet50", 1, 1, repeat=repeat)]
+    cells.append(SynthCell("ddp", "native", "resnet50", 4, 1, repeat=4, fate="truncated"))  # 4 ranks
+    cells.append(SynthCell("ddp", "native", "resnet50", 1, 1, repeat=9, fate="schema2"))  # 1 rank
+    assert sum(c.world_size for c in cells) == 1024, sum(c.world_size for c in cells)
+    return cells
+
+
+def small_cells() -> list[SynthCell]:
+    """A tiny campaign (tests, demos): two frameworks x two loaders x 1/2/4 ranks, and the broken kinds."""
+    cells = [SynthCell(f, l, "resnet50", n, 1 if n < 4 else 2) for f in ("ddp", "horovod")
+             for l in ("native", "dali") for n in (1, 2, 4)]
+    cells += [SynthCell("ddp", "native", "resnet50", 2, 1, repeat=1, fate="failed"),
+              SynthCell("ddp", "native", "resnet50", 2, 1, repeat=2, fate="truncated"),
+              SynthCell("ddp", "dali", "resnet50", 2, 1, repeat=1, fate="corrupt_line", telemetry=True),
+              SynthCell("ddp", "native", "resnet50", 1, 1, repeat=3, fate="schema2")]
+    return cells
+
+
+def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Per rank x step phase times (arrays of shape world_size x steps)."""
+    fwd1, bwd1, opt1, grad_bytes = MODELS[cell.model]
+    n, b = cell.world_size, cell.per_gpu_batch
+    shape = (n, steps)
+    jitter = rng.lognormal(0.0, 0.03, size=shape)
+    fwd = fwd1 * b * jitter
+    bwd = bwd1 * b * jitter * rng.lognormal(0.0, 0.01, size=shape)
+    opt = np.full(shape, opt1 * b) * rng.lognormal(0.0, 0.02, size=shape)
+    if n > 1:
+        # ring allreduce: 2(N-1)/N of the gradient over the slowest link, plus per-hop latency
+        bw = 80e9 if cell.num_nodes == 1 else 6e9 / (1 + 0.15 * math.log2(cell.num_nodes))
+        comm1 = 2 * (n - 1) / n * grad_bytes / bw + 2 * (n - 1) * 60e-6 + 0.004 * math.log2(n)
+        comm = comm1 * rng.lognormal(0.0, 0.08, size=shape)
+        exposed = comm * (1 - OVERLAP.get(cell.framework, 0.5))
+        bwd = bwd + comm - exposed  # the overlapped part runs during backward
+    else:
+        comm = exposed = np.zeros(shape)
+    prep = PREP_S_PER_IMAGE[cell.loader] * b * (3.0 if cell.cache == "cold" else 1.0)
+    # the loader prefetches during compute: only what it cannot hide blocks the host
+    hidden = 0.1 * (fwd + bwd)
+    data = np.maximum(prep * rng.lognormal(0.0, 0.15, size=shape) - hidden, 0) + 2e-4 * jitter
+    # a shared file system slows native loading as more nodes read from it
+    data = data * (1 + 0.05 * math.log2(cell.num_nodes)) if cell.loader == "native" else data
+    other = np.full(shape, 0.0015) * jitter
+    step = data + fwd + bwd + opt + exposed + other
+    # stragglers: a random rank is slow on ~1% of steps
+    slow = rng.random(steps) < 0.01
+    if slow.any():
+        step[rng.integers(0, n, size=slow.sum()), np.flatnonzero(slow)] *= 1.5
+    return {"data_s": data, "fwd_s": fwd, "bwd_s": bwd, "opt_s": opt, "comm_s": comm,
+            "comm_exposed_s": exposed, "step_s": step}
+
+
+def _lines(rank: int, cell: SynthCell, phases: dict[str, np.ndarray], steps: int, warmup: int,
+           steps_per_epoch: int, comm_measured: bool) -> list[str]:
+    cols = {k: v[rank].tolist() for k, v in phases.items()}
+    b = cell.per_gpu_batch
+    out = []
+    data, fwd, bwd, opt, comm, exp, step = (cols[k] for k in ("data_s", "fwd_s", "bwd_s", "opt_s", "comm_s",
+                                                               "comm_exposed_s", "step_s"))
+    for i in range(steps):
+        comm_text = f"{comm[i]:.6g},\"comm_exposed_s\":{exp[i]:.6g}" if comm_measured else "null,\"comm_exposed_s\":null"
+        out.append(
+            f'{{"step":{i},"epoch":{i // steps_per_epoch},"step_in_epoch":{i % steps_per_epoch},"samples":{b},'
+            f'"warmup":{"true" if i < warmup else "false"},"comm_s":{comm_text},"data_s":{data[i]:.6g},'
+            f'"fwd_s":{fwd[i]:.6g},"bwd_s":{bwd[i]:.6g},"opt_s":{opt[i]:.6g},"step_s":{step[i]:.6g}}}\n')
+    return out
+
+
+def _config_yaml(cell: SynthCell, campaign: str, steps: int, warmup: int, gpus_per_node: int) -> str:
+    depth = "".join(ch for ch in cell.model if ch.isdigit()) or "null"
+    return (f"framework:\n  name: {cell.framework}\nloader:\n  name: {cell.loader}\nmodel:\n  arch: resnet\n"
+            f"  depth: {depth}\nprecision:\n  name: amp_bf16\ndata:\n  path: /p/scratch/imagenet\n"
+            f"  cache: {cell.cache}\nsystem:\n  name: juwels_booster\n  device: cuda\n"
+            f"  ranks_per_node: {gpus_per_node}\n  gpus_per_node: {gpus_per_node}\n"
+            f"run:\n  campaign: {campaign}\n  repeat: {cell.repeat}\n  per_gpu_batch: {cell.per_gpu_batch}\n"
+            f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n")
+
+
+def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmup_steps: int = 10,
+                   seed: int = 0, campaign: str = "synth", gpus_per_node: int = 4,
+                   commbench: bool = True) -> SynthStats:
+    """Write one run directory per cell below out/<campaign>/ (out must be new or empty)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out} is not empty (never overwritten); pass a new folder")
+    if steps < 2 or not 0 <= warmup_steps < steps:
+        raise ConfigError(f"--steps {steps} / --warmup {warmup_steps}: need steps >= 2 and 0 <= warmup < steps")
+    rng = np.random.default_rng(seed)
+    stats = SynthStats()
+    steps_per_epoch = max(1, steps // 2)
+    for cell in cells:
+        if cell.fate not in FATES:
+            raise ConfigError(f"fate={cell.fate!r} is not one of {', '.join(FATES)}")
+        name = (f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
+                f"-b{cell.per_gpu_batch}-r{cell.repeat}")
+        run_dir = out / campaign / name
+        run_dir.mkdir(parents=True)
+        version = 2 if cell.fate == "schema2" else 1
+        phases = _phase_times(cell, steps, rng)
+        written_steps = steps if cell.fate not in ("failed", "truncated") else int(steps * 0.6)
+        (run_dir / "config.yaml").write_text(_config_yaml(cell, campaign, steps, warmup_steps, gpus_per_node))
+        hosts = [f"jwb{0x100 + i:04d}" for i in range(cell.num_nodes)]
+        meta = {"schema_version": version, "started": "2026-11-20T10:00:00+0000", "launcher": "srun",
+                "world_size": cell.world_size, "num_nodes": cell.num_nodes, "git_sha": "0" * 40,
+                "git_dirty": False, "versions": {"torch": "2.11.0", "nvidia-dali-cuda120": "1.52.0"},
+                "hardware": {"host": hosts[0], "hosts": hosts, "cuda": "12.8", "nccl": "2.27.3",
+                             "gpus": ["NVIDIA A100-SXM4-40GB"] * min(cell.world_size, gpus_per_node)},
+                "env": {"NCCL_IB_TIMEOUT": "20"}}
+        (run_dir / "meta.json").write_text(json.dumps(meta, indent=1))
+        for rank in range(cell.world_size):
+            header = {"kind": "header", "schema_version": version, "rank": rank,
+                      "local_rank": rank % gpus_per_node, "host": hosts[rank // gpus_per_node],
+                      "device": f"cuda:{rank % gpus_per_node}", "pid": 1000 + rank, "steps_per_epoch": steps_per_epoch}
+            lines = [json.dumps(header, separators=(",", ":")) + "\n",
+                     *_lines(rank, cell, phases, written_steps, warmup_steps, steps_per_epoch, cell.comm_measured)]
+            if cell.fate == "truncated" and rank == cell.world_size - 1:
+                lines[-1] = lines[-1][: len(lines[-1]) // 2]  # the rank died mid-write
+            if cell.fate == "corrupt_line" and rank == min(3, cell.world_size - 1):
+                lines[len(lines) // 2] = '{"step":\x00\x00 garbage\n'
+            text = "".join(lines)
+            (run_dir / f"rank{rank}.jsonl").write_text(text)
+            stats.num_bytes += len(text)
+            stats.num_step_rows += len(lines) - 1
+        stats.num_ranks += cell.world_size
+        stats.num_runs += 1
+        stats.fates[cell.fate] = stats.fates.get(cell.fate, 0) + 1
+        if cell.telemetry:
+            _write_telemetry(run_dir / "telemetry.jsonl", cell, float(phases["step_s"].max(axis=0).sum()), rng,
+                             gpus_per_node)
+        measured = phases["step_s"][:, warmup_steps:written_steps].max(axis=0)
+        wall_s = float(measured.sum()) * 1.002
+        if cell.fate == "failed":
+            summary = {"schema_version": 1, "status": "failed", "finished": "2026-11-20T10:05:00+0000",
+                       "error": "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+                                "(run with NCCL_DEBUG=INFO for details)"}
+        elif cell.fate == "truncated":
+            continue
+        else:
+            samples = cell.per_gpu_batch * cell.world_size * (steps - warmup_steps)
+            summary = {"schema_version": version, "status": "completed", "finished": "2026-11-20T10:05:00+0000",
+                       "framework": cell.framework, "loader": cell.loader, "model": cell.model,
+                       "precision": "amp_bf16", "world_size": cell.world_size, "num_nodes": cell.num_nodes,
+                       "per_gpu_batch": cell.per_gpu_batch, "global_batch": cell.per_gpu_batch * cell.world_size,
+                       "warmup_steps": warmup_steps, "measured_steps": steps - warmup_steps,
+                       "measured_samples": samples, "wall_s": wall_s, "throughput_img_s": samples / wall_s,
+                       "per_gpu_img_s": samples / wall_s / cell.world_size, "campaign": campaign,
+                       "repeat": cell.repeat, "last_loss": 6.9}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    if commbench:
+        _write_commbench(out / campaign / "commbench.json", gpus_per_node)
+    return stats
+
+
+def _write_telemetry(path: Path, cell: SynthCell, duration_s: float, rng: np.random.Generator,
+                     gpus_per_node: int) -> None:
+    period = max(duration_s / 120, 0.1)
+    t = np.arange(0, duration_s, period)
+    lines = []
+    busy = 0.93 if cell.loader == "dali" else 0.78
+    for rank in range(cell.world_size):
+        util = np.clip(100 * busy + rng.normal(0, 4, len(t)), 0, 100)
+        util[: max(1, len(t) // 20)] = rng.uniform(5, 30)  # start-up
+        mem = 31.0 + rng.normal(0, 0.1, len(t))
+        cpu = np.clip((85 if cell.loader == "native" else 35) + rng.normal(0, 5, len(t)), 0, 100)
+        for i, ts in enumerate(t):
+            lines.append(json.dumps({"t_s": round(float(ts), 3), "rank": rank, "gpu": rank % gpus_per_node,
+                                     "gpu_util_pct": round(float(util[i]), 1), "gpu_mem_used_gb": round(float(mem[i]), 2),
+                                     "cpu_util_pct": round(float(cpu[i]), 1), "power_w": round(float(90 + 3 * util[i]), 1)}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _write_commbench(path: Path, gpus_per_node: int) -> None:
+    rows = []
+    for world in (gpus_per_node, 8 * gpus_per_node, 64 * gpus_per_node):
+        bw = 80e9 if world <= gpus_per_node else 10e9
+        for op, factor in (("all_reduce", 2.0), ("all_gather", 1.0), ("reduce_scatter", 1.0)):
+            bus = factor * (world - 1) / world
+            for exp in range(10, 31, 2):
+                size = 2 ** exp
+                time_s = 25e-6 * math.log2(world) + bus * size / bw
+                algbw = size / time_s / 1e9
+                rows.append({"op": op, "size_bytes": size, "algbw_gb_s": round(algbw, 4),
+                             "busbw_gb_s": round(algbw * bus, 4), "time_s": time_s, "world_size": world,
+                             "backend": "nccl"})
+    path.write_text(json.dumps(rows, indent=1))
