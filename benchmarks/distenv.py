@@ -25,7 +25,7 @@ class DistEnv:
     num_nodes: int
     master_addr: str
     master_port: int
-    source: str  # torchrun | slurm | openmpi | pmix | single
+    source: str  # torchrun | horovodrun | slurm | openmpi | pmix | single
 
     def export(self) -> dict[str, str]:
         """The torch.distributed env:// variables, for frameworks that read them."""
@@ -68,7 +68,7 @@ def _port(environ: Mapping[str, str]) -> int:
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
-    """Read the launcher's variables (precedence: torchrun, OpenMPI, Slurm, PMIx, single process)."""
+    """Read the launcher's variables (precedence: torchrun, horovodrun, OpenMPI, Slurm, PMIx, single process)."""
     env = os.environ if environ is None else environ
     addr = env.get("MASTER_ADDR")
     if "RANK" in env and "WORLD_SIZE" in env:
@@ -83,6 +83,19 @@ def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
             master_addr=addr or "127.0.0.1",
             master_port=_port(env),
             source="torchrun",
+        )
+    if "HOROVOD_RANK" in env and "HOROVOD_SIZE" in env:
+        # horovodrun --gloo sets only HOROVOD_* (its mpirun mode sets OMPI_* as well)
+        world = _int(env, "HOROVOD_SIZE")
+        return DistEnv(
+            rank=_int(env, "HOROVOD_RANK"),
+            local_rank=int(env.get("HOROVOD_LOCAL_RANK", 0)),
+            world_size=world,
+            local_world_size=int(env.get("HOROVOD_LOCAL_SIZE", world)),
+            num_nodes=int(env.get("HOROVOD_CROSS_SIZE", 1)),
+            master_addr=addr or "127.0.0.1",
+            master_port=_port(env),
+            source="horovodrun",
         )
     slurm_nodes = int(env.get("SLURM_NNODES", env.get("SLURM_JOB_NUM_NODES", "1")))
     slurm_host = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")

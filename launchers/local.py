@@ -5,6 +5,7 @@ subprocess as they are, and shlex.join renders them for humans.
 """
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -24,9 +25,13 @@ def horovodrun(*, nproc: int, overrides: Sequence[str], python: str = sys.execut
             python, *BENCHMARK_MODULE, *overrides]
 
 
-def mpirun(*, nproc: int, overrides: Sequence[str], python: str = sys.executable, extra: Sequence[str] = ()) -> list[str]:
-    # --bind-to none: ranks share few cores on small machines; binding is a site profile's decision
-    return ["mpirun", "-np", str(nproc), "--bind-to", "none", "--oversubscribe", *extra,
+def mpirun(
+    *, nproc: int, overrides: Sequence[str], python: str = sys.executable, extra: Sequence[str] = (), as_root: bool = False
+) -> list[str]:
+    # --bind-to none: ranks share few cores on small machines; binding is a site profile's decision.
+    # OpenMPI refuses to start as root (containers, CI) unless told that it is on purpose.
+    root = ["--allow-run-as-root"] if as_root else []
+    return ["mpirun", "-np", str(nproc), *root, "--bind-to", "none", "--oversubscribe", *extra,
             python, *BENCHMARK_MODULE, *overrides]
 
 
@@ -36,14 +41,19 @@ def deepspeed(*, nproc: int, master_port: int, overrides: Sequence[str], python:
             "--no_local_rank", "--module", "benchmarks", *overrides]
 
 
-def local_command(*, launcher: str, nproc: int, master_port: int, overrides: Sequence[str]) -> list[str]:
-    """The argv that starts `nproc` local ranks with the given launcher name (framework.local_launcher)."""
+def local_command(
+    *, launcher: str, nproc: int, master_port: int, overrides: Sequence[str], as_root: bool | None = None
+) -> list[str]:
+    """The argv that starts `nproc` local ranks with the given launcher name (framework.local_launcher).
+    as_root: whether we run as root (mpirun needs to be told); None: ask the OS."""
+    if as_root is None:
+        as_root = os.geteuid() == 0
     if launcher == "torchrun":
         return torchrun(nproc=nproc, master_port=master_port, overrides=overrides)
     if launcher == "horovodrun":
         return horovodrun(nproc=nproc, overrides=overrides)
     if launcher == "mpirun":
-        return mpirun(nproc=nproc, overrides=overrides)
+        return mpirun(nproc=nproc, overrides=overrides, as_root=as_root)
     if launcher == "deepspeed":
         return deepspeed(nproc=nproc, master_port=master_port, overrides=overrides)
     raise ConfigError(f"framework.local_launcher={launcher!r} is unknown; choose torchrun, horovodrun, mpirun or deepspeed")

@@ -111,3 +111,16 @@ def test_missing_horovod_is_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"ddlbench: error: {MISSING_HOROVOD}"
+
+
+def test_local_launch_commands_are_exact():
+    from launchers.local import local_command
+
+    over = ["framework=horovod"]
+    assert local_command(launcher="horovodrun", nproc=2, master_port=1, overrides=over) == [
+        sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
+        sys.executable, "-m", "benchmarks", *over]
+    # OpenMPI refuses root unless told; the flag appears only when we are root
+    for as_root, flag in ((True, ["--allow-run-as-root"]), (False, [])):
+        assert local_command(launcher="mpirun", nproc=3, master_port=1, overrides=over, as_root=as_root) == [
+            "mpirun", "-np", "3", *flag, "--bind-to", "none", "--oversubscribe", sys.executable, "-m", "benchmarks", *over]

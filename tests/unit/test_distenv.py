@@ -55,3 +55,13 @@ def test_first_host(nodelist, host):
 def test_bad_integer_names_the_variable():
     with pytest.raises(ConfigError, match="SLURM_NTASKS='two' is not an integer"):
         from_environ({"SLURM_PROCID": "0", "SLURM_NTASKS": "two"})
+
+
+def test_horovodrun_gloo_sets_only_horovod_variables():
+    # what `horovodrun --gloo -np 4 -H a:2,b:2` gives the second rank of host b
+    env = from_environ({
+        "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+        "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2", "HOROVOD_HOSTNAME": "b",
+    })
+    assert (env.rank, env.world_size, env.local_rank, env.local_world_size, env.num_nodes) == (3, 4, 1, 2, 2)
+    assert env.source == "horovodrun"

@@ -1,0 +1,245 @@
+"""Horovod: ring all-reduce of gradients through hvd.DistributedOptimizer (Gloo or MPI on CPU, NCCL on GPU).
+
+The only module that imports horovod. Horovod 0.28.1 is built for today's torch by
+tools/build_horovod.sh (`make horovod`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, ClassVar
+
+import torch
+
+from benchmarks.distenv import DistEnv
+from benchmarks.errors import ConfigError
+from benchmarks.frameworks.base import CommTimer
+
+CONTROLLERS = ("auto", "gloo", "mpi")
+
+
+def _import_horovod() -> Any:
+    try:
+        import horovod.torch as hvd
+    except ModuleNotFoundError:
+        raise ConfigError("framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)") from None
+    except ImportError as error:  # installed but built against another torch / missing libraries
+        raise ConfigError(
+            f"framework=horovod: the horovod package does not load ({error}); rebuild it with 'make horovod' (see README#horovod)"
+        ) from None
+    return hvd
+
+
+def build_info() -> dict:
+    """Version and collective backends this horovod was built with (for `ddlbench doctor`);
+    raises ConfigError with the fix when horovod is missing or does not load."""
+    hvd = _import_horovod()
+    import horovod
+
+    return {"version": horovod.__version__, "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built()),
+            "nccl": hvd.nccl_built()}
+
+
+class _SynchronizeTimer:
+    """Exposed all-reduce wait of the last update step: the time optimizer.synchronize() blocked.
+
+    The gradient all-reduces run in Horovod's background thread during backward; what is left when
+    backward returns is the communication the step waits for. The total all-reduce time is not seen
+    from here (Horovod's timeline has it: framework.timeline=true)."""
+
+    def __init__(self) -> None:
+        self.exposed_s: float | None = None
+
+    def step_comm_s(self) -> tuple[float | None, float | None]:
+        return None, self.exposed_s
+
+
+class Horovod:
+    name: ClassVar[str] = "horovod"
+
+    def __init__(
+        self,
+        *,
+        fusion_threshold_mb: float = 64.0,
+        cycle_time_ms: float = 1.0,
+        fp16_compression: bool = False,
+        adasum: bool = False,
+        backward_passes_per_step: int = 1,
+        hierarchical_allreduce: bool = False,
+        controller: str = "auto",
+        timeline: bool = False,
+        comm_timer: bool = True,
+        **_launch: object,  # name, local_launcher: read by the launcher, not here
+    ) -> None:
+        self._hvd = _import_horovod()
+        if controller not in CONTROLLERS:
+            raise ConfigError(f"framework.controller={controller!r} is not allowed; choose auto, gloo or mpi")
+        if backward_passes_per_step < 1:
+            raise ConfigError(f"framework.backward_passes_per_step={backward_passes_per_step} must be >= 1")
+        if fusion_threshold_mb < 0 or cycle_time_ms <= 0:
+            raise ConfigError(
+                f"framework.fusion_threshold_mb={fusion_threshold_mb} must be >= 0 and "
+                f"framework.cycle_time_ms={cycle_time_ms} > 0"
+            )
+        self.fusion_threshold_mb = fusion_threshold_mb
+        self.cycle_time_ms = cycle_time_ms
+        self.fp16_compression = fp16_compression
+        self.adasum = adasum
+        self.backward_passes_per_step = backward_passes_per_step
+        self.hierarchical_allreduce = hierarchical_allreduce
+        self.controller = controller
+        self.timeline = timeline
+        self.rank = self.local_rank = 0
+        self.world_size = 1
+        self.device = torch.device("cpu")
+        self._optimizer: Any = None
+        self._scaler: torch.amp.GradScaler | None = None
+        self._timer = _SynchronizeTimer() if comm_timer else None
+        self._passes = 0
+        self._weights_layout = "not set up"
+        self._timeline_path: str | None = None
+
+    def init(self, env: DistEnv, device: torch.device) -> None:
+        hvd = self._hvd
+        # Horovod reads its tuning knobs from the environment once, in hvd.init()
+        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(self.fusion_threshold_mb * 1024 * 1024))
+        os.environ["HOROVOD_CYCLE_TIME"] = str(self.cycle_time_ms)
+        os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1" if self.hierarchical_allreduce else "0"
+        if self.controller != "auto":
+            # horovodrun --gloo sets HOROVOD_CONTROLLER=gloo; under mpirun the MPI build uses MPI
+            os.environ["HOROVOD_CONTROLLER"] = self.controller
+            os.environ["HOROVOD_CPU_OPERATIONS"] = self.controller
+        if self.timeline:
+            # written by rank 0 only; Chrome trace format (chrome://tracing, Perfetto)
+            self._timeline_path = os.environ.get("HOROVOD_TIMELINE") or os.path.abspath("horovod_timeline.json")
+            os.environ["HOROVOD_TIMELINE"] = self._timeline_path
+        hvd.init()
+        if (hvd.rank(), hvd.size(), hvd.local_rank()) != (env.rank, env.world_size, env.local_rank):
+            raise RuntimeError(
+                f"horovod sees rank {hvd.rank()}/{hvd.size()} local {hvd.local_rank()} but the launcher "
+                f"environment ({env.source}) says {env.rank}/{env.world_size} local {env.local_rank}"
+            )
+        self.rank, self.local_rank, self.world_size = hvd.rank(), hvd.local_rank(), hvd.size()
+        self.device = device
+        if device.type == "cuda":
+            # one GPU per rank; NCCL communicators and Horovod's streams live on this device
+            torch.cuda.set_device(device)
+
+    def setup(self, model, optimizer, *, amp_dtype):
+        hvd = self._hvd
+        if amp_dtype == torch.float16 and self.adasum:
+            raise ConfigError("framework.adasum=true with precision.amp_dtype=float16 is not supported; use amp_bf16 or fp32")
+        # Horovod refuses non-contiguous tensors ("Tensor is required to be contiguous"), and
+        # channels_last weights (and so their gradients) are not contiguous. Keep the weights in the
+        # default layout; the loader still hands channels_last inputs, the convolutions accept both.
+        if any(not p.is_contiguous() for p in model.parameters()):
+            model.to(memory_format=torch.contiguous_format)  # in place: the optimizer keeps its params
+            self._weights_layout = "contiguous (NCHW): converted from channels_last, inputs stay channels_last"
+        else:
+            self._weights_layout = "contiguous (NCHW)"
+        wrapped = hvd.DistributedOptimizer(
+            optimizer,
+            named_parameters=model.named_parameters(),
+            compression=hvd.Compression.fp16 if self.fp16_compression else hvd.Compression.none,
+            backward_passes_per_step=self.backward_passes_per_step,
+            op=hvd.Adasum if self.adasum else hvd.Average,
+        )
+        # same start everywhere: rank 0's parameters and buffers, and its optimizer state.
+        # hvd.broadcast_optimizer_state is not used: on a fresh optimizer it runs one step with zero
+        # gradients to create the state, and weight decay then moves the weights before step 0.
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        wrapped.load_state_dict(hvd.broadcast_object(wrapped.state_dict(), root_rank=0, name="ddlbench.optimizer_state"))
+        self._optimizer = wrapped
+        # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
+        self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
+        return model, wrapped
+
+    def backward(self, loss: torch.Tensor) -> None:
+        # the optimizer's hooks start each gradient's all-reduce as soon as it is accumulated
+        (self._scaler.scale(loss) if self._scaler else loss).backward()
+
+    def step(self) -> None:
+        assert self._optimizer is not None, "setup() before step()"
+        self._passes += 1
+        if self._passes % self.backward_passes_per_step:
+            # gradient accumulation: Horovod all-reduces after backward_passes_per_step passes
+            if self._timer:
+                self._timer.exposed_s = None
+            return
+        optimizer = self._optimizer
+        if self.adasum:
+            # the Adasum optimizer reduces weight deltas inside step(): time the whole step
+            t0 = time.perf_counter()
+            optimizer.step()
+            self._synchronize_device()
+            if self._timer:
+                self._timer.exposed_s = time.perf_counter() - t0
+        else:
+            if self._timer:
+                # on CUDA, wait for the backward kernels first so the timed wait is communication only
+                self._synchronize_device()
+                t0 = time.perf_counter()
+                optimizer.synchronize()
+                self._timer.exposed_s = time.perf_counter() - t0
+            else:
+                optimizer.synchronize()
+            with optimizer.skip_synchronize():
+                if self._scaler:
+                    self._scaler.step(optimizer)
+                    self._scaler.update()
+                else:
+                    optimizer.step()
+        # hvd's zero_grad takes no set_to_none; torch's default (set to None) applies
+        optimizer.zero_grad()
+
+    def _synchronize_device(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+
+    def comm_timer(self) -> CommTimer | None:
+        return self._timer
+
+    def barrier(self) -> None:
+        self._hvd.barrier()
+
+    def all_reduce_scalar(self, x: float, op: str) -> float:
+        hvd = self._hvd
+        ops = {"sum": hvd.Sum, "max": hvd.Max, "min": hvd.Min}
+        # a CPU tensor goes through Horovod's CPU operations (Gloo or MPI) also on a GPU build
+        tensor = torch.tensor([x], dtype=torch.float64)
+        return float(hvd.allreduce(tensor, op=ops[op], name=f"ddlbench.scalar.{op}").item())
+
+    def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        # every rank holds the whole model (Horovod does not shard or wrap it)
+        module = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
+        return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
+    def shutdown(self) -> None:
+        if self._hvd.is_initialized():
+            self._hvd.shutdown()
+
+    def describe(self) -> dict:
+        hvd = self._hvd
+        import horovod
+
+        return {
+            "framework": self.name,
+            "horovod": horovod.__version__,
+            "torch": torch.__version__,
+            "built": {"gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built()), "nccl": hvd.nccl_built()},
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "unknown",
+            "gpu_allreduce": "nccl" if self.device.type == "cuda" and hvd.nccl_built() else "cpu",
+            "fusion_threshold_mb": self.fusion_threshold_mb,
+            "cycle_time_ms": self.cycle_time_ms,
+            "fp16_compression": self.fp16_compression,
+            "op": "adasum" if self.adasum else "average",
+            "backward_passes_per_step": self.backward_passes_per_step,
+            "hierarchical_allreduce": self.hierarchical_allreduce,
+            "weights_memory_format": self._weights_layout,
+            "comm_timer": None if self._timer is None else (
+                "step() wall time (Adasum reduces inside step)" if self.adasum else
+                "exposed wait in optimizer.synchronize()"
+                + (" after a CUDA stream synchronize" if self.device.type == "cuda" else "")
+            ),
+            "timeline": self._timeline_path,
+        }
