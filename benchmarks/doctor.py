@@ -22,6 +22,20 @@ def _torch() -> Check:
     return Check("torch", True, f"{torch.__version__}, CUDA {torch.version.cuda}, {gpus} GPU(s) visible")
 
 
+def _horovod() -> Check:
+    from benchmarks.errors import ConfigError
+    from benchmarks.frameworks.horovod import build_info
+
+    try:
+        info = build_info()
+    except ConfigError as error:
+        return Check("horovod", False, str(error).split(";")[0], "make horovod")
+    built = ", ".join(f"{op} {'yes' if info[op] else 'no'}" for op in ("gloo", "mpi", "nccl"))
+    # Gloo is what horovodrun --gloo needs; a build without it (or without MPI for mpirun/srun) is a finding
+    ok = info["gloo"] or info["mpi"]
+    return Check("horovod", bool(ok), f"{info['version']}: {built}", "" if ok else "make horovod")
+
+
 def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
     def check() -> Check:
         if importlib.util.find_spec(name) is None:
@@ -50,7 +64,7 @@ CHECKS: list[Callable[[], Check]] = [
     _torch,
     _module("hydra", "hydra-core", "pip install -e ."),
     _module("deepspeed", "deepspeed", "pip install -e '.[deepspeed]'"),
-    _module("horovod", "horovod", "make horovod"),
+    _horovod,
     _module("nvidia.dali", "nvidia-dali-cuda130", "pip install -e '.[dali-cuda130]' (or '.[dali]' on CUDA 12)"),
     _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev"),
     _program("srun", "slurm/local_cluster.sh up (a local test cluster) or load your site's Slurm module"),
