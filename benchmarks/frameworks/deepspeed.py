@@ -228,6 +228,7 @@ class DeepSpeed(TorchCollectives):
             "train_micro_batch_size_per_gpu": self.per_gpu_batch,
             "comm_timing": "comms_logger (every collective blocking)" if self.config and self.config["comms_logger"]["enabled"] else None,
             "reduce_note": _reduce_note(self.knobs),
+            "buffers": "per rank (not broadcast; DDP broadcasts them from rank 0 every forward)",
             "ds_config": self.config,
         }
 

@@ -92,7 +92,10 @@ def test_bf16_with_batchnorm_trains(tmp_path):
     assert read_summary(run_dir)["status"] == "completed"
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
     assert p0["conv1.weight"].dtype == torch.bfloat16 and p0["bn1.running_mean"].dtype == torch.bfloat16
-    assert all(torch.equal(p0[key], p1[key]) for key in p0)
+    # parameters are in step; BatchNorm running statistics stay per rank (DeepSpeed does not broadcast
+    # buffers, where DDP does from rank 0 before every forward)
+    per_rank = {key for key in p0 if not torch.equal(p0[key], p1[key])}
+    assert per_rank and all(".running_" in key for key in per_rank), sorted(per_rank)[:5]
 
 
 @needs_deepspeed
