@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import shlex
+import sys
 
 import pytest
 
 from benchmarks.config import compose
 from benchmarks.errors import ConfigError
-from launchers import slurm
+from launchers import campaign, slurm
 
 PY = "/venv/bin/python"
 
@@ -124,3 +125,49 @@ def test_launch_dry_run_in_a_fake_allocation(tmp_path, capsys):
     assert "MASTER_ADDR=vm MASTER_PORT=20007" in err
     assert f"run.dir={tmp_path}/t/ddp-synthetic-resnet50-g4-n1-b32-r0" in err
     assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in err
+
+
+# ---- campaigns (pure planning; submission is tested on the real cluster in tests/slurm) ----
+
+@pytest.mark.parametrize("gpus, expected", [
+    (1, (1, 1, None)), (4, (1, 4, None)), (8, (2, 4, None)), (1024, (256, 4, None)),
+    (6, (0, 0, "6 GPUs do not fill whole nodes of system.ranks_per_node=4")),
+    (4096, (1024, 4, "needs 1024 nodes but system.max_nodes=936")),
+])
+def test_layout(gpus, expected):
+    assert campaign.layout(gpus, ranks_per_node=4, max_nodes=936) == expected
+
+
+def test_aach2023_grid_on_juwels(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    cfg, cells = campaign.plan(["experiment=aach2023_scaling", "system=juwels_booster"])
+    assert len(cells) == 3 * 2 * 3 * 9 * 3
+    big = [c for c in cells if c.num_gpus == 1024]
+    assert {(c.num_nodes, c.ranks_per_node) for c in big} == {(256, 4)}
+    names = {c.name for c in cells}
+    assert "horovod-dali-resnet152-g1024-n256-b64-r2" in names and "ddp-native-resnet50-g4-n1-b64-r0" in names
+
+
+def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    base = ["experiment=aach2023_scaling", "system=juwels_booster", "system.account=proj42", "campaign.gpus=[16]"]
+    cfg, cells = campaign.plan(base)
+    cell = next(c for c in cells if c.name == "deepspeed-native-resnet101-g16-n4-b64-r1")
+    argv = campaign.sbatch_command(cfg, cell, base)
+    logs = tmp_path / "runs" / "aach2023_scaling" / "slurm"
+    assert argv[:13] == ["sbatch", "--parsable", "--nodes=4", "--ntasks-per-node=4", "--cpus-per-task=12",
+                         "--gres=gpu:4", "--partition=booster", "--account=proj42", "--time=00:30:00",
+                         "--job-name=ddlbench/aach2023_scaling/deepspeed-native-resnet101-g16-n4-b64-r1",
+                         f"--output={logs}/deepspeed-native-resnet101-g16-n4-b64-r1-%j.out",
+                         f"--export=ALL,DDLBENCH_PYTHON={sys.executable}", f"--chdir={tmp_path}"]
+    assert argv[13].endswith("slurm/run.sh")
+    assert argv[14:] == ["experiment=aach2023_scaling", "system=juwels_booster", "system.account=proj42",
+                         "framework=deepspeed", "loader=native", "model.depth=101", "run.repeat=1"]
+
+
+def test_impossible_cells_say_why():
+    cfg, cells = campaign.plan(["experiment=slurm_smoke", "system=slurm_cpu", "campaign.gpus=[2,6,8]"])
+    problems = {c.num_gpus: c.problem for c in cells}
+    assert problems == {2: None, 6: "6 GPUs do not fill whole nodes of system.ranks_per_node=4",
+                        8: "needs 2 nodes but system.max_nodes=1"}
