@@ -119,6 +119,11 @@ class Horovod:
                 f"horovod sees rank {hvd.rank()}/{hvd.size()} local {hvd.local_rank()} but the launcher "
                 f"environment ({env.source}) says {env.rank}/{env.world_size} local {env.local_rank}"
             )
+        if self.adasum and not hvd.mpi_enabled():
+            raise ConfigError(
+                "framework.adasum=true needs Horovod's MPI controller (Adasum is implemented over MPI only); "
+                "use framework.local_launcher=mpirun, or srun/mpirun under Slurm"
+            )
         self.rank, self.local_rank, self.world_size = hvd.rank(), hvd.local_rank(), hvd.size()
         self.device = device
         if device.type == "cuda":
