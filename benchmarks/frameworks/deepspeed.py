@@ -171,6 +171,10 @@ class DeepSpeed(TorchCollectives):
         )
 
     def setup(self, model, optimizer, *, amp_dtype):
+        accelerator = self._ds.get_accelerator()
+        if amp_dtype == torch.float16 and not accelerator.is_fp16_supported():
+            raise ConfigError(f"precision=amp_fp16 with framework=deepspeed is not supported on {self.device.type} "
+                              "(DeepSpeed's accelerator there has no fp16); use precision=amp_bf16 or precision=fp32")
         self.config = ds_config(per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype,
                                 comms_logger=self._comms_logger_on(), **self.knobs)
         # DeepSpeed broadcasts each weight viewed as bytes (fails on channels_last weights) and flattens
