@@ -45,6 +45,21 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
     assert f"srun --mpi=pmix --ntasks=2 --ntasks-per-node=2" in log
 
 
+@pytest.mark.parametrize("framework", ["ddp", "horovod"])
+def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
+    if (reason := _framework_skip(framework)):
+        pytest.skip(reason)
+    job = sbatch(f"framework={framework}", *SMALL, "system.launcher=mpirun", f"run.root={tmp_path}/runs",
+                 "run.campaign=t", cwd=tmp_path)
+    info = wait_for(job)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED", log
+    assert "[ddlbench] mpirun -np 2 " in log and "--map-by ppr:2:node" in log
+    run_dir = tmp_path / "runs" / "t" / f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0"
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "meta.json").read_text())["launcher"] == "openmpi"
+
+
 def test_a_failing_rank_fails_the_job(slurm_up, tmp_path):
     job = sbatch("framework=ddp", *[o for o in SMALL if not o.startswith("run.steps")], "run.steps=1000000",
                  f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
