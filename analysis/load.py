@@ -18,10 +18,12 @@ import json
 import os
 import re
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
@@ -237,9 +239,7 @@ def _records_to_arrow(records: list[dict]):
     return table
 
 
-def _read_rank_log(path: Path, run_id: str, problems: _Problems) -> tuple[dict | None, Any]:
-    """(header, steps as an Arrow table or list of dicts); (None, None) when the file has no usable header."""
-    data = path.read_bytes()
+def _split_header(data: bytes, run_id: str, path: Path, problems: _Problems) -> tuple[dict | None, bytes]:
     newline = data.find(b"\n")
     head, body = (data, b"") if newline < 0 else (data[:newline], data[newline + 1:])
     try:
@@ -248,46 +248,80 @@ def _read_rank_log(path: Path, run_id: str, problems: _Problems) -> tuple[dict |
         header = None
     if not isinstance(header, dict) or header.get("kind") != "header":
         problems.add(run_id, path, 1, "no header line (kind=header, schema_version)")
-        return None, None
+        return None, body
+    return header, body
+
+
+def _parse_body(body: bytes, run_id: str, path: Path, problems: _Problems):
+    """Step lines -> an Arrow table (or a list of dicts without pyarrow); None when there is no step."""
     if not body.strip():
-        return header, None
+        return None
     if _HAVE_ARROW:
         try:
             table = pa_json.read_json(io.BytesIO(body), read_options=_READ, parse_options=_PARSE)
+            if not any(table[f].null_count for f in REQUIRED_STEP_FIELDS):
+                return table
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            table = None  # a corrupt or truncated line somewhere: the line-by-line path finds it
-        if table is not None:
-            nulls = [f for f in REQUIRED_STEP_FIELDS if table[f].null_count]
-            if not nulls:
-                return header, table
+            pass  # a corrupt or truncated line somewhere: the line-by-line path finds and names it
         records = _parse_lines_python(body, 2, run_id, path, problems)
-        return header, _records_to_arrow(records) if records else None
-    return header, _parse_lines_python(body, 2, run_id, path, problems) or None
+        return _records_to_arrow(records) if records else None
+    return _parse_lines_python(body, 2, run_id, path, problems) or None
 
 
-def _steps_frame(parts: list[tuple[int, int, Any]], run_ids: list[str]) -> pd.DataFrame:
-    """(run index, rank, steps) parts -> one DataFrame with a categorical run_id."""
+def _with_rank(steps, rank: int):
+    if _HAVE_ARROW:
+        return steps.append_column("rank", pa.repeat(pa.scalar(rank, pa.int32()), len(steps)))
+    return [{**r, "rank": rank} for r in steps]
+
+
+def _read_run_logs(run_id: str, rank_files: dict[int, Path], problems: _Problems) -> tuple[dict | None, list]:
+    """All rank logs of one run -> (status update or None, step tables with a rank column).
+
+    Fast path: the ranks' step lines are parsed as one buffer (one Arrow call per run, which releases
+    the GIL, so runs parse in parallel threads); any failure falls back to per-file parsing, which
+    names the bad lines."""
+    bodies: list[tuple[int, Path, bytes]] = []
+    for rank, path in sorted(rank_files.items()):
+        header, body = _split_header(path.read_bytes(), run_id, path, problems)
+        if header is None:
+            return {"status": "corrupt", "reason": f"{path.name} has no header line"}, []
+        if (problem := _schema_problem(header.get("schema_version"), path.name)) is not None:
+            return {"status": "unsupported", "reason": problem}, []
+        bodies.append((rank, path, body))
+    if _HAVE_ARROW and bodies and all(b.endswith(b"\n") for _, _, b in bodies):
+        counts = np.array([b.count(b"\n") for _, _, b in bodies])
+        try:
+            table = pa_json.read_json(io.BytesIO(b"".join(b for _, _, b in bodies)), read_options=_READ,
+                                      parse_options=_PARSE)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            table = None
+        if (table is not None and len(table) == counts.sum()
+                and not any(table[f].null_count for f in REQUIRED_STEP_FIELDS)):
+            ranks = np.repeat(np.array([r for r, _, _ in bodies], dtype="int32"), counts)
+            return None, [table.append_column("rank", pa.array(ranks))]
+    parts = []
+    for rank, path, body in bodies:
+        steps = _parse_body(body, run_id, path, problems)
+        if steps is not None:
+            parts.append(_with_rank(steps, rank))
+    return None, parts
+
+
+def _steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFrame:
+    """(run index, steps with a rank column) parts -> one DataFrame with a categorical run_id."""
     columns = ["run_id", "rank", *STEP_FIELDS]
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="object" if c == "run_id" else STEP_FIELDS.get(c, "int64"))
+        return pd.DataFrame({c: pd.Series(dtype="object" if c == "run_id" else STEP_FIELDS.get(c, "int32"))
                              for c in columns})
     if _HAVE_ARROW:
-        tables = []
-        for run_index, rank, table in parts:
-            n = len(table)
-            table = table.append_column("run_index", pa.repeat(pa.scalar(run_index, pa.int32()), n))
-            tables.append(table.append_column("rank", pa.repeat(pa.scalar(rank, pa.int32()), n)))
+        tables = [t.append_column("run_index", pa.repeat(pa.scalar(i, pa.int32()), len(t))) for i, t in parts]
         frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
     else:
-        frames = []
-        for run_index, rank, records in parts:
-            part = pd.DataFrame.from_records(records)
-            part["run_index"], part["rank"] = run_index, rank
-            frames.append(part)
-        frame = pd.concat(frames, ignore_index=True)
+        frame = pd.DataFrame.from_records([{**r, "run_index": i} for i, records in parts for r in records])
         for name, kind in STEP_FIELDS.items():
-            frame[name] = frame[name].astype(kind) if name in frame and frame[name].notna().all() else \
-                pd.to_numeric(frame.get(name, pd.Series(index=frame.index, dtype="float64")), errors="coerce")
+            values = pd.to_numeric(frame[name], errors="coerce") if name in frame else \
+                pd.Series(np.nan, index=frame.index)
+            frame[name] = values.astype(kind) if values.notna().all() else values.astype("float64")
     frame.insert(0, "run_id", pd.Categorical.from_codes(frame.pop("run_index").to_numpy(), categories=run_ids))
     frame.insert(1, "rank", frame.pop("rank").astype("int32"))
     rest = [c for c in frame.columns if c not in columns]
@@ -340,33 +374,27 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     root = Path(root)
     problems = _Problems()
     rows: list[dict] = []
-    parts: list[tuple[int, int, Any]] = []
+    parts: list[tuple[int, Any]] = []
     telemetry: list[dict] = []
     run_ids: list[str] = []
+    to_read: list[tuple[int, dict, dict[int, Path]]] = []
     for run_dir in find_run_dirs(root):
         row, rank_files = _run_row(run_dir, root, problems)
-        run_index = len(rows)
+        if row["status"] == "completed" or (steps_of_all_runs and row["status"] != "unsupported"):
+            to_read.append((len(rows), row, rank_files))
         rows.append(row)
         run_ids.append(row["run_id"])
-        if row["status"] == "completed" or (steps_of_all_runs and row["status"] != "unsupported"):
-            run_parts = []
-            for rank, path in sorted(rank_files.items()):
-                header, steps = _read_rank_log(path, row["run_id"], problems)
-                if header is None:
-                    row.update(status="corrupt", reason=f"{path.name} has no header line")
-                    break
-                if (problem := _schema_problem(header.get("schema_version"), path.name)) is not None:
-                    row.update(status="unsupported", reason=problem)
-                    break
-                if steps is not None:
-                    run_parts.append((run_index, rank, steps))
-            else:
-                if row["status"] == "completed" and not run_parts:
-                    row.update(status="incomplete", reason="the rank logs hold no step")
-                parts += run_parts
         for name in sorted(os.listdir(run_dir)):
             if TELEMETRY.match(name):
                 telemetry += _read_telemetry(run_dir / name, row["run_id"], problems)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        results = pool.map(lambda item: _read_run_logs(item[1]["run_id"], item[2], problems), to_read)
+        for (run_index, row, _), (update, run_parts) in zip(to_read, results):
+            if update is not None:
+                row.update(update)
+            elif row["status"] == "completed" and not run_parts:
+                row.update(status="incomplete", reason="the rank logs hold no step")
+            parts += [(run_index, t) for t in run_parts]
     runs = _tidy_runs(rows)
     # a run demoted while its logs were read must not keep steps
     bad = set(runs.loc[runs["status"] != "completed", "run_id"]) if not steps_of_all_runs else set()
@@ -442,3 +470,15 @@ def export_parquet(campaign: Campaign, out: Path) -> list[Path]:
         _parquet_safe(getattr(campaign, name)).to_parquet(path, index=False)
         written.append(path)
     return written
+
+
+REFERENCES = {"aach2023": "aach2023_breakdown.csv"}
+
+
+def load_reference(name: str) -> pd.DataFrame:
+    """A shipped reference table (analysis/reference/), e.g. seed study A's DDP breakdown."""
+    from benchmarks.errors import ConfigError
+
+    if name not in REFERENCES:
+        raise ConfigError(f"--reference {name} is not known; use one of: {', '.join(REFERENCES)}")
+    return pd.read_csv(Path(__file__).resolve().parent / "reference" / REFERENCES[name])

@@ -77,6 +77,11 @@ def cmd_results(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise ConfigError(f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)")
     print(format_results(*results_table(root)))
+    if getattr(args, "parquet", None):
+        from analysis.load import export_parquet, load_campaign
+
+        written = export_parquet(load_campaign(root), Path(args.parquet))
+        print(f"\n[ddlbench] wrote {', '.join(p.name for p in written)} to {args.parquet}")
     return 0
 
 
@@ -175,7 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("results", help="table of completed runs with weak-scaling efficiency")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
+    p.add_argument("--parquet", metavar="DIR", help="also export runs/steps/telemetry/commbench tables as Parquet to DIR (new folder)")
     p.set_defaults(func=cmd_results)
+
+    from analysis.cli import add_parsers as add_analysis_parsers
+
+    add_analysis_parsers(sub)  # ddlbench report | compare | synthlogs
 
     p = sub.add_parser("doctor", help="what this machine can run, and how to fix what it cannot")
     p.set_defaults(func=cmd_doctor)

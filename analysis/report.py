@@ -1,0 +1,361 @@
+"""`ddlbench report` and `ddlbench compare`: assemble tables (metrics.py) and figures (plots.py) into a
+markdown + static HTML report. Nothing is computed or drawn here; this module only puts things together
+and writes files.
+"""
+from __future__ import annotations
+
+import html
+import json
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+
+from analysis import metrics, plots
+from analysis.load import Campaign, export_parquet, load_campaign, load_reference
+from analysis.palette import PAPER_RC
+from benchmarks.errors import ConfigError
+
+FORMATS = ("png", "svg", "pdf")
+MAX_TELEMETRY_FIGURES = 4
+
+
+@dataclass(slots=True)
+class Block:
+    """One piece of the report: a heading, a paragraph, a table or a figure."""
+
+    kind: str  # heading | text | table | figure
+    content: object
+    level: int = 2
+
+
+def _fresh_dir(out: Path, option: str = "--out") -> Path:
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{option} {out} already exists and is not empty (a report is never overwritten); "
+                          f"pass a new folder, e.g. {option} {out.name}-2")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _fmt(value: object) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:,.1f}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-markdown table (no tabulate dependency)."""
+    if frame.empty:
+        return "_none_"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "| " + " | ".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---" for c in frame.columns) + " |"
+    body = ["| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def html_table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "<p><em>none</em></p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    frame = frame.copy()
+    for column in columns:
+        if column in frame:
+            frame[column] = (100 * frame[column].astype("float64")).round(1)
+    return frame
+
+
+# --- what ran, on what ---------------------------------------------------------------------------
+
+def _provenance(runs: pd.DataFrame) -> pd.DataFrame:
+    """Distinct values of the provenance columns (meta.json) over all runs."""
+    rows = []
+    wanted = ["meta.hardware.gpus", "meta.hardware.host", "meta.hardware.cuda", "meta.hardware.nccl",
+              "meta.hardware.platform", "meta.launcher", "meta.git_sha", "meta.git_dirty"]
+    wanted += sorted(c for c in runs.columns if c.startswith("meta.versions."))
+    for column in wanted:
+        if column not in runs:
+            continue
+        values = runs[column].dropna().astype(str)
+        values = values[values.str.lower() != "none"]
+        if values.empty:
+            continue
+        counts = values.value_counts()
+        shown = ", ".join(f"{_short(v)} ({n})" if len(counts) > 1 else _short(v) for v, n in counts.head(6).items())
+        if len(counts) > 6:
+            shown += f", ... ({len(counts)} distinct)"
+        rows.append({"what": column.removeprefix("meta."), "value (runs)": shown})
+    if "meta.started" in runs and runs["meta.started"].notna().any():
+        started = runs["meta.started"].dropna().astype(str)
+        rows.append({"what": "started", "value (runs)": f"{started.min()} .. {started.max()}"})
+    return pd.DataFrame(rows, columns=["what", "value (runs)"])
+
+
+def _short(value: str) -> str:
+    try:
+        parsed = json.loads(value)
+    except (json.JSONDecodeError, TypeError):
+        return value
+    if isinstance(parsed, list):
+        distinct = sorted({str(v) for v in parsed})
+        return " + ".join(f"{v} x{parsed.count(v)}" if parsed.count(v) > 1 else v for v in distinct)
+    return value
+
+
+# --- assembling --------------------------------------------------------------------------------
+
+def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -> None:
+    """Register a figure: `draw` is called later (maybe in a worker process) and returns the Figure."""
+    figures[name] = draw
+    blocks.append(Block("figure", (name, caption)))
+
+
+def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
+             reference_name: str | None = None) -> tuple[list[Block], dict]:
+    """(report blocks, {figure name: Figure}) for one campaign."""
+    runs, counted, excluded = campaign.runs, campaign.counted, campaign.excluded
+    blocks: list[Block] = [Block("heading", f"ddlbench report: {campaign.root}", 1)]
+    blocks.append(Block("text", (
+        f"{len(runs)} run directories, {len(counted)} counted (completed), {len(excluded)} excluded; "
+        f"{len(campaign.steps):,} step records from {campaign.steps['run_id'].nunique() if len(campaign.steps) else 0} "
+        f"runs; {len(campaign.problems)} skipped lines or files. Throughput is recomputed from the rank logs: "
+        "per measured step the slowest rank's step_s, throughput_img_s = global samples / their sum. "
+        "Repeats: median, and a 95% Student-t confidence interval of the mean (ci_low..ci_high).")))
+    figures: dict = {}
+
+    blocks.append(Block("heading", "What was run, on what"))
+    blocks.append(Block("table", _provenance(runs)))
+
+    per_run = metrics.run_throughput(campaign.steps, counted) if len(campaign.steps) else pd.DataFrame()
+    if not per_run.empty:
+        warm = per_run[per_run["cache"].fillna("warm") != "cold"] if "cache" in per_run else per_run
+        cells = metrics.cells(warm)
+        scaled = metrics.scaling(cells, mode="weak")
+        blocks.append(Block("heading", "Throughput and weak scaling"))
+        table = scaled[[c for c in [*metrics.CELL, "num_repeats", "throughput_img_s", "throughput_img_s_ci_low",
+                                    "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency"] if c in scaled]]
+        blocks.append(Block("table", _percent(table, ["efficiency"]).rename(columns={"efficiency": "efficiency_pct"})))
+        _figure(blocks, figures, "throughput_vs_gpus", lambda: plots.throughput_vs_gpus(cells),
+                "Throughput vs GPUs (log-log); dotted: ideal linear scaling from each curve's smallest GPU count.")
+        _figure(blocks, figures, "efficiency_vs_gpus", lambda: plots.efficiency_vs_gpus(scaled),
+                "Weak-scaling efficiency per framework x loader.")
+        if {"dali", "native"} <= set(cells["loader"]):
+            _figure(blocks, figures, "dali_vs_native", lambda: plots.dali_vs_native(cells),
+                    "DALI throughput relative to the native loader (above 1: DALI faster).")
+        if cells["model"].nunique() > 1:
+            _figure(blocks, figures, "framework_by_depth", lambda: plots.framework_by_depth(cells),
+                    "Per-GPU throughput of each framework per model depth (hatched: DALI).")
+
+        shares = metrics.breakdown_cells(metrics.breakdown(campaign.steps), warm)
+        blocks.append(Block("heading", "Where the time goes"))
+        blocks.append(Block("text", (
+            "Shares of step time over all ranks and measured steps: data (host waiting for the next batch), "
+            "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
+            "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
+            "collectives are not timed.")))
+        blocks.append(Block("table", _percent(shares, metrics.SHARES).rename(
+            columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
+        for model in plots._models(shares):
+            _figure(blocks, figures, f"breakdown_{model}", lambda model=model: plots.breakdown_bars(shares, model=model),
+                    f"Time breakdown per GPU count, {model}.")
+        if reference is not None:
+            ours = shares[shares["framework"] == "ddp"]
+            blocks.append(Block("heading", f"Compared with {reference_name}"))
+            _figure(blocks, figures, f"reference_{reference_name}",
+                    lambda: plots.reference_breakdown(reference, ours=ours, source=reference_name),
+                    f"PyTorch-DDP breakdown from {reference_name} (bars) with this campaign's DDP runs (markers).")
+            side = reference.merge(ours.rename(columns={"world_size": "gpus"}), on=["model", "loader", "gpus"])
+            if not side.empty:
+                side = side.assign(allreduce_pct_here=100 * side["allreduce_share"], data_pct_here=100 * side["data_share"],
+                                   compute_pct_here=100 * side["compute_share"])
+                blocks.append(Block("table", side[["model", "loader", "gpus", "allreduce_pct", "allreduce_pct_here",
+                                                   "data_pct", "data_pct_here", "compute_pct", "compute_pct_here"]].round(1)))
+            else:
+                blocks.append(Block("text", "No DDP cell of this campaign matches a reference cell (model, loader, GPUs)."))
+
+        stalls = metrics.stash_stalls(per_run)
+        blocks.append(Block("heading", "Stash stalls"))
+        if stalls.empty:
+            blocks.append(Block("text", "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
+                                        "real data warm and cold, same per-GPU batch and samples)."))
+        else:
+            blocks.append(Block("table", stalls.round(3)))
+            _figure(blocks, figures, "stash_stalls", lambda: plots.stash_bars(stalls), "Stash stalls, % of the paired baseline.")
+    elif reference is not None:
+        blocks.append(Block("heading", f"Reference: {reference_name}"))
+        _figure(blocks, figures, f"reference_{reference_name}",
+                lambda: plots.reference_breakdown(reference, source=reference_name), f"{reference_name} breakdown.")
+
+    telemetry = campaign.telemetry
+    if not telemetry.empty and "t_s" in telemetry:
+        blocks.append(Block("heading", "Telemetry"))
+        for i, run_id in enumerate(sorted(telemetry["run_id"].unique())[:MAX_TELEMETRY_FIGURES]):
+            _figure(blocks, figures, f"telemetry_{i}", lambda run_id=run_id: plots.telemetry_timeline(telemetry, run_id=run_id),
+                    f"Telemetry of {run_id}.")
+    if not campaign.commbench.empty and campaign.commbench["busbw_gb_s"].notna().any():
+        blocks.append(Block("heading", "Collective bandwidth (commbench)"))
+        _figure(blocks, figures, "commbench", lambda: plots.commbench_curves(campaign.commbench),
+                "Bus bandwidth vs message size per collective and world size.")
+
+    blocks.append(Block("heading", "Excluded runs (not counted)"))
+    blocks.append(Block("table", excluded[["run_id", "status", "reason"]].reset_index(drop=True)))
+    if not campaign.problems.empty:
+        blocks.append(Block("heading", "Skipped lines and files"))
+        blocks.append(Block("table", campaign.problems))
+    return blocks, figures
+
+
+def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> str:
+    out = []
+    for block in blocks:
+        if block.kind == "heading":
+            out.append("#" * block.level + " " + str(block.content))
+        elif block.kind == "text":
+            out.append(str(block.content))
+        elif block.kind == "table":
+            out.append(markdown_table(block.content))
+        elif block.kind == "figure":
+            name, caption = block.content
+            files = figure_files[name]
+            links = " ".join(f"[{Path(f).suffix[1:]}]({f})" for f in files[1:])
+            out.append(f"![{caption}]({files[0]})\n\n_{caption}_ {links}")
+    return "\n\n".join(out) + "\n"
+
+
+def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: str) -> str:
+    body = []
+    for block in blocks:
+        if block.kind == "heading":
+            body.append(f"<h{block.level}>{html.escape(str(block.content))}</h{block.level}>")
+        elif block.kind == "text":
+            body.append(f"<p>{html.escape(str(block.content))}</p>")
+        elif block.kind == "table":
+            body.append(html_table(block.content))
+        elif block.kind == "figure":
+            name, caption = block.content
+            files = figure_files[name]
+            links = " ".join(f'<a href="{html.escape(f)}">{Path(f).suffix[1:]}</a>' for f in files[1:])
+            body.append(f'<figure><img src="{html.escape(files[0])}" alt="{html.escape(caption)}">'
+                        f"<figcaption>{html.escape(caption)} {links}</figcaption></figure>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+             "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}"
+             "img{max-width:100%}figcaption{font-size:12px;color:#555}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+_PENDING: dict = {}  # name -> draw callable, inherited by forked workers
+
+
+def _render(task: tuple[str, str, tuple[str, ...]]) -> tuple[str, list[str], float]:
+    """Draw one figure and write it in each format; runs in a worker process (or inline)."""
+    name, out, formats = task
+    t = time.process_time()
+    files = []
+    with matplotlib.rc_context(PAPER_RC):
+        fig = _PENDING[name]()
+        for fmt in formats:
+            path = Path(out) / "figures" / f"{name}.{fmt}"
+            # PNGs are for the HTML page (150 dpi, fast zlib level); SVG/PDF are the print versions
+            extra = {"dpi": 150, "pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
+            fig.savefig(path, format=fmt, bbox_inches=None, **extra)
+            files.append(path.relative_to(out).as_posix())
+    return name, files, time.process_time() - t
+
+
+def save_figures(figures: dict, out: Path, formats: tuple[str, ...], *, jobs: int | None = None) -> dict[str, list[str]]:
+    """Draw and write each figure once per format into out/figures (PNG first in each list). With
+    jobs > 1 figures are drawn in forked worker processes: matplotlib is single-threaded and the
+    figures are independent."""
+    (out / "figures").mkdir(exist_ok=True)
+    jobs = min(len(figures), jobs if jobs is not None else (os.cpu_count() or 1))
+    tasks = [(name, str(out), formats) for name in figures]
+    _PENDING.clear()
+    _PENDING.update(figures)
+    try:
+        if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                results = pool.map(_render, tasks, chunksize=1)
+        else:
+            results = [_render(task) for task in tasks]
+    finally:
+        _PENDING.clear()
+    save_figures.last_cpu_s = sum(cpu for _, _, cpu in results)
+    return {name: files for name, files, _ in results}
+
+
+def build_report(runs_dir: Path, out: Path, *, reference: str | None = None,
+                 formats: tuple[str, ...] = ("png", "svg"), parquet: bool = False,
+                 jobs: int | None = None) -> dict[str, float]:
+    """Load a runs directory, assemble and write out/report.md, out/report.html and out/figures/*;
+    returns the time of each stage (seconds) and counts, for the speed benchmark."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise ConfigError(f"RUNS_DIR {runs_dir} is not a directory; pass the folder runs were written to (run.root)")
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or "png" not in formats:
+        raise ConfigError(f"--formats {','.join(formats)}: use png plus any of svg, pdf (e.g. --formats png,svg)")
+    out = _fresh_dir(out)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    campaign = load_campaign(runs_dir)
+    timings["load_s"] = time.perf_counter() - t
+    ref = load_reference(reference) if reference else None
+    t = time.perf_counter()
+    blocks, figures = assemble(campaign, reference=ref, reference_name=reference)
+    timings["metrics_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    files = save_figures(figures, out, tuple(dict.fromkeys(["png", *formats])), jobs=jobs)
+    timings["figures_s"] = time.perf_counter() - t
+    timings["figures_cpu_s"] = save_figures.last_cpu_s
+    t = time.perf_counter()
+    (out / "report.md").write_text(render_markdown(blocks, files))
+    (out / "report.html").write_text(render_html(blocks, files, f"ddlbench report: {runs_dir}"))
+    if parquet:
+        export_parquet(campaign, out / "parquet")
+    timings["write_s"] = time.perf_counter() - t
+    timings.update(num_runs=len(campaign.runs), num_counted=len(campaign.counted), num_step_rows=len(campaign.steps),
+                   num_figures=len(figures))
+    return timings
+
+
+def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05,
+                      value: str = "throughput_img_s") -> pd.DataFrame:
+    """Per-cell deltas of campaign B against campaign A (see metrics.compare)."""
+    tables = []
+    for option, root in (("A", a_dir), ("B", b_dir)):
+        if not Path(root).is_dir():
+            raise ConfigError(f"{option}={root} is not a directory; pass two runs directories (campaigns)")
+        campaign = load_campaign(Path(root))
+        if campaign.steps.empty:
+            raise ConfigError(f"{option}={root} holds no completed run; run `ddlbench results {root}` to see why")
+        per_run = metrics.run_throughput(campaign.steps, campaign.counted)
+        tables.append(metrics.cells(per_run))
+    return metrics.compare(*tables, value=value, threshold=threshold)
+
+
+def format_compare(table: pd.DataFrame, *, threshold: float, value: str = "throughput_img_s") -> str:
+    shown = table.copy()
+    shown["rel_delta"] = (100 * shown["rel_delta"]).round(1).map(lambda v: "" if pd.isna(v) else f"{v:+.1f}%")
+    for column in (f"{value}_a", f"{value}_b", "delta"):
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}")
+    flagged = (table["flag"] == "regression").sum()
+    text = shown.to_string(index=False)
+    return text + f"\n\n{flagged} regression(s) beyond {threshold:.0%} ({value}, B relative to A)"

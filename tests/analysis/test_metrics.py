@@ -1,0 +1,136 @@
+"""analysis.metrics against hand-computed values (tests/data/analysis/hand and inline frames)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import metrics
+
+G1 = "ddp-synthetic-simple_cnn-g1-n1-b4-r0"
+G2 = "ddp-synthetic-simple_cnn-g2-n1-b4-r0"
+
+
+def test_slowest_rank_defines_each_step(hand):
+    per_step = metrics.step_times(hand.steps)
+    g2 = per_step[per_step["run_id"] == G2]
+    assert list(g2["step"]) == [1, 2]  # the warmup step is not measured
+    assert list(g2["step_s"]) == pytest.approx([0.5, 0.6])  # rank 0 slowest in step 1, rank 1 in step 2
+    assert list(g2["samples"]) == [8, 8]
+
+
+def test_throughput_recomputed_from_steps(hand):
+    per_run = metrics.run_throughput(hand.steps, hand.counted).set_index("run_id")
+    # 2 ranks x 2 measured steps x 4 samples over 0.5 + 0.6 s
+    assert per_run.loc[G2, "throughput_img_s"] == pytest.approx(16 / 1.1)
+    assert per_run.loc[G2, "per_gpu_img_s"] == pytest.approx(8 / 1.1)
+    assert per_run.loc[G2, "summary_throughput_img_s"] == pytest.approx(16 / 1.2)
+    assert per_run.loc[G1, "throughput_img_s"] == pytest.approx(8 / 1.0)
+    assert per_run.loc[G2, "per_gpu_samples"] == 8
+
+
+def test_weak_scaling_on_hand_runs(hand):
+    per_run = metrics.run_throughput(hand.steps, hand.counted)
+    scaled = metrics.scaling(metrics.cells(per_run), mode="weak").set_index("world_size")
+    assert scaled.loc[1, "efficiency"] == pytest.approx(1.0)
+    assert scaled.loc[2, "efficiency"] == pytest.approx((8 / 1.1) / 8)
+    assert scaled.loc[2, "speedup"] == pytest.approx((16 / 1.1) / 8)
+
+
+def _cells(**columns) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    base = {"framework": ["ddp"] * n, "loader": ["native"] * n, "model": ["resnet50"] * n,
+            "precision": ["fp32"] * n, "num_nodes": [1] * n}
+    return pd.DataFrame({**base, **columns})
+
+
+def test_weak_and_strong_scaling_formulas():
+    weak = _cells(per_gpu_batch=[64] * 3, global_batch=[64, 128, 256], world_size=[1, 2, 4],
+                  throughput_img_s=[100.0, 180.0, 320.0], per_gpu_img_s=[100.0, 90.0, 80.0])
+    out = metrics.scaling(weak, mode="weak")
+    assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.8])
+    assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.2])
+    strong = _cells(per_gpu_batch=[256, 128, 64], global_batch=[256] * 3, world_size=[1, 2, 4],
+                    throughput_img_s=[100.0, 180.0, 300.0], per_gpu_img_s=[100.0, 90.0, 75.0])
+    out = metrics.scaling(strong, mode="strong")
+    assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.0])
+    assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.75])
+
+
+def test_chosen_baseline_and_missing_baseline():
+    table = _cells(per_gpu_batch=[64] * 3, global_batch=[128, 256, 512], world_size=[2, 4, 8],
+                   throughput_img_s=[200.0, 360.0, 640.0], per_gpu_img_s=[100.0, 90.0, 80.0])
+    out = metrics.scaling(table, mode="weak", baseline_world_size=4)
+    assert list(out["efficiency"]) == pytest.approx([100 / 90, 1.0, 80 / 90])
+    out = metrics.scaling(table, mode="weak", baseline_world_size=1)
+    assert out["efficiency"].isna().all()  # no run at N0: no efficiency
+
+
+def test_repeat_statistics_median_and_t_interval():
+    runs = _cells(per_gpu_batch=[64] * 3, world_size=[4] * 3, throughput_img_s=[10.0, 12.0, 14.0])
+    stats = metrics.repeat_stats(runs)
+    row = stats.iloc[0]
+    assert row["throughput_img_s_median"] == 12.0 and row["num_repeats"] == 3
+    half = 4.303 * 2.0 / np.sqrt(3)  # t(0.975, df=2) x s / sqrt(n)
+    assert row["throughput_img_s_ci_low"] == pytest.approx(12 - half)
+    assert row["throughput_img_s_ci_high"] == pytest.approx(12 + half)
+    single = metrics.repeat_stats(runs.iloc[:1])
+    assert np.isnan(single["throughput_img_s_ci_low"].item())
+
+
+def test_breakdown_shares_by_hand(hand):
+    shares = metrics.breakdown(hand.steps).set_index("run_id")
+    g2 = shares.loc[G2]
+    # sums over ranks and measured steps: step 1.8, data 0.35, fwd+bwd+opt 1.3, comm 0.33, exposed 0.12
+    assert g2["data_share"] == pytest.approx(0.35 / 1.8)
+    assert g2["compute_share"] == pytest.approx((1.3 - 0.12) / 1.8)
+    assert g2["allreduce_share"] == pytest.approx(0.33 / 1.8)
+    assert g2["allreduce_exposed_share"] == pytest.approx(0.12 / 1.8)
+    assert g2["other_share"] == pytest.approx(0.15 / 1.8)
+    assert g2[["data_share", "compute_share", "allreduce_exposed_share", "other_share"]].sum() == pytest.approx(1.0)
+    g1 = shares.loc[G1]  # collectives not timed: allreduce unknown, all of fwd+bwd+opt is compute
+    assert np.isnan(g1["allreduce_share"]) and not g1["comm_measured"]
+    assert g1["compute_share"] == pytest.approx(0.8 / 1.0)
+
+
+def test_stash_stalls_from_paired_runs():
+    per_run = pd.DataFrame({
+        "framework": "ddp", "model": "resnet50", "precision": "fp32", "per_gpu_batch": 32, "per_gpu_samples": 3200.0,
+        "loader": ["synthetic", "synthetic", "synthetic", "native", "native", "synthetic"],
+        "cache": ["warm", "warm", "warm", "warm", "cold", "warm"],
+        "world_size": [1, 4, 4, 4, 4, 1], "num_nodes": [1, 1, 2, 1, 1, 1],
+        "time_s": [10.0, 12.0, 15.0, 13.0, 20.0, 10.0],
+    })
+    stalls = metrics.stash_stalls(per_run).set_index("stall")
+    assert stalls.loc["interconnect", "stall_s"] == pytest.approx(2.0)
+    assert stalls.loc["interconnect", "stall_pct"] == pytest.approx(20.0)
+    assert stalls.loc["network", "stall_s"] == pytest.approx(3.0)
+    assert stalls.loc["network", "stall_pct"] == pytest.approx(25.0)
+    assert stalls.loc["cpu", "stall_s"] == pytest.approx(1.0)
+    assert stalls.loc["disk", "stall_s"] == pytest.approx(7.0)
+    assert stalls.loc["disk", "stall_pct"] == pytest.approx(700 / 13)
+
+
+def test_stash_pairs_only_same_per_gpu_samples():
+    per_run = pd.DataFrame({
+        "framework": "ddp", "model": "resnet50", "precision": "fp32", "per_gpu_batch": 32,
+        "per_gpu_samples": [3200.0, 6400.0], "loader": "synthetic", "world_size": [1, 4], "num_nodes": 1,
+        "time_s": [10.0, 24.0],
+    })
+    assert metrics.stash_stalls(per_run).empty
+
+
+def test_compare_flags_a_regression():
+    a = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 4], throughput_img_s=[100.0, 200.0, 400.0])
+    b = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 8], throughput_img_s=[90.0, 204.0, 700.0])
+    out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
+    assert out.loc[1, "flag"] == "regression" and out.loc[1, "rel_delta"] == pytest.approx(-0.1)
+    assert out.loc[2, "flag"] == "ok"
+    assert out.loc[4, "flag"] == "only in A" and out.loc[8, "flag"] == "only in B"
+    assert metrics.compare(a, b, threshold=0.2).loc[0, "flag"] == "ok"
+
+
+def test_weak_scaling_kept_for_results(hand):
+    runs = hand.counted
+    table = metrics.weak_scaling(runs)
+    assert list(table["efficiency"]) == pytest.approx([1.0, (13.333333333333334 / 2) / 8])
