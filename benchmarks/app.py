@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import components, distenv, runlog
+from benchmarks import components, distenv, runlog, telemetry
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
 from benchmarks.models import model_name
+from benchmarks.profiling import make_profiler
 from benchmarks.validate import validate
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -52,7 +53,7 @@ def run(cfg: DictConfig) -> int:
     framework = components.build_framework(cfg)
     loader_option = components.build_loader(cfg)
     framework.init(env, device)
-    log = None
+    log = profiler = sampler = None
     try:
         if env.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -85,8 +86,15 @@ def run(cfg: DictConfig) -> int:
                 "loader": loader.describe(),
             })
         print(f"[ddlbench] rank {env.rank}/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True) if env.rank == 0 else None
+        profiler = make_profiler(cfg.run.profile_steps, total_steps=warmup + measured, run_dir=run_dir,
+                                 rank=env.rank, device=device)
+        if cfg.run.telemetry_hz > 0:
+            sampler = telemetry.start_sampler(run_dir, rank=env.rank, hz=cfg.run.telemetry_hz,
+                                              gpu=telemetry.gpu_identity(device))
+        if profiler is not None:
+            profiler.start()
         result = train(
-            framework=framework, model=model, loader=loader, device=device, log=log,
+            framework=framework, model=model, loader=loader, device=device, log=log, profiler=profiler,
             plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every, amp_dtype=amp_dtype),
         )
         # the slowest rank defines the measured window; samples add up over ranks
@@ -120,6 +128,10 @@ def run(cfg: DictConfig) -> int:
             })
         raise
     finally:
+        if profiler is not None:
+            profiler.stop()
+        if sampler is not None:
+            sampler.stop()
         if log is not None:
             log.close()
         framework.shutdown()

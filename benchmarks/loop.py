@@ -16,6 +16,7 @@ import torch
 
 from benchmarks.frameworks.base import Framework
 from benchmarks.loaders.base import EpochLoader
+from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
 from benchmarks.timing import make_step_timer, synchronize
 
@@ -62,10 +63,13 @@ def train(
     device: torch.device,
     plan: LoopPlan,
     log: RankLog,
+    profiler: StepProfiler | None = None,
 ) -> LoopResult:
     criterion = torch.nn.CrossEntropyLoss()
     timer = make_step_timer(device)
     comm_timer = framework.comm_timer()
+    # a comm timer that reads its events late is asked when the step's own times are read
+    comm_late = comm_timer is not None and getattr(comm_timer, "reads_late", False)
     autocast = (
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
         if plan.amp_dtype is not None else contextlib.nullcontext
@@ -78,6 +82,13 @@ def train(
     t_start = time.perf_counter()
     loss = torch.zeros(())
     model.train()
+
+    def complete(times: dict) -> dict:
+        record = pending.popleft()
+        record.update(times)
+        if comm_late:
+            record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
+        return record
 
     def write(records: list[dict]) -> None:
         nonlocal recent
@@ -113,15 +124,18 @@ def train(
             framework.step()
             timer.mark()
             timer.end_step()
+            if profiler is not None:
+                profiler.step()
             samples = int(labels.shape[0])
-            comm = comm_timer.step_comm_s() if comm_timer is not None else (None, None)
             if step >= plan.warmup_steps:
                 measured_samples += samples
             # the timer hands back a step's times only once its events completed: pair them in order
-            pending.append({"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
-                            "samples": samples, "warmup": step < plan.warmup_steps,
-                            "comm_s": comm[0], "comm_exposed_s": comm[1]})
-            write([{**pending.popleft(), **times} for times in timer.pop_ready()])
+            record = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
+                      "samples": samples, "warmup": step < plan.warmup_steps}
+            if comm_timer is not None and not comm_late:
+                record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
+            pending.append(record)
+            write([complete(times) for times in timer.pop_ready()])
             step += 1
             step_in_epoch += 1
         epoch += 1
@@ -129,7 +143,7 @@ def train(
             raise RuntimeError("the loader yielded no batch in a whole epoch")
     synchronize(device)
     wall_s = time.perf_counter() - t_start
-    write([{**pending.popleft(), **times} for times in timer.flush()])
+    write([complete(times) for times in timer.flush()])
     return LoopResult(
         measured_steps=plan.measured_steps,
         measured_samples_local=measured_samples,

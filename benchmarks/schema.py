@@ -28,6 +28,7 @@ class DDPConfig(FrameworkConfig):
     static_graph: bool = False
     find_unused_parameters: bool = False
     wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
+    comm_timer: bool = True  # time the all-reduce in a comm hook (total + exposed); False: DDP's built-in hook
 
 
 @dataclass
@@ -169,6 +170,9 @@ class RunConfig:
     log_every: int = 10  # rank-0 progress line every N steps; 0: none
     save_params: bool = False  # write params_rank<R>.pt at the end (equivalence tests)
     dir: str | None = None  # explicit run directory; default derived from the config
+    # torch.profiler window [first, last] (global step indexes, inclusive): traces in <run dir>/trace/
+    profile_steps: list[int] | None = None
+    telemetry_hz: float = 0.0  # NVML/psutil samples per second into telemetry_rank<R>.jsonl; 0: off
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """PyTorch DistributedDataParallel: NCCL on GPU, gloo on CPU."""
 from __future__ import annotations
 
+import time
+from collections import deque
 from datetime import timedelta
 from typing import ClassVar
 
@@ -11,6 +13,91 @@ from torch.nn.parallel import DistributedDataParallel
 from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.torch_collectives import TorchCollectives
+
+
+class AllreduceTimer:
+    """DDP comm hook that all-reduces each gradient bucket (as DDP's default hook does) and times it.
+
+    Stamps per bucket: `ready` when the hook is called (on GPU an event on the compute stream: the
+    bucket's gradients are computed), `queued` once the all-reduce is enqueued (CPU only: gloo's
+    enqueue takes host time; on GPU it is the same stream position as `ready`), and `done` in the
+    future's callback (on GPU an event on the callback's stream, which PyTorch orders after the NCCL
+    kernel); per step one more, `end`, when backward returns (on GPU an event on the compute stream,
+    which DDP made wait for the last bucket).
+    comm_s: the union of the [ready, done] intervals. NCCL runs a rank's buckets one after another,
+    so this is the time the collective is busy or queued.
+    comm_exposed_s: end - the last `queued`: backward's compute is over, the rank only waits for its
+    collectives (on CPU including the hand-back of the result to the waiting thread).
+    On GPU no event is read before the loop reads the step's own events (two steps late), so the
+    hook adds no host sync; on CPU (gloo) the stamps are perf_counter wall times.
+    """
+
+    # step_comm_s() is called when the loop reads a step's times, once per step, oldest step first
+    reads_late: ClassVar[bool] = True
+
+    def __init__(self, *, device: torch.device, world_size: int) -> None:
+        self.cuda = device.type == "cuda"
+        self.world_size = world_size
+        self._current: list[list] = []
+        self._steps: deque[tuple[list[list], object]] = deque()
+        self._pool: deque[torch.cuda.Event] = deque()  # events are reused: creating them costs more
+
+    def _stamp(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def begin_step(self) -> None:
+        self._current = []
+
+    def end_step(self) -> None:
+        self._steps.append((self._current, self._stamp()))
+
+    def hook(self, state, bucket):  # no annotations: register_comm_hook checks them literally
+        buffer = bucket.buffer()
+        buffer.div_(self.world_size)
+        stamps = [self._stamp(), None, None]  # ready, done, queued
+        self._current.append(stamps)
+        future = dist.all_reduce(buffer, async_op=True).get_future()
+        stamps[2] = stamps[0] if self.cuda else time.perf_counter()
+
+        def done(fut):
+            stamps[1] = self._stamp()
+            return fut.value()[0]
+
+        return future.then(done)
+
+    def step_comm_s(self) -> tuple[float | None, float | None]:
+        if not self._steps:
+            return None, None
+        stamps, end = self._steps.popleft()
+        if not stamps or any(done is None for _, done, _ in stamps):
+            return None, None
+        if self.cuda:
+            end.synchronize()  # complete already: the loop read this step's later events first
+            reference = stamps[0][0]
+            seconds = lambda event: reference.elapsed_time(event) / 1e3  # noqa: E731
+            times = [(seconds(ready), seconds(done), seconds(ready)) for ready, done, _ in stamps]
+            end_s = seconds(end)
+            self._pool.extend(event for ready, done, _ in stamps for event in (ready, done))
+            self._pool.append(end)
+        else:
+            times, end_s = stamps, end
+        return comm_total_exposed(times, end_s=end_s)
+
+
+def comm_total_exposed(stamps: list, *, end_s: float) -> tuple[float, float]:
+    """(length of the union of the [ready, done] intervals, end_s - the last queued, clipped at 0)."""
+    total = 0.0
+    covered = float("-inf")
+    for start, stop, _ in sorted(stamps):
+        if stop <= covered:
+            continue
+        total += stop - max(start, covered)
+        covered = stop
+    return total, max(0.0, end_s - max(queued for _, _, queued in stamps))
 
 
 class DDP(TorchCollectives):
@@ -25,6 +112,7 @@ class DDP(TorchCollectives):
         static_graph: bool = False,
         find_unused_parameters: bool = False,
         wrap_single_rank: bool = False,
+        comm_timer: bool = True,
         **_launch: object,  # name, local_launcher: read by the launcher, not here
     ) -> None:
         self.backend = backend
@@ -33,7 +121,9 @@ class DDP(TorchCollectives):
         self.static_graph = static_graph
         self.find_unused_parameters = find_unused_parameters
         self.wrap_single_rank = wrap_single_rank
+        self.time_comm = comm_timer
         self.wrapped = False
+        self._comm: AllreduceTimer | None = None
         self.rank = self.local_rank = 0
         self.world_size = 1
         self._optimizer: torch.optim.Optimizer | None = None
@@ -70,11 +160,18 @@ class DDP(TorchCollectives):
             static_graph=self.static_graph,
             find_unused_parameters=self.find_unused_parameters,
         )
+        if self.time_comm:
+            self._comm = AllreduceTimer(device=self.device, world_size=self.world_size)
+            wrapped.register_comm_hook(state=None, hook=self._comm.hook)
         return wrapped, optimizer
 
     def backward(self, loss: torch.Tensor) -> None:
         # DDP's hooks all-reduce gradient buckets during backward; the last bucket is waited for here
+        if self._comm is not None:
+            self._comm.begin_step()
         (self._scaler.scale(loss) if self._scaler else loss).backward()
+        if self._comm is not None:
+            self._comm.end_step()
 
     def step(self) -> None:
         assert self._optimizer is not None, "setup() before step()"
@@ -86,7 +183,7 @@ class DDP(TorchCollectives):
         self._optimizer.zero_grad(set_to_none=True)
 
     def comm_timer(self) -> CommTimer | None:
-        return None  # comm hook timing: see the breakdown issue
+        return self._comm  # None when not wrapped (world size 1) or framework.comm_timer=false
 
     def describe(self) -> dict:
         return {
@@ -98,4 +195,6 @@ class DDP(TorchCollectives):
             "gradient_as_bucket_view": self.gradient_as_bucket_view,
             "static_graph": self.static_graph,
             "ddp_wrapped": self.wrapped,  # False at world size 1 unless wrap_single_rank
+            "comm_timer": "allreduce comm hook (total: union of bucket intervals; exposed: last done - last ready)"
+            if self._comm is not None else None,
         }

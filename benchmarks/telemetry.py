@@ -1,0 +1,222 @@
+"""Telemetry sampler thread: NVML (the rank's own GPU) and psutil (this process and its host) at
+run.telemetry_hz into <run dir>/telemetry_rank<R>.jsonl, one JSON object per sample.
+
+Each rank samples the GPU it drives (found by UUID, so CUDA_VISIBLE_DEVICES cannot mix them up)
+and its own process; host-wide fields (CPU %, host memory, disk reads) repeat on every rank of a
+host, and analysis keeps one per `host`. One file per rank: no two processes append to one file
+(unsafe on NFS/Lustre), and runs over many nodes are covered without a per-node leader.
+
+The thread is off the hot path: the NVML and psutil calls are ctypes/syscalls that release the GIL
+(NVML's PCIe counter waits ~20 ms), lines are written with one flush per sample. Without NVML
+(no library, no GPU, no pynvml package) the GPU fields are left out and the psutil fields still
+come. pynvml (package nvidia-ml-py) is imported here only.
+
+Fields (units in the names): t_s (Unix time), rank, host, cpu_percent (host), proc_cpu_percent,
+rss_bytes, host_mem_used_bytes, host_mem_total_bytes, disk_read_bytes (host, since the sampler
+started), disk_read_bytes_s; with NVML: gpu (NVML index), gpu_util_percent, gpu_mem_util_percent,
+gpu_mem_used_bytes, gpu_mem_total_bytes, gpu_power_w, gpu_sm_clock_mhz, pcie_tx_bytes_s,
+pcie_rx_bytes_s, and nvlink_tx_bytes_s / nvlink_rx_bytes_s where the GPU exposes NVLink counters.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    index: int  # CUDA index in this process (after CUDA_VISIBLE_DEVICES)
+    uuid: str | None  # NVML's "GPU-..." form
+
+
+def gpu_identity(device) -> GpuIdentity | None:
+    """The NVML identity of a torch device (None for CPU)."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    text = str(uuid) if uuid is not None else None
+    return GpuIdentity(index=index, uuid=(text if text is None or text.startswith("GPU-") else f"GPU-{text}"))
+
+
+class _Nvml:
+    """One GPU through NVML; every metric the GPU refuses is dropped after its first refusal."""
+
+    def __init__(self, gpu: GpuIdentity) -> None:
+        import pynvml
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        try:
+            self.handle = pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid) if gpu.uuid else None
+        except pynvml.NVMLError:
+            self.handle = None
+        if self.handle is None:  # no UUID match: the CUDA index, right when CUDA_VISIBLE_DEVICES is unset
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
+        self.index = pynvml.nvmlDeviceGetIndex(self.handle)
+        self._nvlink_last: tuple[float, int, int] | None = None
+        self._broken: set[str] = set()
+        nv = pynvml
+        self._metrics: dict[str, Callable[[], dict[str, Any]]] = {
+            "util": lambda: (lambda u: {"gpu_util_percent": u.gpu, "gpu_mem_util_percent": u.memory})(
+                nv.nvmlDeviceGetUtilizationRates(self.handle)),
+            "memory": lambda: (lambda m: {"gpu_mem_used_bytes": m.used, "gpu_mem_total_bytes": m.total})(
+                nv.nvmlDeviceGetMemoryInfo(self.handle)),
+            "power": lambda: {"gpu_power_w": nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3},
+            "clock": lambda: {"gpu_sm_clock_mhz": nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_SM)},
+            # KB/s over NVML's ~20 ms window
+            "pcie": lambda: {
+                "pcie_tx_bytes_s": nv.nvmlDeviceGetPcieThroughput(self.handle, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024,
+                "pcie_rx_bytes_s": nv.nvmlDeviceGetPcieThroughput(self.handle, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024,
+            },
+            "nvlink": self._nvlink,
+        }
+
+    def _nvlink(self) -> dict[str, Any]:
+        # cumulative KiB over all links (scopeId UINT_MAX); a rate needs two samples
+        fields = [self.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, self.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]
+        values = self.nv.nvmlDeviceGetFieldValues(self.handle, fields)
+        if any(v.nvmlReturn != 0 for v in values):
+            raise self.nv.NVMLError(values[0].nvmlReturn or values[1].nvmlReturn)
+        now = time.monotonic()
+        tx, rx = (int(v.value.ullVal) * 1024 for v in values)
+        last, self._nvlink_last = self._nvlink_last, (now, tx, rx)
+        if last is None or now <= last[0]:
+            return {}
+        return {"nvlink_tx_bytes_s": (tx - last[1]) / (now - last[0]), "nvlink_rx_bytes_s": (rx - last[2]) / (now - last[0])}
+
+    def sample(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"gpu": self.index}
+        for name, read in self._metrics.items():
+            if name in self._broken:
+                continue
+            try:
+                record.update(read())
+            except (self.nv.NVMLError, AttributeError):  # not supported here / older binding
+                self._broken.add(name)
+        return record
+
+    def close(self) -> None:
+        try:
+            self.nv.nvmlShutdown()
+        except self.nv.NVMLError:
+            pass
+
+
+def open_nvml(gpu: GpuIdentity | None) -> _Nvml | None:
+    """NVML for this GPU, or None where there is no GPU, no pynvml package or no NVML library."""
+    if gpu is None:
+        return None
+    try:
+        return _Nvml(gpu)
+    except ImportError:
+        return None
+    except Exception as error:  # pynvml.NVMLError_* (library not found, driver not loaded) and friends
+        if type(error).__module__ == "pynvml" or type(error).__name__.startswith("NVMLError"):
+            return None
+        raise
+
+
+class HostSampler:
+    """psutil fields of this process and its host."""
+
+    def __init__(self) -> None:
+        self.process = psutil.Process(os.getpid())
+        self.process.cpu_percent(None)  # the first call only sets the reference point
+        psutil.cpu_percent(None)
+        self._disk0 = self._disk_read()
+        self._last = (time.monotonic(), self._disk0)
+
+    @staticmethod
+    def _disk_read() -> int | None:
+        counters = psutil.disk_io_counters()  # None in some containers
+        return None if counters is None else counters.read_bytes
+
+    def sample(self) -> dict[str, Any]:
+        memory = psutil.virtual_memory()
+        record: dict[str, Any] = {
+            "cpu_percent": psutil.cpu_percent(None),
+            "proc_cpu_percent": self.process.cpu_percent(None),
+            "rss_bytes": self.process.memory_info().rss,
+            "host_mem_used_bytes": memory.total - memory.available,
+            "host_mem_total_bytes": memory.total,
+        }
+        disk = self._disk_read()
+        if disk is not None and self._disk0 is not None:
+            now = time.monotonic()
+            record["disk_read_bytes"] = disk - self._disk0
+            record["disk_read_bytes_s"] = (disk - self._last[1]) / max(1e-9, now - self._last[0])
+            self._last = (now, disk)
+        return record
+
+
+class Sampler:
+    """A daemon thread writing one line per period until stop(); stop() writes a last sample."""
+
+    def __init__(self, path: Path, *, rank: int, hz: float, nvml: _Nvml | None) -> None:
+        self.path, self.rank, self.period_s = path, rank, 1.0 / hz
+        self.nvml = nvml
+        self.host_sampler = HostSampler()
+        self.host = socket.gethostname()
+        self._file = open(path, "x")  # never overwrite
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ddlbench-telemetry", daemon=True)
+        self.error: BaseException | None = None
+
+    def sample(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"t_s": time.time(), "rank": self.rank, "host": self.host}
+        record.update(self.host_sampler.sample())
+        if self.nvml is not None:
+            record.update(self.nvml.sample())
+        return record
+
+    def _write(self) -> None:
+        self._file.write(json.dumps(self.sample(), separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def _run(self) -> None:
+        try:
+            next_t = time.monotonic()
+            while not self._stop.is_set():
+                self._write()
+                next_t += self.period_s
+                self._stop.wait(max(0.0, next_t - time.monotonic()))
+        except BaseException as error:  # reported by stop(): a broken sampler must not pass unseen
+            self.error = error
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        try:
+            if self.error is None:
+                self._write()
+        finally:
+            self._file.close()
+            if self.nvml is not None:
+                self.nvml.close()
+        if self.error is not None:
+            raise RuntimeError(f"telemetry sampler failed: {type(self.error).__name__}: {self.error}") from self.error
+
+
+def telemetry_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / f"telemetry_rank{rank}.jsonl"
+
+
+def start_sampler(run_dir: Path, *, rank: int, hz: float, gpu: GpuIdentity | None) -> Sampler:
+    """Start sampling this rank (and its GPU where NVML is there) at `hz` samples per second."""
+    return Sampler(telemetry_path(run_dir, rank), rank=rank, hz=hz, nvml=open_nvml(gpu)).start()
