@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,11 +100,18 @@ def test_bf16_with_batchnorm_trains(tmp_path):
 
 
 @needs_deepspeed
-def test_deepspeed_launcher_runs_the_ranks(tmp_path):
-    result = ddlbench("run", *COMMON, "framework=deepspeed", "framework.local_launcher=deepspeed", f"run.root={tmp_path}")
+@pytest.mark.parametrize(("launcher", "command", "source"), [
+    ("deepspeed", "deepspeed.launcher.runner --num_gpus=2", "torchrun"),  # it sets RANK/WORLD_SIZE like torchrun
+    pytest.param("mpirun", "mpirun -np 2", "openmpi", marks=pytest.mark.skipif(
+        shutil.which("mpirun") is None, reason="mpirun is not on PATH: apt-get install openmpi-bin")),
+])
+def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
+    result = ddlbench("run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
-    assert "deepspeed.launcher.runner --num_gpus=2" in result.stderr
-    assert read_summary(tmp_path / "default" / "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0")["status"] == "completed"
+    assert command in result.stderr
+    run_dir = tmp_path / "default" / "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0"
+    assert read_summary(run_dir)["status"] == "completed"
+    assert json.loads((run_dir / "meta.json").read_text())["launcher"] == source
 
 
 @needs_deepspeed
