@@ -1,0 +1,110 @@
+"""analysis.plots: every figure renders and holds the expected series (inspected on the Axes)."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import metrics, plots
+from analysis.load import load_reference
+from analysis.palette import framework_color
+
+
+@pytest.fixture
+def tables(campaign):
+    per_run = metrics.run_throughput(campaign.steps, campaign.counted)
+    cells = metrics.cells(per_run)
+    return {"per_run": per_run, "cells": cells, "scaled": metrics.scaling(cells),
+            "shares": metrics.breakdown_cells(metrics.breakdown(campaign.steps), per_run)}
+
+
+def _render(fig) -> None:
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+
+
+def _labels(ax) -> list[str]:
+    return [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+
+
+def test_throughput_vs_gpus_has_a_curve_per_framework_and_loader_and_ideal(tables):
+    fig = plots.throughput_vs_gpus(tables["cells"])
+    _render(fig)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    labels = _labels(ax)
+    assert {"PyTorch-DDP, native", "PyTorch-DDP, DALI", "Horovod, native", "Horovod, DALI", "ideal (linear)"} <= set(labels)
+    ddp = next(line for line in ax.get_lines() if line.get_label() == "PyTorch-DDP, native")
+    assert list(ddp.get_xdata()) == [1, 2, 4]
+    assert ddp.get_color() == framework_color("ddp")
+
+
+def test_efficiency_starts_at_100_percent(tables):
+    fig = plots.efficiency_vs_gpus(tables["scaled"])
+    _render(fig)
+    for line in fig.axes[0].get_lines():
+        if not line.get_label().startswith("_") and len(line.get_xdata()) > 1:
+            assert line.get_ydata()[0] == pytest.approx(100.0)
+
+
+def test_breakdown_bars_stack_to_100_percent(tables):
+    fig = plots.breakdown_bars(tables["shares"], model="resnet50")
+    _render(fig)
+    ax = fig.axes[0]
+    heights = np.array([p.get_height() for p in ax.patches]).reshape(4, -1)  # 4 parts x GPU counts
+    assert heights.sum(axis=0) == pytest.approx(100.0)
+    assert "allreduce (total)" in _labels(ax)
+
+
+def test_reference_figure_has_every_model_and_loader_and_the_overlay(tables):
+    reference = load_reference("aach2023")
+    fig = plots.reference_breakdown(reference)
+    _render(fig)
+    titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
+    assert titles == {f"{m}, {l}" for m in ("resnet50", "resnet101", "resnet152") for l in ("DALI", "native")}
+    # resnet50, DALI at 512 GPUs: 43.48 % allreduce, the first bar segment
+    ax = next(ax for ax in fig.axes if ax.get_title() == "resnet50, DALI")
+    assert ax.patches[7].get_height() == pytest.approx(43.48)
+    ours = tables["shares"].assign(model="resnet50", world_size=4)
+    fig = plots.reference_breakdown(reference, ours=ours[ours["loader"] == "dali"])
+    ax = next(ax for ax in fig.axes if ax.get_title() == "resnet50, DALI")
+    assert "top of allreduce (this campaign)" in _labels(ax)
+
+
+def test_dali_vs_native_ratio(tables):
+    fig = plots.dali_vs_native(tables["cells"])
+    _render(fig)
+    assert set(_labels(fig.axes[0])) == {"PyTorch-DDP", "Horovod"}
+
+
+def test_framework_by_depth_draws_bars(tables):
+    cells = pd.concat([tables["cells"], tables["cells"].assign(model="resnet101",
+                                                               per_gpu_img_s=tables["cells"]["per_gpu_img_s"] / 2)])
+    fig = plots.framework_by_depth(cells)
+    _render(fig)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["resnet50", "resnet101"]
+
+
+def test_telemetry_timeline_one_panel_per_metric(campaign):
+    run_id = campaign.telemetry["run_id"].iloc[0]
+    fig = plots.telemetry_timeline(campaign.telemetry, run_id=run_id)
+    _render(fig)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["gpu_util_pct", "gpu_mem_used_gb", "cpu_util_pct", "power_w"]
+
+
+def test_commbench_curves_per_world_size(campaign):
+    fig = plots.commbench_curves(campaign.commbench)
+    _render(fig)
+    ax = next(ax for ax in fig.axes if ax.get_title() == "all_reduce")
+    assert _labels(ax) == ["4 ranks", "32 ranks", "256 ranks"]
+    assert ax.get_xscale() == "log"
+
+
+def test_stash_bars_heights_are_the_stalls():
+    stalls = pd.DataFrame({"stall": ["interconnect", "network"], "framework": "ddp", "model": "resnet50",
+                           "loader": "synthetic", "world_size": 4, "num_nodes": [1, 2], "stall_pct": [20.0, 25.0]})
+    fig = plots.stash_bars(stalls)
+    _render(fig)
+    assert [p.get_height() for p in fig.axes[0].patches[:2]] == [20.0, 25.0]
