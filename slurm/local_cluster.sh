@@ -23,13 +23,19 @@ MUNGE_PID=/run/munge/munged.pid
 
 log() { echo "[local_cluster] $*" >&2; }
 die() { echo "local_cluster: error: $*" >&2; exit 1; }
+trap 'echo "local_cluster: error: \"$BASH_COMMAND\" failed (line $LINENO); logs in $STATE/log" >&2' ERR
 
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# a pid file whose process runs (a killed daemon may linger as a zombie if nothing reaps it: dead)
+alive() {
+    local pid
+    [[ -f $1 ]] && pid=$(cat "$1") && [[ -r /proc/$pid/stat ]] || return 1
+    [[ $(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1) != Z ]]
+}
 
 # ask only a controller that runs: sinfo retries an absent one for ~20 s
 node_state() {
     alive "$STATE/slurmctld.pid" || return 0
-    SLURM_CONF=$CONF timeout 5 sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n1
+    SLURM_CONF=$CONF timeout 5 sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n1 || true
 }
 
 install_packages() {
@@ -140,8 +146,8 @@ stop_daemon() {  # name pidfile: SIGTERM, wait, then SIGKILL the pid from the fi
     alive "$pidfile" || { rm -f "$pidfile"; return 0; }
     pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
+    for _ in $(seq 50); do alive "$pidfile" || break; sleep 0.1; done
+    if alive "$pidfile"; then
         log "$name ($pid) ignored SIGTERM for 5 s: SIGKILL"
         kill -9 "$pid" 2>/dev/null || true
     fi
