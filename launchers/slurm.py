@@ -144,7 +144,11 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     if runlog.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
                           f"run.repeat={cfg.run.repeat + 1} or another run.campaign")
-    argv = step_command(cfg.system, ntasks=ntasks, ntasks_per_node=per_node,
+    system = dict(cfg.system)
+    if environ.get("SLURM_CPUS_PER_TASK"):
+        # the allocation's --cpus-per-task wins: srun may not ask for more than sbatch got
+        system["cpus_per_rank"] = int(environ["SLURM_CPUS_PER_TASK"])
+    argv = step_command(system, ntasks=ntasks, ntasks_per_node=per_node,
                         overrides=[*overrides, f"run.dir={run_dir}"])
     env = rank_environment(environ, system_env=cfg.system.env,
                            addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix), port=master_port(job_id))

@@ -171,3 +171,19 @@ def test_impossible_cells_say_why():
     problems = {c.num_gpus: c.problem for c in cells}
     assert problems == {2: None, 6: "6 GPUs do not fill whole nodes of system.ranks_per_node=4",
                         8: "needs 2 nodes but system.max_nodes=1"}
+
+
+def test_launch_takes_cpus_per_task_from_the_allocation(tmp_path, capsys):
+    environ = {"SLURM_JOB_ID": "8", "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "6",
+               "SLURM_JOB_NODELIST": "jwb[0012-0013]"}
+    assert slurm.launch(["system=juwels_booster", f"run.root={tmp_path}"], dry_run=True, environ=environ) == 0
+    err = capsys.readouterr().err
+    assert "MASTER_ADDR=jwb0012i MASTER_PORT=20008" in err
+    assert "srun --mpi=pspmix --ntasks=8 --ntasks-per-node=4 --cpus-per-task=6 --kill-on-bad-exit=1 " in err
+
+
+def test_launch_refuses_more_ranks_than_gpus(tmp_path):
+    environ = {"SLURM_JOB_ID": "9", "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "1"}
+    with pytest.raises(ConfigError, match=r"^8 ranks per node but system.gpus_per_node=4 \(system=juwels_booster\); "
+                                          r"pass sbatch --ntasks-per-node=4 or fewer$"):
+        slurm.launch(["system=juwels_booster", f"run.root={tmp_path}"], dry_run=True, environ=environ)
