@@ -198,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     from launchers.campaign import add_parser as add_campaign_parser
 
     add_campaign_parser(sub)  # ddlbench campaign plan|submit|status (Slurm)
+
+    from benchmarks.commbench.launch import add_parser as add_commbench_parser
+
+    add_commbench_parser(sub)  # ddlbench commbench (benchmarks/commbench/)
     return parser
 
 
