@@ -59,11 +59,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("extra", nargs="*", help="more overrides for ddlbench's side, e.g. framework.wrap_single_rank=true")
     args = parser.parse_args()
     overrides = [
         "framework=ddp", "loader=synthetic", "model=resnet", f"model.depth={args.depth}", f"precision={args.precision}",
         f"system={args.system}", "system.ranks_per_node=1", f"run.per_gpu_batch={args.batch}",
-        f"run.warmup_steps={args.warmup}", f"run.steps={args.steps}",
+        f"run.warmup_steps={args.warmup}", f"run.steps={args.steps}", *args.extra,
     ]
     cfg = compose(overrides)
     device = torch.device("cuda", 0) if cfg.system.device == "cuda" else torch.device("cpu")
@@ -76,7 +77,7 @@ def main() -> None:
             ratios.append(ours / bare)
             print(f"round {index}: bare {bare:,.1f} img/s | ddlbench {ours:,.1f} img/s | ratio {ours / bare:.4f}", flush=True)
     print(f"RESULT harness_overhead resnet{args.depth} b{args.batch} {args.precision} {args.system}: "
-          f"median ratio ddlbench/bare = {statistics.median(ratios):.4f} over {args.rounds} rounds")
+          f"{' '.join(args.extra)}: median ratio ddlbench/bare = {statistics.median(ratios):.4f} over {args.rounds} rounds")
 
 
 if __name__ == "__main__":
