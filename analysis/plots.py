@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
 
-from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
+from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, HALF_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
                               framework_color, loader_style)
 
 _NAMES = {"ddp": "PyTorch-DDP", "horovod": "Horovod", "deepspeed": "DeepSpeed", "native": "native",
@@ -43,6 +43,8 @@ def _panels(num: int, *, ncols: int = 3, row_height_in: float = 2.0,
             width_in: float = FULL_WIDTH_IN, sharey: bool = False) -> tuple[Figure, list]:
     """A grid of `num` panels; _finish() sizes the margins (a fixed layout: constrained layout
     costs more than the drawing itself on a campaign's worth of figures)."""
+    if num == 1 and width_in == FULL_WIDTH_IN:
+        width_in = HALF_WIDTH_IN + 0.6  # one panel: a single paper column, not a stretched page
     with matplotlib.rc_context(PAPER_RC):
         ncols = max(1, min(ncols, num))
         nrows = max(1, math.ceil(num / ncols))

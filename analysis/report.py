@@ -22,7 +22,7 @@ from analysis.palette import PAPER_RC
 from benchmarks.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")
-MAX_TELEMETRY_FIGURES = 4
+MAX_TELEMETRY_FIGURES = 2  # a timeline per run: a few are readable, hundreds are not
 
 
 @dataclass(slots=True)
@@ -93,7 +93,7 @@ def _provenance(runs: pd.DataFrame) -> pd.DataFrame:
         if column not in runs:
             continue
         values = runs[column].dropna().astype(str)
-        values = values[values.str.lower() != "none"]
+        values = values[~values.str.lower().isin(["none", "[]", "", "null"])]
         if values.empty:
             continue
         counts = values.value_counts()
@@ -111,11 +111,13 @@ def _short(value: str) -> str:
     try:
         parsed = json.loads(value)
     except (json.JSONDecodeError, TypeError):
-        return value
+        parsed = value
+    if isinstance(parsed, str) and len(parsed) == 40 and all(c in "0123456789abcdef" for c in parsed):
+        return parsed[:12]  # a git sha
     if isinstance(parsed, list):
         distinct = sorted({str(v) for v in parsed})
         return " + ".join(f"{v} x{parsed.count(v)}" if parsed.count(v) > 1 else v for v in distinct)
-    return value
+    return str(value)
 
 
 # --- assembling --------------------------------------------------------------------------------
@@ -205,7 +207,13 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
     telemetry = campaign.telemetry
     if not telemetry.empty and "t_s" in telemetry:
         blocks.append(Block("heading", "Telemetry"))
-        for i, run_id in enumerate(sorted(telemetry["run_id"].unique())[:MAX_TELEMETRY_FIGURES]):
+        # the runs with the most GPUs first: that is where stragglers and stalls show
+        sizes = runs.set_index("run_id")["world_size"] if "world_size" in runs else pd.Series(dtype="float64")
+        chosen = sorted(telemetry["run_id"].unique(), key=lambda r: (-float(sizes.get(r, 0) or 0), r))
+        if len(chosen) > MAX_TELEMETRY_FIGURES:
+            blocks.append(Block("text", f"{len(chosen)} runs have telemetry; timelines of the "
+                                        f"{MAX_TELEMETRY_FIGURES} with the most GPUs are shown."))
+        for i, run_id in enumerate(chosen[:MAX_TELEMETRY_FIGURES]):
             _figure(blocks, figures, f"telemetry_{i}", lambda run_id=run_id: plots.telemetry_timeline(telemetry, run_id=run_id),
                     f"Telemetry of {run_id}.")
     if not campaign.commbench.empty and campaign.commbench["busbw_gb_s"].notna().any():
