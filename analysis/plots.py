@@ -14,8 +14,9 @@ matplotlib.use("Agg")  # never a window, even if pyplot gets imported elsewhere
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator, PercentFormatter
 
 from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, HALF_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
                               framework_color, loader_style)
@@ -64,6 +65,11 @@ def _finish(fig: Figure, axes: list, *, title: str | None = None, legend_cols: i
         for handle, label in zip(*ax.get_legend_handles_labels()):
             if not label.startswith("_"):
                 handles.setdefault(label, handle)
+    # stacked parts (patches) first, in stacking order; markers and lines after them
+    handles = dict(sorted(handles.items(), key=lambda item: isinstance(item[1], Line2D)))
+    for ax in axes:  # with a shared y axis, one y label per row
+        if ax.get_shared_y_axes().get_siblings(ax) != [ax] and not ax.get_subplotspec().is_first_col():
+            ax.set_ylabel("")
     nrows, ncols, row_height_in = fig._ddl_grid
     legend_rows = math.ceil(len(handles) / legend_cols) if handles else 0
     legend_in = 0.08 + 0.17 * legend_rows
@@ -142,6 +148,9 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
                     label="_ideal")
         ax.plot([], [], color=IDEAL_COLOR, linestyle=(0, (1, 2)), linewidth=0.8, label="ideal (linear)")
         _gpu_axis(ax, rows_m["world_size"], log_y=True)
+        low, high = ax.get_ylim()
+        if high / low < 8:  # less than a decade: 1-2-5 ticks would leave one label
+            ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.set_title(model)
         ax.set_ylabel("throughput (img/s)")
     return _finish(fig, axes)
