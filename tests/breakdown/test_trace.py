@@ -1,0 +1,90 @@
+"""Kernel classification and overlap: a recorded CPU/gloo trace (with its timer logs) and a small GPU-shaped trace."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.breakdown import (classify, compare, disagreement_pp, read_step_records, read_trace, run_breakdown,
+                                step_windows, timer_breakdown, trace_breakdown)
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "traces" / "ddp-gloo-g2"
+
+
+def kernel(name: str, ts: float, dur: float, cat: str = "kernel") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7}
+
+
+def gpu_trace() -> dict:
+    """Two steps of 100 us on the device: compute, an NCCL kernel partly hidden, a copy, idle gaps."""
+    return {"traceEvents": [
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#5", "ts": 100, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 0, "dur": 300},  # host op: ignored on GPU
+        kernel("sm90_xmma_fprop", 0, 50),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 40, 30),  # 10 overlapped, 20 exposed
+        kernel("Memcpy HtoD (Pageable -> Device)", 70, 10, cat="gpu_memcpy"),
+        kernel("sm90_xmma_dgrad", 100, 60),
+        kernel("Memset (Device)", 150, 20, cat="gpu_memset"),  # 10 under compute, 10 not
+        kernel("ncclKernel_AllReduce", 190, 10),  # exposed
+    ]}
+
+
+def test_classification_of_device_events():
+    assert classify(kernel("ncclDevKernel_AllReduce", 0, 1), device_trace=True) == "communication"
+    assert classify(kernel("volta_sgemm", 0, 1), device_trace=True) == "compute"
+    assert classify(kernel("Memcpy DtoH", 0, 1, cat="gpu_memcpy"), device_trace=True) == "memcpy"
+    assert classify(kernel("Memset", 0, 1, cat="gpu_memset"), device_trace=True) == "memset"
+    assert classify({"ph": "X", "cat": "cpu_op", "name": "aten::mm"}, device_trace=True) is None
+
+
+def test_classification_of_host_events():
+    assert classify({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce"}, device_trace=False) == "communication"
+    assert classify({"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_"}, device_trace=False) == "communication"
+    assert classify({"ph": "X", "cat": "cpu_op", "name": "aten::convolution"}, device_trace=False) == "compute"
+    assert classify({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3"}, device_trace=False) is None
+    assert classify({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd"}, device_trace=False) is None
+
+
+def test_gpu_trace_overlap_by_hand():
+    b = trace_breakdown(gpu_trace())
+    us = 1e-6
+    assert b.steps == [4, 5]
+    assert b.window_s == pytest.approx(200 * us)
+    assert b.compute_s == pytest.approx(110 * us)
+    assert b.memcpy_s == pytest.approx(20 * us)  # the copy + the memset's uncovered half
+    assert b.comm_total_s == pytest.approx(40 * us)
+    assert b.comm_overlap_s == pytest.approx(10 * us)
+    assert b.comm_exposed_s == pytest.approx(30 * us)
+    assert b.idle_s == pytest.approx(40 * us)  # 80-100, 170-190
+    shares = b.shares()
+    assert shares["compute"] + shares["memcpy"] + shares["comm_exposed"] + shares["idle"] == pytest.approx(1.0)
+
+
+def test_one_step_of_the_window():
+    b = trace_breakdown(gpu_trace(), steps=[5])
+    assert b.window_s == pytest.approx(100e-6) and b.comm_exposed_s == pytest.approx(10e-6)
+    with pytest.raises(ValueError, match="no ProfilerStep window"):
+        trace_breakdown(gpu_trace(), steps=[9])
+
+
+def test_recorded_cpu_trace_classes_and_windows():
+    trace = read_trace(GOLDEN / "trace" / "rank0.pt.trace.json.gz")
+    assert sorted(step_windows(trace)) == [3, 4, 5, 6]
+    kinds = {classify(e, device_trace=False) for e in trace["traceEvents"]}
+    assert {"compute", "communication"} <= kinds
+    b = trace_breakdown(trace)
+    assert 0 < b.comm_overlap_s <= b.comm_total_s
+    assert b.comm_exposed_s > 0 and b.idle_s >= 0
+    assert b.compute_s + b.memcpy_s + b.comm_exposed_s + b.idle_s == pytest.approx(b.window_s)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_timers_and_trace_of_the_same_run_agree_within_5_points(rank):
+    timer, trace, pairs = run_breakdown(GOLDEN, rank)
+    assert timer.steps == trace.steps == [3, 4, 5, 6]
+    assert set(pairs) == {"compute", "comm_exposed", "data+other/idle", "comm_total"}
+    assert disagreement_pp(pairs) <= 5.0, pairs
+    # and the same through the separate pieces
+    records = read_step_records(GOLDEN / f"rank{rank}.jsonl")
+    assert compare(timer_breakdown(records, steps=trace.steps), trace) == pairs
