@@ -3,17 +3,33 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
 
 
+def _one_line_warnings() -> None:
+    """A skipped log line reads `ddlbench: warning: <file>:<line>: <what>`, not a Python source line."""
+    plain = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        from analysis.load import LogWarning
+
+        if issubclass(category, LogWarning):
+            return f"ddlbench: warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import build_report
 
+    _one_line_warnings()
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     timings = build_report(Path(args.runs_dir), Path(args.out), reference=args.reference, formats=formats,
-                           parquet=args.parquet)
+                           parquet=args.parquet, jobs=args.jobs)
     print(f"[ddlbench] report of {timings['num_runs']} runs ({timings['num_counted']} counted, "
           f"{timings['num_step_rows']:,} step records, {timings['num_figures']} figures) -> "
           f"{Path(args.out) / 'report.md'} and report.html")
@@ -23,6 +39,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.report import compare_campaigns, format_compare
 
+    _one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
     table = compare_campaigns(Path(args.a), Path(args.b), threshold=args.threshold / 100)
@@ -48,6 +65,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--reference", choices=("aach2023",), help="overlay a shipped reference (seed study A's DDP breakdown)")
     p.add_argument("--formats", default="png,svg", help="figure formats: png plus svg and/or pdf (default png,svg)")
     p.add_argument("--parquet", action="store_true", help="also export the tables as Parquet into OUT/parquet")
+    p.add_argument("--jobs", type=int, default=None, help="processes drawing figures (default: one per CPU)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="per-cell throughput deltas of campaign B against campaign A (exit 1 on a regression)")

@@ -244,7 +244,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s"
     or 'only in A' / 'only in B' for cells without a partner."""
     if not 0 <= threshold < 1 or math.isnan(threshold):
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
-    by = [c for c in CELL if c in a and c in b]
+    by = [c for c in [*CELL, "cache"] if c in a and c in b]
     left = a[[*by, value]].rename(columns={value: f"{value}_a"})
     right = b[[*by, value]].rename(columns={value: f"{value}_b"})
     out = left.merge(right, on=by, how="outer", indicator=True)

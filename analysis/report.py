@@ -38,7 +38,7 @@ def _fresh_dir(out: Path, option: str = "--out") -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{option} {out} already exists and is not empty (a report is never overwritten); "
-                          f"pass a new folder, e.g. {option} {out.name}-2")
+                          f"pass a new folder, e.g. {option} {out}-2")
     out.mkdir(parents=True, exist_ok=True)
     return out
 
