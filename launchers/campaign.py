@@ -292,8 +292,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(f"[ddlbench] {cell.name} was {state}: moved to {attic}", file=sys.stderr)
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
-            print(f"ddlbench: error: sbatch refused {cell.name}: {done.stderr.strip().splitlines()[-1:] or done.returncode}; "
-                  f"command: {shlex.join(argv)}", file=sys.stderr)
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            print(f"ddlbench: error: sbatch refused {cell.name} ({said}); fix the profile or flags and run submit "
+                  f"again; command: {shlex.join(argv)}", file=sys.stderr)
             return 1
         job_id = done.stdout.strip().split(";")[0]
         with open(logs / "jobs.jsonl", "a") as f:
