@@ -244,7 +244,8 @@ def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = 
                                       ("compute", "compute_share")):
                     top = top + 100 * mine[column].fillna(0).to_numpy(float)
                     ax.plot(xs, top, linestyle="none", marker=markers[label], markerfacecolor="white",
-                            markeredgecolor="black", markersize=4, label=f"top of {label} (this campaign)")
+                            markeredgecolor="black", markersize=4, clip_on=False, zorder=5,
+                            label=f"top of {label} (this campaign)")
         ax.set_xticks(x, [str(g) for g in rows["gpus"]], rotation=90)
         ax.set_xlabel("GPUs")
         ax.set_ylim(0, 100)
@@ -253,7 +254,7 @@ def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = 
         ax.set_ylabel("% of runtime")
     return _finish(fig, axes, title=f"PyTorch-DDP time breakdown: {source} (bars)"
                    + (", this campaign (markers)" if ours is not None and not ours.empty else ""),
-                   xlabel_in=0.6, legend_cols=4)
+                   xlabel_in=0.6, legend_cols=3)
     return fig
 
 
