@@ -312,43 +312,75 @@ def framework_by_depth(cells: pd.DataFrame) -> Figure:
     return _finish(fig, axes)
 
 
+TELEMETRY_FIRST = ["gpu_util_percent", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_used_gb", "gpu_power_w",
+                   "power_w", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "nvlink_rx_bytes_s", "cpu_percent",
+                   "cpu_util_pct", "proc_cpu_percent", "disk_read_bytes_s"]
+# identifiers, constants and running totals: not worth a timeline
+_TELEMETRY_SKIP = {"t_s", "t_rel_s", "rank", "gpu", "local_rank", "pid", "disk_read_bytes"}
+
+
+def _telemetry_metrics(rows: pd.DataFrame, limit: int) -> list[str]:
+    numeric = [c for c in rows.columns if c not in _TELEMETRY_SKIP and not c.endswith("_total_bytes")
+               and pd.api.types.is_numeric_dtype(rows[c]) and rows[c].notna().any() and rows[c].nunique() > 1]
+    first = [c for c in TELEMETRY_FIRST if c in numeric]
+    return (first + [c for c in numeric if c not in first])[:limit]
+
+
 @_paper
 def telemetry_timeline(telemetry: pd.DataFrame, *, run_id: str, max_metrics: int = 6) -> Figure:
-    """Each numeric telemetry field over time for one run: mean over GPUs with the min-max band."""
+    """Telemetry fields over time for one run: mean over ranks/GPUs with the min-max band. Samples of
+    different ranks are not simultaneous, so they are binned at the median sampling period."""
     rows = telemetry[telemetry["run_id"] == run_id]
-    skip = {"t_s", "rank", "gpu", "local_rank", "pid"}
-    metrics = [c for c in rows.columns if c not in skip and pd.api.types.is_numeric_dtype(rows[c])
-               and rows[c].notna().any()][:max_metrics]
-    fig, axes = _panels(max(1, len(metrics)), ncols=2, row_height_in=1.8)
+    metrics = _telemetry_metrics(rows, max_metrics)
+    fig, axes = _panels(max(1, len(metrics)), ncols=2, row_height_in=1.6)
     if metrics:
-        grouped = rows.groupby(rows["t_s"].round(3))[metrics]
+        t = rows["t_s"].astype(float)
+        t = t - t.min()  # Unix time or seconds since start: plotted from the run's first sample
+        by_rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
+        period = t.groupby(by_rank).diff().median()
+        period = float(period) if period == period and period > 0 else 1.0
+        bins = (t / period).round() * period
+        grouped = rows[metrics].groupby(bins)
         mean, low, high = grouped.mean(), grouped.min(), grouped.max()
         for ax, metric in zip(axes, metrics):
-            ax.fill_between(mean.index, low[metric], high[metric], color="#0072B2", alpha=0.2, linewidth=0,
-                            label="min-max over GPUs")
-            ax.plot(mean.index, mean[metric], color="#0072B2", label="mean over GPUs")
-            ax.set_title(metric)
-            ax.set_xlabel("time (s)")
+            scale, unit = (1e-9, " (GB" + ("/s)" if metric.endswith("_s") else ")")) if "bytes" in metric else (1.0, "")
+            ax.fill_between(mean.index, low[metric] * scale, high[metric] * scale, color="#0072B2", alpha=0.2,
+                            linewidth=0, label="min-max over ranks")
+            ax.plot(mean.index, mean[metric] * scale, color="#0072B2", label="mean over ranks")
+            ax.set_title(metric.replace("_bytes_s", "").replace("_bytes", "") + unit)
+            ax.set_xlabel("time since first sample (s)")
     return _finish(fig, axes, title=f"Telemetry: {run_id}")
-    return fig
 
 
 @_paper
 def commbench_curves(commbench: pd.DataFrame) -> Figure:
-    """Bus bandwidth vs message size (log x), one panel per collective, one curve per world size."""
-    ops = sorted(commbench["op"].dropna().unique())
+    """Bus bandwidth vs message size (log x), one panel per operation swept over sizes, one curve per
+    world size (and backend, where several were measured)."""
+    data = commbench.dropna(subset=["op", "size_bytes", "busbw_gb_s"])
+    swept = data.groupby("op")["size_bytes"].nunique()
+    ops = sorted(swept[swept > 1].index)
     fig, axes = _panels(max(1, len(ops)), sharey=True)
-    sizes = sorted(commbench["world_size"].dropna().unique())
+    keys = ["world_size", "backend"] if "backend" in data and data["backend"].nunique() > 1 else ["world_size"]
+    curves = sorted(data[keys].drop_duplicates().itertuples(index=False, name=None))
     cmap = matplotlib.colormaps["viridis"]
+    styles = ["-", "--", ":", "-."]
+    backends = sorted(data["backend"].dropna().unique()) if "backend" in keys else []
     for ax, op in zip(axes, ops):
-        for i, world in enumerate(sizes):
-            rows = commbench[(commbench["op"] == op) & (commbench["world_size"] == world)]
-            rows = rows.groupby("size_bytes")["busbw_gb_s"].median().reset_index()
+        for i, key in enumerate(curves):
+            mask = (data["op"] == op) & (data["world_size"] == key[0])
+            if len(key) > 1:
+                mask &= data["backend"] == key[1]
+            rows = data[mask].groupby("size_bytes")["busbw_gb_s"].median().reset_index()
             if rows.empty:
                 continue
-            ax.plot(rows["size_bytes"], rows["busbw_gb_s"], marker=".", color=cmap(i / max(1, len(sizes) - 1) * 0.85),
-                    label=f"{int(world)} ranks")
+            sizes = sorted(data["world_size"].unique())
+            color = cmap(sizes.index(key[0]) / max(1, len(sizes) - 1) * 0.85)
+            style = styles[backends.index(key[1]) % len(styles)] if len(key) > 1 else "-"
+            label = f"{int(key[0])} ranks" + (f", {key[1]}" if len(key) > 1 else "")
+            ax.plot(rows["size_bytes"], rows["busbw_gb_s"], style, marker=".", color=color, label=label)
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(LogLocator(base=2 ** 5))
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
         ax.set_xlabel("message size")
         ax.set_ylabel("bus bandwidth (GB/s)")

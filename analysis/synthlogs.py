@@ -213,7 +213,7 @@ def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmu
         stats.num_runs += 1
         stats.fates[cell.fate] = stats.fates.get(cell.fate, 0) + 1
         if cell.telemetry:
-            _write_telemetry(run_dir / "telemetry.jsonl", cell, float(phases["step_s"].max(axis=0).sum()), rng,
+            _write_telemetry(run_dir, cell, float(phases["step_s"].max(axis=0).sum()), rng,
                              gpus_per_node)
         measured = phases["step_s"][:, warmup_steps:written_steps].max(axis=0)
         wall_s = float(measured.sum()) * 1.002
@@ -239,22 +239,25 @@ def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmu
     return stats
 
 
-def _write_telemetry(path: Path, cell: SynthCell, duration_s: float, rng: np.random.Generator,
+def _write_telemetry(run_dir: Path, cell: SynthCell, duration_s: float, rng: np.random.Generator,
                      gpus_per_node: int) -> None:
+    """telemetry_rank<R>.jsonl as benchmarks/telemetry.py writes them (Unix t_s, units in the names)."""
     period = max(duration_s / 120, 0.1)
-    t = np.arange(0, duration_s, period)
-    lines = []
     busy = 0.93 if cell.loader == "dali" else 0.78
+    start = 1_763_632_800.0  # 2025-11-20T10:00:00Z
     for rank in range(cell.world_size):
+        t = start + rng.uniform(0, period) + np.arange(0, duration_s, period)  # ranks sample at their own times
         util = np.clip(100 * busy + rng.normal(0, 4, len(t)), 0, 100)
         util[: max(1, len(t) // 20)] = rng.uniform(5, 30)  # start-up
-        mem = 31.0 + rng.normal(0, 0.1, len(t))
+        mem = 31.0e9 + rng.normal(0, 0.1e9, len(t))
         cpu = np.clip((85 if cell.loader == "native" else 35) + rng.normal(0, 5, len(t)), 0, 100)
-        for i, ts in enumerate(t):
-            lines.append(json.dumps({"t_s": round(float(ts), 3), "rank": rank, "gpu": rank % gpus_per_node,
-                                     "gpu_util_pct": round(float(util[i]), 1), "gpu_mem_used_gb": round(float(mem[i]), 2),
-                                     "cpu_util_pct": round(float(cpu[i]), 1), "power_w": round(float(90 + 3 * util[i]), 1)}))
-    path.write_text("\n".join(lines) + "\n")
+        lines = [json.dumps({"t_s": round(float(ts), 3), "rank": rank, "host": f"jwb{0x100 + rank // gpus_per_node:04d}",
+                             "gpu": rank % gpus_per_node, "gpu_util_percent": round(float(util[i]), 1),
+                             "gpu_mem_used_bytes": int(mem[i]), "gpu_mem_total_bytes": 40_000_000_000,
+                             "gpu_power_w": round(float(90 + 3 * util[i]), 1), "cpu_percent": round(float(cpu[i]), 1),
+                             "pcie_rx_bytes_s": round(float(util[i]) * 1e8, -3)}, separators=(",", ":"))
+                 for i, ts in enumerate(t)]
+        (run_dir / f"telemetry_rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def _write_commbench(path: Path, gpus_per_node: int) -> None:

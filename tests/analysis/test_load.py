@@ -56,7 +56,7 @@ def test_corrupt_line_is_skipped_with_a_warning():
 
 
 def test_telemetry_and_commbench(campaign):
-    assert {"t_s", "rank", "gpu", "gpu_util_pct", "run_id"} <= set(campaign.telemetry.columns)
+    assert {"t_s", "rank", "gpu", "gpu_util_percent", "host", "run_id"} <= set(campaign.telemetry.columns)
     assert set(campaign.telemetry["run_id"]) == {"small/ddp-dali-resnet50-g2-n1-b64-r1"}
     bench = campaign.commbench
     assert set(bench["op"]) == {"all_reduce", "all_gather", "reduce_scatter"}

@@ -91,7 +91,22 @@ def test_telemetry_timeline_one_panel_per_metric(campaign):
     fig = plots.telemetry_timeline(campaign.telemetry, run_id=run_id)
     _render(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles == ["gpu_util_pct", "gpu_mem_used_gb", "cpu_util_pct", "power_w"]
+    assert titles == ["gpu_util_percent", "gpu_mem_used (GB)", "gpu_power_w", "pcie_rx (GB/s)", "cpu_percent"]
+
+
+def test_telemetry_timeline_of_the_sampler_format():
+    """benchmarks/telemetry.py: telemetry_rank<R>.jsonl, Unix t_s, bytes; ranks sample at their own times."""
+    t0 = 1.7e9
+    rows = [{"run_id": "r", "t_s": t0 + i + 0.3 * rank, "rank": rank, "host": "h", "gpu_util_percent": 50.0 + rank + i,
+             "gpu_mem_used_bytes": 2e9 + i, "gpu_mem_total_bytes": 8e10, "disk_read_bytes": 10.0 * i}
+            for rank in range(2) for i in range(10)]
+    fig = plots.telemetry_timeline(pd.DataFrame(rows), run_id="r")
+    _render(fig)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["gpu_util_percent", "gpu_mem_used (GB)"]  # totals and counters left out
+    line = fig.axes[0].get_lines()[0]
+    assert line.get_xdata()[0] == 0 and len(line.get_xdata()) == 10  # ranks binned together
+    assert line.get_ydata()[0] == pytest.approx(50.5)
 
 
 def test_commbench_curves_per_world_size(campaign):
