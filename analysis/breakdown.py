@@ -34,8 +34,10 @@ from pathlib import Path
 
 Interval = tuple[float, float]
 
-# NCCL kernels on GPU; gloo's transfer threads and the c10d ops on CPU
-COMM_PATTERN = re.compile(r"nccl|gloo:|c10d::|allreduce|all_reduce|allgather|reduce_scatter|broadcast", re.I)
+# NCCL kernels on GPU (only those: compute kernels' template names hold words like "broadcast");
+# on CPU gloo's transfer annotations and the c10d ops that enqueue them
+DEVICE_COMM_PATTERN = re.compile(r"nccl", re.I)
+HOST_COMM_PATTERN = re.compile(r"nccl|gloo:|c10d::", re.I)
 PROFILER_STEP = re.compile(r"ProfilerStep#(\d+)")
 DEVICE_CATEGORIES = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 CLASSES = ("compute", "communication", "memcpy", "memset")
@@ -111,12 +113,12 @@ def classify(event: dict, *, device_trace: bool) -> str | None:
     category, name = event.get("cat", ""), event.get("name", "")
     if device_trace:
         kind = DEVICE_CATEGORIES.get(category)
-        if kind == "compute" and COMM_PATTERN.search(name):
+        if kind == "compute" and DEVICE_COMM_PATTERN.search(name):
             return "communication"
         return kind
     if category not in ("cpu_op", "user_annotation") or PROFILER_STEP.match(name):
         return None
-    return "communication" if COMM_PATTERN.search(name) else "compute"
+    return "communication" if HOST_COMM_PATTERN.search(name) else "compute"
 
 
 def step_windows(trace: dict) -> dict[int, Interval]:
@@ -159,7 +161,9 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
     chosen = sorted(windows if steps is None else [s for s in steps if s in windows])
     if not chosen:
         raise ValueError(f"the trace has no ProfilerStep window for steps {list(steps or [])}; it has {sorted(windows)}")
-    window = union(windows[s] for s in chosen)
+    # from the first chosen step's start to the last one's end, like the timers' summed step_s
+    # (device-side step marks leave the gaps between steps out of every single step)
+    window = [(min(windows[s][0] for s in chosen), max(windows[s][1] for s in chosen))]
     if device_trace and not any(e.get("cat") == "gpu_user_annotation" for e in events):
         # no device-side step marks: the device work of the window is what ran on it in between
         spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
@@ -176,21 +180,38 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
     copies = subtract(clip(by_class["memcpy"] + by_class["memset"]), compute)
     comm = clip(by_class["communication"])
     work = union(compute + copies)
-    overlap = length(intersect(comm, work))
     gaps = subtract(window, work)
     if device_trace:
+        overlap = length(intersect(comm, work))
         exposed = length(comm) - overlap
     else:
-        # the host thread that waits for a collective is idle from the moment it blocks until it runs
-        # again, which includes handing the result back after gloo's transfer annotation closed (ms
-        # on a busy machine): a gap that meets a collective is exposed communication as a whole
-        exposed = sum(e - s for s, e in gaps if intersect([(s, e)], comm))
+        # the host thread that waits for its collectives is idle from the moment it blocks until it
+        # runs again, which includes handing the result back after gloo's transfer annotation closed
+        # (ms on a busy machine): a gap that meets a collective is exposed communication as a whole.
+        # It resumes only once they are all done, so an annotation still open then (gloo's thread,
+        # descheduled, closes it late) is cut there.
+        waits = [g for g in gaps if intersect([g], comm)]
+        comm = clip(_cut_at_resume(by_class["communication"], waits))
+        overlap = length(intersect(comm, work))
+        exposed = length(waits)
     us = 1e-6
     return TraceBreakdown(
         window_s=length(window) * us, compute_s=length(compute) * us, memcpy_s=length(copies) * us,
         comm_total_s=length(comm) * us, comm_overlap_s=overlap * us,
         comm_exposed_s=exposed * us, idle_s=(length(gaps) - exposed) * us, steps=chosen,
     )
+
+
+def _cut_at_resume(intervals: list[Interval], waits: list[Interval]) -> list[Interval]:
+    """End every interval that is open when a wait ends at that wait's end."""
+    out = []
+    for start, end in intervals:
+        for wait_start, wait_end in waits:
+            if start < wait_end < end and wait_start < end:
+                end = wait_end
+                break
+        out.append((start, end))
+    return out
 
 
 # --- the phase timers --------------------------------------------------------------------------
