@@ -95,8 +95,8 @@ echo "== 3. overhead"
 hook_ratio() {  # ranks, extra overrides...: comm hook on vs off, alternating rounds
     local ranks=$1; shift
     for ((i = 0; i < ${ROUNDS:-3}; i++)); do
-        run_cell "hook-on-g$ranks-$i" "system.ranks_per_node=$ranks" framework.comm_timer=true "$@" >/dev/null
-        run_cell "hook-off-g$ranks-$i" "system.ranks_per_node=$ranks" framework.comm_timer=false "$@" >/dev/null
+        run_cell "hook-on-g$ranks-$i" "system.ranks_per_node=$ranks" framework.comm_timer=on "$@" >/dev/null
+        run_cell "hook-off-g$ranks-$i" "system.ranks_per_node=$ranks" framework.comm_timer=off "$@" >/dev/null
     done
     "$PY" - "$ROOT" "$ranks" <<'PYEOF'
 import json, statistics, sys

@@ -41,11 +41,11 @@ run_cell() {  # label, overrides...
 run_cell ddp-g1 framework=ddp system.ranks_per_node=1
 run_cell ddp-nchw-g1 framework=ddp system.ranks_per_node=1 precision.channels_last=false
 run_cell horovod-g1 framework=horovod system.ranks_per_node=1
-run_cell horovod-notimer-g1 framework=horovod system.ranks_per_node=1 framework.comm_timer=false
+run_cell horovod-timer-g1 framework=horovod system.ranks_per_node=1 framework.comm_timer=on
 if (( GPUS >= 2 )); then
     run_cell ddp-g2 framework=ddp system.ranks_per_node=2
     run_cell horovod-g2 framework=horovod system.ranks_per_node=2
-    run_cell horovod-notimer-g2 framework=horovod system.ranks_per_node=2 framework.comm_timer=false
+    run_cell horovod-timer-g2 framework=horovod system.ranks_per_node=2 framework.comm_timer=on
 fi
 
 "$PY" - "$ROOT" <<'EOF'
@@ -74,11 +74,11 @@ def img(name):
     s = cells.get(name, {})
     return s.get("per_gpu_img_s") if s.get("status") == "completed" else None
 
-for a, b in [("horovod-g1", "ddp-g1"), ("horovod-notimer-g1", "ddp-g1"), ("horovod-g1", "ddp-nchw-g1"),
-             ("horovod-notimer-g1", "ddp-nchw-g1"), ("horovod-g2", "ddp-g2"), ("horovod-notimer-g2", "ddp-g2")]:
+for a, b in [("horovod-g1", "ddp-g1"), ("horovod-timer-g1", "ddp-g1"), ("horovod-g1", "ddp-nchw-g1"),
+             ("horovod-timer-g1", "ddp-nchw-g1"), ("horovod-g2", "ddp-g2"), ("horovod-timer-g2", "ddp-g2")]:
     if img(a) and img(b):
         print(f"ratio {a} / {b}: {img(a) / img(b):.3f}")
-for fw in ("ddp", "horovod", "horovod-notimer"):
+for fw in ("ddp", "horovod", "horovod-timer"):
     if img(f"{fw}-g2") and img(f"{fw}-g1"):
         print(f"per-GPU efficiency {fw} 2 vs 1 GPU: {img(f'{fw}-g2') / img(f'{fw}-g1'):.1%}")
 EOF

@@ -26,6 +26,9 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
         value = str(run[key])
         if not value or "/" in value or value.startswith(".") or not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ConfigError(f"run.{key}={value!r} must be letters, digits, '-', '_' or '.'; e.g. run.{key}=scaling_2026")
+    timer = cfg.framework.get("comm_timer")
+    if timer is not None and str(timer).lower() not in ("auto", "on", "off", "true", "false"):
+        raise ConfigError(f"framework.comm_timer={timer!r} is not allowed; choose auto, on or off")
     if cfg.loader.needs_data:
         path = cfg.data.path
         if path is None:

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.distenv import DistEnv
-from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
 
@@ -112,7 +112,7 @@ class DDP(TorchCollectives):
         static_graph: bool = False,
         find_unused_parameters: bool = False,
         wrap_single_rank: bool = False,
-        comm_timer: bool = True,
+        comm_timer: str = "auto",
         **_launch: object,  # name, local_launcher: read by the launcher, not here
     ) -> None:
         self.backend = backend
@@ -160,7 +160,7 @@ class DDP(TorchCollectives):
             static_graph=self.static_graph,
             find_unused_parameters=self.find_unused_parameters,
         )
-        if self.time_comm:
+        if comm_timer_enabled(self.time_comm, self.device):
             self._comm = AllreduceTimer(device=self.device, world_size=self.world_size)
             wrapped.register_comm_hook(state=None, hook=self._comm.hook)
         return wrapped, optimizer
@@ -183,7 +183,7 @@ class DDP(TorchCollectives):
         self._optimizer.zero_grad(set_to_none=True)
 
     def comm_timer(self) -> CommTimer | None:
-        return self._comm  # None when not wrapped (world size 1) or framework.comm_timer=false
+        return self._comm  # None when not wrapped (world size 1) or not timed (framework.comm_timer)
 
     def describe(self) -> dict:
         return {

@@ -21,13 +21,12 @@ import torch.distributed as dist
 
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
-from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
 INSTALL_HINT = "pip install -e '.[deepspeed]'"
 # where DeepSpeed's op builder puts anything it compiles: outside the checkout, kept between runs
 EXTENSIONS_DIR = Path.home() / ".cache" / "ddlbench" / "torch_extensions"
-_COMM_TIMING = ("auto", "on", "off")
 _UNCOMPILED_OPS = ("deepspeed_shm_comm",)
 
 
@@ -63,6 +62,7 @@ def ds_config(
     initial_scale_power: int,
     wall_clock_breakdown: bool,
     comms_logger: bool,
+    mixed_precision: str = "autocast",
 ) -> dict:
     """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
     zero: dict[str, Any] = {"stage": zero_stage}
@@ -78,7 +78,11 @@ def ds_config(
         "wall_clock_breakdown": wall_clock_breakdown,
         "comms_logger": {"enabled": comms_logger, "prof_all": True, "verbose": False, "debug": False},
     }
-    if amp_dtype == torch.bfloat16:
+    if amp_dtype is not None and mixed_precision == "autocast":
+        # fp32 weights and optimizer, forward under torch.autocast: DDP's numerics and memory layout
+        # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0)
+        config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
+    elif amp_dtype == torch.bfloat16:
         # 0.19.8 keeps buffers fp32 by default, and BatchNorm then fails on bf16 activations
         config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
     elif amp_dtype == torch.float16:
@@ -121,7 +125,8 @@ class DeepSpeed(TorchCollectives):
         gradient_accumulation_steps: int = 1,
         initial_scale_power: int = 16,
         wall_clock_breakdown: bool = False,
-        comm_timing: str = "auto",
+        comm_timer: str = "auto",
+        mixed_precision: str = "autocast",
         train_micro_batch_size_per_gpu: int,
         **_launch: object,  # name, local_launcher: read by the launcher, not here
     ) -> None:
@@ -129,8 +134,9 @@ class DeepSpeed(TorchCollectives):
             raise ConfigError(f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')")
         if zero_stage not in (0, 1, 2, 3):
             raise ConfigError(f"framework.zero_stage={zero_stage} is not allowed; choose 0, 1, 2 or 3")
-        if comm_timing not in _COMM_TIMING:
-            raise ConfigError(f"framework.comm_timing={comm_timing!r} is not allowed; choose auto, on or off")
+        if mixed_precision not in ("autocast", "engine"):
+            raise ConfigError(f"framework.mixed_precision={mixed_precision!r} is not allowed; choose autocast "
+                              "(fp32 weights, torch.autocast) or engine (DeepSpeed's bf16/fp16 weights)")
         for key, value in (("gradient_accumulation_steps", gradient_accumulation_steps),
                            ("reduce_bucket_size", reduce_bucket_size), ("allgather_bucket_size", allgather_bucket_size),
                            ("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu)):
@@ -140,10 +146,11 @@ class DeepSpeed(TorchCollectives):
             zero_stage=zero_stage, reduce_bucket_size=reduce_bucket_size, allgather_bucket_size=allgather_bucket_size,
             overlap_comm=overlap_comm, contiguous_gradients=contiguous_gradients,
             gradient_accumulation_steps=gradient_accumulation_steps, initial_scale_power=initial_scale_power,
-            wall_clock_breakdown=wall_clock_breakdown,
+            wall_clock_breakdown=wall_clock_breakdown, mixed_precision=mixed_precision,
         )
+        self.weights_format = "contiguous (NCHW)"
         self.per_gpu_batch = train_micro_batch_size_per_gpu
-        self.comm_timing = comm_timing
+        self.comm_timer_knob = comm_timer
         self.rank = self.local_rank = 0
         self.world_size = 1
         self.config: dict | None = None
@@ -152,7 +159,7 @@ class DeepSpeed(TorchCollectives):
 
     def _comms_logger_on(self) -> bool:
         # the comms logger synchronises after every collective: free on CPU, a serialising probe on GPU
-        return self.comm_timing == "on" or (self.comm_timing == "auto" and self.device.type == "cpu")
+        return comm_timer_enabled(self.comm_timer_knob, self.device)
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
@@ -177,13 +184,24 @@ class DeepSpeed(TorchCollectives):
                               "(DeepSpeed's accelerator there has no fp16); use precision=amp_bf16 or precision=fp32")
         self.config = ds_config(per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype,
                                 comms_logger=self._comms_logger_on(), **self.knobs)
+        wants_channels_last = any(
+            p.dim() == 4 and not p.is_contiguous() and p.is_contiguous(memory_format=torch.channels_last)
+            for p in model.parameters()
+        )
         # DeepSpeed broadcasts each weight viewed as bytes (fails on channels_last weights) and flattens
-        # them into contiguous buffers for bf16/fp16 and ZeRO: weights are contiguous in any case.
-        # Inputs stay channels_last, so cuDNN still picks NHWC kernels. (Parameters keep their identity.)
+        # them into contiguous buffers for bf16/fp16 and ZeRO >= 1. (Parameters keep their identity.)
         model.to(memory_format=torch.contiguous_format)
         engine, ds_optimizer, _, _ = self._ds.initialize(model=model, optimizer=optimizer, config=self.config)
         self._engine = engine
-        if amp_dtype is not None:
+        unflattened = self.knobs["zero_stage"] == 0 and (amp_dtype is None or self.knobs["mixed_precision"] == "autocast")
+        if wants_channels_last and unflattened:
+            # ZeRO-0 with fp32 weights keeps the module's own tensors: back to channels_last in place, so
+            # cuDNN runs NHWC kernels without converting the weights on every call (as DDP does)
+            engine.module.to(memory_format=torch.channels_last)
+            self.weights_format = "channels_last (converted back after deepspeed.initialize)"
+        elif wants_channels_last:
+            self.weights_format = "contiguous (NCHW): flattened by DeepSpeed; inputs stay channels_last"
+        if amp_dtype is not None and self.knobs["mixed_precision"] == "engine":
             # the engine holds bf16/fp16 weights; float inputs follow them (autocast covers only some ops)
             engine.module.register_forward_pre_hook(_cast_inputs(amp_dtype))
         if self.rank == 0:
@@ -230,8 +248,9 @@ class DeepSpeed(TorchCollectives):
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
             **self.knobs,
             "train_micro_batch_size_per_gpu": self.per_gpu_batch,
-            "comm_timing": "comms_logger (every collective blocking)" if self.config and self.config["comms_logger"]["enabled"] else None,
+            "comm_timer": "comms_logger (every collective blocking)" if self.config and self.config["comms_logger"]["enabled"] else None,
             "reduce_note": _reduce_note(self.knobs),
+            "weights_format": self.weights_format,
             "buffers": "per rank (not broadcast; DDP broadcasts them from rank 0 every forward)",
             "ds_config": self.config,
         }

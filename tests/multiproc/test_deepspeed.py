@@ -84,8 +84,9 @@ def test_zero0_matches_ddp_from_the_same_seed_and_data(root):
 
 @needs_deepspeed
 def test_bf16_with_batchnorm_trains(tmp_path):
-    """bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
-    result = ddlbench("run", "framework=deepspeed", "framework.zero_stage=2", "precision=amp_bf16", "model=resnet",
+    """Engine bf16: bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
+    result = ddlbench("run", "framework=deepspeed", "framework.zero_stage=2", "framework.mixed_precision=engine",
+                      "precision=amp_bf16", "model=resnet",
                       "model.depth=18", "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1",
                       "run.steps=1", "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
@@ -97,6 +98,21 @@ def test_bf16_with_batchnorm_trains(tmp_path):
     # buffers, where DDP does from rank 0 before every forward)
     per_rank = {key for key in p0 if not torch.equal(p0[key], p1[key])}
     assert per_rank and all(".running_" in key for key in per_rank), sorted(per_rank)[:5]
+
+
+@needs_deepspeed
+def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
+    """The default mixed_precision=autocast: fp32 weights under torch.autocast, as DDP, and at ZeRO-0 the
+    weights stay channels_last (recorded in meta.json)."""
+    result = ddlbench("run", "framework=deepspeed", "precision=amp_bf16", "model=resnet", "model.depth=18",
+                      "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1", "run.steps=1",
+                      "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    run_dir = tmp_path / "default" / "deepspeed-synthetic-resnet18-g2-n1-b2-r0"
+    meta = json.loads((run_dir / "meta.json").read_text())["framework"]
+    assert meta["ds_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"} and "bf16" not in meta["ds_config"]
+    assert meta["weights_format"].startswith("channels_last")
+    assert params(run_dir, 0)["conv1.weight"].dtype == torch.float32
 
 
 @needs_deepspeed

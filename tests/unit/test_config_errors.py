@@ -37,6 +37,8 @@ def test_composition_errors(compose, overrides, expected):
         (["system.ranks_per_node=0"], "system.ranks_per_node=0 must be >= 1"),
         (["precision.amp_dtype=float8"], "precision.amp_dtype='float8' is not allowed"),
         (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
+        (["framework.comm_timer=sometimes"], "framework.comm_timer='sometimes' is not allowed; choose auto, on or off"),
+        (["framework=horovod", "framework.comm_timer=x"], "framework.comm_timer='x' is not allowed"),
     ],
 )
 def test_validation_errors(compose, overrides, expected):
@@ -60,3 +62,14 @@ def test_unknown_model_depth():
 
     with pytest.raises(ConfigError, match=r"model.depth=42 is not a ResNet depth; choose one of \[18, 34, 50, 101, 152\]"):
         build_model(arch="resnet", depth=42, num_classes=10, seed=0)
+
+
+@pytest.mark.parametrize(("knob", "device", "enabled"), [
+    ("auto", "cpu", True), ("auto", "cuda", False), ("on", "cuda", True), ("off", "cpu", False), (True, "cuda", True),
+])
+def test_comm_timer_knob(knob, device, enabled):
+    import torch
+
+    from benchmarks.frameworks.base import comm_timer_enabled
+
+    assert comm_timer_enabled(knob, torch.device(device)) is enabled
