@@ -40,6 +40,36 @@ def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
     return torch.device("cpu")
 
 
+def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader) -> None:
+    """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    runlog.write_json_atomic(run_dir / "meta.json", {
+        "schema_version": runlog.SCHEMA_VERSION, "started": runlog.now_iso(),
+        "argv": sys.argv, "launcher": env.source, "world_size": env.world_size,
+        "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
+        "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
+        "env": runlog.environment_provenance(), "framework": framework.describe(),
+        "loader": loader.describe(),
+    })
+
+
+def _summary(cfg: DictConfig, *, env: distenv.DistEnv, warmup: int, measured_steps: int, samples: float,
+             wall_s: float, last_loss: float) -> dict:
+    """summary.json of a completed run: global samples over the slowest rank's measured window."""
+    throughput = samples / wall_s
+    return {
+        "schema_version": runlog.SCHEMA_VERSION, "status": "completed", "finished": runlog.now_iso(),
+        "framework": cfg.framework.name, "loader": cfg.loader.name,
+        "model": model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
+        "world_size": env.world_size, "num_nodes": env.num_nodes,
+        "per_gpu_batch": cfg.run.per_gpu_batch, "global_batch": cfg.run.per_gpu_batch * env.world_size,
+        "warmup_steps": warmup, "measured_steps": measured_steps,
+        "measured_samples": int(samples), "wall_s": wall_s,
+        "throughput_img_s": throughput, "per_gpu_img_s": throughput / env.world_size,
+        "last_loss": last_loss, "campaign": cfg.run.campaign, "repeat": cfg.run.repeat,
+    }
+
+
 def run(cfg: DictConfig) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
     env = distenv.from_environ()
@@ -76,16 +106,8 @@ def run(cfg: DictConfig) -> int:
                    "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
                    "pid": os.getpid(), "steps_per_epoch": len(loader)})
         if env.rank == 0:
-            OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-            runlog.write_json_atomic(run_dir / "meta.json", {
-                "schema_version": runlog.SCHEMA_VERSION, "started": runlog.now_iso(),
-                "argv": sys.argv, "launcher": env.source, "world_size": env.world_size,
-                "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
-                "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
-                "env": runlog.environment_provenance(), "framework": framework.describe(),
-                "loader": loader.describe(),
-            })
-        print(f"[ddlbench] rank {env.rank}/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True) if env.rank == 0 else None
+            _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader)
+            print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         profiler = make_profiler(cfg.run.profile_steps, total_steps=warmup + measured, run_dir=run_dir,
                                  rank=env.rank, device=device)
         if cfg.run.telemetry_hz > 0:
@@ -104,21 +126,11 @@ def run(cfg: DictConfig) -> int:
             torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
-            throughput = samples / wall_s
-            summary = {
-                "schema_version": runlog.SCHEMA_VERSION, "status": "completed", "finished": runlog.now_iso(),
-                "framework": cfg.framework.name, "loader": cfg.loader.name,
-                "model": model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
-                "world_size": env.world_size, "num_nodes": env.num_nodes,
-                "per_gpu_batch": cfg.run.per_gpu_batch, "global_batch": cfg.run.per_gpu_batch * env.world_size,
-                "warmup_steps": warmup, "measured_steps": result.measured_steps,
-                "measured_samples": int(samples), "wall_s": wall_s,
-                "throughput_img_s": throughput, "per_gpu_img_s": throughput / env.world_size,
-                "last_loss": result.last_loss, "campaign": cfg.run.campaign, "repeat": cfg.run.repeat,
-            }
+            summary = _summary(cfg, env=env, warmup=warmup, measured_steps=result.measured_steps,
+                               samples=samples, wall_s=wall_s, last_loss=result.last_loss)
             runlog.write_json_atomic(run_dir / runlog.SUMMARY, summary)
-            print(f"[ddlbench] done: {throughput:,.1f} img/s over {env.world_size} rank(s) "
-                  f"({throughput / env.world_size:,.1f} per rank) -> {run_dir}", flush=True)
+            print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.world_size} rank(s) "
+                  f"({summary['per_gpu_img_s']:,.1f} per rank) -> {run_dir}", flush=True)
         return 0
     except BaseException as error:
         if env.rank == 0 and run_dir.is_dir() and not (run_dir / runlog.SUMMARY).exists():
