@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import components, distenv, runlog, telemetry
+from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
@@ -40,7 +41,8 @@ def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
     return torch.device("cpu")
 
 
-def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader) -> None:
+def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader,
+                      cache_evict: dict | None = None) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     runlog.write_json_atomic(run_dir / "meta.json", {
@@ -49,7 +51,7 @@ def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, f
         "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
         "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
         "env": runlog.environment_provenance(), "framework": framework.describe(),
-        "loader": loader.describe(),
+        "loader": loader.describe(), **({"cache_evict": cache_evict} if cache_evict else {}),
     })
 
 
@@ -74,6 +76,7 @@ def run(cfg: DictConfig) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
     env = distenv.from_environ()
     validate(cfg)
+    coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
     if env.rank == 0 and runlog.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
@@ -87,6 +90,8 @@ def run(cfg: DictConfig) -> int:
     try:
         if env.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
+        # data.cache=cold: local rank 0 of each node evicts data.path; the barrier keeps every rank from reading first
+        cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
         log = runlog.RankLog(run_dir, env.rank)
         loader = loader_option.build(LoaderContext(
@@ -106,7 +111,7 @@ def run(cfg: DictConfig) -> int:
                    "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
                    "pid": os.getpid(), "steps_per_epoch": len(loader)})
         if env.rank == 0:
-            _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader)
+            _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
             print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         profiler = make_profiler(cfg.run.profile_steps, total_steps=warmup + measured, run_dir=run_dir,
                                  rank=env.rank, device=device)

@@ -160,6 +160,10 @@ class OptimConfig:
 @dataclass
 class DataConfig:
     path: str | None = None  # ImageFolder root (JPEG) or TFRecord folder, for loaders that read
+    # page-cache state of data.path when the run starts (Stash disk stall): warm (as found) | cold (evicted first)
+    cache: str = "warm"
+    # how a cold cache is made: auto (drop_caches where permitted, else fadvise) | drop_caches | fadvise
+    cache_evict: str = "auto"
 
 
 @dataclass
