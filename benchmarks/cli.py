@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks.commbench.launch import add_parser as add_commbench_parser
 
     add_commbench_parser(sub)  # ddlbench commbench (benchmarks/commbench/)
+
+    from launchers.stash import add_parser as add_stash_parser
+
+    add_stash_parser(sub)  # ddlbench stash plan|run|report|netns-clean (launchers/stash.py, analysis/stash.py)
     return parser
 
 

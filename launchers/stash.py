@@ -1,0 +1,328 @@
+"""Stash stall analysis: plan and run the paired runs (seed study B; ARCHITECTURE.md "Stash stalls").
+
+    ddlbench stash plan   model=resnet model.depth=50 system=h200 stash.gpus=2 [stash.nodes=2 ...]
+    ddlbench stash run    model=simple_cnn data.path=data/synth stash.gpus=2 [--slurm] [--dry-run]
+    ddlbench stash report model=simple_cnn stash.gpus=2          (analysis/stash.py)
+    ddlbench stash netns-clean                                   (namespaces a killed session left)
+
+Every run of a study has the per-GPU batch (run.per_gpu_batch) and the per-GPU samples (run.steps x
+batch; run.epochs is refused) of the N-GPU run:
+
+  role    loader      GPUs  nodes  pairs into
+  gpu1    synthetic   1     1      baseline of the interconnect stall
+  node    synthetic   N     1      interconnect = node - gpu1; baseline of network and cpu
+  nodes   synthetic   N     k      network = nodes - node          (k > 1: stash.nodes)
+  warm    real        N     1      cpu  = warm - node              (data.cache=warm)
+  cold    real        N     1      disk = cold - warm              (data.cache=cold)
+
+`stash.*` keys are read here, not by Hydra: an optional section of the run config cannot be set from
+the command line without an experiment file, and a mandatory one would land in every run's
+config.yaml. They are typed and checked like Hydra keys (a typo names the key).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.errors import ConfigError
+
+ROLES = ("gpu1", "node", "nodes", "warm", "cold")
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf" / "stash"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StashConfig:
+    gpus: int = 2  # N: GPUs (ranks) of the distributed runs
+    nodes: int = 2  # k: nodes of the network run (1: no network pair)
+    loader: str = "native"  # the real-data loader of the cpu/disk pairs (native | dali); none: no such pairs
+    repeats: int = 1  # runs per role (medians and t-intervals in the report)
+    launcher: str = "local"  # local (ddlbench run; the network run in emulated nodes) | slurm (sbatch per run)
+    net_bandwidth_mbit: float = 1000.0  # emulated nodes: each node's uplink (tc tbf); 0: unshaped
+    net_latency_ms: float = 0.0  # emulated nodes: added one-way delay (tc netem; needs sch_netem)
+    epoch_samples: int = 1_281_167  # samples of one epoch for $/epoch (ImageNet-1k train)
+    prices: str = str(CONF_DIR / "prices.yaml")  # price and link table per system
+
+
+def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
+    """Split `stash.key=value` overrides off and type them; the rest are the runs' Hydra overrides."""
+    fields = {f.name: f for f in dataclasses.fields(StashConfig)}
+    values: dict[str, object] = {}
+    rest = []
+    for item in overrides:
+        if not item.startswith("stash."):
+            rest.append(item)
+            continue
+        key, _, value = item.partition("=")
+        name = key[len("stash."):]
+        if name not in fields:
+            raise ConfigError(f"{key} is not a stash key; use one of: {', '.join('stash.' + n for n in fields)}")
+        kind = fields[name].type
+        try:
+            values[name] = int(value) if kind == "int" else float(value) if kind == "float" else value
+        except ValueError:
+            raise ConfigError(f"{key}={value} must be of type {kind}; e.g. {key}={fields[name].default}") from None
+    cfg = StashConfig(**values)
+    for name in ("gpus", "nodes", "repeats", "epoch_samples"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"stash.{name}={getattr(cfg, name)} must be >= 1")
+    if cfg.gpus % cfg.nodes:
+        raise ConfigError(f"stash.nodes={cfg.nodes} does not divide stash.gpus={cfg.gpus}; pick a divisor "
+                          "(every node runs the same number of ranks)")
+    if cfg.launcher not in ("local", "slurm"):
+        raise ConfigError(f"stash.launcher={cfg.launcher} is unknown; use stash.launcher=local or stash.launcher=slurm")
+    if cfg.net_bandwidth_mbit < 0 or cfg.net_latency_ms < 0:
+        raise ConfigError("stash.net_bandwidth_mbit and stash.net_latency_ms must be >= 0 (0: not shaped)")
+    return cfg, rest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedRun:
+    role: str
+    loader: str
+    cache: str
+    world_size: int
+    num_nodes: int
+    ranks_per_node: int
+    per_gpu_batch: int
+    per_gpu_samples: int
+    repeat: int
+    run_dir: Path
+    overrides: tuple[str, ...]  # the run's full Hydra overrides, run.dir included
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_gpu_batch * self.world_size
+
+
+def campaign_name(cfg) -> str:
+    return "stash" if cfg.run.campaign == "default" else cfg.run.campaign
+
+
+def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
+    """(stash config, composed base config, the paired runs), every run's config validated."""
+    from benchmarks import runlog
+    from benchmarks.config import compose
+    from benchmarks.data.coldcache import check
+    from benchmarks.models import model_name
+    from benchmarks.validate import validate
+
+    stash, base = parse_stash(overrides)
+    for item in base:
+        key = item.partition("=")[0]
+        if key in ("loader", "system.ranks_per_node", "run.dir", "data.cache", "loader.samples_per_epoch"):
+            raise ConfigError(f"{item}: stash sets {key} per run itself; drop it (real-data loader: stash.loader=...)")
+    cfg = compose(base)
+    if cfg.run.epochs is not None:
+        raise ConfigError(f"run.epochs={cfg.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
+                          "drop run.epochs and set run.steps")
+    check(cfg.data.cache, cfg.data.cache_evict)
+    campaign = campaign_name(cfg)
+    root = (Path(cfg.run.root) / campaign).resolve()
+    n, k = stash.gpus, stash.nodes
+    real = [] if stash.loader == "none" else [("warm", stash.loader, "warm"), ("cold", stash.loader, "cold")]
+    roles = [("gpu1", "synthetic", "warm"), ("node", "synthetic", "warm"),
+             *([("nodes", "synthetic", "warm")] if k > 1 else []), *real]
+    samples_per_epoch = int(compose([*base, "loader=synthetic"]).loader.samples_per_epoch)
+    runs: list[PlannedRun] = []
+    for role, loader, cache in roles:
+        world = 1 if role == "gpu1" else n
+        nodes = k if role == "nodes" else 1
+        per_node = world // nodes
+        extra = [f"loader={loader}", f"system.ranks_per_node={per_node}", f"data.cache={cache}",
+                 f"run.campaign={campaign}"]
+        if loader == "synthetic" and role == "gpu1":
+            # the same virtual epoch per GPU as the N-GPU run, so epoch boundaries fall on the same steps
+            extra.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")
+        run_cfg = compose([*base, *extra])
+        validate(run_cfg, check_device=False)
+        if loader != "synthetic" and not run_cfg.data.path:
+            raise ConfigError(f"stash.loader={loader} reads data.path, which is unset; pass data.path=<ImageFolder> "
+                              "(ddlbench data synth --out DIR makes one) or stash.loader=none")
+        for r in range(stash.repeats):
+            repeat = cfg.run.repeat + r
+            name = runlog.run_dir_name(framework=run_cfg.framework.name, loader=loader,
+                                       model=model_name(run_cfg.model.arch, run_cfg.model.depth), world_size=world,
+                                       num_nodes=nodes, per_gpu_batch=run_cfg.run.per_gpu_batch, repeat=repeat)
+            # warm and cold runs share a cell name; the cold one lives in its own folder (load.py reads any depth)
+            run_dir = (root / "cold-cache" / name) if cache == "cold" else (root / name)
+            runs.append(PlannedRun(
+                role=role, loader=loader, cache=cache, world_size=world, num_nodes=nodes, ranks_per_node=per_node,
+                per_gpu_batch=int(run_cfg.run.per_gpu_batch),
+                per_gpu_samples=int(run_cfg.run.steps) * int(run_cfg.run.per_gpu_batch), repeat=repeat,
+                run_dir=run_dir, overrides=(*base, *extra, f"run.repeat={repeat}", f"run.dir={run_dir}")))
+    return stash, cfg, runs
+
+
+def run_state(run: PlannedRun) -> str:
+    from launchers.campaign import run_dir_state
+
+    return run_dir_state(run.run_dir)
+
+
+def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool = True) -> str:
+    from benchmarks.models import model_name
+
+    header = ("role", "loader", "cache", "gpus", "nodes", "ranks/node", "batch/gpu", "samples/gpu", "global batch",
+              "repeat", "state", "run dir")
+    rows = [header] + [(r.role, r.loader, r.cache, str(r.world_size), str(r.num_nodes), str(r.ranks_per_node),
+                        str(r.per_gpu_batch), str(r.per_gpu_samples), str(r.global_batch), str(r.repeat),
+                        run_state(r) if states else "-", str(r.run_dir)) for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    table = "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows)
+    net = ("" if stash.nodes == 1 else
+           f"; network run: {stash.nodes} nodes " + ("through Slurm" if stash.launcher == "slurm" else
+                                                      f"emulated ({_link(stash).describe()})"))
+    return (f"{table}\nstash study {campaign_name(cfg)}: {model_name(cfg.model.arch, cfg.model.depth)}, "
+            f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}")
+
+
+def _link(stash: StashConfig):
+    from launchers.netns import Link
+
+    return Link(rate_mbit=stash.net_bandwidth_mbit or None, delay_ms=stash.net_latency_ms or None)
+
+
+def local_argv(cfg, run: PlannedRun, *, master_port: int) -> list[str]:
+    """The launch argv of a one-node run (the framework's local launcher, as `ddlbench run`)."""
+    from launchers.local import local_command
+
+    return local_command(launcher=cfg.framework.local_launcher, nproc=run.world_size, master_port=master_port,
+                         overrides=list(run.overrides))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
+    """Run every planned run that has no completed directory yet, one after the other."""
+    from launchers import netns
+
+    env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
+    failed = 0
+    for run in runs:
+        state = run_state(run)
+        if state == "completed":
+            print(f"[ddlbench] stash {run.role} r{run.repeat}: completed, skipped ({run.run_dir})", file=sys.stderr)
+            continue
+        if state != "missing":
+            raise ConfigError(f"{run.run_dir} holds a {state} run (never overwritten); move it away or pass "
+                              f"run.repeat={run.repeat + 100} for a fresh set")
+        if run.role == "nodes":
+            print(f"[ddlbench] stash nodes r{run.repeat}: {run.world_size} ranks in {run.num_nodes} emulated nodes "
+                  f"({_link(stash).describe()})", file=sys.stderr, flush=True)
+            if dry_run:
+                topo = netns.Topology(tag="<tag>", num_nodes=run.num_nodes, link=_link(stash))
+                for r in range(run.world_size):
+                    print(shlex.join(netns.rank_command(topo, rank=r, ranks_per_node=run.ranks_per_node,
+                                                        overrides=run.overrides)))
+                continue
+            with netns.Emulation(num_nodes=run.num_nodes, link=_link(stash)) as topo:
+                code = netns.run_ranks(topo, world_size=run.world_size, ranks_per_node=run.ranks_per_node,
+                                       overrides=run.overrides, master_port=_free_port(), env=env)
+        else:
+            argv = local_argv(cfg, run, master_port=_free_port())
+            print(f"[ddlbench] stash {run.role} r{run.repeat}: {shlex.join(argv)}", file=sys.stderr, flush=True)
+            if dry_run:
+                continue
+            code = subprocess.run(argv, env=env).returncode
+        if code:
+            failed += 1
+            print(f"ddlbench: error: stash {run.role} run failed (exit {code}); logs in {run.run_dir}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def run_slurm(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
+    """One sbatch per missing run: the campaign machinery's sbatch line (slurm/run.sh, the system profile's
+    flags), job names ddlbench/<campaign>/<cell>[-cold], job ids in runs/<campaign>/slurm/jobs.jsonl."""
+    from omegaconf import OmegaConf
+
+    from launchers.campaign import Cell, active_jobs, job_name, sbatch_command, slurm_dir
+
+    cfg = OmegaConf.merge(cfg, {"run": {"campaign": campaign_name(cfg)}})
+    queued = {} if dry_run else active_jobs(cfg.run.campaign)
+    for run in runs:
+        cell = Cell(choices=(), num_gpus=run.world_size, num_nodes=run.num_nodes, ranks_per_node=run.ranks_per_node,
+                    repeat=run.repeat, run_dir=run.run_dir)
+        name = job_name(cfg.run.campaign, cell) + ("-cold" if run.cache == "cold" else "")
+        if run_state(run) == "completed" or name in queued:
+            continue
+        base = [o for o in run.overrides if not o.startswith("run.repeat=")]  # Cell.overrides adds it back
+        argv = [f"--job-name={name}" if a.startswith("--job-name=") else a for a in sbatch_command(cfg, cell, base)]
+        if dry_run:
+            print(shlex.join(argv))
+            continue
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode:
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            print(f"ddlbench: error: sbatch refused stash {run.role} ({said}); command: {shlex.join(argv)}",
+                  file=sys.stderr)
+            return 1
+        job_id = done.stdout.strip().split(";")[0]
+        logs = slurm_dir(cfg)
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / "jobs.jsonl", "a") as f:
+            f.write(json.dumps({"cell": name, "job_id": job_id, "role": run.role,
+                                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv}) + "\n")
+        print(f"[ddlbench] submitted stash {run.role} r{run.repeat}: job {job_id}")
+    return 0
+
+
+# ---- CLI ----
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    stash, cfg, runs = plan(args.overrides)
+    print(format_plan(stash, cfg, runs))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    stash, cfg, runs = plan(args.overrides)
+    if args.slurm or stash.launcher == "slurm":
+        return run_slurm(stash, cfg, runs, dry_run=args.dry_run)
+    return run_local(stash, cfg, runs, dry_run=args.dry_run)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.stash import stash_report
+
+    stash, cfg, runs = plan(args.overrides)
+    print(stash_report(stash, cfg, root=runs[0].run_dir.parent if runs else Path(cfg.run.root)))
+    return 0
+
+
+def cmd_netns_clean(args: argparse.Namespace) -> int:
+    from launchers import netns
+
+    gone = netns.clean()
+    print(f"[ddlbench] deleted {len(gone)} namespace(s)" + (f": {', '.join(gone)}" if gone else ""))
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register `ddlbench stash plan|run|report|netns-clean`."""
+    p = sub.add_parser("stash", help="Stash stalls: paired runs -> interconnect, network, CPU and disk stalls, cost")
+    actions = p.add_subparsers(dest="stash_command", required=True, metavar="ACTION")
+    for name, func, text in (("plan", cmd_plan, "print the paired runs"),
+                             ("run", cmd_run, "run the missing ones (locally, or --slurm)"),
+                             ("report", cmd_report, "stalls in s and % of the baseline, model view, cost")):
+        a = actions.add_parser(name, help=text)
+        a.add_argument("overrides", nargs="*", help="Hydra overrides and stash.* keys (stash.gpus=2 stash.nodes=2 ...)")
+        if name == "run":
+            a.add_argument("--slurm", action="store_true", help="submit through Slurm (as stash.launcher=slurm)")
+            a.add_argument("--dry-run", action="store_true", help="print the commands only")
+        a.set_defaults(func=func)
+    a = actions.add_parser("netns-clean", help="delete every ddlb-* network namespace (after a killed run)")
+    a.set_defaults(func=cmd_netns_clean)
