@@ -1,0 +1,212 @@
+"""`ddlbench stash report`: Stash stalls with repeats, the model-level view and cost.
+
+The stall arithmetic is analysis.metrics.stash_stalls (one definition for `ddlbench report` and this);
+here: repeats of each side (t-intervals), the synchronisation points and gradient bytes of each model,
+the latency-vs-bandwidth estimate beside the measured stall, and $ per run and per epoch.
+
+Synchronisation points L = the model's gradient tensors (parameters with requires_grad): the unit the
+seed study's model counts (one all-reduce per layer's gradient, each paying the latency once). DDP
+fuses them into buckets (bucket_cap_mb, first bucket 1 MiB) and Horovod into fusion buffers, which
+lowers the latency term: the bucket count is printed beside L, and the estimate is shown for both.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import metrics
+from benchmarks.errors import ConfigError
+
+# DDP's first bucket is small so the first all-reduce starts early (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)
+FIRST_BUCKET_BYTES = 1024 * 1024
+
+
+def sync_points(model, *, bucket_cap_mb: float = 25.0) -> dict[str, int]:
+    """num_layers (gradient tensors), grad_bytes (their size: gradients have the parameters' dtype) and
+    num_buckets (DDP's greedy buckets over the gradients in reverse registration order)."""
+    grads = [p for p in model.parameters() if p.requires_grad]
+    sizes = [p.numel() * p.element_size() for p in grads]
+    buckets, filled, cap = 0, 0, FIRST_BUCKET_BYTES
+    for size in reversed(sizes):
+        if filled == 0:
+            buckets += 1
+        filled += size
+        if filled >= cap:
+            filled, cap = 0, int(bucket_cap_mb * 1024 * 1024)
+    return {"num_layers": len(grads), "grad_bytes": int(sum(sizes)), "num_buckets": buckets}
+
+
+def model_view(arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = 25.0) -> dict[str, int]:
+    """sync_points of the model as the benchmark builds it (benchmarks.models.build_model)."""
+    from benchmarks.models import build_model
+
+    return sync_points(build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0), bucket_cap_mb=bucket_cap_mb)
+
+
+def comm_time_s(*, num_layers: int, grad_bytes: float, bandwidth_gb_s: float, latency_us: float, world_size: int) -> float:
+    """One step's all-reduce time, T ~ (latency + G/(L*B)) * L, with the ring's 2(N-1)/N bytes per GPU on
+    the bandwidth term (0 on one GPU)."""
+    if world_size <= 1:
+        return 0.0
+    ring = 2.0 * (world_size - 1) / world_size
+    return (latency_us * 1e-6 + ring * grad_bytes / (num_layers * bandwidth_gb_s * 1e9)) * num_layers
+
+
+def load_prices(path: Path) -> dict[str, dict[str, float]]:
+    from omegaconf import OmegaConf
+
+    if not Path(path).is_file():
+        raise ConfigError(f"stash.prices={path} does not exist; pass the price table (default conf/stash/prices.yaml)")
+    table = OmegaConf.to_container(OmegaConf.load(path))
+    if not isinstance(table, dict) or not isinstance(table.get("systems"), dict):
+        raise ConfigError(f"stash.prices={path} has no 'systems:' mapping; see conf/stash/prices.yaml for the format")
+    return table["systems"]
+
+
+def _repeats(per_run: pd.DataFrame) -> pd.DataFrame:
+    key = [*metrics.STASH_PAIR, "loader", "cache", "world_size", "num_nodes"]
+    table = per_run.copy()
+    table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
+    table["per_gpu_samples"] = table["per_gpu_samples"].round(6)
+    stats = metrics.repeat_stats(table, value="time_s", by=key)
+    stats["time_s_ci"] = (stats["time_s_ci_high"] - stats["time_s_ci_low"]) / 2
+    return stats[[*key, "num_repeats", "time_s_ci"]]
+
+
+def stall_table(per_run: pd.DataFrame) -> pd.DataFrame:
+    """metrics.stash_stalls + repeats and the t-interval half widths of both sides (NaN for one repeat)."""
+    stalls = metrics.stash_stalls(per_run)
+    if stalls.empty:
+        return stalls
+    reps = _repeats(per_run)
+    stalls = stalls.copy()
+    stalls["per_gpu_samples"] = stalls["per_gpu_samples"].round(6)
+    # the test side of each stall; its baseline is the row the stall names (see metrics.stash_stalls)
+    base_of = {"interconnect": ("synthetic", "warm", 1, 1), "network": ("synthetic", "warm", None, 1),
+               "cpu": ("synthetic", "warm", None, None), "disk": (None, "warm", None, None)}
+    test_cache = {"interconnect": "warm", "network": "warm", "cpu": "warm", "disk": "cold"}
+    rows = []
+    for r in stalls.itertuples(index=False):
+        row = r._asdict()
+        pair = {k: row[k] for k in metrics.STASH_PAIR}
+        test = reps
+        for k, v in {**pair, "loader": row["loader"], "cache": test_cache[row["stall"]], "world_size": row["world_size"],
+                     "num_nodes": row["num_nodes"]}.items():
+            test = test[test[k] == v]
+        loader, cache, world, nodes = base_of[row["stall"]]
+        base = reps
+        for k, v in {**pair, "loader": loader or row["loader"], "cache": cache,
+                     "world_size": world or row["world_size"], "num_nodes": nodes or row["num_nodes"]}.items():
+            base = base[base[k] == v]
+        row["num_repeats"] = int(test["num_repeats"].iloc[0]) if len(test) else 0
+        row["baseline_num_repeats"] = int(base["num_repeats"].iloc[0]) if len(base) else 0
+        half = math.hypot(test["time_s_ci"].iloc[0] if len(test) else np.nan, base["time_s_ci"].iloc[0] if len(base) else np.nan)
+        row["stall_s_ci"] = half
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_table(per_run: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, epoch_samples: int) -> pd.DataFrame:
+    """Per configuration (median over repeats): $ per run (GPUs x measured wall time x price) and $ per
+    epoch (GPUs x epoch_samples / throughput x price)."""
+    info = runs[["run_id", "wall_s", "config.system.name"]].rename(columns={"config.system.name": "system"})
+    table = per_run.merge(info.astype({"run_id": str}), on="run_id", how="left")
+    table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
+    key = ["system", "model", "loader", "cache", "per_gpu_batch", "world_size", "num_nodes"]
+    out = table.groupby(key, dropna=False, observed=True).agg(
+        num_repeats=("run_id", "size"), wall_s=("wall_s", "median"), throughput_img_s=("throughput_img_s", "median"),
+    ).reset_index()
+    price = out["system"].map(lambda s: (prices.get(s) or {}).get("price_per_gpu_hour_usd", np.nan)).astype("float64")
+    out["price_per_gpu_hour_usd"] = price
+    out["usd_per_run"] = price * out["world_size"] * out["wall_s"] / 3600
+    out["epoch_h"] = epoch_samples / out["throughput_img_s"] / 3600
+    out["usd_per_epoch"] = price * out["world_size"] * out["epoch_h"]
+    return out
+
+
+def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_link: dict | None) -> pd.DataFrame:
+    """Per stall row: the model's L, G and buckets, and the estimated comm stall over the measured steps
+    (interconnect: T(N, interconnect); network: T(N, network) - T(N, interconnect)); NaN for cpu/disk.
+    net_link {bandwidth_gb_s, latency_us} replaces the table's network figures (an emulated link)."""
+    cfg_cols = {"config.model.arch": "arch", "config.model.depth": "depth", "config.model.num_classes": "num_classes",
+                "config.system.name": "system", "config.framework.bucket_cap_mb": "bucket_cap_mb"}
+    present = {k: v for k, v in cfg_cols.items() if k in runs}
+    models = runs[["model", *present]].rename(columns=present).drop_duplicates("model").set_index("model")
+    views: dict[str, dict] = {}
+    out = stalls.copy()
+    for column in ("num_layers", "grad_mb", "num_buckets", "estimate_s", "estimate_buckets_s"):
+        out[column] = np.nan
+    for i, r in out.iterrows():
+        if r["model"] not in models.index:
+            continue
+        m = models.loc[r["model"]]
+        if r["model"] not in views:
+            depth = None if pd.isna(m.get("depth", np.nan)) else int(m["depth"])
+            cap = float(m["bucket_cap_mb"]) if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"]) else 25.0
+            views[r["model"]] = model_view(str(m["arch"]), depth, int(m.get("num_classes", 1000)), bucket_cap_mb=cap)
+        view = views[r["model"]]
+        out.at[i, "num_layers"], out.at[i, "num_buckets"] = view["num_layers"], view["num_buckets"]
+        out.at[i, "grad_mb"] = view["grad_bytes"] / 1e6
+        if r["stall"] not in ("interconnect", "network"):
+            continue
+        link = prices.get(str(m.get("system", "")), {})
+        if not {"interconnect_gb_s", "interconnect_latency_us"} <= set(link):
+            continue
+        steps = r["per_gpu_samples"] / r["per_gpu_batch"]
+        intra = {"bandwidth_gb_s": link["interconnect_gb_s"], "latency_us": link["interconnect_latency_us"]}
+        inter = {"bandwidth_gb_s": link.get("network_gb_s", np.nan), "latency_us": link.get("network_latency_us", np.nan)}
+        if net_link:  # an emulated link: netem's delay comes on top of the path's own latency
+            inter = {"bandwidth_gb_s": net_link["bandwidth_gb_s"], "latency_us": intra["latency_us"] + net_link["latency_us"]}
+        for column, layers in (("estimate_s", view["num_layers"]), ("estimate_buckets_s", view["num_buckets"])):
+            def t(l):
+                return comm_time_s(num_layers=layers, grad_bytes=view["grad_bytes"], world_size=int(r["world_size"]), **l)
+            out.at[i, column] = steps * (t(intra) if r["stall"] == "interconnect" else t(inter) - t(intra))
+    return out
+
+
+def stash_report(stash, cfg, *, root: Path) -> str:
+    """The text report of one stash study folder (every model and batch found there)."""
+    from analysis.load import load_campaign
+
+    if not root.is_dir():
+        raise ConfigError(f"no stash runs in {root}; run 'ddlbench stash run' with the same overrides first")
+    campaign = load_campaign(root)
+    counted = campaign.counted
+    if counted.empty or campaign.steps.empty:
+        raise ConfigError(f"no completed runs in {root}; run 'ddlbench stash run' with the same overrides first")
+    per_run = metrics.run_throughput(campaign.steps, counted)
+    prices = load_prices(Path(stash.prices))
+    net_link = None
+    if stash.launcher == "local" and stash.net_bandwidth_mbit:
+        net_link = {"bandwidth_gb_s": stash.net_bandwidth_mbit / 8e3, "latency_us": stash.net_latency_ms * 1e3}
+    stalls = stall_table(per_run)
+    lines = [f"Stash study {root} ({len(counted)} completed runs)", ""]
+    if stalls.empty:
+        lines.append("no paired runs yet: every stall needs both sides (see 'ddlbench stash plan')")
+    else:
+        table = estimates(stalls, counted, prices, net_link=net_link)
+        show = table[["stall", "model", "per_gpu_batch", "loader", "world_size", "num_nodes", "num_repeats",
+                      "baseline_time_s", "time_s", "stall_s", "stall_s_ci", "stall_pct", "num_layers", "num_buckets",
+                      "grad_mb", "estimate_s", "estimate_buckets_s"]]
+        lines += ["Stalls (T = sum of the slowest rank's measured step times, median over repeats; "
+                  "stall_s_ci = t-interval half widths of both sides combined, NaN with one repeat;",
+                  "estimate_s = steps x (latency + G/(L*B)) * L with L = gradient tensors, "
+                  "estimate_buckets_s with L = DDP buckets; ring bytes 2(N-1)/N x G):",
+                  show.to_string(index=False, float_format=lambda v: f"{v:.4g}"), ""]
+        if net_link:
+            lines.append(f"network estimate uses the emulated link: {stash.net_bandwidth_mbit:g} Mbit/s, "
+                         f"{stash.net_latency_ms:g} ms")
+    costs = cost_table(per_run, counted, prices, epoch_samples=stash.epoch_samples)
+    lines += ["", f"Cost (price from {stash.prices}; $/epoch for {stash.epoch_samples:,} samples at the measured throughput):",
+              costs.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    missing = sorted(set(costs.loc[costs["price_per_gpu_hour_usd"].isna(), "system"].astype(str)))
+    if missing:
+        lines.append(f"no price for system {', '.join(missing)}: add it to {stash.prices}")
+    evicted = [c for c in counted if c.startswith("meta.cache_evict.method")]
+    if evicted:
+        methods = counted[evicted[0]].dropna().unique()
+        lines.append(f"cold cache made with: {', '.join(map(str, methods))} (meta.json cache_evict)")
+    return "\n".join(lines)
