@@ -40,6 +40,7 @@ dali: venv
 # Horovod 0.28.1 from source with the fixes today's torch needs (Gloo + MPI on CPU, NCCL on GPU);
 # the wheel is cached in $(CACHE)/wheels keyed by horovod + torch + CUDA + python + ops
 horovod: venv
+	$(PIP) install -q -e '.[horovod]'  # horovod's runtime deps (cffi, cloudpickle, ...): the wheel is installed without them
 	DDLBENCH_CACHE=$(CACHE) tools/build_horovod.sh $(PY)
 
 # a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
