@@ -223,7 +223,7 @@ class Emulation:
 
 
 def run_ranks(topo: Topology, *, world_size: int, ranks_per_node: int, overrides: Sequence[str], master_port: int,
-              env: dict[str, str] | None = None, timeout_s: float = 1800.0) -> int:
+              env: dict[str, str] | None = None, timeout_s: float = 1800.0, python: str = sys.executable) -> int:
     """Start one process per rank in its node's namespace; if one fails, stop the others. Exit code of the job."""
     procs: list[subprocess.Popen] = []
     base = {**os.environ, **(env or {})}
@@ -231,7 +231,7 @@ def run_ranks(topo: Topology, *, world_size: int, ranks_per_node: int, overrides
         base.pop(key, None)
     try:
         for rank in range(world_size):
-            argv = rank_command(topo, rank=rank, ranks_per_node=ranks_per_node, overrides=overrides)
+            argv = rank_command(topo, rank=rank, ranks_per_node=ranks_per_node, overrides=overrides, python=python)
             procs.append(subprocess.Popen(argv, env={**base, **rank_env(topo, rank=rank, world_size=world_size,
                                                                           ranks_per_node=ranks_per_node,
                                                                           master_port=master_port)}))
