@@ -9,7 +9,7 @@ Every run of a study has the per-GPU batch (run.per_gpu_batch) and the per-GPU s
 batch; run.epochs is refused) of the N-GPU run:
 
   role    loader      GPUs  nodes  pairs into
-  gpu1    synthetic   1     1      baseline of the interconnect stall
+  gpu1    synthetic   1     1      baseline of the interconnect stall (stash.gpus=1: of the cpu stall)
   node    synthetic   N     1      interconnect = node - gpu1; baseline of network and cpu
   nodes   synthetic   N     k      network = nodes - node          (k > 1: stash.nodes)
   warm    real        N     1      cpu  = warm - node              (data.cache=warm)
@@ -128,7 +128,8 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
     root = (Path(cfg.run.root) / campaign).resolve()
     n, k = stash.gpus, stash.nodes
     real = [] if stash.loader == "none" else [("warm", stash.loader, "warm"), ("cold", stash.loader, "cold")]
-    roles = [("gpu1", "synthetic", "warm"), ("node", "synthetic", "warm"),
+    # one GPU: no interconnect pair, the 1-GPU synthetic run is the cpu stall's baseline
+    roles = [("gpu1", "synthetic", "warm"), *([("node", "synthetic", "warm")] if n > 1 else []),
              *([("nodes", "synthetic", "warm")] if k > 1 else []), *real]
     samples_per_epoch = int(compose([*base, "loader=synthetic"]).loader.samples_per_epoch)
     runs: list[PlannedRun] = []

@@ -62,6 +62,13 @@ def test_loaders_caches_and_run_dirs():
     assert all(f"run.dir={r.run_dir}" in r.overrides for r in runs)
 
 
+def test_one_gpu_study_pairs_cpu_and_disk_only():
+    _, _, runs = stash.plan([*BASE, "stash.gpus=1", "stash.nodes=1", "stash.loader=dali"])
+    assert [(r.role, r.loader, r.world_size) for r in runs] == [("gpu1", "synthetic", 1), ("warm", "dali", 1),
+                                                                 ("cold", "dali", 1)]
+    assert len({r.run_dir for r in runs}) == 3
+
+
 def test_no_real_loader_and_one_node():
     _, _, runs = stash.plan(["model=simple_cnn", "stash.loader=none", "stash.nodes=1", "stash.gpus=2"])
     assert [r.role for r in runs] == ["gpu1", "node"]
