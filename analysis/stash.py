@@ -196,7 +196,7 @@ def stash_report(stash, cfg, *, root: Path) -> str:
                   "estimate_s = steps x (latency + G/(L*B)) * L with L = gradient tensors, "
                   "estimate_buckets_s with L = DDP buckets; ring bytes 2(N-1)/N x G):",
                   show.to_string(index=False, float_format=lambda v: f"{v:.4g}"), ""]
-        if net_link:
+        if net_link and (table["stall"] == "network").any():
             lines.append(f"network estimate uses the emulated link: {stash.net_bandwidth_mbit:g} Mbit/s, "
                          f"{stash.net_latency_ms:g} ms")
     costs = cost_table(per_run, counted, prices, epoch_samples=stash.epoch_samples)

@@ -213,6 +213,7 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
 
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
     failed = 0
+    warmed = False
     for run in runs:
         state = run_state(run)
         if state == "completed":
@@ -221,6 +222,15 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
         if state != "missing":
             raise ConfigError(f"{run.run_dir} holds a {state} run (never overwritten); move it away or pass "
                               f"run.repeat={run.repeat + 100} for a fresh set")
+        if run.role == "warm" and not warmed and not dry_run:
+            # the warm side means the dataset in DRAM, not whatever the page cache happens to hold
+            from benchmarks.data.coldcache import warm
+
+            done = warm(Path(cfg.data.path))
+            print(f"[ddlbench] stash: read {done['num_files']} files ({done['bytes_read'] / 1e6:.1f} MB) of "
+                  f"{cfg.data.path} into the page cache; resident now {(done['resident_after_bytes'] or 0) / 1e6:.1f} MB",
+                  file=sys.stderr, flush=True)
+            warmed = True
         if run.role == "nodes":
             print(f"[ddlbench] stash nodes r{run.repeat}: {run.world_size} ranks in {run.num_nodes} emulated nodes "
                   f"({_link(stash).describe()})", file=sys.stderr, flush=True)

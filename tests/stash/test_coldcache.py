@@ -66,3 +66,11 @@ def test_bad_values(cache, method, message):
 def test_schema_default_is_warm(compose):
     cfg = compose([])
     assert cfg.data.cache == "warm" and cfg.data.cache_evict == "auto"
+
+
+def test_warm_reads_the_dataset_back(dataset):
+    coldcache.evict(dataset, method="fadvise")
+    done = coldcache.warm(dataset)
+    assert done["num_files"] == 8 and done["bytes_read"] == 8 * 64 * 1024
+    if done["resident_after_bytes"] is not None:
+        assert done["resident_after_bytes"] >= done["bytes_read"]
