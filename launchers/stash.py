@@ -185,6 +185,22 @@ def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool
             f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}")
 
 
+def cold_cache_note(cfg, runs: list[PlannedRun]) -> str | None:
+    """A warning when one cold run reads more samples than data.path holds: its later steps re-read warm pages."""
+    cold = [r for r in runs if r.cache == "cold"]
+    if not cold or not cfg.data.path or not Path(cfg.data.path).is_dir():
+        return None
+    run = cold[0]
+    needed = run.world_size * run.per_gpu_batch * (int(cfg.run.warmup_steps) + int(cfg.run.steps))
+    found = 0
+    for path in Path(cfg.data.path).rglob("*"):  # stop counting once there are enough
+        found += path.is_file()
+        if found > needed:
+            return None
+    return (f"note: a cold run reads {needed} samples but {cfg.data.path} holds {found} files: later steps re-read "
+            "cached pages, so the disk stall is understated; use a larger dataset or fewer run.steps")
+
+
 def _link(stash: StashConfig):
     from launchers.netns import Link
 
@@ -296,11 +312,17 @@ def run_slurm(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
 def cmd_plan(args: argparse.Namespace) -> int:
     stash, cfg, runs = plan(args.overrides)
     print(format_plan(stash, cfg, runs))
+    note = cold_cache_note(cfg, runs)
+    if note:
+        print(note)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     stash, cfg, runs = plan(args.overrides)
+    note = cold_cache_note(cfg, runs)
+    if note:
+        print(f"[ddlbench] {note}", file=sys.stderr)
     if args.slurm or stash.launcher == "slurm":
         return run_slurm(stash, cfg, runs, dry_run=args.dry_run)
     return run_local(stash, cfg, runs, dry_run=args.dry_run)

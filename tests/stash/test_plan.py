@@ -110,3 +110,16 @@ def test_plan_cli_prints_the_table():
     assert "5 runs; network run: 2 nodes emulated (1000 Mbit/s)" in done.stdout
     bad = ddlbench("stash", "plan", "stash.nodez=2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "stash.nodez is not a stash key" in bad.stderr
+
+
+def test_cold_cache_note_when_the_dataset_is_too_small(tmp_path):
+    for i in range(10):
+        (tmp_path / f"{i}.jpg").write_bytes(b"x")
+    _, cfg, runs = stash.plan(["model=simple_cnn", f"data.path={tmp_path}", "run.per_gpu_batch=2", "run.steps=2",
+                               "run.warmup_steps=1", "stash.gpus=2", "stash.nodes=1"])
+    assert stash.cold_cache_note(cfg, runs) == (
+        f"note: a cold run reads 12 samples but {tmp_path} holds 10 files: later steps re-read cached pages, "
+        "so the disk stall is understated; use a larger dataset or fewer run.steps")
+    _, cfg, runs = stash.plan(["model=simple_cnn", f"data.path={tmp_path}", "run.per_gpu_batch=1", "run.steps=2",
+                               "run.warmup_steps=1", "stash.gpus=2", "stash.nodes=1"])
+    assert stash.cold_cache_note(cfg, runs) is None
