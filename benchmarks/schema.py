@@ -97,7 +97,7 @@ class DaliLoaderConfig(LoaderConfig):
     decoder_device: str = "auto"  # auto: mixed on GPU, cpu otherwise | mixed | cpu
     hw_decoder_load: float = 0.65  # share of images for the hardware JPEG decoder (mixed only)
     num_threads: int = 4  # DALI CPU worker threads per rank
-    prefetch_queue_depth: int = 2  # batches DALI prepares ahead
+    prefetch_queue_depth: int = 4  # batches DALI prepares ahead
     shuffle: bool = True  # reader random_shuffle (global list shuffle + a buffer of initial_fill samples)
     augment: bool = True  # random resized crop + flip; False: resize 256/224 + centre crop
     seed: int | None = None  # None: run.seed; each rank adds its rank (augmentations differ per rank)

@@ -196,7 +196,7 @@ class DaliLoader:
         decoder_device: str = "auto",
         hw_decoder_load: float = 0.65,
         num_threads: int = 4,
-        prefetch_queue_depth: int = 2,
+        prefetch_queue_depth: int = 4,
         shuffle: bool = True,
         augment: bool = True,
         seed: int | None = None,
