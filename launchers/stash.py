@@ -350,7 +350,7 @@ def add_parser(sub) -> None:
     actions = p.add_subparsers(dest="stash_command", required=True, metavar="ACTION")
     for name, func, text in (("plan", cmd_plan, "print the paired runs"),
                              ("run", cmd_run, "run the missing ones (locally, or --slurm)"),
-                             ("report", cmd_report, "stalls in s and % of the baseline, model view, cost")):
+                             ("report", cmd_report, "stalls in s and %% of the baseline, model view, cost")):
         a = actions.add_parser(name, help=text)
         a.add_argument("overrides", nargs="*", help="Hydra overrides and stash.* keys (stash.gpus=2 stash.nodes=2 ...)")
         if name == "run":
