@@ -151,4 +151,6 @@ def run(cfg: DictConfig) -> int:
             sampler.stop()
         if log is not None:
             log.close()
+        # the wrapped model (DDP's reducer, a DeepSpeed engine) holds the process group: it goes first
+        model = optimizer = loader = None  # noqa: F841
         framework.shutdown()

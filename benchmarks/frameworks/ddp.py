@@ -182,6 +182,12 @@ class DDP(TorchCollectives):
             self._optimizer.step()
         self._optimizer.zero_grad(set_to_none=True)
 
+    def release(self) -> None:
+        # shutdown() (TorchCollectives: barrier, release, destroy): the comm hook's state, the optimizer
+        self._comm = None
+        self._optimizer = None
+        self._scaler = None
+
     def comm_timer(self) -> CommTimer | None:
         return self._comm  # None when not wrapped (world size 1) or not timed (framework.comm_timer)
 

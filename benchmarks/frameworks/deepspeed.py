@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-import torch.distributed as dist
 
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
@@ -231,13 +230,9 @@ class DeepSpeed(TorchCollectives):
                 return super().host_state_dict(model)
         return super().host_state_dict(model)
 
-    def shutdown(self) -> None:
-        # without a barrier and destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT);
-        # after a failure the barrier is skipped: the other ranks may never reach it
-        if dist.is_initialized():
-            if sys.exc_info()[0] is None:
-                dist.barrier()
-            dist.destroy_process_group()
+    def release(self) -> None:
+        # shutdown() (TorchCollectives: barrier, release, destroy): the engine holds the process group
+        self._engine = None
 
     def describe(self) -> dict:
         return {

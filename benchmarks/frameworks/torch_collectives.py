@@ -1,6 +1,9 @@
 """barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP and DeepSpeed."""
 from __future__ import annotations
 
+import gc
+import sys
+
 import torch
 import torch.distributed as dist
 
@@ -27,6 +30,24 @@ class TorchCollectives:
         module = getattr(model, "module", model)
         return {k: v.detach().cpu() for k, v in module.state_dict().items()}
 
+    def release(self) -> None:
+        """Drop what the adapter holds of the wrapped model (engine, optimizer, comm hook state)."""
+
     def shutdown(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        """Barrier, then drop the wrapped model, then destroy the process group.
+
+        The barrier: no rank tears its group down while another still runs a collective on it (after
+        a failure it is skipped: the other ranks may never reach it). The wrapped model goes before the
+        group (DDP's reducer and a DeepSpeed engine hold the group and sit in reference cycles: left to
+        the interpreter's exit they would be destroyed after it). Even so DDP's reducer keeps the gloo
+        backend, and its worker threads, alive until the process ends; __main__ therefore ends the rank
+        without interpreter finalization (see benchmarks.__main__._exit).
+        """
+        if not dist.is_initialized():
+            return
+        if sys.exc_info()[0] is None:
+            dist.barrier()
+        self.release()
+        gc.collect()
+        dist.destroy_process_group()
+        gc.collect()
