@@ -27,7 +27,7 @@ def check_override(override: str) -> None:
     if override[0] in "+~":
         raise ConfigError(f"override {override!r}: adding or deleting keys is not supported; every key already exists "
                           f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}")
-    if not _SAFE_OVERRIDE.match(override):
+    if not _SAFE_OVERRIDE.fullmatch(override):  # fullmatch: '$' alone would let a final newline through
         key, _, value = override.partition("=")
         bad = sorted({c for c in value if not re.match(r"[A-Za-z0-9_.,:/@+\-\[\] ]", c)} or set(key))
         raise ConfigError(

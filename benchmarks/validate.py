@@ -29,6 +29,9 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     timer = cfg.framework.get("comm_timer")
     if timer is not None and str(timer).lower() not in ("auto", "on", "off", "true", "false"):
         raise ConfigError(f"framework.comm_timer={timer!r} is not allowed; choose auto, on or off")
+    for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
+        if cfg.data[key] not in allowed:
+            raise ConfigError(f"data.{key}={cfg.data[key]!r} is not allowed; choose {' or '.join(allowed)}")
     if cfg.loader.needs_data:
         path = cfg.data.path
         if path is None:

@@ -17,6 +17,7 @@ from benchmarks.validate import validate
         (["run.campaign=$(id)"], "characters that are not allowed"),
         (["+foo=1"], "adding or deleting keys is not supported"),
         (["framework"], "is not key=value"),
+        (["run.campaign=ab\n"], "characters that are not allowed"),
     ],
 )
 def test_composition_errors(compose, overrides, expected):
@@ -39,6 +40,7 @@ def test_composition_errors(compose, overrides, expected):
         (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
         (["framework.comm_timer=sometimes"], "framework.comm_timer='sometimes' is not allowed; choose auto, on or off"),
         (["framework=horovod", "framework.comm_timer=x"], "framework.comm_timer='x' is not allowed"),
+        (["data.cache=tepid"], "data.cache='tepid' is not allowed; choose warm or cold"),
     ],
 )
 def test_validation_errors(compose, overrides, expected):
