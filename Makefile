@@ -17,7 +17,7 @@ $(VENV)/.ok:
 	touch $@
 
 venv: $(VENV)/.ok
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,telemetry]'
 
 demo: venv
 	$(VENV)/bin/ddlbench demo
