@@ -158,3 +158,18 @@ def test_missing_deepspeed_is_a_one_line_error(tmp_path):
         "run \"pip install -e '.[deepspeed]'\" (or 'make deepspeed')"
     ]
     assert not (tmp_path / "default").exists()
+
+
+@needs_deepspeed
+def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
+    """At world size 1 the engine's all-reduce is switched off (nothing to reduce): same parameters as DDP."""
+    common = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=0", "run.steps=3",
+              "run.log_every=0", "run.save_params=true"]
+    for framework in ("ddp", "deepspeed"):
+        result = ddlbench("run", f"framework={framework}", *common, f"run.dir={tmp_path / framework}")
+        assert result.returncode == 0, result.stderr[-3000:]
+    meta = json.loads((tmp_path / "deepspeed" / "meta.json").read_text())["framework"]
+    assert meta["single_rank_allreduce"] is False
+    ddp, deepspeed = params(tmp_path / "ddp", 0), params(tmp_path / "deepspeed", 0)
+    for key in ddp:
+        torch.testing.assert_close(deepspeed[key], ddp[key], rtol=1e-6, atol=1e-7)
