@@ -24,7 +24,12 @@ def comm_timer_enabled(knob: object, device: torch.device) -> bool:
 
 
 class CommTimer(Protocol):
-    """Measures a framework's collectives for one step (total and exposed seconds)."""
+    """Measures a framework's collectives for one step (total and exposed seconds).
+
+    A timer whose numbers come from CUDA events sets `reads_late = True`: the loop then asks it when it
+    reads the step's own phase times (two steps late, oldest first) instead of right after the step."""
+
+    reads_late: bool
 
     def step_comm_s(self) -> tuple[float | None, float | None]:
         """(total collective seconds, exposed seconds) of the last step; None where not measured."""
