@@ -81,13 +81,7 @@ install_wheel() {
     "$PY" -c "import horovod.torch as hvd; print('[build_horovod] horovod', __import__('horovod').__version__, 'gloo', hvd.gloo_built(), 'mpi', hvd.mpi_built(), 'nccl', hvd.nccl_built())"
 }
 
-if ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
-    log "cached wheel for $KEY"
-    install_wheel
-    exit 0
-fi
-
-log "building $KEY with $JOBS jobs (this takes 2-15 minutes)"
+# before the cache check: a cached MPI build links libmpi, which a fresh machine lacks until this runs
 if [[ "$OPS" == gloo-mpi ]] && ! command -v mpicc >/dev/null; then
     # MPI support needs mpicc/mpirun; Debian's OpenMPI is what the Slurm test cluster uses too.
     [[ $(id -u) == 0 ]] || die "mpicc not found; install OpenMPI (apt-get install -y openmpi-bin libopenmpi-dev) and rerun"
@@ -95,6 +89,14 @@ if [[ "$OPS" == gloo-mpi ]] && ! command -v mpicc >/dev/null; then
     apt-get install -y -q openmpi-bin libopenmpi-dev >/dev/null || \
         { apt-get update -q >/dev/null && apt-get install -y -q openmpi-bin libopenmpi-dev >/dev/null; }
 fi
+
+if ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
+    log "cached wheel for $KEY"
+    install_wheel
+    exit 0
+fi
+
+log "building $KEY with $JOBS jobs (this takes 2-15 minutes)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/horovod-build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
