@@ -37,7 +37,7 @@ def p2p_matrix(*, size_bytes: int = P2P_BYTES, warmup: int = 3, iters: int = 10)
             for op, nbytes in (("p2p_copy", size_bytes), ("p2p_latency", 4)):
                 a = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{src}")
                 b = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{dst}")
-                time_s = _timed(lambda: b.copy_(a, non_blocking=True), device=torch.device("cuda", src),
+                time_s = _timed(lambda a=a, b=b: b.copy_(a, non_blocking=True), device=torch.device("cuda", src),
                                 warmup=warmup, iters=iters if op == "p2p_copy" else 100)
                 torch.cuda.synchronize(dst)
                 bw = algbw_gb_s(nbytes, time_s)

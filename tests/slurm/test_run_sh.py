@@ -42,7 +42,7 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 1
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["launcher"] in ("slurm", "openmpi", "pmix") and meta["world_size"] == 2
-    assert f"srun --mpi=pmix --ntasks=2 --ntasks-per-node=2" in log
+    assert "srun --mpi=pmix --ntasks=2 --ntasks-per-node=2" in log
 
 
 @pytest.mark.parametrize("framework", ["ddp", "horovod"])
