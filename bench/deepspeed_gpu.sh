@@ -13,11 +13,9 @@
 # Knobs: BATCH (256) WARMUP (20) STEPS (100) PYTHON (python3) SITE (/tmp/site) GPUS (all) STAGES ("0 1 2").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-SITE=${SITE:-/tmp/site}
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+source bench/device_env.sh
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/ddlbench_torch_extensions}
-mkdir -p "$SITE" "$TORCH_EXTENSIONS_DIR"
+mkdir -p "$TORCH_EXTENSIONS_DIR"
 if ! "$PY" -c 'import deepspeed, hydra, omegaconf' 2>/dev/null; then
     [[ -d .devwheels/deepspeed ]] || { echo "deepspeed is missing and .devwheels/deepspeed is not here (run tools/fetch_deepspeed_device_inputs.sh and carry it)" >&2; exit 1; }
     start=$SECONDS

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out} NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT" /tmp/site
 bash .devwheels/stage-wheels.sh install .devwheels/dali >/dev/null 2>&1 && echo "DALI installed"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devwheels/base/*.whl .devwheels/deepspeed/*.whl 2>&1 | grep -iv warning
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devwheels/deepspeed/*.whl  # holds hydra-core, omegaconf, antlr4, tqdm too 2>&1 | grep -iv warning
 export PYTHONPATH=$PWD:/tmp/site
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== harness overhead"; python3 bench/harness_overhead.py --rounds 3 2>&1 | grep -E "^round|RESULT" | tee "$OUT/harness.txt"

@@ -13,14 +13,7 @@
 # Knobs: BATCH (256) WARMUP (20) STEPS (100) PYTHON (python3) SITE (/tmp/site) GPUS (all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-SITE=${SITE:-/tmp/site}
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
-mkdir -p "$SITE"
-if ! "$PY" -c 'import hydra, omegaconf' 2>/dev/null; then
-    [[ -d .devwheels/base ]] || { echo "hydra-core is missing and .devwheels/base is not here" >&2; exit 1; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/base/*.whl
-fi
+source bench/device_env.sh
 
 echo "== build (NCCL) =="
 start=$SECONDS

@@ -16,15 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:?usage: bench/stash_gpu.sh interconnect|io}
-PY=${PYTHON:-python3}
-SITE=${SITE:-/tmp/site}
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
-export NCCL_NVLS_ENABLE=0
-if ! "$PY" -c 'import hydra, omegaconf' 2>/dev/null; then
-    [[ -d .devwheels/base ]] || { echo "hydra-core is missing and .devwheels/base is not here" >&2; exit 1; }
-    mkdir -p "$SITE"
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/base/*.whl
-fi
+source bench/device_env.sh
 "$PY" -c 'import torch; print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s)", *[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])'
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 

@@ -95,6 +95,8 @@ def test_cpu_device_has_no_gpu_identity(tmp_path):
 
 
 def test_with_nvml_the_gpu_fields_come(tmp_path, monkeypatch):
+    """Our sampler's mapping of NVML answers to fields (units, NVLink rates from counters), with a stand-in
+    pynvml: CI has no GPU. Real NVML values were read on the H200 (docs/results/2026-11-29-h200.md)."""
     nv = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     sampler = telemetry.start_sampler(tmp_path, rank=0, hz=50, gpu=GpuIdentity(index=0, uuid="GPU-abc"))

@@ -1,0 +1,14 @@
+# Sourced by the bench/*_gpu.sh scripts: the Python, the offline site folder, and ddlbench's pure-python
+# requirements (hydra-core, omegaconf, antlr4, tqdm) when missing, from the carried .devwheels/base (or
+# .devwheels/deepspeed, which holds them too).
+# Knobs: PYTHON (python3) SITE (/tmp/site).
+PY=${PYTHON:-python3}
+SITE=${SITE:-/tmp/site}
+export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export NCCL_NVLS_ENABLE=0  # NVLink SHARP multicast stays off on the lent machines
+mkdir -p "$SITE"
+if ! "$PY" -c 'import hydra, omegaconf' 2>/dev/null; then
+    wheels=$(ls -d .devwheels/base .devwheels/deepspeed 2>/dev/null | head -n 1)
+    [[ -n "$wheels" ]] || { echo "hydra-core is missing and neither .devwheels/base nor .devwheels/deepspeed is here" >&2; exit 1; }
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$wheels"/*.whl
+fi
