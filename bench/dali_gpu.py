@@ -146,25 +146,35 @@ def train_img_s(loader_overrides: list[str], *, args: argparse.Namespace, root: 
     return json.loads(summary.read_text())["throughput_img_s"]
 
 
-def run_training(args: argparse.Namespace) -> dict[str, float]:
-    cases = {
+TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-hw1")
+DEFAULT_TRAIN_CASES = "synthetic,dali-file,dali-tfrecord,native"
+
+
+def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
+    dali = ["loader=dali", f"loader.num_threads={args.dali_threads}"]
+    every = {
         "synthetic": ["loader=synthetic"],
-        "dali-file": ["loader=dali", "loader.reader=file", f"data.path={args.data}",
-                      f"loader.num_threads={args.dali_threads}"],
-        "dali-tfrecord": ["loader=dali", "loader.reader=tfrecord", f"data.path={args.data_tfrecord}",
-                          f"loader.num_threads={args.dali_threads}"],
+        "dali-file": [*dali, "loader.reader=file", f"data.path={args.data}"],
+        "dali-tfrecord": [*dali, "loader.reader=tfrecord", f"data.path={args.data_tfrecord}"],
         "native": ["loader=native", f"data.path={args.data}", f"loader.num_workers={args.native_workers}",
                    "loader.prefetch_factor=4"],
+        # every JPEG on the hardware decoder (NVJPG), none on the SMs the training uses
+        "dali-file-hw1": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.hw_decoder_load=1.0"],
     }
-    results = {}
+    return {name: every[name] for name in args.train_cases}
+
+
+def run_training(args: argparse.Namespace) -> dict[str, float]:
+    """Each case --rounds times, interleaved (the machine drifts), and its mean img/s."""
+    samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, overrides in cases.items():
-            img_s = train_img_s(overrides, args=args, root=Path(tmp), name=name.replace("-", "_"))
-            results[name] = img_s
-            ratio = img_s / results["synthetic"]
-            print(f"train resnet50 amp_bf16 {args.gpus} GPU(s) b{args.batch} {name:<14} {img_s:>9,.0f} img/s "
-                  f"({ratio:.3f} of synthetic)", flush=True)
-    return results
+        for round_index in range(args.rounds):
+            for name, overrides in train_cases(args).items():
+                img_s = train_img_s(overrides, args=args, root=Path(tmp), name=f"{name.replace('-', '_')}_r{round_index}")
+                samples.setdefault(name, []).append(img_s)
+                print(f"train resnet50 amp_bf16 {args.gpus} GPU(s) b{args.batch} round {round_index} {name:<14} "
+                      f"{img_s:>9,.0f} img/s", flush=True)
+    return {name: sum(values) / len(values) for name, values in samples.items()}
 
 
 def main() -> None:
@@ -183,8 +193,15 @@ def main() -> None:
     parser.add_argument("--loader-batches", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--train-cases", default=DEFAULT_TRAIN_CASES,
+                        help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
+    args.train_cases = args.train_cases.split(",")
+    unknown = sorted(set(args.train_cases) - set(TRAIN_CASES))
+    if unknown or args.train_cases[0] != "synthetic":
+        parser.error(f"--train-cases={','.join(args.train_cases)}: start with synthetic and choose from {', '.join(TRAIN_CASES)}")
     args.data = args.data.resolve()  # the training runs start in the repository root
     args.data_tfrecord = (args.data_tfrecord or args.data.with_name(args.data.name + "_tfrecord")).resolve()
     if not torch.cuda.is_available():

@@ -9,8 +9,9 @@
 # 3. prints img/s, DeepSpeed/DDP ratios, per-GPU scaling efficiency, start-up seconds, and whether
 #    anything was JIT-compiled (it should not be: TORCH_EXTENSIONS_DIR stays empty).
 # Goals (issue 4): 1-GPU img/s within 3% of DDP; 2-GPU per-GPU efficiency >= 97% (ZeRO-0/1).
-# DeepSpeed bf16 keeps bf16 weights (fp32 master copy in the optimizer); DDP runs autocast on fp32 weights.
-# Knobs: BATCH (256) WARMUP (20) STEPS (100) PYTHON (python3) SITE (/tmp/site) GPUS (all) STAGES ("0 1 2").
+# DeepSpeed runs its default framework.mixed_precision=autocast: fp32 weights under torch.autocast, as DDP.
+# Knobs: BATCH (256) WARMUP (20) STEPS (100) PYTHON (python3) SITE (/tmp/site) GPUS (all) STAGES ("0 1 2")
+# ROUNDS (1: interleaved repeats; ratios use the mean per-GPU img/s over them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/device_env.sh
@@ -37,11 +38,13 @@ run_cell() {  # label, overrides...
     "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 | grep -E "done:|ZeRO|error|Error" || true
     echo "   wall $((SECONDS - start)) s (start-up + $((${WARMUP:-20} + ${STEPS:-100})) steps)"
 }
-for n in 1 2; do
-    (( GPUS >= n )) || continue
-    run_cell ddp-g$n framework=ddp system.ranks_per_node=$n
-    for z in ${STAGES:-0 1 2}; do
-        run_cell ds-z$z-g$n framework=deepspeed framework.zero_stage=$z system.ranks_per_node=$n
+for ((round = 0; round < ${ROUNDS:-1}; round++)); do  # interleaved rounds: the machine drifts
+    for n in 1 2; do
+        (( GPUS >= n )) || continue
+        run_cell ddp-g$n-r$round framework=ddp system.ranks_per_node=$n
+        for z in ${STAGES:-0 1 2}; do
+            run_cell ds-z$z-g$n-r$round framework=deepspeed framework.zero_stage=$z system.ranks_per_node=$n
+        done
     done
 done
 echo "JIT-compiled extensions in $TORCH_EXTENSIONS_DIR: $(find "$TORCH_EXTENSIONS_DIR" -name '*.so' | wc -l)"
@@ -51,19 +54,19 @@ import json, sys
 from pathlib import Path
 
 root = Path(sys.argv[1])
-cells = {}
+per_gpu = {}  # cell -> per-GPU img/s of each completed round
 for d in sorted(root.iterdir()):
     summary = d / "summary.json"
     s = json.loads(summary.read_text()) if summary.exists() else {"status": "incomplete"}
-    cells[d.name] = s
     if s.get("status") == "completed":
-        print(f"{d.name:<10} {s['throughput_img_s']:>9,.1f} img/s  {s['per_gpu_img_s']:>8,.1f} per GPU  loss {s['last_loss']:.3f}")
+        per_gpu.setdefault(d.name.rsplit("-r", 1)[0], []).append(s["per_gpu_img_s"])
+        print(f"{d.name:<13} {s['throughput_img_s']:>9,.1f} img/s  {s['per_gpu_img_s']:>8,.1f} per GPU  loss {s['last_loss']:.3f}")
     else:
-        print(f"{d.name:<10} {s.get('status')}: {s.get('error', '')}")
+        print(f"{d.name:<13} {s.get('status')}: {s.get('error', '')}")
 
-def img(name):
-    s = cells.get(name, {})
-    return s.get("per_gpu_img_s") if s.get("status") == "completed" else None
+def img(name):  # mean over the rounds
+    values = per_gpu.get(name)
+    return sum(values) / len(values) if values else None
 
 for n in (1, 2):
     for z in (0, 1, 2, 3):

@@ -74,6 +74,9 @@ def ds_config(
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,  # the torch optimizer passed in (SGD) is not on its list
         "steps_per_print": 2**31 - 1,  # the loop reports progress; DeepSpeed's own lines would interleave
+        # the engine's throughput timer synchronises the device twice per step by default, so the host can
+        # never queue the next step ahead of the GPU; the loop times steps itself (CUDA events, read late)
+        "timers": {"throughput": {"enabled": False}},
         "wall_clock_breakdown": wall_clock_breakdown,
         "comms_logger": {"enabled": comms_logger, "prof_all": True, "verbose": False, "debug": False},
     }

@@ -98,6 +98,16 @@ def steps_per_epoch(num_samples: int, *, world_size: int, per_gpu_batch: int) ->
     return math.ceil((num_samples // world_size) / per_gpu_batch)
 
 
+def _gpu_batch_to_torch(batch: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A copy of a DALI GPU batch in a torch tensor, queued on torch's current stream (no host wait)."""
+    from nvidia.dali.plugin.pytorch import feed_ndarray
+
+    tensor = batch.as_tensor()
+    out = torch.empty(tensor.shape(), dtype=dtype, device=device)
+    feed_ndarray(tensor, out, cuda_stream=torch.cuda.current_stream(device))
+    return out
+
+
 class DaliEpoch:
     def __init__(self, ctx: LoaderContext, pipe: Any, *, num_samples: int, stick_to_shard: bool, gpu_outputs: bool,
                  knobs: dict) -> None:
@@ -131,16 +141,12 @@ class DaliEpoch:
         images, labels = self.pipe.run()
         self._runs_left -= 1
         if self.gpu_outputs:
-            from nvidia.dali.plugin.pytorch import feed_ndarray
+            return (_gpu_batch_to_torch(images, torch.float32, self.ctx.device),
+                    _gpu_batch_to_torch(labels, torch.int64, self.ctx.device).view(-1))
+        import numpy as np
 
-            images = images.as_tensor()
-            out = torch.empty(images.shape(), dtype=torch.float32, device=self.ctx.device)
-            feed_ndarray(images, out, cuda_stream=torch.cuda.current_stream(self.ctx.device))
-        else:
-            import numpy as np
-
-            out = torch.from_numpy(np.array(images.as_tensor()))
-        return out, torch.from_numpy(labels.as_array().reshape(-1).astype("int64"))  # labels stay on the CPU
+        return (torch.from_numpy(np.array(images.as_tensor())),
+                torch.from_numpy(labels.as_array().reshape(-1).astype("int64")))
 
     def _finish_reader_epoch(self) -> None:
         while self._runs_left > 0:  # an abandoned epoch: its padded batches are still in the reader
@@ -298,6 +304,10 @@ class DaliLoader:
             images = fn.crop_mirror_normalize(
                 images, device=op_device, dtype=types.FLOAT, mean=mean, std=std, mirror=mirror,
                 output_layout="HWC" if ctx.channels_last else "CHW", **crop)
+            if mixed:
+                # labels leave with the images, on the GPU: a copy from pageable host memory would make the
+                # host wait for the GPU's queued work every step
+                labels = fn.cast(labels.gpu(), dtype=types.INT64)
             return images, labels
 
         base_seed = ctx.seed if k["seed"] is None else k["seed"]

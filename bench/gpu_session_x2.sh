@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The 2-GPU device session (nvidia-h200-x2), one phase per device call. Each call also carries one of
+# the DALI parts (.devwheels/dali/part.*, made by ../shared/device/stage-wheels.sh prepare) and receives it
+# into /tmp/stage, which survives while the machine stays warm; the `dali` phase carries the last part
+# and installs them all.
+#   bash bench/gpu_session_x2.sh ds          # + .devwheels/deepspeed: DeepSpeed ZeRO 0/1/2 vs DDP, 1 and 2 GPUs
+#   bash bench/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
+#   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
+#   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
+#   bash bench/gpu_session_x2.sh dali        # install DALI; loaders alone, training fed by DALI on 1 and 2 GPUs
+# Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /tmp/stage
+cp .devwheels/dali/part.* /tmp/stage/ 2>/dev/null && echo "DALI parts here: $(ls /tmp/stage | tr '\n' ' ')"
+source bench/device_env.sh
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+date -u +"%Y-%m-%dT%H:%M:%SZ"
+phase=${1:?ds|hvd|breakdown|stash|dali}
+case $phase in
+  ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1 2} bash bench/deepspeed_gpu.sh ;;
+  hvd) STEPS=60 bash bench/horovod_gpu.sh ;;
+  breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
+  stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
+  dali)
+    bash .devwheels/stage-wheels.sh install .devwheels/dali >/dev/null && echo "DALI installed"
+    # the bench's DALI threads: 8 per rank of the 32 cores (as system=h200's cpus_per_rank)
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 30 \
+        --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(loader|RESULT)|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file,dali-file-hw1 \
+        --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --train-cases synthetic,dali-file,dali-tfrecord \
+        --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+    ;;
+  *) echo "unknown phase $phase: choose ds, hvd, breakdown, stash or dali" >&2; exit 2 ;;
+esac 2>&1 | tee "$OUT/$phase.txt"
