@@ -57,6 +57,8 @@ class DeepSpeedConfig(FrameworkConfig):
     gradient_accumulation_steps: int = 1
     initial_scale_power: int = 16  # fp16 dynamic loss scaling starts at 2**this
     wall_clock_breakdown: bool = False
+    # max global gradient norm; 0 = no clipping, as DDP and Horovod (DeepSpeed's own default is 1.0)
+    gradient_clipping: float = 0.0
     # per-step collective time from DeepSpeed's comms logger, which blocks after every collective:
     # auto = on for CPU (gloo blocks anyway), off on GPU; on | off
     comm_timer: str = "auto"

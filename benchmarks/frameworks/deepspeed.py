@@ -62,6 +62,7 @@ def ds_config(
     wall_clock_breakdown: bool,
     comms_logger: bool,
     mixed_precision: str = "autocast",
+    gradient_clipping: float = 0.0,
 ) -> dict:
     """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
     zero: dict[str, Any] = {"stage": zero_stage}
@@ -73,6 +74,10 @@ def ds_config(
         "gradient_accumulation_steps": gradient_accumulation_steps,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,  # the torch optimizer passed in (SGD) is not on its list
+        # said always: DeepSpeed clips to a global norm of 1.0 unless told, which changes the training
+        # (DDP and Horovod do not clip) and costs a norm over every gradient, an all-reduce and two
+        # blocking host-to-device copies per step
+        "gradient_clipping": gradient_clipping,
         "steps_per_print": 2**31 - 1,  # the loop reports progress; DeepSpeed's own lines would interleave
         # the engine's throughput timer synchronises the device twice per step by default, so the host can
         # never queue the next step ahead of the GPU; the loop times steps itself (CUDA events, read late)
@@ -128,6 +133,7 @@ class DeepSpeed(TorchCollectives):
         gradient_accumulation_steps: int = 1,
         initial_scale_power: int = 16,
         wall_clock_breakdown: bool = False,
+        gradient_clipping: float = 0.0,
         comm_timer: str = "auto",
         mixed_precision: str = "autocast",
         train_micro_batch_size_per_gpu: int,
@@ -145,11 +151,14 @@ class DeepSpeed(TorchCollectives):
                            ("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu)):
             if value < 1:
                 raise ConfigError(f"framework.{key}={value} must be >= 1")
+        if gradient_clipping < 0:
+            raise ConfigError(f"framework.gradient_clipping={gradient_clipping} must be >= 0 (0 = no clipping)")
         self.knobs = dict(
             zero_stage=zero_stage, reduce_bucket_size=reduce_bucket_size, allgather_bucket_size=allgather_bucket_size,
             overlap_comm=overlap_comm, contiguous_gradients=contiguous_gradients,
             gradient_accumulation_steps=gradient_accumulation_steps, initial_scale_power=initial_scale_power,
             wall_clock_breakdown=wall_clock_breakdown, mixed_precision=mixed_precision,
+            gradient_clipping=gradient_clipping,
         )
         self.weights_format = "contiguous (NCHW)"
         self.per_gpu_batch = train_micro_batch_size_per_gpu

@@ -84,6 +84,25 @@ def test_zero0_matches_ddp_from_the_same_seed_and_data(root):
 
 
 @needs_deepspeed
+def test_no_gradient_clipping_unless_asked(tmp_path):
+    """DeepSpeed clips gradients to a global norm of 1.0 unless its config says otherwise; ddlbench says
+    0 (as DDP and Horovod). ResNet-18's first gradients have a norm well above 1, so clipping shows."""
+    def one_step(name: str, *overrides: str) -> dict[str, torch.Tensor]:
+        result = ddlbench("run", "model=resnet", "model.depth=18", "model.image_size=32", "run.per_gpu_batch=4",
+                          "run.warmup_steps=0", "run.steps=1", "run.log_every=0", "run.save_params=true",
+                          "system.ranks_per_node=1", f"run.dir={tmp_path / name}", *overrides)
+        assert result.returncode == 0, result.stderr[-4000:]
+        return params(tmp_path / name, 0)
+
+    ddp = one_step("ddp", "framework=ddp")
+    unclipped = one_step("ds", "framework=deepspeed")
+    clipped = one_step("ds-clip", "framework=deepspeed", "framework.gradient_clipping=1.0")
+    for key in ddp:
+        torch.testing.assert_close(unclipped[key], ddp[key], rtol=1e-5, atol=1e-6, msg=key)
+    assert not torch.allclose(clipped["conv1.weight"], ddp["conv1.weight"], rtol=1e-3, atol=1e-4)
+
+
+@needs_deepspeed
 def test_bf16_with_batchnorm_trains(tmp_path):
     """Engine bf16: bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
     result = ddlbench("run", "framework=deepspeed", "framework.zero_stage=2", "framework.mixed_precision=engine",
