@@ -5,7 +5,8 @@ and native data, with ratios to synthetic (issue 5's goal: DALI-fed training >= 
   python bench/dali_gpu.py --data /tmp/ddl_jpeg --gpus 2 --only train      # 2 GPUs (nvidia-h200-x2)
   python bench/dali_gpu.py --data /tmp/ddl_jpeg --only loaders --json $OUT/dali_loaders.json
 
---make-data N writes N synthetic 500x375 JPEGs (the seed study's size) as an ImageFolder in --data and
+--make-data N writes exactly N synthetic 500x375 JPEGs (the seed study's size; make N a multiple of
+GPUs x batch, or every epoch ends in a small, slow step) as an ImageFolder in --data and
 the same images as TFRecord shards + DALI index files in --data-tfrecord, in parallel processes (it
 refuses a non-empty folder; without --make-data both folders must exist). Needs on the machine:
 nvidia-dali-cuda130 + its nvimgcodec/nvcomp/nvjpeg wheels, hydra-core, omegaconf (carry them as
@@ -68,9 +69,12 @@ def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classe
     for folder in (jpeg_dir, tfrecord_dir):
         if folder.exists() and any(folder.iterdir()):
             sys.exit(f"dali_gpu: --make-data refuses the non-empty folder {folder}; drop --make-data to reuse it")
-    per_class = -(-num_images // num_classes)
-    jobs = [(str(jpeg_dir), c, first, min(64, per_class - first), num_classes)
-            for c in range(num_classes) for first in range(0, per_class, 64)]
+    # exactly num_images (the first classes take the remainder): with 4,096 = 16 x 256 every epoch is
+    # whole batches on 1 and 2 GPUs. 4,100 (41 per class) added a 4-image last step to each 16-step
+    # epoch, which cost ~1 point of the DALI/synthetic ratio on 1 H200 and more on 2.
+    sizes = [num_images // num_classes + (c < num_images % num_classes) for c in range(num_classes)]
+    jobs = [(str(jpeg_dir), c, first, min(64, size - first), num_classes)
+            for c, size in enumerate(sizes) for first in range(0, size, 64)]
     start = time.perf_counter()
     with multiprocessing.Pool(os.cpu_count()) as pool:
         total = sum(pool.map(_write_jpegs, jobs))

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from benchmarks import components, distenv, runlog, telemetry
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
+from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
 from benchmarks.models import model_name
@@ -53,6 +54,18 @@ def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, f
         "env": runlog.environment_provenance(), "framework": framework.describe(),
         "loader": loader.describe(), **({"cache_evict": cache_evict} if cache_evict else {}),
     })
+
+
+def _note_short_last_step(num_samples: int | None, *, world_size: int, per_gpu_batch: int, steps_per_epoch: int) -> None:
+    """Say when every epoch ends in a step much smaller than the batch: it takes nearly a whole step's
+    time, so on a small dataset img/s reads low (4,100 images on 1 H200: one 4-image step in 16)."""
+    last = None if num_samples is None else sharding.short_last_step(
+        num_samples, world_size=world_size, per_gpu_batch=per_gpu_batch)
+    if last is not None and last < per_gpu_batch // 2:
+        print(f"[ddlbench] note: {num_samples} samples on {world_size} rank(s) at batch {per_gpu_batch}: each epoch's "
+              f"last step (1 of {steps_per_epoch}) holds {last} sample(s) per rank and still costs nearly a whole step; "
+              f"for throughput comparisons use a multiple of {world_size * per_gpu_batch} samples",
+              file=sys.stderr, flush=True)
 
 
 def _summary(cfg: DictConfig, *, env: distenv.DistEnv, warmup: int, measured_steps: int, samples: float,
@@ -112,6 +125,8 @@ def run(cfg: DictConfig) -> int:
                    "pid": os.getpid(), "steps_per_epoch": len(loader)})
         if env.rank == 0:
             _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
+            _note_short_last_step(getattr(loader, "num_samples", None), world_size=env.world_size,
+                                  per_gpu_batch=cfg.run.per_gpu_batch, steps_per_epoch=len(loader))
             print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         profiler = make_profiler(cfg.run.profile_steps, total_steps=warmup + measured, run_dir=run_dir,
                                  rank=env.rank, device=device)

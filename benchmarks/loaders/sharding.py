@@ -52,3 +52,10 @@ def shard_batches(
     elif rank < tail:
         batches[-1] = batches[-1] + [tail_order[rank]]
     return batches
+
+
+def short_last_step(num_samples: int, *, world_size: int, per_gpu_batch: int) -> int | None:
+    """Samples per rank in each epoch's last, partial step; None when every step is whole (or when the
+    few leftover samples are appended to the previous step, see shard_batches)."""
+    tail = num_samples % (world_size * per_gpu_batch)
+    return tail // world_size if tail >= world_size else None

@@ -2,7 +2,7 @@
 import pytest
 
 from benchmarks.errors import ConfigError
-from benchmarks.loaders.sharding import epoch_permutation, shard_batches
+from benchmarks.loaders.sharding import epoch_permutation, shard_batches, short_last_step
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -33,3 +33,19 @@ def test_epochs_reshuffle_identically_on_every_rank():
 def test_dataset_smaller_than_world():
     with pytest.raises(ConfigError, match="dataset has 2 samples but world size is 3"):
         shard_batches([0, 1], rank=0, world_size=3, per_gpu_batch=1)
+
+
+@pytest.mark.parametrize(("num_samples", "world_size", "batch", "expected"), [
+    (4096, 1, 256, None),  # whole batches
+    (4100, 1, 256, 4),  # 16 whole steps and one of 4
+    (4100, 2, 256, 2),
+    (4097, 2, 256, None),  # one leftover sample rides along with the previous step
+    (1000, 3, 100, 33),  # tail 100 split over 3 ranks: the smallest share
+])
+def test_short_last_step(num_samples, world_size, batch, expected):
+    assert short_last_step(num_samples, world_size=world_size, per_gpu_batch=batch) == expected
+    if expected is not None:  # the rank with the fewest samples in shard_batches' last step
+        order = list(range(num_samples))
+        sizes = [len(shard_batches(order, rank=r, world_size=world_size, per_gpu_batch=batch)[-1])
+                 for r in range(world_size)]
+        assert min(sizes) == expected
