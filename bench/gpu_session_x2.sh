@@ -3,7 +3,7 @@
 # the DALI parts (.devwheels/dali/part.*, made by ../shared/device/stage-wheels.sh prepare) and receives it
 # into /tmp/stage, which survives while the machine stays warm; the `dali` phase carries the last part
 # and installs them all.
-#   bash bench/gpu_session_x2.sh ds          # + .devwheels/deepspeed: DeepSpeed ZeRO 0/1/2 vs DDP, 1 and 2 GPUs
+#   bash bench/gpu_session_x2.sh ds          # + .devwheels/deepspeed: DeepSpeed ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
@@ -19,7 +19,9 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 phase=${1:?ds|hvd|breakdown|stash|dali}
 case $phase in
-  ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1 2} bash bench/deepspeed_gpu.sh ;;
+  # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
+  # (with ZeRO-2 as well, 16 cells took 598 s)
+  ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1} bash bench/deepspeed_gpu.sh ;;
   hvd) STEPS=60 bash bench/horovod_gpu.sh ;;
   breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
@@ -28,9 +30,9 @@ case $phase in
     # the bench's DALI threads: 8 per rank of the 32 cores (as system=h200's cpus_per_rank)
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 30 \
         --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(loader|RESULT)|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file,dali-file-hw1 \
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
         --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --train-cases synthetic,dali-file,dali-tfrecord \
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file \
         --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     ;;
   *) echo "unknown phase $phase: choose ds, hvd, breakdown, stash or dali" >&2; exit 2 ;;
