@@ -305,8 +305,8 @@ class DaliLoader:
                 images, device=op_device, dtype=types.FLOAT, mean=mean, std=std, mirror=mirror,
                 output_layout="HWC" if ctx.channels_last else "CHW", **crop)
             if mixed:
-                # labels leave with the images, on the GPU: a copy from pageable host memory would make the
-                # host wait for the GPU's queued work every step
+                # labels leave with the images, on the GPU: copying them from pageable host memory every
+                # step can block the host (cudaMemcpyAsync is synchronous for pageable memory)
                 labels = fn.cast(labels.gpu(), dtype=types.INT64)
             return images, labels
 
