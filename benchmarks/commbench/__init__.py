@@ -1,8 +1,8 @@
 """`ddlbench commbench`: interconnect microbenchmarks, JSON out.
 
 - all-reduce bus-bandwidth sweep (1 KiB .. --max-bytes, powers of two) through torch.distributed
-  (NCCL on GPU, gloo on CPU), DeepSpeed's comm and Horovod where installed, each imported only in
-  its own module here; bandwidths as nccl-tests define them: algbw = size / time,
+  (NCCL on GPU, gloo on CPU), DeepSpeed's comm and Horovod where installed (their Collectives live in
+  their framework adapters, the only modules that import them); bandwidths as nccl-tests define them: algbw = size / time,
   busbw = algbw * 2(n-1)/n for all-reduce; warm-up iterations are not timed; the time of a size
   is the slowest rank's mean over the timed iterations;
 - GPU only: the P2P copy bandwidth / latency matrix between every pair of the node's GPUs (rank 0),

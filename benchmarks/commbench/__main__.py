@@ -33,11 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict] = []
     skipped: list[str] = []
     if backends == ["horovod"]:  # horovodrun: Horovod's own rendezvous, no torch.distributed
-        from benchmarks.commbench import horovod_comm
+        from benchmarks.frameworks import horovod
 
-        rank, local_rank, world = horovod_comm.init()
+        rank, local_rank, world = horovod.commbench_init()
         device = _device(use_cuda, local_rank)
-        comm = horovod_comm.collective(device)
+        comm = horovod.commbench_collective(device)
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
         records += [m.record() for m in allreduce_sweep(comm, device=device, size_list=size_list,
                                                         warmup=args.warmup, iters=args.iters)]
@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
             if backend == "torch":
                 comm = torch_dist.collective(device)
             elif backend == "deepspeed":
-                from benchmarks.commbench import deepspeed_comm
+                from benchmarks.frameworks import deepspeed
 
-                if (why := deepspeed_comm.available()) is not None:
+                if (why := deepspeed.commbench_unavailable()) is not None:
                     skipped.append(f"deepspeed: {why}")
                     continue
-                comm = deepspeed_comm.collective(device)
+                comm = deepspeed.commbench_collective(device)
             elif backend == "horovod":
                 skipped.append("horovod: run it alone (--backends horovod), it is started by horovodrun")
                 continue

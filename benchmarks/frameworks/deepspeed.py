@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
@@ -69,6 +70,11 @@ def ds_config(
     if zero_stage >= 1:
         zero |= {"reduce_bucket_size": reduce_bucket_size, "allgather_bucket_size": allgather_bucket_size,
                  "overlap_comm": overlap_comm, "contiguous_gradients": contiguous_gradients}
+    fp32_weights = amp_dtype is None or mixed_precision == "autocast"
+    if zero_stage in (1, 2) and gradient_clipping == 0 and fp32_weights:
+        # ZeRO-1/2 compute the global gradient norm every step for clipping alone (fp32 weights have no
+        # overflow check); nothing reads it when clipping is off. (Refused with engine bf16 at ZeRO-1.)
+        zero["compute_grad_norm"] = False
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": per_gpu_batch,
         "gradient_accumulation_steps": gradient_accumulation_steps,
@@ -284,3 +290,30 @@ def _cast_inputs(dtype: torch.dtype):
         return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
 
     return hook
+
+
+# ---- `ddlbench commbench --backends deepspeed`: the all-reduce sweep through deepspeed.comm ----
+
+def commbench_unavailable() -> str | None:
+    """None when commbench can use DeepSpeed, else why not."""
+    return None if importlib.util.find_spec("deepspeed") else f"deepspeed is not installed ({INSTALL_HINT})"
+
+
+def commbench_collective(device: torch.device) -> Collective:
+    """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created."""
+    deepspeed = _import_deepspeed(device)
+    import deepspeed.comm as ds_comm
+
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
+
+    def max_over_ranks(x: float) -> float:
+        t = torch.tensor([x], dtype=torch.float64, device=device)
+        ds_comm.all_reduce(t, op=ds_comm.ReduceOp.MAX)
+        return float(t.item())
+
+    return Collective(
+        name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(),
+        all_reduce=lambda t: ds_comm.all_reduce(t), max_over_ranks=max_over_ranks,
+        synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
+        barrier=ds_comm.barrier,
+    )

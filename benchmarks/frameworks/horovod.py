@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
@@ -252,3 +253,28 @@ class Horovod:
             ),
             "timeline": self._timeline_path,
         }
+
+
+# ---- `ddlbench commbench --backends horovod`: the all-reduce sweep through Horovod (under horovodrun) ----
+
+def commbench_init() -> tuple[int, int, int]:
+    """hvd.init() for commbench; (rank, local rank, world size)."""
+    hvd = _import_horovod()
+    hvd.init()
+    return hvd.rank(), hvd.local_rank(), hvd.size()
+
+
+def commbench_collective(device: torch.device) -> Collective:
+    """commbench's Collective over Horovod's in-place all-reduce (after commbench_init)."""
+    hvd = _import_horovod()
+
+    def max_over_ranks(x: float) -> float:
+        return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max, name="commbench.max").item())
+
+    return Collective(
+        name="horovod", rank=hvd.rank(), world_size=hvd.size(),
+        all_reduce=lambda t: hvd.allreduce_(t, op=hvd.Sum, name="commbench.allreduce"),
+        max_over_ranks=max_over_ranks,
+        synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
+        barrier=lambda: hvd.allreduce(torch.zeros(1), name="commbench.barrier"),
+    )

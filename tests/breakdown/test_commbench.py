@@ -1,6 +1,7 @@
-"""ddlbench commbench: the nccl-tests formulas, sizes, the launch argv, and a 2-rank gloo sweep."""
+"""ddlbench commbench: the nccl-tests formulas, sizes, the launch argv, and 2-rank sweeps (gloo, DeepSpeed, Horovod)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 
@@ -60,3 +61,18 @@ def test_gloo_sweep_on_two_ranks(tmp_path):
         assert r["busbw_gb_s"] == pytest.approx(r["algbw_gb_s"])  # 2(n-1)/n = 1 at n = 2
         assert (r["iters"], r["warmup_iters"]) == (3, 1)
     assert "busbw GB/s" in result.stdout
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("backends", ["deepspeed", "horovod"])
+def test_framework_backends_on_two_ranks(tmp_path, backends):
+    """DeepSpeed's comm (on commbench's torch.distributed group) and Horovod (under horovodrun), through
+    the Collectives their framework adapters build."""
+    if importlib.util.find_spec(backends) is None:
+        pytest.skip(f"{backends} is not installed: run 'make {backends}'")
+    out = tmp_path / f"commbench-{backends}.json"
+    result = ddlbench("commbench", "--nproc", "2", "--backends", backends, "--max-bytes", "2048", "--warmup", "1",
+                      "--iters", "2", "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = json.loads(out.read_text())
+    assert [(r["backend"], r["world_size"], r["size_bytes"]) for r in records] == [(backends, 2, 1024), (backends, 2, 2048)]

@@ -58,6 +58,8 @@ def test_zero_stage_writes_a_complete_run_with_identical_replicas(root, stage):
     assert framework["ds_config"]["zero_optimization"]["stage"] == stage
     assert framework["ds_config"]["train_micro_batch_size_per_gpu"] == 8  # follows run.per_gpu_batch
     assert framework["ds_config"]["timers"] == {"throughput": {"enabled": False}}  # no per-step device sync
+    # the global gradient norm only serves clipping, which is off (as in DDP)
+    assert framework["ds_config"]["zero_optimization"].get("compute_grad_norm", True) is (stage not in (1, 2))
     if stage == 0:
         assert framework["reduce_note"] == "gradients are all-reduced after backward (not overlapped with it)"
     for rank in (0, 1):
