@@ -1,13 +1,17 @@
 """Campaigns: an experiment's `campaign:` grid -> one Slurm job per cell; plan, submit, status.
 
     ddlbench campaign plan   experiment=aach2023_scaling system=juwels_booster [--dry-run]
-    ddlbench campaign submit experiment=slurm_smoke system=slurm_cpu [--max-jobs 8] [--dry-run]
+    ddlbench campaign submit experiment=slurm_smoke system=slurm_cpu [--max-jobs 8] [--array] [--dry-run]
     ddlbench campaign status experiment=slurm_smoke system=slurm_cpu
 
 A cell is one run directory (runs/<campaign>/<framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>), so
 the run directories are the truth: `submit` sends only cells that are missing or failed (and not
 queued), and moves a failed cell's directory aside (runs/<campaign>/slurm/attic/) before resubmitting
 it, because run directories are never overwritten. Job ids go to runs/<campaign>/slurm/jobs.jsonl.
+
+With --array, cells of the same shape (nodes x ranks per node) go as one Slurm job array, throttled by
+Slurm itself with --max-jobs (--array=0-K%N); each task reads its overrides from a cells file
+(runs/<campaign>/slurm/array-*.jsonl, one JSON list per task) and the ledger names it <array id>_<k>.
 """
 from __future__ import annotations
 
@@ -127,26 +131,47 @@ def slurm_dir(cfg) -> Path:
     return (Path(cfg.run.root) / cfg.run.campaign / "slurm").resolve()
 
 
-def sbatch_command(cfg, cell: Cell, base: list[str]) -> list[str]:
-    """The exact sbatch argv of one cell (slurm/run.sh with the cell's overrides)."""
+def _sbatch_for_shape(cfg, cell: Cell, **kwargs) -> list[str]:
     from launchers import slurm
 
     system = cfg.system
+    extra = kwargs.pop("extra", [])
     return slurm.sbatch(
-        overrides=cell.overrides(_job_overrides(base)), nodes=cell.num_nodes, ntasks_per_node=cell.ranks_per_node,
-        cpus_per_task=system.cpus_per_rank, gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node),
-        partition=system.partition, account=system.account, time_limit=system.time_limit,
-        job_name=job_name(cfg.run.campaign, cell), output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"),
-        extra=[f"--chdir={os.getcwd()}", *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
+        nodes=cell.num_nodes, ntasks_per_node=cell.ranks_per_node, cpus_per_task=system.cpus_per_rank,
+        gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node), partition=system.partition,
+        account=system.account, time_limit=system.time_limit,
+        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
+        **kwargs,
     )
+
+
+def sbatch_command(cfg, cell: Cell, base: list[str]) -> list[str]:
+    """The exact sbatch argv of one cell (slurm/run.sh with the cell's overrides)."""
+    return _sbatch_for_shape(cfg, cell, overrides=cell.overrides(_job_overrides(base)),
+                             job_name=job_name(cfg.run.campaign, cell),
+                             output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"))
+
+
+def array_name(campaign: str, cell: Cell) -> str:
+    return f"{JOB_PREFIX}{campaign}/array-n{cell.num_nodes}x{cell.ranks_per_node}"
+
+
+def array_sbatch_command(cfg, cells: list[Cell], *, cells_file: Path, max_jobs: int | None) -> list[str]:
+    """One sbatch of a job array over cells of one shape; task k runs line k of cells_file."""
+    throttle = f"%{max_jobs}" if max_jobs else ""
+    name = array_name(cfg.run.campaign, cells[0])
+    return _sbatch_for_shape(cfg, cells[0], overrides=[], job_name=name, cells_file=str(cells_file),
+                             output=str(slurm_dir(cfg) / f"{name.rsplit('/', 1)[1]}-%A_%a.out"),
+                             extra=[f"--array=0-{len(cells) - 1}{throttle}"])
 
 
 # ---- what the cluster and the run directories say ----
 
 def active_jobs(campaign: str) -> dict[str, tuple[str, str]]:
-    """{job name: (job id, state)} of this campaign's queued or running jobs (squeue)."""
+    """{job name or array task id: (job id, state)} of this campaign's queued or running jobs (squeue;
+    -r lists every array task on its own line, as <array id>_<k>)."""
     try:
-        out = subprocess.run(["squeue", "--me", "-h", "-o", "%i|%j|%T"], capture_output=True, text=True,
+        out = subprocess.run(["squeue", "--me", "-r", "-h", "-o", "%i|%j|%T"], capture_output=True, text=True,
                              timeout=30, check=True).stdout
     except FileNotFoundError:
         from benchmarks.errors import ConfigError
@@ -161,7 +186,8 @@ def active_jobs(campaign: str) -> dict[str, tuple[str, str]]:
     for line in out.splitlines():
         job_id, name, state = line.split("|", 2)
         if name.startswith(prefix) and state in ACTIVE_STATES:
-            jobs[name] = (job_id, state.lower())
+            key = job_id if "_" in job_id else name  # the tasks of an array share its name
+            jobs[key] = (job_id, state.lower())
     return jobs
 
 
@@ -217,13 +243,13 @@ def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
         if cell.problem:
             rows.append((cell, "impossible", cell.problem))
             continue
-        job = jobs.get(job_name(cfg.run.campaign, cell))
+        last = submitted.get(cell.name)
+        job = jobs.get(job_name(cfg.run.campaign, cell)) or (last and jobs.get(str(last["job_id"])))
         if job:
             rows.append((cell, "running" if job[1] != "pending" else "pending", f"job {job[0]}"))
             continue
         state = run_dir_state(cell.run_dir)
         detail = ""
-        last = submitted.get(cell.name)
         if state != "completed" and last:
             final = finished_job_state(str(last["job_id"]))
             detail = f"last job {last['job_id']}" + (f" {final}" if final else "")
@@ -269,42 +295,80 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _move_aside(cell: Cell, state: str, logs: Path) -> None:
+    """Never overwrite a run: keep a failed one for the post-mortem, out of the cell's place."""
+    attic = logs / "attic" / f"{cell.name}.{time.strftime('%Y%m%dT%H%M%S')}"
+    attic.parent.mkdir(parents=True, exist_ok=True)
+    cell.run_dir.rename(attic)
+    print(f"[ddlbench] {cell.name} was {state}: moved to {attic}", file=sys.stderr)
+
+
+def _new_cells_file(logs: Path, cell: Cell) -> Path:
+    """A cells-file name no earlier array used (earlier arrays' files stay: their tasks may be queued)."""
+    stem = f"array-{time.strftime('%Y%m%dT%H%M%S')}-n{cell.num_nodes}x{cell.ranks_per_node}"
+    path, k = logs / f"{stem}.jsonl", 1
+    while path.exists():
+        k += 1
+        path = logs / f"{stem}-{k}.jsonl"
+    return path
+
+
+def _by_shape(todo: list[tuple[Cell, str]]) -> list[list[tuple[Cell, str]]]:
+    """Cells grouped by (nodes, ranks per node), in plan order: one job array each."""
+    groups: dict[tuple[int, int], list[tuple[Cell, str]]] = {}
+    for cell, state in todo:
+        groups.setdefault((cell.num_nodes, cell.ranks_per_node), []).append((cell, state))
+    return list(groups.values())
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
-    """Submit the missing and failed cells, at most --max-jobs of this campaign in the queue at once."""
+    """Submit the missing and failed cells: one job each, at most --max-jobs of this campaign queued at
+    once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
     cfg, cells = plan(args.overrides)
     rows = cell_states(cfg, cells)
     todo = [(c, s) for c, s, _ in rows if s in ("missing", "failed", "incomplete")]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
-    room = len(todo) if args.max_jobs is None else max(0, args.max_jobs - queued)
+    room = len(todo) if args.max_jobs is None or args.array else max(0, args.max_jobs - queued)
     logs = slurm_dir(cfg)
+    base = _job_overrides(args.overrides)
     submitted = 0
-    for cell, state in todo[:room]:
-        argv = sbatch_command(cfg, cell, args.overrides)
+    for batch in _by_shape(todo[:room]) if args.array else [[item] for item in todo[:room]]:
+        batch_cells = [cell for cell, _ in batch]
+        if args.array:
+            first = batch_cells[0]
+            cells_file = _new_cells_file(logs, first)
+            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=args.max_jobs)
+        else:
+            argv = sbatch_command(cfg, batch_cells[0], args.overrides)
         if args.dry_run:
             print(shlex.join(argv))
             continue
         logs.mkdir(parents=True, exist_ok=True)
-        if state != "missing":
-            # never overwrite a run: keep the failed one for the post-mortem, out of the cell's place
-            attic = logs / "attic" / f"{cell.name}.{time.strftime('%Y%m%dT%H%M%S')}"
-            attic.parent.mkdir(parents=True, exist_ok=True)
-            cell.run_dir.rename(attic)
-            print(f"[ddlbench] {cell.name} was {state}: moved to {attic}", file=sys.stderr)
+        for cell, state in batch:
+            if state != "missing":
+                _move_aside(cell, state, logs)
+        if args.array:
+            with open(cells_file, "x") as f:  # "x": an earlier array's file is never overwritten
+                f.writelines(json.dumps(cell.overrides(base)) + "\n" for cell in batch_cells)
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-            print(f"ddlbench: error: sbatch refused {cell.name} ({said}); fix the profile or flags and run submit "
-                  f"again; command: {shlex.join(argv)}", file=sys.stderr)
+            print(f"ddlbench: error: sbatch refused {batch_cells[0].name} ({said}); fix the profile or flags and run "
+                  f"submit again; command: {shlex.join(argv)}", file=sys.stderr)
             return 1
         job_id = done.stdout.strip().split(";")[0]
+        ids = [f"{job_id}_{k}" for k in range(len(batch_cells))] if args.array else [job_id]
         with open(logs / "jobs.jsonl", "a") as f:
-            f.write(json.dumps({"cell": cell.name, "job_id": job_id, "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                "argv": argv}) + "\n")
-        print(f"[ddlbench] submitted {cell.name}: job {job_id}")
-        submitted += 1
-    left = len(todo) - min(len(todo), room)
+            for cell, cell_job in zip(batch_cells, ids):
+                f.write(json.dumps({"cell": cell.name, "job_id": cell_job,
+                                    "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv}) + "\n")
+        for cell, cell_job in zip(batch_cells, ids):
+            print(f"[ddlbench] submitted {cell.name}: job {cell_job}")
+        submitted += len(batch_cells)
+    chosen = min(len(todo), room)
+    left = len(todo) - chosen
     verb = "would submit" if args.dry_run else "submitted"
-    print(f"campaign {cfg.run.campaign}: {verb} {min(len(todo), room) if args.dry_run else submitted}, "
+    print(f"campaign {cfg.run.campaign}: {verb} {chosen if args.dry_run else submitted}, "
           f"{queued} already queued, {sum(1 for _, s, _ in rows if s == 'completed')} completed, "
           f"{sum(1 for _, s, _ in rows if s == 'impossible')} impossible"
           + (f", {left} held back by --max-jobs {args.max_jobs} (run submit again later)" if left else ""))
@@ -323,5 +387,8 @@ def add_parser(sub) -> None:
         if name in ("plan", "submit"):
             a.add_argument("--dry-run", action="store_true", help="print the exact sbatch commands only")
         if name == "submit":
-            a.add_argument("--max-jobs", type=int, default=None, help="at most this many jobs of the campaign queued at once")
+            a.add_argument("--max-jobs", type=int, default=None,
+                           help="at most this many jobs of the campaign queued at once (with --array: running at once)")
+            a.add_argument("--array", action="store_true",
+                           help="submit cells of the same shape as one Slurm job array (throttled by --max-jobs)")
         a.set_defaults(func=func)

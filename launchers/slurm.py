@@ -69,8 +69,10 @@ def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_p
            gpus_per_node: int = 0, partition: str | None = None, account: str | None = None,
            time_limit: str | None = None, job_name: str | None = None, output: str | None = None,
            extra: Sequence[str] = (), export: Mapping[str, str] | None = None,
-           script: str = str(RUN_SCRIPT)) -> list[str]:
-    """`sbatch --parsable ... slurm/run.sh OVERRIDES`: flags on the command line beat the script's #SBATCH."""
+           script: str = str(RUN_SCRIPT), cells_file: str | None = None) -> list[str]:
+    """`sbatch --parsable ... slurm/run.sh OVERRIDES`: flags on the command line beat the script's #SBATCH.
+    With cells_file, the job is one task of an array (pass --array in extra) and reads its overrides
+    from that file's line SLURM_ARRAY_TASK_ID (see launch)."""
     argv = ["sbatch", "--parsable", f"--nodes={nodes}", f"--ntasks-per-node={ntasks_per_node}",
             f"--cpus-per-task={cpus_per_task}"]
     if gpus_per_node:
@@ -85,7 +87,31 @@ def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_p
                 raise ConfigError(f"sbatch --export {key}={value!r}: ',' cannot be passed through --export; "
                                   "set the variable in the environment before submitting instead")
         argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in export.items())]))
-    return [*argv, *extra, script, *checked(overrides)]
+    cells = []
+    if cells_file is not None:
+        check_override(f"cells={cells_file}")  # a path of plain characters: nothing a shell acts on
+        cells = [f"--cells={cells_file}"]
+    return [*argv, *extra, script, *cells, *checked(overrides)]
+
+
+def array_task_overrides(cells_file: Path, environ: Mapping[str, str]) -> list[str]:
+    """This array task's overrides: line SLURM_ARRAY_TASK_ID of cells_file, a JSON list per line
+    (written by `ddlbench campaign submit --array`; JSON, so no shell ever splits them)."""
+    import json
+
+    if "SLURM_ARRAY_TASK_ID" not in environ:
+        raise ConfigError(f"--cells={cells_file} needs a job array task (SLURM_ARRAY_TASK_ID unset); "
+                          "submit with 'ddlbench campaign submit --array', or pass the overrides directly")
+    index = int(environ["SLURM_ARRAY_TASK_ID"])
+    try:
+        lines = cells_file.read_text().splitlines()
+    except OSError as error:
+        raise ConfigError(f"--cells={cells_file} cannot be read ({error.strerror}); it is written by "
+                          "'ddlbench campaign submit --array' next to the campaign's jobs.jsonl") from None
+    if not 0 <= index < len(lines):
+        raise ConfigError(f"--cells={cells_file} has {len(lines)} cells but SLURM_ARRAY_TASK_ID={index}; "
+                          f"submit with --array=0-{len(lines) - 1}")
+    return list(json.loads(lines[index]))
 
 
 def master_addr(nodelist: str, *, suffix: str = "") -> str:
@@ -124,7 +150,8 @@ def _allocation(environ: Mapping[str, str]) -> tuple[int, int, int, str]:
     return int(environ["SLURM_JOB_ID"]), ntasks, nodes, environ.get("SLURM_JOB_NODELIST", "localhost")
 
 
-def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[str, str] | None = None) -> int:
+def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[str, str] | None = None,
+           cells_file: Path | None = None) -> int:
     """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
     from benchmarks import runlog
     from benchmarks.app import resolve_run_dir
@@ -132,6 +159,8 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     from benchmarks.validate import validate
 
     environ = dict(os.environ if environ is None else environ)
+    if cells_file is not None:
+        overrides = checked([*array_task_overrides(cells_file, environ), *overrides])
     cfg = compose(overrides)
     validate(cfg, check_device=False)  # the batch host may see no GPU; every rank checks its own
     job_id, ntasks, nodes, nodelist = _allocation(environ)
@@ -186,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["launch"])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native")
     parser.add_argument("--dry-run", action="store_true", help="print the rank launch command only")
-    args = parser.parse_args(argv)
+    parser.add_argument("--cells", type=Path, default=None, metavar="FILE",
+                        help="job arrays: take this task's overrides from line SLURM_ARRAY_TASK_ID of FILE")
+    args = parser.parse_intermixed_args(argv)  # options may sit between the action and the overrides
     try:
-        return launch(args.overrides, dry_run=args.dry_run)
+        return launch(args.overrides, dry_run=args.dry_run, cells_file=args.cells)
     except ConfigError as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
         return 2

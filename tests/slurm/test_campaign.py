@@ -60,6 +60,26 @@ def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
     assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
 
 
+def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
+    """Cells of one shape go as one job array that Slurm throttles; status and resubmission follow the tasks."""
+    monkeypatch.chdir(tmp_path)
+    grid = [*GRID, "campaign.gpus=[2]", "campaign.repeats=2"]  # two cells of the same shape (1 node x 2 ranks)
+    dry = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1", "--dry-run")
+    assert dry.count("sbatch --parsable") == 1 and "--array=0-1%1" in dry and "--cells=" in dry
+    out = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1")
+    tasks = re.findall(r"submitted (\S+): job (\d+_\d)", out)
+    assert [cell for cell, _ in tasks] == [f"ddp-synthetic-simple_cnn-g2-n1-b8-r{r}" for r in (0, 1)], out
+    assert len({task.split("_")[0] for _, task in tasks}) == 1  # one array
+    (cells_file,) = (tmp_path / "runs" / "slurm_smoke" / "slurm").glob("array-*-n1x2.jsonl")
+    assert [json.loads(line)[-1] for line in cells_file.read_text().splitlines()] == ["run.repeat=0", "run.repeat=1"]
+    for _, task in tasks:
+        assert wait_for(task)["JobState"] == "COMPLETED"
+    status = ddlbench(capsys, "campaign", "status", *grid)
+    assert status.strip().endswith("2 cells: 2 completed"), status
+    again = ddlbench(capsys, "campaign", "submit", *grid, "--array")
+    assert "submitted 0, 0 already queued, 2 completed" in again
+
+
 def test_max_jobs_holds_back_the_rest(slurm_up, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out = ddlbench(capsys, "campaign", "submit", *GRID, "--max-jobs", "1", "--dry-run")

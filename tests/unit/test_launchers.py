@@ -127,6 +127,29 @@ def test_launch_dry_run_in_a_fake_allocation(tmp_path, capsys):
     assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in err
 
 
+def test_an_array_task_takes_its_line_of_the_cells_file(tmp_path, capsys):
+    cells = tmp_path / "cells.jsonl"
+    cells.write_text('["system=slurm_cpu", "run.repeat=0"]\n["system=slurm_cpu", "run.repeat=1"]\n')
+    environ = {"SLURM_JOB_ID": "9", "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_ARRAY_TASK_ID": "1"}
+    # the options sit between the action and the overrides, as slurm/run.sh passes them
+    assert slurm.main(["launch", f"--cells={cells}", "--dry-run", f"run.root={tmp_path}", "run.campaign=t"]) == 2
+    assert "(SLURM_ARRAY_TASK_ID unset)" in capsys.readouterr().err  # parsed; this process is no array task
+    assert slurm.launch([f"run.root={tmp_path}", "run.campaign=t"], dry_run=True, environ=environ, cells_file=cells) == 0
+    assert "ddp-synthetic-resnet50-g2-n1-b32-r1" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"has 2 cells but SLURM_ARRAY_TASK_ID=5; submit with --array=0-1$"):
+        slurm.array_task_overrides(cells, {"SLURM_ARRAY_TASK_ID": "5"})
+    with pytest.raises(ConfigError, match=r"needs a job array task \(SLURM_ARRAY_TASK_ID unset\)"):
+        slurm.array_task_overrides(cells, {})
+
+
+def test_sbatch_of_an_array_passes_the_cells_file_not_overrides():
+    argv = slurm.sbatch(overrides=[], nodes=1, ntasks_per_node=2, cpus_per_task=1, extra=["--array=0-3%2"],
+                        cells_file="/runs/c/slurm/array-1-n1x2.jsonl", script="run.sh")
+    assert argv[-3:] == ["--array=0-3%2", "run.sh", "--cells=/runs/c/slurm/array-1-n1x2.jsonl"]
+    with pytest.raises(ConfigError, match="not allowed"):
+        slurm.sbatch(overrides=[], nodes=1, ntasks_per_node=1, cpus_per_task=1, cells_file="/tmp/a;rm -rf x")
+
+
 # ---- campaigns (pure planning; submission is tested on the real cluster in tests/slurm) ----
 
 @pytest.mark.parametrize("gpus, expected", [
