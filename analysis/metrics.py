@@ -191,6 +191,36 @@ def breakdown_cells(shares: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame
     return out.sort_values(by).reset_index(drop=True)
 
 
+SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
+
+
+def step_stability(steps: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (mean over repeats), from the slowest rank's measured step times: the median, p95 and
+    max step in ms, slow_steps_pct (steps > SLOW_STEP_FACTOR x the run's median) and slow_time_pct (the
+    time those steps took beyond the median, as a share of all step time: what the run would gain if
+    every step ran at the median). Steadily slow runs have a low slow_time_pct; jittery ones (loader or
+    GPU contention, stragglers, a short last step per epoch) a high one."""
+    per_step = step_times(steps)
+    median = per_step.groupby("run_id", observed=True)["step_s"].transform("median")
+    slow = per_step["step_s"] > SLOW_STEP_FACTOR * median
+    per_step = per_step.assign(slow=slow, excess_s=(per_step["step_s"] - median).where(slow, 0.0))
+    runs = per_step.groupby("run_id", observed=True).agg(
+        step_ms_median=("step_s", "median"), step_ms_p95=("step_s", lambda x: x.quantile(0.95)),
+        step_ms_max=("step_s", "max"), slow_steps_pct=("slow", "mean"), excess_s=("excess_s", "sum"),
+        time_s=("step_s", "sum"),
+    ).reset_index()
+    runs["run_id"] = runs["run_id"].astype(str)
+    for column in ("step_ms_median", "step_ms_p95", "step_ms_max"):
+        runs[column] *= 1e3
+    runs["slow_steps_pct"] *= 100
+    runs["slow_time_pct"] = 100 * runs.pop("excess_s") / runs.pop("time_s")
+    by = [c for c in CELL if c in per_run]
+    merged = runs.merge(per_run[["run_id", *by]], on="run_id")
+    columns = ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "slow_time_pct"]
+    out = merged.groupby(by, dropna=False, observed=True)[columns].mean().reset_index()
+    return out.sort_values(by).reset_index(drop=True)
+
+
 def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     """Stash stalls from paired runs (same framework, model, precision, per-GPU batch, per-GPU samples);
     T = time_s of a run (median over repeats). One row per stall:

@@ -173,6 +173,12 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "collectives are not timed.")))
         blocks.append(Block("table", _percent(shares, metrics.SHARES).rename(
             columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
+        stability = metrics.step_stability(campaign.steps, warm)
+        blocks.append(Block("text", (
+            f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
+            "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
+            "time (what the run would gain if every step ran at its median).")))
+        blocks.append(Block("table", stability.round(1)))
         for model in plots._models(shares):
             _figure(blocks, figures, f"breakdown_{model}", lambda model=model: plots.breakdown_bars(shares, model=model),
                     f"Time breakdown per GPU count, {model}.")

@@ -134,3 +134,18 @@ def test_weak_scaling_kept_for_results(hand):
     runs = hand.counted
     table = metrics.weak_scaling(runs)
     assert list(table["efficiency"]) == pytest.approx([1.0, (13.333333333333334 / 2) / 8])
+
+
+def test_step_stability_by_hand():
+    # 10 measured steps of 1 s on the slowest rank, two of them 2 s; the other rank is always faster
+    slowest = [1.0] * 8 + [2.0, 2.0]
+    rows = [{"run_id": "a", "step": step, "rank": rank, "samples": 4, "warmup": False,
+             "step_s": slowest[step] if rank == 0 else 0.9} for step in range(10) for rank in (0, 1)]
+    rows.append({"run_id": "a", "step": -1, "rank": 0, "samples": 4, "warmup": True, "step_s": 50.0})  # not measured
+    per_run = pd.DataFrame([{"run_id": "a", "framework": "ddp", "loader": "dali", "model": "resnet50",
+                             "precision": "amp_bf16", "per_gpu_batch": 4, "world_size": 2, "num_nodes": 1}])
+    (row,) = metrics.step_stability(pd.DataFrame(rows), per_run).to_dict("records")
+    assert (row["framework"], row["world_size"]) == ("ddp", 2)
+    assert row["step_ms_median"] == pytest.approx(1000) and row["step_ms_max"] == pytest.approx(2000)
+    assert row["slow_steps_pct"] == pytest.approx(20)
+    assert row["slow_time_pct"] == pytest.approx(100 * 2.0 / 12.0)  # 2 s beyond the median of 12 s in all
