@@ -34,6 +34,13 @@ case $phase in
         --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file \
         --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+    # where the 2-GPU DALI runs lose their time (slow steps of 10-30 ms, 2026-11-29): a profiler window,
+    # telemetry, and the trace's idle / kernel / comm split per rank
+    "$PY" -m benchmarks.cli run framework=ddp model=resnet model.depth=50 precision=amp_bf16 system=h200 \
+        system.ranks_per_node=2 run.per_gpu_batch=256 loader=dali data.path=/tmp/ddl_jpeg loader.num_threads=8 \
+        run.warmup_steps=40 run.steps=40 run.log_every=0 "run.profile_steps=[30,37]" run.telemetry_hz=10 \
+        run.dir="$OUT/dali-g2-trace" 2>&1 | grep -E "done|rror"
+    for rank in 0 1; do "$PY" -m analysis.breakdown "$OUT/dali-g2-trace" --rank $rank; done
     ;;
   *) echo "unknown phase $phase: choose ds, hvd, breakdown, stash or dali" >&2; exit 2 ;;
 esac 2>&1 | tee "$OUT/$phase.txt"
