@@ -87,7 +87,7 @@ def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_p
                 raise ConfigError(f"sbatch --export {key}={value!r}: ',' cannot be passed through --export; "
                                   "set the variable in the environment before submitting instead")
         argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in export.items())]))
-    cells = []
+    cells: list[str] = []
     if cells_file is not None:
         check_override(f"cells={cells_file}")  # a path of plain characters: nothing a shell acts on
         cells = [f"--cells={cells_file}"]

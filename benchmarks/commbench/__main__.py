@@ -33,11 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict] = []
     skipped: list[str] = []
     if backends == ["horovod"]:  # horovodrun: Horovod's own rendezvous, no torch.distributed
-        from benchmarks.frameworks import horovod
+        from benchmarks.frameworks import horovod as horovod_adapter
 
-        rank, local_rank, world = horovod.commbench_init()
+        rank, local_rank, world = horovod_adapter.commbench_init()
         device = _device(use_cuda, local_rank)
-        comm = horovod.commbench_collective(device)
+        comm = horovod_adapter.commbench_collective(device)
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
         records += [m.record() for m in allreduce_sweep(comm, device=device, size_list=size_list,
                                                         warmup=args.warmup, iters=args.iters)]
@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
             if backend == "torch":
                 comm = torch_dist.collective(device)
             elif backend == "deepspeed":
-                from benchmarks.frameworks import deepspeed
+                from benchmarks.frameworks import deepspeed as deepspeed_adapter
 
-                if (why := deepspeed.commbench_unavailable()) is not None:
+                if (why := deepspeed_adapter.commbench_unavailable()) is not None:
                     skipped.append(f"deepspeed: {why}")
                     continue
-                comm = deepspeed.commbench_collective(device)
+                comm = deepspeed_adapter.commbench_collective(device)
             elif backend == "horovod":
                 skipped.append("horovod: run it alone (--backends horovod), it is started by horovodrun")
                 continue
