@@ -172,9 +172,11 @@ def run_training(args: argparse.Namespace) -> dict[str, float]:
     """Each case --rounds times, interleaved (the machine drifts), and its mean img/s."""
     samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        root = args.runs_root or Path(tmp)  # kept with --runs-root (their step logs), else dropped
         for round_index in range(args.rounds):
             for name, overrides in train_cases(args).items():
-                img_s = train_img_s(overrides, args=args, root=Path(tmp), name=f"{name.replace('-', '_')}_r{round_index}")
+                img_s = train_img_s(overrides, args=args, root=root,
+                                    name=f"{name.replace('-', '_')}_g{args.gpus}_r{round_index}")
                 samples.setdefault(name, []).append(img_s)
                 print(f"train resnet50 amp_bf16 {args.gpus} GPU(s) b{args.batch} round {round_index} {name:<14} "
                       f"{img_s:>9,.0f} img/s", flush=True)
@@ -200,6 +202,8 @@ def main() -> None:
     parser.add_argument("--train-cases", default=DEFAULT_TRAIN_CASES,
                         help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
+    parser.add_argument("--runs-root", type=Path, default=None,
+                        help="keep the training runs' directories here (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     args.train_cases = args.train_cases.split(",")

@@ -31,9 +31,9 @@ case $phase in
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 30 \
         --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(loader|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
-        --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file \
-        --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     # where the 2-GPU DALI runs lose their time (slow steps of 10-30 ms, 2026-11-29): a profiler window,
     # telemetry, and the trace's idle / kernel / comm split per rank
     "$PY" -m benchmarks.cli run framework=ddp model=resnet model.depth=50 precision=amp_bf16 system=h200 \
@@ -44,3 +44,13 @@ case $phase in
     ;;
   *) echo "unknown phase $phase: choose ds, hvd, breakdown, stash or dali" >&2; exit 2 ;;
 esac 2>&1 | tee "$OUT/$phase.txt"
+# at most 8 files (16 MiB each) come back from $OUT: the run directories travel as one tarball (their
+# step logs, meta.json, telemetry), profiler traces as another, which may be too large to come back
+runs=$(find "$OUT" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
+if [[ -n $runs ]]; then
+    # shellcheck disable=SC2086  # the folder names are ours: letters, digits, '-' and '_'
+    traces=$(cd "$OUT" && find $runs -type d -name trace)
+    [[ -z $traces ]] || tar -C "$OUT" -czf "$OUT/$phase-traces.tgz" $traces
+    tar -C "$OUT" -czf "$OUT/$phase-runs.tgz" --exclude=trace $runs && (cd "$OUT" && rm -rf $runs)
+    ls -la "$OUT"
+fi
