@@ -8,6 +8,8 @@
 #   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
 #   bash bench/gpu_session_x2.sh dali        # install DALI; loaders alone, training fed by DALI on 1 and 2 GPUs
+# Call them back to back in this order, carrying part.aa .. part.ae (and .devwheels/stage-wheels.sh):
+# the machine goes back after 30 s idle, and /tmp/stage with it. Each phase fits one 600 s call.
 # Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
 set -uo pipefail
 cd "$(dirname "$0")/.."
