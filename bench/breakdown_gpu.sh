@@ -29,11 +29,6 @@ COMMON=("system=$SYSTEM" framework=ddp model=resnet "model.depth=$DEPTH" "precis
         "run.per_gpu_batch=$BATCH" run.warmup_steps=30 run.steps=60 run.log_every=0)
 PROFILE=("run.profile_steps=[20,24]" run.telemetry_hz=10)
 
-run_cell() {  # label, overrides...
-    local label=$1; shift
-    echo "== $label: $*"
-    "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 | grep -E "done:|rror" || true
-}
 breakdown() {  # label, ranks
     for ((r = 0; r < $2; r++)); do
         echo "-- $1 rank $r: timers vs trace"

@@ -31,13 +31,7 @@ GPUS=${GPUS:-$(nvidia-smi -L | wc -l)}
 COMMON=(system=h200 model=resnet model.depth=50 precision=amp_bf16 loader=synthetic
         "run.per_gpu_batch=${BATCH:-256}" "run.warmup_steps=${WARMUP:-20}" "run.steps=${STEPS:-100}"
         run.log_every=50)
-run_cell() {  # label, overrides...
-    local label=$1; shift
-    echo "== $label: $*"
-    local start=$SECONDS
-    "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 | grep -E "done:|ZeRO|error|Error" || true
-    echo "   wall $((SECONDS - start)) s (start-up + $((${WARMUP:-20} + ${STEPS:-100})) steps)"
-}
+CELL_LINES=ZeRO  # the adapter's line on how ZeRO reduces
 for ((round = 0; round < ${ROUNDS:-1}; round++)); do  # interleaved rounds: the machine drifts
     for n in 1 2; do
         (( GPUS >= n )) || continue

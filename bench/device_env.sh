@@ -12,3 +12,15 @@ if ! "$PY" -c 'import hydra, omegaconf' 2>/dev/null; then
     [[ -n "$wheels" ]] || { echo "hydra-core is missing and neither .devwheels/base nor .devwheels/deepspeed is here" >&2; exit 1; }
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$wheels"/*.whl
 fi
+
+# run_cell LABEL OVERRIDES...: one `ddlbench run` with the calling script's COMMON overrides into
+# $ROOT/LABEL; prints the run's done/error lines (plus lines matching CELL_LINES) and its wall time
+run_cell() {
+    local label=$1; shift
+    echo "== $label: $*"
+    local start=$SECONDS
+    "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 \
+        | grep -E "done:|rror${CELL_LINES:+|$CELL_LINES}" || true
+    echo "   wall $((SECONDS - start)) s"
+}
+

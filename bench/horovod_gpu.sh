@@ -26,11 +26,6 @@ GPUS=${GPUS:-$(nvidia-smi -L | wc -l)}
 COMMON=(system=h200 model=resnet model.depth=50 precision=amp_bf16 loader=synthetic
         "run.per_gpu_batch=${BATCH:-256}" "run.warmup_steps=${WARMUP:-20}" "run.steps=${STEPS:-100}"
         run.log_every=50)
-run_cell() {  # label, overrides...
-    local label=$1; shift
-    echo "== $label: $*"
-    "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 | grep -E "done:|error|Error" || true
-}
 run_cell ddp-g1 framework=ddp system.ranks_per_node=1
 run_cell ddp-nchw-g1 framework=ddp system.ranks_per_node=1 precision.channels_last=false
 run_cell horovod-g1 framework=horovod system.ranks_per_node=1
