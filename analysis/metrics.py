@@ -194,12 +194,12 @@ def breakdown_cells(shares: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame
 SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
 
 
-def step_stability(steps: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
-    """Per cell (mean over repeats), from the slowest rank's measured step times: the median, p95 and
-    max step in ms, slow_steps_pct (steps > SLOW_STEP_FACTOR x the run's median) and slow_time_pct (the
-    time those steps took beyond the median, as a share of all step time: what the run would gain if
-    every step ran at the median). Steadily slow runs have a low slow_time_pct; jittery ones (loader or
-    GPU contention, stragglers, a short last step per epoch) a high one."""
+def step_stability_runs(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run, from the slowest rank's measured step times: step_ms_median, step_ms_p95, step_ms_max,
+    slow_steps_pct (steps > SLOW_STEP_FACTOR x the run's median) and slow_time_pct (the time those
+    steps took beyond the median, as a share of all step time: what the run would gain if every step
+    ran at the median). Steadily slow runs have a low slow_time_pct; jittery ones (loader or GPU
+    contention, stragglers, a short last step per epoch) a high one."""
     per_step = step_times(steps)
     median = per_step.groupby("run_id", observed=True)["step_s"].transform("median")
     slow = per_step["step_s"] > SLOW_STEP_FACTOR * median
@@ -214,11 +214,29 @@ def step_stability(steps: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
         runs[column] *= 1e3
     runs["slow_steps_pct"] *= 100
     runs["slow_time_pct"] = 100 * runs.pop("excess_s") / runs.pop("time_s")
+    return runs
+
+
+STABILITY = ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "slow_time_pct"]
+
+
+def step_stability(steps: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """step_stability_runs per cell (mean over repeats), keyed like `cells`."""
     by = [c for c in CELL if c in per_run]
-    merged = runs.merge(per_run[["run_id", *by]], on="run_id")
-    columns = ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "slow_time_pct"]
-    out = merged.groupby(by, dropna=False, observed=True)[columns].mean().reset_index()
+    merged = step_stability_runs(steps).merge(per_run[["run_id", *by]], on="run_id")
+    out = merged.groupby(by, dropna=False, observed=True)[STABILITY].mean().reset_index()
     return out.sort_values(by).reset_index(drop=True)
+
+
+def jittery_runs(steps: pd.DataFrame, *, limit: int = 4, min_slow_time_pct: float = 1.0) -> pd.DataFrame:
+    """The measured step times (slowest rank) of the `limit` runs that lose the most time to slow steps
+    (at least min_slow_time_pct), with each run's median step and slow_time_pct: a timeline figure's data."""
+    worst = step_stability_runs(steps).nlargest(limit, "slow_time_pct")
+    worst = worst[worst["slow_time_pct"] >= min_slow_time_pct]
+    per_step = step_times(steps)
+    per_step = per_step.assign(run_id=per_step["run_id"].astype(str))
+    return per_step[per_step["run_id"].isin(worst["run_id"])].merge(
+        worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id")
 
 
 def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:

@@ -353,6 +353,27 @@ def telemetry_timeline(telemetry: pd.DataFrame, *, run_id: str, max_metrics: int
 
 
 @_paper
+def step_timeline(jittery: pd.DataFrame, *, slow_factor: float) -> Figure:
+    """Step time (slowest rank) over the measured steps of the runs that lose the most time to slow
+    steps (metrics.jittery_runs): one panel per run, its median dashed, slow steps marked."""
+    run_ids = list(dict.fromkeys(jittery["run_id"]))
+    fig, axes = _panels(max(1, len(run_ids)), ncols=2, row_height_in=1.6)
+    for ax, run_id in zip(axes, run_ids):
+        rows = jittery[jittery["run_id"] == run_id].sort_values("step")
+        step_ms, median_ms = rows["step_s"] * 1e3, float(rows["step_ms_median"].iloc[0])
+        slow = step_ms > slow_factor * median_ms
+        ax.plot(rows["step"], step_ms, color="#0072B2", linewidth=0.9, label="step time (slowest rank)")
+        ax.axhline(median_ms, color=IDEAL_COLOR, linestyle="--", linewidth=0.8, label="median")
+        ax.scatter(rows["step"][slow], step_ms[slow], s=9, color="#D55E00", zorder=3,
+                   label=f"slow (> {slow_factor:g} x median)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{run_id}\n{rows['slow_time_pct'].iloc[0]:.1f}% of the time in slow steps", fontsize=7)
+        ax.set_xlabel("step")
+        ax.set_ylabel("ms")
+    return _finish(fig, axes, title="Step-time stability")
+
+
+@_paper
 def commbench_curves(commbench: pd.DataFrame) -> Figure:
     """Bus bandwidth vs message size (log x), one panel per operation swept over sizes, one curve per
     world size (and backend, where several were measured)."""

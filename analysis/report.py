@@ -179,6 +179,11 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
             "time (what the run would gain if every step ran at its median).")))
         blocks.append(Block("table", stability.round(1)))
+        jittery = metrics.jittery_runs(campaign.steps)
+        if not jittery.empty:
+            _figure(blocks, figures, "step_timeline",
+                    lambda: plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR),
+                    "Step time over the measured steps of the runs that lose the most time to slow steps.")
         for model in plots._models(shares):
             _figure(blocks, figures, f"breakdown_{model}", lambda model=model: plots.breakdown_bars(shares, model=model),
                     f"Time breakdown per GPU count, {model}.")

@@ -123,3 +123,16 @@ def test_stash_bars_heights_are_the_stalls():
     fig = plots.stash_bars(stalls)
     _render(fig)
     assert [p.get_height() for p in fig.axes[0].patches[:2]] == [20.0, 25.0]
+
+
+def test_step_timeline_marks_the_slow_steps():
+    # run "a": 1 s steps with two of 2 s (slow); run "b": steady (not drawn)
+    rows = [{"run_id": run, "step": step, "rank": 0, "samples": 4, "warmup": False,
+             "step_s": 2.0 if run == "a" and step in (3, 7) else 1.0} for run in ("a", "b") for step in range(10)]
+    jittery = metrics.jittery_runs(pd.DataFrame(rows))
+    assert set(jittery["run_id"]) == {"a"} and jittery["slow_time_pct"].iloc[0] == pytest.approx(100 * 2 / 12)
+    fig = plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR)
+    _render(fig)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert list(ax.collections[0].get_offsets()[:, 0]) == [3, 7]  # the slow steps, marked
+    assert "16.7% of the time in slow steps" in ax.get_title()
