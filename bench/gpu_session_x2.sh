@@ -30,11 +30,11 @@ case $phase in
   dali)
     bash .devwheels/stage-wheels.sh install .devwheels/dali >/dev/null && echo "DALI installed"
     # the bench's DALI threads: 8 per rank of the 32 cores (as system=h200's cpus_per_rank)
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 30 \
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 20 \
         --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(loader|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file \
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file,dali-file-q8 \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     # where the 2-GPU DALI runs lose their time (slow steps of 10-30 ms, 2026-11-29): a profiler window,
     # telemetry, and the trace's idle / kernel / comm split per rank
