@@ -220,18 +220,20 @@ def step_stability_runs(steps: pd.DataFrame) -> pd.DataFrame:
 STABILITY = ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "slow_time_pct"]
 
 
-def step_stability(steps: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
-    """step_stability_runs per cell (mean over repeats), keyed like `cells`."""
+def step_stability(stability_runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """step_stability_runs' table per cell (mean over repeats), keyed like `cells`."""
     by = [c for c in CELL if c in per_run]
-    merged = step_stability_runs(steps).merge(per_run[["run_id", *by]], on="run_id")
+    merged = stability_runs.merge(per_run[["run_id", *by]], on="run_id")
     out = merged.groupby(by, dropna=False, observed=True)[STABILITY].mean().reset_index()
     return out.sort_values(by).reset_index(drop=True)
 
 
-def jittery_runs(steps: pd.DataFrame, *, limit: int = 4, min_slow_time_pct: float = 1.0) -> pd.DataFrame:
+def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: int = 4,
+                 min_slow_time_pct: float = 1.0) -> pd.DataFrame:
     """The measured step times (slowest rank) of the `limit` runs that lose the most time to slow steps
-    (at least min_slow_time_pct), with each run's median step and slow_time_pct: a timeline figure's data."""
-    worst = step_stability_runs(steps).nlargest(limit, "slow_time_pct")
+    (at least min_slow_time_pct; from step_stability_runs' table), with each run's median step and
+    slow_time_pct: a timeline figure's data."""
+    worst = stability_runs.nlargest(limit, "slow_time_pct")
     worst = worst[worst["slow_time_pct"] >= min_slow_time_pct]
     per_step = step_times(steps)
     per_step = per_step.assign(run_id=per_step["run_id"].astype(str))

@@ -173,13 +173,14 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "collectives are not timed.")))
         blocks.append(Block("table", _percent(shares, metrics.SHARES).rename(
             columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
-        stability = metrics.step_stability(campaign.steps, warm)
+        stability_runs = metrics.step_stability_runs(campaign.steps)
+        stability = metrics.step_stability(stability_runs, warm)
         blocks.append(Block("text", (
             f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
             "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
             "time (what the run would gain if every step ran at its median).")))
         blocks.append(Block("table", stability.round(1)))
-        jittery = metrics.jittery_runs(campaign.steps)
+        jittery = metrics.jittery_runs(campaign.steps, stability_runs)
         if not jittery.empty:
             _figure(blocks, figures, "step_timeline",
                     lambda: plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR),

@@ -131,16 +131,16 @@ def slurm_dir(cfg) -> Path:
     return (Path(cfg.run.root) / cfg.run.campaign / "slurm").resolve()
 
 
-def _sbatch_for_shape(cfg, cell: Cell, **kwargs) -> list[str]:
+def _sbatch_for_shape(cfg, cell: Cell, *, extra: list[str] | None = None, **kwargs) -> list[str]:
+    """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags."""
     from launchers import slurm
 
     system = cfg.system
-    extra = kwargs.pop("extra", [])
     return slurm.sbatch(
         nodes=cell.num_nodes, ntasks_per_node=cell.ranks_per_node, cpus_per_task=system.cpus_per_rank,
         gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node), partition=system.partition,
         account=system.account, time_limit=system.time_limit,
-        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
+        extra=[f"--chdir={os.getcwd()}", *(extra or []), *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
         **kwargs,
     )
 

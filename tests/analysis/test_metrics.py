@@ -144,7 +144,7 @@ def test_step_stability_by_hand():
     rows.append({"run_id": "a", "step": -1, "rank": 0, "samples": 4, "warmup": True, "step_s": 50.0})  # not measured
     per_run = pd.DataFrame([{"run_id": "a", "framework": "ddp", "loader": "dali", "model": "resnet50",
                              "precision": "amp_bf16", "per_gpu_batch": 4, "world_size": 2, "num_nodes": 1}])
-    (row,) = metrics.step_stability(pd.DataFrame(rows), per_run).to_dict("records")
+    (row,) = metrics.step_stability(metrics.step_stability_runs(pd.DataFrame(rows)), per_run).to_dict("records")
     assert (row["framework"], row["world_size"]) == ("ddp", 2)
     assert row["step_ms_median"] == pytest.approx(1000) and row["step_ms_max"] == pytest.approx(2000)
     assert row["slow_steps_pct"] == pytest.approx(20)

@@ -129,7 +129,8 @@ def test_step_timeline_marks_the_slow_steps():
     # run "a": 1 s steps with two of 2 s (slow); run "b": steady (not drawn)
     rows = [{"run_id": run, "step": step, "rank": 0, "samples": 4, "warmup": False,
              "step_s": 2.0 if run == "a" and step in (3, 7) else 1.0} for run in ("a", "b") for step in range(10)]
-    jittery = metrics.jittery_runs(pd.DataFrame(rows))
+    steps = pd.DataFrame(rows)
+    jittery = metrics.jittery_runs(steps, metrics.step_stability_runs(steps))
     assert set(jittery["run_id"]) == {"a"} and jittery["slow_time_pct"].iloc[0] == pytest.approx(100 * 2 / 12)
     fig = plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR)
     _render(fig)
