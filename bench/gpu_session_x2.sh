@@ -1,50 +1,56 @@
 #!/usr/bin/env bash
-# The 2-GPU device session (nvidia-h200-x2), one phase per device call. Each call also carries one of
-# the DALI parts (.devwheels/dali/part.*, made by ../shared/device/stage-wheels.sh prepare) and receives it
-# into /tmp/stage, which survives while the machine stays warm; the `dali` phase carries the last part
-# and installs them all.
-#   bash bench/gpu_session_x2.sh ds          # + .devwheels/deepspeed: DeepSpeed ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
+# The 2-GPU device session (nvidia-h200-x2), one phase per device call. DALI is too large for one call:
+# each call also carries one part of .devwheels/dali-slim (made by tools/dali_slim.sh prepare), which
+# lands in /tmp/stage and survives while the machine stays warm; the `dali` phase, carrying the last
+# part, unpacks them. Call back to back (the machine goes back after 30 s idle, and /tmp/stage with it):
+#   bash bench/gpu_session_x2.sh ds          # + part.00, .devwheels/deepspeed: ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
+#   bash bench/gpu_session_x2.sh ds-trace    # + part.00 or .01, .devwheels/deepspeed: ZeRO-2 cells, a profiled 2-GPU ZeRO-0 run
+#   bash bench/gpu_session_x2.sh comm        # + part.01: commbench on 2 GPUs (all-reduce sweep, P2P matrix)
+#   bash bench/gpu_session_x2.sh dali        # + part.02: DALI-fed training vs synthetic on 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
-#   bash bench/gpu_session_x2.sh dali        # install DALI; loaders alone, training fed by DALI on 1 and 2 GPUs
-# Call them back to back in this order, carrying part.aa .. part.ae (and .devwheels/stage-wheels.sh):
-# the machine goes back after 30 s idle, and /tmp/stage with it. Each phase fits one 600 s call.
-# Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
+# Each phase fits one 600 s call. Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/stage
-cp .devwheels/dali/part.* /tmp/stage/ 2>/dev/null && echo "DALI parts here: $(ls /tmp/stage | tr '\n' ' ')"
+cp .devwheels/dali-slim/part.* /tmp/stage/ 2>/dev/null && echo "DALI parts here: $(ls /tmp/stage | tr '\n' ' ')"
 source bench/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
-phase=${1:?ds|hvd|breakdown|stash|dali}
+phase=${1:?ds|ds-trace|comm|dali|hvd|breakdown|stash}
 case $phase in
   # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
   # (with ZeRO-2 as well, 16 cells took 598 s)
   ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1} bash bench/deepspeed_gpu.sh ;;
+  ds-trace)
+    STEPS=60 ROUNDS=1 STAGES=2 bash bench/deepspeed_gpu.sh
+    # where ZeRO-0 on 2 GPUs loses its time (bwd +3 ms, opt +2 ms per step against DDP, 2026-11-29)
+    for cell in "zero0:framework=deepspeed framework.zero_stage=0" "ddp:framework=ddp"; do
+        dir="$OUT/trace-${cell%%:*}"
+        # shellcheck disable=SC2086  # the overrides after the label are split on purpose
+        "$PY" -m benchmarks.cli run ${cell#*:} model=resnet model.depth=50 precision=amp_bf16 system=h200 \
+            system.ranks_per_node=2 run.per_gpu_batch=256 loader=synthetic run.warmup_steps=30 run.steps=20 \
+            run.log_every=0 "run.profile_steps=[25,28]" run.dir="$dir" 2>&1 | grep -E "done|rror"
+        for rank in 0 1; do "$PY" -m analysis.breakdown "$dir" --rank $rank; done
+    done
+    ;;
+  comm) "$PY" -m benchmarks.cli commbench --nproc 2 ;;
   hvd) STEPS=60 bash bench/horovod_gpu.sh ;;
   breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
   dali)
-    bash .devwheels/stage-wheels.sh install .devwheels/dali >/dev/null && echo "DALI installed"
-    # the bench's DALI threads: 8 per rank of the 32 cores (as system=h200's cpus_per_rank)
+    bash tools/dali_slim.sh install
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 20 \
-        --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(loader|RESULT)|rror"
+        --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(RESULT)|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 \
+        --train-cases synthetic,dali-file,dali-file-copy,dali-file-q8 \
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --train-cases synthetic,dali-file,dali-file-q8 \
-        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
-    # where the 2-GPU DALI runs lose their time (slow steps of 10-30 ms, 2026-11-29): a profiler window,
-    # telemetry, and the trace's idle / kernel / comm split per rank
-    "$PY" -m benchmarks.cli run framework=ddp model=resnet model.depth=50 precision=amp_bf16 system=h200 \
-        system.ranks_per_node=2 run.per_gpu_batch=256 loader=dali data.path=/tmp/ddl_jpeg loader.num_threads=8 \
-        run.warmup_steps=40 run.steps=40 run.log_every=0 "run.profile_steps=[30,37]" run.telemetry_hz=10 \
-        run.dir="$OUT/dali-g2-trace" 2>&1 | grep -E "done|rror"
-    for rank in 0 1; do "$PY" -m analysis.breakdown "$OUT/dali-g2-trace" --rank $rank; done
     ;;
-  *) echo "unknown phase $phase: choose ds, hvd, breakdown, stash or dali" >&2; exit 2 ;;
+  *) echo "unknown phase $phase: choose ds, ds-trace, comm, dali, hvd, breakdown or stash" >&2; exit 2 ;;
 esac 2>&1 | tee "$OUT/$phase.txt"
 # at most 8 files (16 MiB each) come back from $OUT: the run directories travel as one tarball (their
 # step logs, meta.json, telemetry), profiler traces as another, which may be too large to come back

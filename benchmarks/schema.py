@@ -105,6 +105,7 @@ class DaliLoaderConfig(LoaderConfig):
     seed: int | None = None  # None: run.seed; each rank adds its rank (augmentations differ per rank)
     stick_to_shard: bool = False  # False: shards rotate over ranks each epoch (every rank sees all data)
     initial_fill: int = 1024  # reader shuffle buffer, in samples
+    zero_copy: bool = True  # GPU: the model reads DALI's output buffers (DLPack); False: a copy per batch
 
 
 @dataclass

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import deque
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -98,11 +99,17 @@ def steps_per_epoch(num_samples: int, *, world_size: int, per_gpu_batch: int) ->
     return math.ceil((num_samples // world_size) / per_gpu_batch)
 
 
-def _gpu_batch_to_torch(batch: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A copy of a DALI GPU batch in a torch tensor, queued on torch's current stream (no host wait)."""
+def _gpu_batch_to_torch(batch: Any, dtype: torch.dtype, device: torch.device, *, zero_copy: bool) -> torch.Tensor:
+    """A DALI GPU batch as a torch tensor, ordered on torch's current stream (no host wait).
+    zero_copy: the tensor is DALI's own output buffer (DLPack); DALI's dynamic executor hands out a fresh
+    buffer per iteration, so nothing overwrites it. Otherwise a copy into torch memory, which also makes
+    DALI's stream wait for the copy on torch's stream, tying DALI's later GPU work to training's."""
+    tensor = batch.as_tensor()
+    if zero_copy:
+        with torch.cuda.device(device):
+            return torch.from_dlpack(tensor)
     from nvidia.dali.plugin.pytorch import feed_ndarray
 
-    tensor = batch.as_tensor()
     out = torch.empty(tensor.shape(), dtype=dtype, device=device)
     feed_ndarray(tensor, out, cuda_stream=torch.cuda.current_stream(device))
     return out
@@ -117,6 +124,9 @@ class DaliEpoch:
         self._reader_epoch = 0  # the DALI reader epoch the next pipe.run() belongs to
         self._runs_left = self._runs_in(0)  # DALI batches of that epoch not yet taken
         self._wanted_epoch = 0
+        # zero-copy batches the GPU may still read: (event after their work, tensors), oldest first
+        self._in_use: deque[tuple[torch.cuda.Event, tuple[torch.Tensor, torch.Tensor]]] = deque()
+        self._handed_out: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _shard_samples(self, epoch: int) -> int:
         shard = self.ctx.rank if self.stick_to_shard else (self.ctx.rank + epoch) % self.ctx.world_size
@@ -137,16 +147,39 @@ class DaliEpoch:
         self._wanted_epoch = epoch
 
     def _run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next DALI batch as torch tensors that own their memory (DALI reuses its buffers)."""
-        images, labels = self.pipe.run()
+        """The next DALI batch as torch tensors; on the GPU they are ordered on torch's current stream."""
+        if self.gpu_outputs and self.knobs["zero_copy"]:
+            stream = torch.cuda.current_stream(self.ctx.device)
+            self._hold_until_used(stream)
+            # outputs on torch's stream: DALI queues a stream wait instead of blocking the host until the
+            # batch is ready, so a late batch costs GPU idle time only, never the host's lead
+            images, labels = self.pipe.run(stream.cuda_stream)
+        else:
+            images, labels = self.pipe.run()
         self._runs_left -= 1
         if self.gpu_outputs:
-            return (_gpu_batch_to_torch(images, torch.float32, self.ctx.device),
-                    _gpu_batch_to_torch(labels, torch.int64, self.ctx.device).view(-1))
+            zero_copy = self.knobs["zero_copy"]
+            batch = (_gpu_batch_to_torch(images, torch.float32, self.ctx.device, zero_copy=zero_copy),
+                     _gpu_batch_to_torch(labels, torch.int64, self.ctx.device, zero_copy=zero_copy).view(-1))
+            self._handed_out = batch if zero_copy else None
+            return batch
         import numpy as np
 
         return (torch.from_numpy(np.array(images.as_tensor())),
                 torch.from_numpy(labels.as_array().reshape(-1).astype("int64")))
+
+    def _hold_until_used(self, stream: torch.cuda.Stream) -> None:
+        """Keeps DALI's buffers alive until the GPU work queued on them is done. A zero-copy batch is DALI
+        memory, which returns to DALI once the torch tensors die, and the host queues work ahead of the
+        GPU: so the last batch handed out is held until an event recorded now (after the work queued on
+        it) completes."""
+        if self._handed_out is not None:
+            done = torch.cuda.Event()
+            done.record(stream)
+            self._in_use.append((done, self._handed_out))
+            self._handed_out = None
+        while self._in_use and self._in_use[0][0].query():
+            self._in_use.popleft()
 
     def _finish_reader_epoch(self) -> None:
         while self._runs_left > 0:  # an abandoned epoch: its padded batches are still in the reader
@@ -208,6 +241,7 @@ class DaliLoader:
         seed: int | None = None,
         stick_to_shard: bool = False,
         initial_fill: int = 1024,
+        zero_copy: bool = True,
         **_common: object,
     ) -> None:
         if reader not in ("file", "tfrecord"):
@@ -223,7 +257,7 @@ class DaliLoader:
         self.knobs = dict(
             reader=reader, decoder_device=decoder_device, hw_decoder_load=hw_decoder_load, num_threads=num_threads,
             prefetch_queue_depth=prefetch_queue_depth, shuffle=shuffle, augment=augment, seed=seed,
-            stick_to_shard=stick_to_shard, initial_fill=initial_fill,
+            stick_to_shard=stick_to_shard, initial_fill=initial_fill, zero_copy=zero_copy,
         )
         _import_dali(need_gpu=False)  # fail before any process group exists
 
@@ -315,6 +349,7 @@ class DaliLoader:
         pipe = pipeline(
             batch_size=ctx.per_gpu_batch, num_threads=k["num_threads"], device_id=device_id,
             prefetch_queue_depth=k["prefetch_queue_depth"],
+            exec_dynamic=True,  # a fresh output buffer per iteration: what zero_copy relies on
             seed=base_seed * 1_000 + ctx.rank,  # different augmentations per rank; sharding does not use it
         )
         pipe.build()
