@@ -89,8 +89,12 @@ def ds_config(
         # never queue the next step ahead of the GPU; the loop times steps itself (CUDA events, read late)
         "timers": {"throughput": {"enabled": False}},
         "wall_clock_breakdown": wall_clock_breakdown,
-        "comms_logger": {"enabled": comms_logger, "prof_all": True, "verbose": False, "debug": False},
     }
+    if comms_logger:
+        # only when wanted: DeepSpeed 0.19.8 turns its comms logger on whenever the config has this
+        # section, whatever its "enabled" says, and the logger synchronises the device after every
+        # collective (measured: ZeRO-0 on 2 H200 at 0.91 of DDP, 5.5 ms per step idle)
+        config["comms_logger"] = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
     if amp_dtype is not None and mixed_precision == "autocast":
         # fp32 weights and optimizer, forward under torch.autocast: DDP's numerics and memory layout
         # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0). Leaving torch_autocast out for bf16 and
@@ -243,7 +247,7 @@ class DeepSpeed(TorchCollectives):
         self._engine.step()
 
     def comm_timer(self) -> CommTimer | None:
-        if self._engine is None or not self.config["comms_logger"]["enabled"]:
+        if self._engine is None or "comms_logger" not in self.config:
             return None
         import deepspeed.comm.comm
 
@@ -260,6 +264,15 @@ class DeepSpeed(TorchCollectives):
         # shutdown() (TorchCollectives: barrier, release, destroy): the engine holds the process group
         self._engine = None
 
+    def _comms_logger_state(self) -> bool | None:
+        """Whether DeepSpeed's comms logger (a device sync after every collective) is on, as the engine
+        left it: what the config asked for is not always what DeepSpeed does."""
+        if self._engine is None:
+            return None
+        import deepspeed.comm.comm
+
+        return bool(deepspeed.comm.comm.comms_logger.enabled)
+
     def describe(self) -> dict:
         return {
             "framework": self.name,
@@ -269,7 +282,8 @@ class DeepSpeed(TorchCollectives):
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
             **self.knobs,
             "train_micro_batch_size_per_gpu": self.per_gpu_batch,
-            "comm_timer": "comms_logger (every collective blocking)" if self.config and self.config["comms_logger"]["enabled"] else None,
+            "comm_timer": "comms_logger (every collective blocking)" if self.config and "comms_logger" in self.config else None,
+            "comms_logger_on": self._comms_logger_state(),
             "reduce_note": _reduce_note(self.knobs),
             "weights_format": self.weights_format,
             "single_rank_allreduce": getattr(self, "single_rank_allreduce", None),

@@ -195,3 +195,17 @@ def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
     ddp, deepspeed = params(tmp_path / "ddp", 0), params(tmp_path / "deepspeed", 0)
     for key in ddp:
         torch.testing.assert_close(deepspeed[key], ddp[key], rtol=1e-6, atol=1e-7)
+
+
+@needs_deepspeed
+@pytest.mark.parametrize(("comm_timer", "logger_on"), [("off", False), ("on", True)])
+def test_comms_logger_is_on_only_when_asked(tmp_path, comm_timer, logger_on):
+    """DeepSpeed 0.19.8 switches its comms logger on (a device sync after every collective) whenever the
+    config has a comms_logger section, even one saying enabled: false. Checked on the engine itself."""
+    result = ddlbench("run", "framework=deepspeed", f"framework.comm_timer={comm_timer}", "model=simple_cnn",
+                      "system.ranks_per_node=1", "run.warmup_steps=0", "run.steps=2", "run.log_every=0",
+                      f"run.dir={tmp_path / comm_timer}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    meta = json.loads((tmp_path / comm_timer / "meta.json").read_text())["framework"]
+    assert meta["comms_logger_on"] is logger_on
+    assert ("comms_logger" in meta["ds_config"]) is logger_on
