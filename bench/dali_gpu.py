@@ -150,7 +150,8 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
     return json.loads(summary.read_text())
 
 
-TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-hw1", "dali-file-q8", "dali-file-copy")
+TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-hw1", "dali-file-q8", "dali-file-copy",
+               "dali-file-bind")
 DEFAULT_TRAIN_CASES = "synthetic,dali-file,dali-tfrecord,native"
 
 
@@ -168,6 +169,8 @@ def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
         "dali-file-q8": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.prefetch_queue_depth=8"],
         # the copy out of DALI's buffers (the default until 2026-11-29), which also ties DALI's stream to torch's
         "dali-file-copy": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.zero_copy=false"],
+        # each rank (and its DALI threads) on its own half of the cores: local runs are not bound otherwise
+        "dali-file-bind": [*dali, "loader.reader=file", f"data.path={args.data}", "system.cpu_bind=cores"],
     }
     return {name: every[name] for name in args.train_cases}
 

@@ -45,7 +45,7 @@ case $phase in
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 20 \
         --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 \
-        --train-cases synthetic,dali-file,dali-file-copy,dali-file-q8 \
+        --train-cases synthetic,dali-file,dali-file-bind,dali-file-q8 \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import components, distenv, runlog, telemetry
+from benchmarks import affinity, components, distenv, runlog, telemetry
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
 from benchmarks.loaders import sharding
@@ -93,6 +93,9 @@ def run(cfg: DictConfig) -> int:
     run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
     if env.rank == 0 and runlog.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
+    # before any thread starts (DALI, NCCL, loader workers): they inherit the binding
+    cpus = affinity.bind(cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size,
+                         launched_by=env.source)
     if cfg.system.device == "cpu":
         torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
     device = _device(cfg, env)
@@ -122,7 +125,7 @@ def run(cfg: DictConfig) -> int:
         )
         log.write({"kind": "header", "schema_version": runlog.SCHEMA_VERSION, "rank": env.rank,
                    "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
-                   "pid": os.getpid(), "steps_per_epoch": len(loader)})
+                   "pid": os.getpid(), "cpus": affinity.compact(cpus), "steps_per_epoch": len(loader)})
         if env.rank == 0:
             _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
             _note_short_last_step(getattr(loader, "num_samples", None), world_size=env.world_size,

@@ -40,7 +40,7 @@ def next_free_repeat(cfg, *, world_size: int) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher."""
-    from benchmarks import components
+    from benchmarks import affinity, components
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.runlog import holds_a_run
@@ -49,6 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = compose(args.overrides)
     validate(cfg)
+    affinity.check_local(cfg.system.cpu_bind)
     # constructing the adapters imports their libraries: a missing horovod, deepspeed or DALI is a
     # one-line error here, not a traceback from inside the launcher
     components.build_framework(cfg)

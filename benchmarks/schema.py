@@ -137,7 +137,8 @@ class SystemConfig:
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
     launcher: str = "srun"  # how ranks start in a Slurm job: srun (one task per rank) | mpirun
     mpi: str = "pmix"  # srun --mpi=<plugin>; see `srun --mpi=list` on the site
-    cpu_bind: str | None = None  # srun --cpu-bind=<value> (cores, map_ldom:...); None: the site's default
+    cpu_bind: str | None = None  # srun --cpu-bind=<value> (cores, map_ldom:...); local runs: cores (each rank binds
+    # itself to its share of the node's CPUs) or None (no binding; srun: the site's default)
     time_limit: str = "00:30:00"  # sbatch --time for one campaign job
     max_nodes: int | None = None  # campaign cells needing more nodes are reported impossible
     master_addr_suffix: str = ""  # appended to the first host name (JUWELS: "i" selects the InfiniBand address)
