@@ -65,6 +65,9 @@ class DeepSpeedConfig(FrameworkConfig):
     # autocast: fp32 weights + torch.autocast, as DDP (ZeRO-0 keeps channels_last weights);
     # engine: DeepSpeed's bf16/fp16 weights with fp32 master copies (flattened, NCHW)
     mixed_precision: str = "autocast"
+    # with mixed_precision=autocast: fp32 reduces every gradient in fp32, as DDP; autocast lets DeepSpeed
+    # reduce Conv/Linear gradients in the autocast dtype at ZeRO >= 1 (its default: half the bytes)
+    reduce_dtype: str = "fp32"
     # DeepSpeed's name for the per-GPU batch: follows run.per_gpu_batch (one source of truth)
     train_micro_batch_size_per_gpu: int = II("run.per_gpu_batch")
 

@@ -64,6 +64,7 @@ def ds_config(
     comms_logger: bool,
     mixed_precision: str = "autocast",
     gradient_clipping: float = 0.0,
+    reduce_dtype: str = "fp32",
 ) -> dict:
     """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
     zero: dict[str, Any] = {"stage": zero_stage}
@@ -100,6 +101,10 @@ def ds_config(
         # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0). Leaving torch_autocast out for bf16 and
         # relying on the loop's autocast alone was slower on 1 H200 (2,847 vs 3,578 img/s, ZeRO-0).
         config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
+        if reduce_dtype == "fp32":
+            # DeepSpeed's torch_autocast tags Conv/Linear weights to have their gradients reduced in the
+            # autocast dtype at ZeRO >= 1 (ZeRO-0 reduces fp32). No safe modules: fp32, as DDP reduces
+            config["torch_autocast"]["lower_precision_safe_modules"] = []
     elif amp_dtype == torch.bfloat16:
         # 0.19.8 keeps buffers fp32 by default, and BatchNorm then fails on bf16 activations
         config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
@@ -146,6 +151,7 @@ class DeepSpeed(TorchCollectives):
         gradient_clipping: float = 0.0,
         comm_timer: str = "auto",
         mixed_precision: str = "autocast",
+        reduce_dtype: str = "fp32",
         train_micro_batch_size_per_gpu: int,
         **_launch: object,  # name, local_launcher: read by the launcher, not here
     ) -> None:
@@ -161,6 +167,9 @@ class DeepSpeed(TorchCollectives):
                            ("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu)):
             if value < 1:
                 raise ConfigError(f"framework.{key}={value} must be >= 1")
+        if reduce_dtype not in ("fp32", "autocast"):
+            raise ConfigError(f"framework.reduce_dtype={reduce_dtype!r} is not allowed; choose fp32 (every gradient, "
+                              "as DDP) or autocast (Conv/Linear gradients in the autocast dtype, DeepSpeed's default)")
         if gradient_clipping < 0:
             raise ConfigError(f"framework.gradient_clipping={gradient_clipping} must be >= 0 (0 = no clipping)")
         self.knobs = dict(
@@ -168,7 +177,7 @@ class DeepSpeed(TorchCollectives):
             overlap_comm=overlap_comm, contiguous_gradients=contiguous_gradients,
             gradient_accumulation_steps=gradient_accumulation_steps, initial_scale_power=initial_scale_power,
             wall_clock_breakdown=wall_clock_breakdown, mixed_precision=mixed_precision,
-            gradient_clipping=gradient_clipping,
+            gradient_clipping=gradient_clipping, reduce_dtype=reduce_dtype,
         )
         self.weights_format = "contiguous (NCHW)"
         self.per_gpu_batch = train_micro_batch_size_per_gpu

@@ -209,3 +209,17 @@ def test_comms_logger_is_on_only_when_asked(tmp_path, comm_timer, logger_on):
     meta = json.loads((tmp_path / comm_timer / "meta.json").read_text())["framework"]
     assert meta["comms_logger_on"] is logger_on
     assert ("comms_logger" in meta["ds_config"]) is logger_on
+
+
+@needs_deepspeed
+def test_zero1_under_autocast_reduces_in_fp32_as_ddp(root):
+    """DeepSpeed's torch_autocast reduces Conv/Linear gradients in bf16 at ZeRO >= 1 unless told; ddlbench
+    tells it (framework.reduce_dtype=fp32), so ZeRO-1 trains as DDP does. reduce_dtype=autocast differs."""
+    bf16 = ("precision=amp_bf16", "system.ranks_per_node=2")
+    ddp = params(run_once(root, "framework=ddp", *bf16), 0)
+    fp32 = params(run_once(root, "framework=deepspeed", "framework.zero_stage=1", *bf16), 0)
+    low = params(run_once(root, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast",
+                          *bf16), 0)
+    for key in ddp:
+        torch.testing.assert_close(fp32[key], ddp[key], rtol=1e-6, atol=1e-7)
+    assert any(not torch.equal(low[key], ddp[key]) for key in ddp)
