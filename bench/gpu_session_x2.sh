@@ -18,6 +18,9 @@ mkdir -p "$OUT" /tmp/stage
 cp .devwheels/dali-slim/part.* /tmp/stage/ 2>/dev/null && echo "DALI parts here: $(ls /tmp/stage | tr '\n' ' ')"
 source bench/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+# which cores sit near which GPU: what system.cpu_bind=cores (equal contiguous blocks) should match
+nvidia-smi topo -m 2>/dev/null | grep -E "^(GPU|\s)" | cut -c1-120
+lscpu | grep -E "^(NUMA|Thread|Core|Socket)"
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 phase=${1:?ds|ds-trace|comm|dali|hvd|breakdown|stash}
 case $phase in
