@@ -124,9 +124,10 @@ class DaliEpoch:
         self._reader_epoch = 0  # the DALI reader epoch the next pipe.run() belongs to
         self._runs_left = self._runs_in(0)  # DALI batches of that epoch not yet taken
         self._wanted_epoch = 0
-        # zero-copy batches the GPU may still read: (event after their work, tensors), oldest first
-        self._in_use: deque[tuple[torch.cuda.Event, tuple[torch.Tensor, torch.Tensor]]] = deque()
-        self._handed_out: tuple[torch.Tensor, torch.Tensor] | None = None
+        # zero-copy batches the GPU may still read: (event after the steps that used them, batches), oldest
+        # first; and the batches handed out for the current step
+        self._in_use: deque[tuple[torch.cuda.Event, list[tuple[torch.Tensor, torch.Tensor]]]] = deque()
+        self._handed_out: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def _shard_samples(self, epoch: int) -> int:
         shard = self.ctx.rank if self.stick_to_shard else (self.ctx.rank + epoch) % self.ctx.world_size
@@ -149,11 +150,9 @@ class DaliEpoch:
     def _run(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next DALI batch as torch tensors; on the GPU they are ordered on torch's current stream."""
         if self.gpu_outputs and self.knobs["zero_copy"]:
-            stream = torch.cuda.current_stream(self.ctx.device)
-            self._hold_until_used(stream)
             # outputs on torch's stream: DALI queues a stream wait instead of blocking the host until the
             # batch is ready, so a late batch costs GPU idle time only, never the host's lead
-            images, labels = self.pipe.run(stream.cuda_stream)
+            images, labels = self.pipe.run(torch.cuda.current_stream(self.ctx.device).cuda_stream)
         else:
             images, labels = self.pipe.run()
         self._runs_left -= 1
@@ -161,23 +160,24 @@ class DaliEpoch:
             zero_copy = self.knobs["zero_copy"]
             batch = (_gpu_batch_to_torch(images, torch.float32, self.ctx.device, zero_copy=zero_copy),
                      _gpu_batch_to_torch(labels, torch.int64, self.ctx.device, zero_copy=zero_copy).view(-1))
-            self._handed_out = batch if zero_copy else None
+            if zero_copy:
+                self._handed_out.append(batch)
             return batch
         import numpy as np
 
         return (torch.from_numpy(np.array(images.as_tensor())),
                 torch.from_numpy(labels.as_array().reshape(-1).astype("int64")))
 
-    def _hold_until_used(self, stream: torch.cuda.Stream) -> None:
+    def _retire_previous_step(self) -> None:
         """Keeps DALI's buffers alive until the GPU work queued on them is done. A zero-copy batch is DALI
         memory, which returns to DALI once the torch tensors die, and the host queues work ahead of the
-        GPU: so the last batch handed out is held until an event recorded now (after the work queued on
-        it) completes."""
-        if self._handed_out is not None:
+        GPU. Called as the next step begins, when all the previous step's work is queued: its batches are
+        held until an event recorded now completes."""
+        if self._handed_out:
             done = torch.cuda.Event()
-            done.record(stream)
+            done.record(torch.cuda.current_stream(self.ctx.device))
             self._in_use.append((done, self._handed_out))
-            self._handed_out = None
+            self._handed_out = []
         while self._in_use and self._in_use[0][0].query():
             self._in_use.popleft()
 
@@ -197,6 +197,7 @@ class DaliEpoch:
         shard = self._shard_samples(epoch)
         taken = 0
         for step in range(self._steps):
+            self._retire_previous_step()
             images, labels = self._run()
             real = min(batch, shard - taken)
             images, labels = images[:real], labels[:real]
