@@ -138,7 +138,8 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
     overrides = [
         "framework=ddp", "model=resnet", "model.depth=50", "precision=amp_bf16", "system=h200",
         f"system.ranks_per_node={args.gpus}", f"run.per_gpu_batch={args.batch}", f"run.warmup_steps={args.warmup}",
-        f"run.steps={args.steps}", "run.log_every=0", f"run.root={root}", f"run.campaign={name}", *loader_overrides,
+        f"run.steps={args.steps}", "run.log_every=0", f"run.root={root}", f"run.campaign={name}",
+        f"run.telemetry_hz={args.telemetry_hz}", *loader_overrides,
     ]
     env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
     result = subprocess.run([sys.executable, "-m", "benchmarks.cli", "run", *overrides], cwd=REPO, env=env,
@@ -209,6 +210,8 @@ def main() -> None:
     parser.add_argument("--train-cases", default=DEFAULT_TRAIN_CASES,
                         help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
+    parser.add_argument("--telemetry-hz", type=float, default=0,
+                        help="training runs sample GPU clock/power/utilisation and process CPU this often (0: off)")
     parser.add_argument("--runs-root", type=Path, default=None,
                         help="keep the training runs' directories here (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
