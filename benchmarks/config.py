@@ -14,6 +14,8 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("framework", "loader", "model", "precision", "system", "experiment")
 # keys and values of overrides: what Hydra's grammar needs and nothing a shell would act on
 _SAFE_OVERRIDE = re.compile(r"^[A-Za-z0-9_./@-]+=[A-Za-z0-9_.,:/@+\-\[\] ]*$")
+# the one key that may be added: an environment variable for every rank (+system.env.NCCL_MAX_CTAS=8)
+_NEW_ENV_VAR = re.compile(r"^\+system\.env\.[A-Z_][A-Z0-9_]*=")
 
 
 def options(group: str) -> list[str]:
@@ -24,11 +26,15 @@ def options(group: str) -> list[str]:
 def check_override(override: str) -> None:
     if "=" not in override:
         raise ConfigError(f"override {override!r} is not key=value; e.g. framework=ddp or run.steps=50")
-    if override[0] in "+~":
+    checked = override
+    if _NEW_ENV_VAR.match(override):
+        checked = override[1:]  # the value is checked as any other
+    elif override[0] in "+~":
         raise ConfigError(f"override {override!r}: adding or deleting keys is not supported; every key already exists "
-                          f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}")
-    if not _SAFE_OVERRIDE.fullmatch(override):  # fullmatch: '$' alone would let a final newline through
-        key, _, value = override.partition("=")
+                          f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}. The one "
+                          "exception sets an environment variable for every rank: +system.env.NAME=value")
+    if not _SAFE_OVERRIDE.fullmatch(checked):  # fullmatch: '$' alone would let a final newline through
+        key, _, value = checked.partition("=")
         bad = sorted({c for c in value if not re.match(r"[A-Za-z0-9_.,:/@+\-\[\] ]", c)} or set(key))
         raise ConfigError(
             f"override {override!r}: {key} has characters that are not allowed ({''.join(bad)!r}); "
@@ -47,6 +53,9 @@ def _explain(error: Exception, overrides: Sequence[str]) -> str:
         full = re.search(r"full_key: ([\w.]+)", text)
         name = full.group(1) if full else key.group(1)
         return f"{name} is not a config key; see 'python -m benchmarks --cfg job' for the keys (check the spelling)"
+    exists = re.search(r"An item is already at '([\w.]+)'", text)
+    if exists:
+        return f"{exists.group(1)} already exists; set it without the leading '+': {exists.group(1)}=value"
     value = re.search(r"Value '([^']*)'(?: of type '\w+')? (?:could not be converted to|is not a valid) (\w+)", text)
     if value:
         full = re.search(r"full_key: ([\w.]+)", text)

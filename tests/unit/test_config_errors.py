@@ -16,6 +16,10 @@ from benchmarks.validate import validate
         (["run.campaign=x;rm -rf /"], "characters that are not allowed"),
         (["run.campaign=$(id)"], "characters that are not allowed"),
         (["+foo=1"], "adding or deleting keys is not supported"),
+        (["+system.env.lower=1"], "The one exception sets an environment variable for every rank: +system.env.NAME=value"),
+        (["+system.env.X=$(id)"], "override '+system.env.X=$(id)': system.env.X has characters that are not allowed"),
+        (["system=h200", "+system.env.OMP_NUM_THREADS=4"],
+         "system.env.OMP_NUM_THREADS already exists; set it without the leading '+': system.env.OMP_NUM_THREADS=value"),
         (["framework"], "is not key=value"),
         (["run.campaign=ab\n"], "characters that are not allowed"),
     ],
@@ -75,3 +79,9 @@ def test_comm_timer_knob(knob, device, enabled):
     from benchmarks.frameworks.base import comm_timer_enabled
 
     assert comm_timer_enabled(knob, torch.device(device)) is enabled
+
+
+def test_a_new_environment_variable_for_every_rank(compose):
+    cfg = compose(["system=h200", "+system.env.NCCL_MAX_CTAS=8"])
+    assert cfg.system.env["NCCL_MAX_CTAS"] == "8"
+    assert cfg.system.env["NCCL_NVLS_ENABLE"] == "0"
