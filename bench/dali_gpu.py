@@ -152,7 +152,7 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
 
 
 TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-hw1", "dali-file-q8", "dali-file-copy",
-               "dali-file-bind")
+               "dali-file-bind", "dali-file-tuned")
 DEFAULT_TRAIN_CASES = "synthetic,dali-file,dali-tfrecord,native"
 
 
@@ -172,6 +172,10 @@ def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
         "dali-file-copy": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.zero_copy=false"],
         # each rank (and its DALI threads) on its own half of the cores: local runs are not bound otherwise
         "dali-file-bind": [*dali, "loader.reader=file", f"data.path={args.data}", "system.cpu_bind=cores"],
+        # everything that helped a little on 2 H200 (2026-11-29), together: bound ranks, a queue of 8, NCCL
+        # on at most 8 SMs (CTAs)
+        "dali-file-tuned": [*dali, "loader.reader=file", f"data.path={args.data}", "system.cpu_bind=cores",
+                            "loader.prefetch_queue_depth=8", "+system.env.NCCL_MAX_CTAS=8"],
     }
     return {name: every[name] for name in args.train_cases}
 

@@ -45,11 +45,9 @@ case $phase in
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
   dali)
     bash tools/dali_slim.sh install
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only loaders --loader-batches 20 \
-        --json "$OUT/dali_loaders.json" 2>&1 | grep -E "^(RESULT)|rror"
     # telemetry: the GPU clock, power and each rank's CPU use tell the slow runs (rank 1's forward) apart
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 --telemetry-hz 5 \
-        --train-cases synthetic,dali-file,dali-file-bind,dali-file-q8 \
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only train --gpus 2 --rounds 2 --telemetry-hz 5 \
+        --train-cases synthetic,dali-file,dali-file-bind,dali-file-tuned \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
