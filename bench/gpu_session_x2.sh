@@ -11,6 +11,7 @@
 #   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
 # Each phase fits one 600 s call. Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
+# 30 device minutes hold about three phases: e.g. ds (part.00), stash or hvd (part.01), dali (part.02).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
