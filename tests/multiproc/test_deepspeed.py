@@ -132,7 +132,8 @@ def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     run_dir = tmp_path / "default" / "deepspeed-synthetic-resnet18-g2-n1-b2-r0"
     meta = json.loads((run_dir / "meta.json").read_text())["framework"]
-    assert meta["ds_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"} and "bf16" not in meta["ds_config"]
+    assert meta["ds_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}
+    assert "bf16" not in meta["ds_config"]
     assert meta["weights_format"].startswith("channels_last")
     assert params(run_dir, 0)["conv1.weight"].dtype == torch.float32
 
