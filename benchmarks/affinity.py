@@ -8,10 +8,12 @@ inherit the binding).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from benchmarks.errors import ConfigError
 
 LOCAL_MODES = (None, "cores")
+SYSFS_CPUS = Path("/sys/devices/system/cpu")
 
 
 def check_local(cpu_bind: str | None) -> None:
@@ -21,10 +23,27 @@ def check_local(cpu_bind: str | None) -> None:
                           "use system.cpu_bind=cores (each local rank takes its share of the cores) or null")
 
 
-def cores_for(local_rank: int, local_world_size: int, allowed: list[int]) -> list[int]:
-    """Rank `local_rank`'s share of `allowed`: its block of equal contiguous blocks, in CPU order. The
-    remainder goes to the first ranks; with fewer CPUs than ranks, ranks share one CPU each."""
-    cpus = sorted(allowed)
+def topology_order(cpus: list[int], sysfs: Path = SYSFS_CPUS) -> list[int]:
+    """`cpus` by socket, then physical core, then number: the hyperthreads of a core sit together and a
+    socket's cores before the next socket's (Linux often numbers core i's second thread i + N). CPU
+    number order where sysfs does not say."""
+    def place(cpu: int) -> tuple[int, int, int]:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            package = int((topology / "physical_package_id").read_text())
+            core = int((topology / "core_id").read_text())
+        except (OSError, ValueError):
+            return (0, cpu, cpu)
+        return (package, core, cpu)
+
+    return sorted(cpus, key=place)
+
+
+def cores_for(local_rank: int, local_world_size: int, cpus: list[int]) -> list[int]:
+    """Rank `local_rank`'s share of `cpus` (in topology order): its block of equal contiguous blocks.
+    The remainder goes to the first ranks; with fewer CPUs than ranks, ranks share one CPU each. Rank i
+    lands on the i-th part of the sockets, which is where GPU i usually sits; `nvidia-smi topo -m`
+    tells whether it does."""
     if len(cpus) < local_world_size:
         return [cpus[local_rank % len(cpus)]]
     size, extra = divmod(len(cpus), local_world_size)
@@ -38,7 +57,8 @@ def bind(cpu_bind: str | None, *, local_rank: int, local_world_size: int, launch
     if not hasattr(os, "sched_getaffinity"):
         return None
     if cpu_bind == "cores" and launched_by != "slurm":
-        os.sched_setaffinity(0, cores_for(local_rank, local_world_size, list(os.sched_getaffinity(0))))
+        ordered = topology_order(list(os.sched_getaffinity(0)))
+        os.sched_setaffinity(0, cores_for(local_rank, local_world_size, ordered))
     return sorted(os.sched_getaffinity(0))
 
 

@@ -88,14 +88,14 @@ def _summary(cfg: DictConfig, *, env: distenv.DistEnv, warmup: int, measured_ste
 def run(cfg: DictConfig) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
     env = distenv.from_environ()
+    # first, before any thread starts (validate's CUDA probe, DALI, NCCL, loader workers): they inherit it
+    cpus = affinity.bind(cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size,
+                         launched_by=env.source)
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
     if env.rank == 0 and runlog.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
-    # before any thread starts (DALI, NCCL, loader workers): they inherit the binding
-    cpus = affinity.bind(cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size,
-                         launched_by=env.source)
     if cfg.system.device == "cpu":
         torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
     device = _device(cfg, env)

@@ -29,6 +29,10 @@ def check_override(override: str) -> None:
     checked = override
     if _NEW_ENV_VAR.match(override):
         checked = override[1:]  # the value is checked as any other
+    elif override.startswith("+system.env."):
+        name = override.partition("=")[0][len("+system.env."):]
+        raise ConfigError(f"override {override!r}: {name!r} is no environment variable name for the ranks; "
+                          "use capitals, digits and _ (+system.env.NCCL_MAX_CTAS=8)")
     elif override[0] in "+~":
         raise ConfigError(f"override {override!r}: adding or deleting keys is not supported; every key already exists "
                           f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}. The one "
@@ -52,6 +56,8 @@ def _explain(error: Exception, overrides: Sequence[str]) -> str:
     if key:
         full = re.search(r"full_key: ([\w.]+)", text)
         name = full.group(1) if full else key.group(1)
+        if name.startswith("system.env."):
+            return f"{name} is not set by this system profile; add it with a leading '+': +{name}=value"
         return f"{name} is not a config key; see 'python -m benchmarks --cfg job' for the keys (check the spelling)"
     exists = re.search(r"An item is already at '([\w.]+)'", text)
     if exists:
@@ -76,6 +82,18 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            return hydra_compose(config_name="config", overrides=list(overrides))
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
     except Exception as error:  # Hydra and OmegaConf raise many types; all are bad input here
         raise ConfigError(_explain(error, overrides)) from None
+    _check_env_values(cfg, overrides)
+    return cfg
+
+
+def _check_env_values(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """The ranks get system.env as text: refuse a value that Hydra read as something else (true -> True,
+    1e3 -> 1000.0), which would reach them changed."""
+    for override in overrides:
+        key, _, value = override.lstrip("+").partition("=")
+        if key.startswith("system.env.") and str(cfg.system.env[key[len("system.env."):]]) != value:
+            raise ConfigError(f"{key}={value} would reach the ranks as {cfg.system.env[key[len('system.env.'):]]!r} "
+                              "(Hydra reads it as a boolean or number); write it as the program expects it, e.g. 1 for true")

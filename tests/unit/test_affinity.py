@@ -12,11 +12,24 @@ from tests.conftest import ddlbench
 @pytest.mark.parametrize(("ranks", "cpus", "expected"), [
     (2, list(range(32)), [list(range(16)), list(range(16, 32))]),
     (3, list(range(8)), [[0, 1, 2], [3, 4, 5], [6, 7]]),
-    (1, [5, 3, 4], [[3, 4, 5]]),
+    (1, [3, 4, 5], [[3, 4, 5]]),
     (4, [0, 1], [[0], [1], [0], [1]]),  # fewer CPUs than ranks: one each, shared
 ])
 def test_cores_for_splits_the_cpus_into_disjoint_blocks(ranks, cpus, expected):
     assert [affinity.cores_for(r, ranks, cpus) for r in range(ranks)] == expected
+
+
+def test_topology_order_keeps_hyperthreads_and_sockets_together(tmp_path):
+    # 2 sockets x 2 cores x 2 threads, numbered as Linux often does: core i's second thread is i + 4
+    for cpu in range(8):
+        topology = tmp_path / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text(f"{(cpu % 4) // 2}\n")
+        (topology / "core_id").write_text(f"{cpu % 2}\n")
+    ordered = affinity.topology_order(list(range(8)), sysfs=tmp_path)
+    assert ordered == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert [affinity.cores_for(r, 2, ordered) for r in (0, 1)] == [[0, 4, 1, 5], [2, 6, 3, 7]]  # one socket each
+    assert affinity.topology_order([3, 1, 2], sysfs=tmp_path / "none") == [1, 2, 3]  # no sysfs: number order
 
 
 def test_compact_notation():
@@ -31,9 +44,13 @@ def test_srun_only_bindings_are_refused_for_local_runs():
         affinity.check_local("map_ldom:0,1")
 
 
-def test_srun_binding_is_left_as_srun_made_it():
-    before = affinity.bind(None, local_rank=0, local_world_size=1, launched_by="slurm")
-    assert affinity.bind("cores", local_rank=1, local_world_size=2, launched_by="slurm") == before
+def test_srun_binding_is_left_as_srun_made_it(monkeypatch):
+    calls = []
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda pid, cpus: calls.append(cpus))
+    affinity.bind("cores", local_rank=1, local_world_size=2, launched_by="slurm")
+    assert calls == []
+    affinity.bind("cores", local_rank=1, local_world_size=2, launched_by="torchrun")
+    assert len(calls) == 1
 
 
 def test_local_ranks_bind_to_their_share(tmp_path):
@@ -42,7 +59,7 @@ def test_local_ranks_bind_to_their_share(tmp_path):
                       f"run.dir={tmp_path / 'run'}")
     assert result.returncode == 0, result.stderr[-3000:]
     headers = [json.loads((tmp_path / "run" / f"rank{r}.jsonl").read_text().splitlines()[0]) for r in (0, 1)]
-    cpus = [set(affinity.cores_for(r, 2, sorted(os.sched_getaffinity(0)))) for r in (0, 1)]
+    cpus = [set(affinity.cores_for(r, 2, affinity.topology_order(list(os.sched_getaffinity(0))))) for r in (0, 1)]
     assert [h["cpus"] for h in headers] == [affinity.compact(sorted(c)) for c in cpus]
 
 

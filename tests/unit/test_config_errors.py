@@ -16,7 +16,11 @@ from benchmarks.validate import validate
         (["run.campaign=x;rm -rf /"], "characters that are not allowed"),
         (["run.campaign=$(id)"], "characters that are not allowed"),
         (["+foo=1"], "adding or deleting keys is not supported"),
-        (["+system.env.lower=1"], "The one exception sets an environment variable for every rank: +system.env.NAME=value"),
+        (["+run.foo=1"], "The one exception sets an environment variable for every rank: +system.env.NAME=value"),
+        (["+system.env.lower=1"], "'lower' is no environment variable name for the ranks; use capitals, digits and _"),
+        (["system.env.NCCL_MAX_CTAS=8"], "system.env.NCCL_MAX_CTAS is not set by this system profile; add it with a "
+                                         "leading '+': +system.env.NCCL_MAX_CTAS=value"),
+        (["+system.env.NCCL_DEBUG_X=true"], "system.env.NCCL_DEBUG_X=true would reach the ranks as 'True'"),
         (["+system.env.X=$(id)"], "override '+system.env.X=$(id)': system.env.X has characters that are not allowed"),
         (["system=h200", "+system.env.OMP_NUM_THREADS=4"],
          "system.env.OMP_NUM_THREADS already exists; set it without the leading '+': system.env.OMP_NUM_THREADS=value"),
