@@ -111,6 +111,8 @@ def train(
                 t_start = time.perf_counter()
             timer.start_step()
             try:
+                # the previous step's work is all queued by now: DALI's zero-copy batches are released
+                # behind an event recorded here (loaders/dali.py)
                 images, labels = next(batches)
             except StopIteration:
                 timer.cancel_step()
