@@ -241,6 +241,31 @@ def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: in
         worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id")
 
 
+RANK_PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s"]
+
+
+def rank_imbalance(steps: pd.DataFrame, *, min_gap_ms: float = 1.0) -> pd.DataFrame:
+    """Per run with 2+ ranks and per phase: each rank's median over the measured steps, the slowest rank
+    (slowest_rank, slowest_ms), the fastest rank's median (fastest_ms) and gap_ms between them; only
+    gaps of at least min_gap_ms, phases in step order. Ranks of a data-parallel step wait for each
+    other inside backward's all-reduce, so a rank slow in data or fwd shows there first, and the
+    others then spend the gap in bwd."""
+    present = [p for p in RANK_PHASES if p in steps]
+    per_rank = measured(steps).groupby(["run_id", "rank"], observed=True)[present].median().reset_index()
+    long = per_rank.melt(id_vars=["run_id", "rank"], value_vars=present, var_name="phase", value_name="median_s")
+    long = long.dropna(subset=["median_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
+    group = long.groupby(["run_id", "phase"], observed=True)["median_s"]
+    long = long[group.transform("size") >= 2]
+    group = long.groupby(["run_id", "phase"], observed=True)["median_s"]
+    slowest = long.loc[group.idxmax()].rename(columns={"rank": "slowest_rank", "median_s": "slowest_s"})
+    out = slowest.merge(group.min().rename("fastest_s").reset_index(), on=["run_id", "phase"])
+    out = out.assign(slowest_ms=1e3 * out["slowest_s"], fastest_ms=1e3 * out["fastest_s"],
+                     gap_ms=1e3 * (out["slowest_s"] - out["fastest_s"]),
+                     order=out["phase"].map(RANK_PHASES.index), phase=out["phase"].str.removesuffix("_s"))
+    out = out[out["gap_ms"] >= min_gap_ms].sort_values(["run_id", "order"])
+    return out[["run_id", "phase", "slowest_rank", "slowest_ms", "fastest_ms", "gap_ms"]].reset_index(drop=True)
+
+
 def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     """Stash stalls from paired runs (same framework, model, precision, per-GPU batch, per-GPU samples);
     T = time_s of a run (median over repeats). One row per stall:

@@ -180,6 +180,13 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
             "time (what the run would gain if every step ran at its median).")))
         blocks.append(Block("table", stability.round(1)))
+        imbalance = metrics.rank_imbalance(campaign.steps)
+        if not imbalance.empty:
+            blocks.append(Block("text", (
+                "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
+                "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
+                "a run points at the slow rank; a bwd gap after it is the others waiting.")))
+            blocks.append(Block("table", imbalance.round(1)))
         jittery = metrics.jittery_runs(campaign.steps, stability_runs)
         if not jittery.empty:
             _figure(blocks, figures, "step_timeline",

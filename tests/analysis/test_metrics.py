@@ -149,3 +149,20 @@ def test_step_stability_by_hand():
     assert row["step_ms_median"] == pytest.approx(1000) and row["step_ms_max"] == pytest.approx(2000)
     assert row["slow_steps_pct"] == pytest.approx(20)
     assert row["slow_time_pct"] == pytest.approx(100 * 2.0 / 12.0)  # 2 s beyond the median of 12 s in all
+
+
+def test_rank_imbalance_by_hand():
+    # run a: rank 1's forward is 4 ms slower, so rank 0 waits 4 ms longer in backward's all-reduce;
+    # run b: one rank (nothing to compare); run c: 2 ranks within 0.5 ms
+    rows = []
+    for step in range(10):
+        for run, rank, fwd, bwd in (("a", 0, 0.026, 0.034), ("a", 1, 0.030, 0.030), ("b", 0, 0.026, 0.034),
+                                    ("c", 0, 0.026, 0.030), ("c", 1, 0.0265, 0.030)):
+            rows.append({"run_id": run, "step": step, "rank": rank, "warmup": False, "samples": 4, "data_s": 0.0,
+                         "fwd_s": fwd, "bwd_s": bwd, "opt_s": 0.0004, "step_s": 0.06})
+    rows.append({"run_id": "c", "step": -1, "rank": 1, "warmup": True, "samples": 4, "data_s": 0.0,
+                 "fwd_s": 9.0, "bwd_s": 9.0, "opt_s": 0.0, "step_s": 18.0})  # warm-up: not measured
+    table = metrics.rank_imbalance(pd.DataFrame(rows))
+    assert table[["run_id", "phase", "slowest_rank"]].values.tolist() == [["a", "fwd", 1], ["a", "bwd", 0]]
+    assert table["gap_ms"].tolist() == pytest.approx([4.0, 4.0])
+    assert table["fastest_ms"].tolist() == pytest.approx([26.0, 30.0])

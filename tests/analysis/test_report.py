@@ -35,6 +35,21 @@ def test_report_lists_excluded_runs_and_figures(tmp_path, capsys):
     assert "16 runs" in capsys.readouterr().out
 
 
+def test_report_names_a_rank_out_of_step(tmp_path, copy_of):
+    """A run whose rank 1 runs every forward 5 ms slower is listed under "Ranks out of step"."""
+    campaign = copy_of(CAMPAIGN)
+    log = campaign / "small" / "ddp-dali-resnet50-g2-n1-b64-r0" / "rank1.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    log.write_text("".join(json.dumps({**x, "fwd_s": x["fwd_s"] + 0.005} if "fwd_s" in x else x) + "\n"
+                           for x in lines))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["report", str(campaign), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "Ranks out of step" in text
+    assert "| small/ddp-dali-resnet50-g2-n1-b64-r0 | fwd | 1 |" in text
+
+
 def test_report_reference_overlay(tmp_path):
     assert _report(tmp_path, "--reference", "aach2023") == 0
     text = (tmp_path / "rep" / "report.md").read_text()
