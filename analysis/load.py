@@ -44,7 +44,7 @@ COMMBENCH = re.compile(r"commbench.*\.json$")
 STEP_FIELDS: dict[str, str] = {
     "step": "int64", "epoch": "int64", "step_in_epoch": "int64", "samples": "int64", "warmup": "bool",
     "comm_s": "float64", "comm_exposed_s": "float64", "data_s": "float64", "fwd_s": "float64",
-    "bwd_s": "float64", "opt_s": "float64", "step_s": "float64",
+    "bwd_s": "float64", "opt_s": "float64", "step_s": "float64", "host_data_s": "float64", "host_step_s": "float64",
 }
 REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
 COMMBENCH_FIELDS = ["op", "size_bytes", "algbw_gb_s", "busbw_gb_s", "time_s", "world_size", "backend"]

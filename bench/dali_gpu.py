@@ -148,7 +148,25 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
         print(result.stderr[-4000:], file=sys.stderr)
         raise SystemExit(f"dali_gpu: training with {loader_overrides} failed (exit {result.returncode})")
     (summary,) = (root / name).glob("*/summary.json")
+    print(f"  {name}: {step_diagnosis(summary.parent)}", flush=True)
     return json.loads(summary.read_text())
+
+
+def step_diagnosis(run_dir: Path) -> str:
+    """Per rank, medians (ms) of the measured steps: GPU data wait, forward, step; the host blocked in the
+    loader and queueing the step (launch-bound when host_step nears step); and how many steps waited
+    over 1 ms for data on the GPU."""
+    import statistics
+
+    parts = []
+    for log in sorted(run_dir.glob("rank*.jsonl")):
+        steps = [r for r in map(json.loads, log.read_text().splitlines()) if "step_s" in r and not r["warmup"]]
+        med = {k: 1e3 * statistics.median(r[k] for r in steps) for k in ("data_s", "fwd_s", "step_s",
+                                                                         "host_data_s", "host_step_s")}
+        waits = sum(r["data_s"] > 1e-3 for r in steps) / len(steps)
+        parts.append(f"{log.stem} data {med['data_s']:.1f} fwd {med['fwd_s']:.1f} step {med['step_s']:.1f} | host "
+                     f"data {med['host_data_s']:.1f} step {med['host_step_s']:.1f} | waits {waits:.0%}")
+    return "; ".join(parts)
 
 
 TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-hw1", "dali-file-q8", "dali-file-copy",
@@ -156,27 +174,37 @@ TRAIN_CASES = ("synthetic", "dali-file", "dali-tfrecord", "native", "dali-file-h
 DEFAULT_TRAIN_CASES = "synthetic,dali-file,dali-tfrecord,native"
 
 
+def _merge(base: list[str], extra: list[str]) -> list[str]:
+    """Overrides with the later value of a key winning (Hydra refuses a key given twice)."""
+    merged = {o.split("=", 1)[0]: o for o in base}
+    merged.update({o.split("=", 1)[0]: o for o in extra})
+    return list(merged.values())
+
+
 def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
     dali = ["loader=dali", f"loader.num_threads={args.dali_threads}"]
+    file = [*dali, "loader.reader=file", f"data.path={args.data}"]
     every = {
         "synthetic": ["loader=synthetic"],
-        "dali-file": [*dali, "loader.reader=file", f"data.path={args.data}"],
+        "dali-file": file,
         "dali-tfrecord": [*dali, "loader.reader=tfrecord", f"data.path={args.data_tfrecord}"],
         "native": ["loader=native", f"data.path={args.data}", f"loader.num_workers={args.native_workers}",
                    "loader.prefetch_factor=4"],
         # every JPEG on the hardware decoder (NVJPG), none on the SMs the training uses
-        "dali-file-hw1": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.hw_decoder_load=1.0"],
+        "dali-file-hw1": [*file, "loader.hw_decoder_load=1.0"],
         # a deeper queue absorbs the moments DALI's GPU stage falls behind (2 H200: data waits of 5-20 ms)
-        "dali-file-q8": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.prefetch_queue_depth=8"],
+        "dali-file-q8": [*file, "loader.prefetch_queue_depth=8"],
         # the copy out of DALI's buffers (the default until 2026-11-29), which also ties DALI's stream to torch's
-        "dali-file-copy": [*dali, "loader.reader=file", f"data.path={args.data}", "loader.zero_copy=false"],
+        "dali-file-copy": [*file, "loader.zero_copy=false"],
         # each rank (and its DALI threads) on its own half of the cores: local runs are not bound otherwise
-        "dali-file-bind": [*dali, "loader.reader=file", f"data.path={args.data}", "system.cpu_bind=cores"],
+        "dali-file-bind": [*file, "system.cpu_bind=cores"],
         # everything that helped a little on 2 H200 (2026-11-29), together: bound ranks, a queue of 8, NCCL
         # on at most 8 SMs (CTAs)
-        "dali-file-tuned": [*dali, "loader.reader=file", f"data.path={args.data}", "system.cpu_bind=cores",
-                            "loader.prefetch_queue_depth=8", "+system.env.NCCL_MAX_CTAS=8"],
+        "dali-file-tuned": [*file, "system.cpu_bind=cores", "loader.prefetch_queue_depth=8",
+                            "+system.env.NCCL_MAX_CTAS=8"],
     }
+    # --case NAME:OVERRIDE,...: the DALI file case with these overrides on top
+    every.update({name: _merge(file, overrides) for name, overrides in args.custom_cases.items()})
     return {name: every[name] for name in args.train_cases}
 
 
@@ -213,6 +241,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--train-cases", default=DEFAULT_TRAIN_CASES,
                         help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
+    parser.add_argument("--case", action="append", default=[], metavar="NAME:OVERRIDE[,OVERRIDE...]",
+                        help="a further training case: the dali-file case with these overrides on top, e.g. "
+                             "'t16:loader.num_threads=16' (repeatable; name it in --train-cases)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
     parser.add_argument("--telemetry-hz", type=float, default=0,
                         help="training runs sample GPU clock/power/utilisation and process CPU this often (0: off)")
@@ -221,9 +252,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     args.train_cases = args.train_cases.split(",")
-    unknown = sorted(set(args.train_cases) - set(TRAIN_CASES))
+    args.custom_cases = {}
+    for case in args.case:
+        name, _, overrides = case.partition(":")
+        if not name or not overrides or name in TRAIN_CASES:
+            parser.error(f"--case={case}: write NAME:OVERRIDE[,OVERRIDE...] with a new NAME (not {', '.join(TRAIN_CASES)})")
+        args.custom_cases[name] = overrides.split(",")
+    unknown = sorted(set(args.train_cases) - set(TRAIN_CASES) - set(args.custom_cases))
     if unknown or args.train_cases[0] != "synthetic":
-        parser.error(f"--train-cases={','.join(args.train_cases)}: start with synthetic and choose from {', '.join(TRAIN_CASES)}")
+        parser.error(f"--train-cases={','.join(args.train_cases)}: start with synthetic and choose from "
+                     f"{', '.join([*TRAIN_CASES, *args.custom_cases])}")
     args.data = args.data.resolve()  # the training runs start in the repository root
     args.data_tfrecord = (args.data_tfrecord or args.data.with_name(args.data.name + "_tfrecord")).resolve()
     if not torch.cuda.is_available():

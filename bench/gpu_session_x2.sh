@@ -6,7 +6,8 @@
 #   bash bench/gpu_session_x2.sh ds          # + part.00, .devwheels/deepspeed: ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh ds-trace    # + part.00 or .01, .devwheels/deepspeed: ZeRO-2 cells, a profiled 2-GPU ZeRO-0 run
 #   bash bench/gpu_session_x2.sh comm        # + part.01: commbench on 2 GPUs (all-reduce sweep, P2P matrix)
-#   bash bench/gpu_session_x2.sh dali        # + part.02: DALI-fed training vs synthetic on 1 and 2 GPUs
+#   bash bench/gpu_session_x2.sh dali        # + part.02: DALI settings vs synthetic, one run each, 2 and 1 GPUs
+#   bash bench/gpu_session_x2.sh dali-confirm  # right after dali: its two best settings, 2 rounds, 2 and 1 GPUs
 #   bash bench/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
 #   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
@@ -23,7 +24,12 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 nvidia-smi topo -m 2>/dev/null | grep -E "^(GPU|\s)" | cut -c1-120
 lscpu | grep -E "^(NUMA|Thread|Core|Socket)"
 date -u +"%Y-%m-%dT%H:%M:%SZ"
-phase=${1:?ds|ds-trace|comm|dali|hvd|breakdown|stash}
+phase=${1:?ds|ds-trace|comm|dali|dali-confirm|hvd|breakdown|stash}
+# the DALI settings the dali phases try, each the dali-file case (8 threads, hw_decoder_load 0.65) plus these
+DALI_CASES=(--case t12:loader.num_threads=12 --case t16:loader.num_threads=16 --case hw1:loader.hw_decoder_load=1.0
+            --case t16-hw1:loader.num_threads=16,loader.hw_decoder_load=1.0
+            --case t16-ctas8:loader.num_threads=16,+system.env.NCCL_MAX_CTAS=8
+            --case t16-bind:loader.num_threads=16,system.cpu_bind=cores)
 case $phase in
   # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
   # (with ZeRO-2 as well, 16 cells took 598 s)
@@ -45,15 +51,32 @@ case $phase in
   breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
   dali)
+    # 2 GPUs, one run each: which DALI setting keeps up with training (2026-11-29: every ~3rd step waited
+    # ~5 ms for its batch on one rank, whose forward then ran ~7 ms long); the per-run lines give each
+    # rank's GPU data wait, forward and step against the host's time in next() and for the whole step
     bash tools/dali_slim.sh install
-    # telemetry: the GPU clock, power and each rank's CPU use tell the slow runs (rank 1's forward) apart
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only train --gpus 2 --rounds 2 --telemetry-hz 5 \
-        --train-cases synthetic,dali-file,dali-file-bind,dali-file-tuned \
-        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g2.json" 2>&1 | grep -E "^(train|RESULT)|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 --train-cases synthetic,dali-file \
-        --runs-root "$OUT/dali_runs" --json "$OUT/dali_train_g1.json" 2>&1 | grep -E "^(train|RESULT)|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only train --gpus 2 "${DALI_CASES[@]}" \
+        --train-cases synthetic,dali-file,t12,t16,hw1,t16-hw1,t16-ctas8,t16-bind \
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_explore_g2.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --train-cases synthetic,dali-file,t16 "${DALI_CASES[@]}" \
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_explore_g1.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
+    mkdir -p /tmp/persist && cp "$OUT"/dali_explore_g*.json /tmp/persist/
     ;;
-  *) echo "unknown phase $phase: choose ds, ds-trace, comm, dali, hvd, breakdown or stash" >&2; exit 2 ;;
+  dali-confirm)
+    # right after `dali` (DALI, the data and its figures are still on the machine): the two best DALI
+    # settings of that call against synthetic and the default, 2 rounds on 2 GPUs, then on 1 GPU
+    [[ -f /tmp/persist/dali_explore_g2.json && -d /tmp/ddl_jpeg ]] || { echo "run the dali phase first (same warm machine)" >&2; exit 1; }
+    best=$("$PY" -c 'import json, sys; f = json.load(open(sys.argv[1]))["train_img_s"]
+print(",".join(sorted((k for k in f if k not in ("synthetic", "dali-file")), key=f.get, reverse=True)[:2]))' /tmp/persist/dali_explore_g2.json)
+    echo "best two of the dali phase: $best"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 "${DALI_CASES[@]}" \
+        --train-cases "synthetic,dali-file,$best" \
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_confirm_g2.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
+    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 "${DALI_CASES[@]}" \
+        --train-cases "synthetic,dali-file,${best%%,*}" \
+        --runs-root "$OUT/dali_runs" --json "$OUT/dali_confirm_g1.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
+    ;;
+  *) echo "unknown phase $phase: choose ds, ds-trace, comm, dali, dali-confirm, hvd, breakdown or stash" >&2; exit 2 ;;
 esac 2>&1 | tee "$OUT/$phase.txt"
 # at most 8 files (16 MiB each) come back from $OUT: the run directories travel as one tarball (their
 # step logs, meta.json, telemetry), profiler traces as another, which may be too large to come back

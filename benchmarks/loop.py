@@ -2,7 +2,9 @@
 
 Warm-up steps are run and logged but not measured; the measured window is timed on the host between
 two device synchronisations, and the slowest rank defines it. Per-step phase times come from the
-step timer (CUDA events or perf_counter) and go to rank<R>.jsonl.
+step timer (CUDA events or perf_counter) and go to rank<R>.jsonl, with two host times: host_data_s
+(the host blocked in the loader's next()) and host_step_s (the host queueing the whole step). On a GPU,
+host_step_s close to step_s means the host, not the device, sets the pace (launch-bound).
 """
 from __future__ import annotations
 
@@ -109,6 +111,7 @@ def train(
                 synchronize(device)
                 framework.barrier()
                 t_start = time.perf_counter()
+            t_host = time.perf_counter()
             timer.start_step()
             try:
                 # the previous step's work is all queued by now: DALI's zero-copy batches are released
@@ -117,6 +120,7 @@ def train(
             except StopIteration:
                 timer.cancel_step()
                 break
+            t_host_data = time.perf_counter()
             timer.mark()
             with autocast():
                 loss = criterion(model(images), labels)
@@ -126,6 +130,7 @@ def train(
             framework.step()
             timer.mark()
             timer.end_step()
+            t_host_end = time.perf_counter()
             if profiler is not None:
                 profiler.step()
             samples = int(labels.shape[0])
@@ -133,7 +138,8 @@ def train(
                 measured_samples += samples
             # the timer hands back a step's times only once its events completed: pair them in order
             record = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
-                      "samples": samples, "warmup": step < plan.warmup_steps}
+                      "samples": samples, "warmup": step < plan.warmup_steps,
+                      "host_data_s": t_host_data - t_host, "host_step_s": t_host_end - t_host}
             if comm_timer is not None and not comm_late:
                 record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
             pending.append(record)

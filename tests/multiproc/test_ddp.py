@@ -35,6 +35,8 @@ def test_two_rank_run_writes_a_complete_run_directory(tmp_path):
         assert [s["warmup"] for s in steps] == [True, False, False, False]
         for s in steps:
             assert s["step_s"] >= s["data_s"] + s["fwd_s"] + s["bwd_s"] + s["opt_s"] - 1e-6
+            # the host's own view: blocked in next(), then queueing the step (synchronous on CPU)
+            assert 0 <= s["host_data_s"] <= s["host_step_s"]
     # progress lines on rank 0
     assert "[ddlbench] step 4/4" in result.stderr
     # after K steps from the same seed the replicas are identical
