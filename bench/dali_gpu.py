@@ -203,8 +203,10 @@ def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
         "dali-file-tuned": [*file, "system.cpu_bind=cores", "loader.prefetch_queue_depth=8",
                             "+system.env.NCCL_MAX_CTAS=8"],
     }
-    # --case NAME:OVERRIDE,...: the DALI file case with these overrides on top
-    every.update({name: _merge(file, overrides) for name, overrides in args.custom_cases.items()})
+    # --case NAME:OVERRIDE,...: the DALI file case (the synthetic one if they say loader=synthetic) with
+    # these overrides on top
+    every.update({name: _merge(every["synthetic"] if "loader=synthetic" in overrides else file, overrides)
+                  for name, overrides in args.custom_cases.items()})
     return {name: every[name] for name in args.train_cases}
 
 
@@ -242,8 +244,9 @@ def main() -> None:
     parser.add_argument("--train-cases", default=DEFAULT_TRAIN_CASES,
                         help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
     parser.add_argument("--case", action="append", default=[], metavar="NAME:OVERRIDE[,OVERRIDE...]",
-                        help="a further training case: the dali-file case with these overrides on top, e.g. "
-                             "'t16:loader.num_threads=16' (repeatable; name it in --train-cases)")
+                        help="a further training case: the dali-file case (synthetic if they include loader=synthetic) "
+                             "with these overrides on top, e.g. 't16:loader.num_threads=16' (repeatable; name it "
+                             "in --train-cases)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
     parser.add_argument("--telemetry-hz", type=float, default=0,
                         help="training runs sample GPU clock/power/utilisation and process CPU this often (0: off)")

@@ -25,11 +25,23 @@ nvidia-smi topo -m 2>/dev/null | grep -E "^(GPU|\s)" | cut -c1-120
 lscpu | grep -E "^(NUMA|Thread|Core|Socket)"
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 phase=${1:?ds|ds-trace|comm|dali|dali-confirm|hvd|breakdown|stash}
-# the DALI settings the dali phases try, each the dali-file case (8 threads, hw_decoder_load 0.65) plus these
+# the DALI settings the dali phases try: each is the dali-file case (8 threads, hw_decoder_load 0.65), or
+# the synthetic one where it says loader=synthetic, plus these overrides. conn32: 32 hardware work queues
+# instead of 8, so DALI's ~24 streams stop sharing a queue with training's stream (the suspect, 2026-11-29:
+# a DALI thread waited 30-70 ms on a small nvJPEG kernel while the rank waited for its all-reduce)
 DALI_CASES=(--case t12:loader.num_threads=12 --case t16:loader.num_threads=16 --case hw1:loader.hw_decoder_load=1.0
+            --case hw0.4:loader.hw_decoder_load=0.4
             --case t16-hw1:loader.num_threads=16,loader.hw_decoder_load=1.0
             --case t16-ctas8:loader.num_threads=16,+system.env.NCCL_MAX_CTAS=8
-            --case t16-bind:loader.num_threads=16,system.cpu_bind=cores)
+            --case t16-bind:loader.num_threads=16,system.cpu_bind=cores
+            --case synthetic-conn32:loader=synthetic,+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32
+            --case conn32:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32
+            --case conn32-hw0.4:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32,loader.hw_decoder_load=0.4
+            --case conn32-t16:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32,loader.num_threads=16)
+# which of them the dali phase runs: 2 GPUs, 1 GPU, then 2 GPUs again (a second run of the likely best)
+DALI_G2=${DALI_G2:-synthetic,dali-file,synthetic-conn32,conn32,hw0.4,conn32-hw0.4,conn32-t16}
+DALI_G1=${DALI_G1:-synthetic,dali-file,synthetic-conn32,conn32}
+DALI_G2_AGAIN=${DALI_G2_AGAIN:-synthetic,synthetic-conn32,conn32}
 case $phase in
   # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
   # (with ZeRO-2 as well, 16 cells took 598 s)
@@ -51,23 +63,25 @@ case $phase in
   breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
   dali)
-    # 2 GPUs, one run each: which DALI setting keeps up with training (2026-11-29: every ~3rd step waited
-    # ~5 ms for its batch on one rank, whose forward then ran ~7 ms long); the per-run lines give each
-    # rank's GPU data wait, forward and step against the host's time in next() and for the whole step
+    # one run each of the DALI settings in DALI_G2 (2 GPUs) and DALI_G1 (1 GPU) against synthetic; the
+    # per-run lines give each rank's GPU data wait, forward and step against the host's time in next() and
+    # for the whole step. 2026-11-29: every ~3rd step the host waited 40-65 ms in next() on one rank.
     bash tools/dali_slim.sh install
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096 --only train --gpus 2 "${DALI_CASES[@]}" \
-        --train-cases synthetic,dali-file,t12,t16,hw1,t16-hw1,t16-ctas8,t16-bind \
-        --runs-root "$OUT/dali_runs" --json "$OUT/dali_explore_g2.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --train-cases synthetic,dali-file,t16 "${DALI_CASES[@]}" \
-        --runs-root "$OUT/dali_runs" --json "$OUT/dali_explore_g1.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
-    mkdir -p /tmp/persist && cp "$OUT"/dali_explore_g*.json /tmp/persist/
+    for run in "2 $DALI_G2 g2" "1 $DALI_G1 g1" "2 $DALI_G2_AGAIN g2-again"; do
+        read -r gpus cases tag <<<"$run"
+        make=(); [[ -d /tmp/ddl_jpeg ]] || make=(--make-data 4096)
+        "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg "${make[@]}" --only train --gpus "$gpus" "${DALI_CASES[@]}" \
+            --train-cases "$cases" --runs-root "$OUT/dali_runs_$tag" --json "$OUT/dali_$tag.json" 2>&1 \
+            | grep -E "^(train|RESULT|data|  )|rror"
+    done
+    mkdir -p /tmp/persist && cp "$OUT"/dali_g*.json /tmp/persist/
     ;;
   dali-confirm)
     # right after `dali` (DALI, the data and its figures are still on the machine): the two best DALI
     # settings of that call against synthetic and the default, 2 rounds on 2 GPUs, then on 1 GPU
-    [[ -f /tmp/persist/dali_explore_g2.json && -d /tmp/ddl_jpeg ]] || { echo "run the dali phase first (same warm machine)" >&2; exit 1; }
+    [[ -f /tmp/persist/dali_g2.json && -d /tmp/ddl_jpeg ]] || { echo "run the dali phase first (same warm machine)" >&2; exit 1; }
     best=$("$PY" -c 'import json, sys; f = json.load(open(sys.argv[1]))["train_img_s"]
-print(",".join(sorted((k for k in f if k not in ("synthetic", "dali-file")), key=f.get, reverse=True)[:2]))' /tmp/persist/dali_explore_g2.json)
+print(",".join(sorted((k for k in f if k != "dali-file" and not k.startswith("synthetic")), key=f.get, reverse=True)[:2]))' /tmp/persist/dali_g2.json)
     echo "best two of the dali phase: $best"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 "${DALI_CASES[@]}" \
         --train-cases "synthetic,dali-file,$best" \
