@@ -119,7 +119,7 @@ def run_loaders(args: argparse.Namespace) -> dict[str, float]:
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     results = {}
-    cases = [(f"dali-{reader}-hw{load:g}", DaliLoader(reader=reader, hw_decoder_load=load, num_threads=args.dali_threads),
+    cases = [(f"dali-{reader}-hw{load:g}", DaliLoader(reader=reader, hw_decoder_load=load, num_threads=args.dali_threads or 16),
               args.data if reader == "file" else args.data_tfrecord)
              for reader in ("file", "tfrecord") for load in (0.0, 0.65)]
     cases += [(f"native-w{w}", NativeLoader(num_workers=w, prefetch_factor=4), args.data) for w in (8, 16)]
@@ -182,7 +182,8 @@ def _merge(base: list[str], extra: list[str]) -> list[str]:
 
 
 def train_cases(args: argparse.Namespace) -> dict[str, list[str]]:
-    dali = ["loader=dali", f"loader.num_threads={args.dali_threads}"]
+    # DALI's threads: loader.num_threads, by default system.cpus_per_rank (16 on system=h200)
+    dali = ["loader=dali", *([f"loader.num_threads={args.dali_threads}"] if args.dali_threads else [])]
     file = [*dali, "loader.reader=file", f"data.path={args.data}"]
     every = {
         "synthetic": ["loader=synthetic"],
@@ -235,7 +236,8 @@ def main() -> None:
     parser.add_argument("--only", choices=("all", "loaders", "train"), default="all")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs for the training runs (loaders use one)")
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--dali-threads", type=int, default=8)
+    parser.add_argument("--dali-threads", type=int, default=None,
+                        help="DALI threads per rank (default: the config's, system.cpus_per_rank; 16 for the loaders alone)")
     parser.add_argument("--native-workers", type=int, default=16)
     parser.add_argument("--loader-warmup", type=int, default=10)
     parser.add_argument("--loader-batches", type=int, default=60)
@@ -245,7 +247,7 @@ def main() -> None:
                         help=f"comma-separated training cases, 'synthetic' first (of {', '.join(TRAIN_CASES)})")
     parser.add_argument("--case", action="append", default=[], metavar="NAME:OVERRIDE[,OVERRIDE...]",
                         help="a further training case: the dali-file case (synthetic if they include loader=synthetic) "
-                             "with these overrides on top, e.g. 't16:loader.num_threads=16' (repeatable; name it "
+                             "with these overrides on top, e.g. 't8:loader.num_threads=8' (repeatable; name it "
                              "in --train-cases)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats of the training cases (mean)")
     parser.add_argument("--telemetry-hz", type=float, default=0,

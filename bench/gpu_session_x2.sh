@@ -25,23 +25,19 @@ nvidia-smi topo -m 2>/dev/null | grep -E "^(GPU|\s)" | cut -c1-120
 lscpu | grep -E "^(NUMA|Thread|Core|Socket)"
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 phase=${1:?ds|ds-trace|comm|dali|dali-confirm|hvd|breakdown|stash}
-# the DALI settings the dali phases try: each is the dali-file case (8 threads, hw_decoder_load 0.65), or
-# the synthetic one where it says loader=synthetic, plus these overrides. conn32: 32 hardware work queues
-# instead of 8, so DALI's ~24 streams stop sharing a queue with training's stream (the suspect, 2026-11-29:
-# a DALI thread waited 30-70 ms on a small nvJPEG kernel while the rank waited for its all-reduce)
-DALI_CASES=(--case t12:loader.num_threads=12 --case t16:loader.num_threads=16 --case hw1:loader.hw_decoder_load=1.0
-            --case hw0.4:loader.hw_decoder_load=0.4
-            --case t16-hw1:loader.num_threads=16,loader.hw_decoder_load=1.0
-            --case t16-ctas8:loader.num_threads=16,+system.env.NCCL_MAX_CTAS=8
-            --case t16-bind:loader.num_threads=16,system.cpu_bind=cores
-            --case synthetic-conn32:loader=synthetic,+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32
-            --case conn32:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32
-            --case conn32-hw0.4:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32,loader.hw_decoder_load=0.4
-            --case conn32-t16:+system.env.CUDA_DEVICE_MAX_CONNECTIONS=32,loader.num_threads=16)
-# which of them the dali phase runs: 2 GPUs, 1 GPU, then 2 GPUs again (a second run of the likely best)
-DALI_G2=${DALI_G2:-synthetic,dali-file,synthetic-conn32,conn32,hw0.4,conn32-hw0.4,conn32-t16}
-DALI_G1=${DALI_G1:-synthetic,dali-file,synthetic-conn32,conn32}
-DALI_G2_AGAIN=${DALI_G2_AGAIN:-synthetic,synthetic-conn32,conn32}
+# the DALI settings the dali phases try: each is the dali-file case (system=h200's defaults: 16 threads,
+# hw_decoder_load 0.65, 32 CUDA hardware queues) or the synthetic one where it says loader=synthetic, plus
+# these overrides. conn8: CUDA's default of 8 hardware work queues, the setting before 2026-11-29, when
+# DALI's ~24 streams shared them with training's stream (DALI fed 0.88 of synthetic on 2 H200; 0.96 with 32)
+DALI_CASES=(--case t8:loader.num_threads=8 --case hw1:loader.hw_decoder_load=1.0 --case hw0.4:loader.hw_decoder_load=0.4
+            --case q8:loader.prefetch_queue_depth=8 --case bind:system.cpu_bind=cores
+            --case synthetic-conn8:loader=synthetic,system.env.CUDA_DEVICE_MAX_CONNECTIONS=8
+            --case conn8:system.env.CUDA_DEVICE_MAX_CONNECTIONS=8
+            --case conn8-t8:system.env.CUDA_DEVICE_MAX_CONNECTIONS=8,loader.num_threads=8)
+# which of them the dali phase runs: 2 GPUs, 1 GPU, then 2 GPUs again (a second run of the default)
+DALI_G2=${DALI_G2:-synthetic,dali-file,t8,conn8-t8,synthetic-conn8}
+DALI_G1=${DALI_G1:-synthetic,dali-file,conn8-t8}
+DALI_G2_AGAIN=${DALI_G2_AGAIN:-synthetic,dali-file}
 case $phase in
   # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
   # (with ZeRO-2 as well, 16 cells took 598 s)

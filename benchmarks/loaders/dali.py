@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from importlib import metadata
@@ -43,6 +44,11 @@ from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.native import IMAGENET_MEAN, IMAGENET_STD
 
 READER_NAME = "Reader"
+# CUDA maps every stream onto one of CUDA_DEVICE_MAX_CONNECTIONS hardware work queues (default 8). DALI's
+# mixed decoder uses ~24 streams; one that shares a queue with training's stream waits behind it, and a
+# batch comes 40-65 ms late every few steps (2 H200, ResNet-50: DALI fed 0.88 of synthetic with 8 queues,
+# 0.96 with 32). The variable must be set before CUDA starts, so the loader can only say so.
+WANTED_HW_QUEUES = 32
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
 FLAVOURS = {"nvidia-dali-cuda110": 11, "nvidia-dali-cuda120": 12, "nvidia-dali-cuda130": 13}
 INSTALL_HINT = "run 'make dali' (pip install -e '.[dali-cuda130,tfrecord]'; '.[dali]' on CUDA 12 machines)"
@@ -75,6 +81,17 @@ def _import_dali(*, need_gpu: bool) -> Any:
                 f"pip uninstall {dist} && pip install nvidia-dali-cuda{wanted}0"
             )
     return nvidia.dali
+
+
+def hardware_queue_note(environ: dict[str, str] | os._Environ) -> str | None:
+    """A line for rank 0 when the GPU pipeline runs with fewer hardware work queues than WANTED_HW_QUEUES."""
+    value = environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8")
+    if value.isdigit() and int(value) >= WANTED_HW_QUEUES:
+        return None
+    return (f"[ddlbench] note: loader=dali on the GPU with CUDA_DEVICE_MAX_CONNECTIONS={value} (CUDA's default is 8): "
+            f"DALI's streams share hardware queues with training's and batches come late (2 H200: 0.88 of synthetic "
+            f"speed instead of 0.96); set {WANTED_HW_QUEUES} in the system config's env, or add "
+            f"+system.env.CUDA_DEVICE_MAX_CONNECTIONS={WANTED_HW_QUEUES}")
 
 
 def list_imagefolder(root: str) -> tuple[list[str], list[int], list[str]]:
@@ -360,6 +377,9 @@ class DaliLoader:
                 f"data.path={ctx.data_path} has {num_samples} samples but world size is {ctx.world_size}; "
                 "use a larger dataset or fewer ranks"
             )
-        knobs = {**k, "decoder": "mixed" if mixed else "cpu"}
+        if mixed and ctx.rank == 0 and (note := hardware_queue_note(os.environ)):
+            print(note, file=sys.stderr, flush=True)
+        knobs = {**k, "decoder": "mixed" if mixed else "cpu",
+                 "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") if mixed else None}
         return DaliEpoch(ctx, pipe, num_samples=num_samples, stick_to_shard=k["stick_to_shard"], gpu_outputs=mixed,
                          knobs=knobs)
