@@ -154,8 +154,7 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
 
 def step_diagnosis(run_dir: Path) -> str:
     """Per rank, medians (ms) of the measured steps: GPU data wait, forward, step; the host blocked in the
-    loader and queueing the step (launch-bound when host_step nears step); and how many steps waited
-    over 1 ms for data on the GPU."""
+    loader and queueing the step; and how many steps waited over 1 ms for data on the GPU."""
     import statistics
 
     parts = []

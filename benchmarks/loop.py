@@ -4,7 +4,7 @@ Warm-up steps are run and logged but not measured; the measured window is timed 
 two device synchronisations, and the slowest rank defines it. Per-step phase times come from the
 step timer (CUDA events or perf_counter) and go to rank<R>.jsonl, with two host times: host_data_s
 (the host blocked in the loader's next()) and host_step_s (the host queueing the whole step). On a GPU,
-host_step_s close to step_s means the host, not the device, sets the pace (launch-bound).
+a large host_data_s is a loader that fell behind, whether or not queued work hid it from data_s.
 """
 from __future__ import annotations
 
