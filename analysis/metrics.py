@@ -16,8 +16,9 @@ SCALING_GROUP = ["framework", "loader", "model", "precision", "per_gpu_batch"]
 STRONG_GROUP = ["framework", "loader", "model", "precision", "global_batch"]
 # one cell of a campaign: repeats of it are the same experiment
 CELL = [*SCALING_GROUP, "world_size", "num_nodes"]
-PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s"]
-SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share"]
+PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s", "host_data_s"]
+SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share",
+          "host_data_share"]
 # Stash pairing: same per-GPU batch and per-GPU samples (and the same software stack)
 STASH_PAIR = ["framework", "model", "precision", "per_gpu_batch", "per_gpu_samples"]
 
@@ -160,7 +161,9 @@ def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
     data_share, compute_share (fwd+bwd+opt minus exposed allreduce where that is measured),
     allreduce_share (total, overlapped or not), allreduce_exposed_share, other_share (step minus
     data, compute and exposed allreduce). data + compute + exposed + other = 1; allreduce_share is
-    NaN where the framework did not time its collectives (then it sits inside compute)."""
+    NaN where the framework did not time its collectives (then it sits inside compute).
+    host_data_share: the host blocked in the loader (host_data_s) over step time, outside that sum: on a
+    GPU, queued work can hide a late batch from data_share but not from this (NaN in older logs)."""
     rows = measured(steps)
     present = [c for c in PHASES if c in rows]
     sums = rows.groupby("run_id", observed=True)[present].sum(min_count=1)
@@ -178,6 +181,7 @@ def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
         "allreduce_share": (sums["comm_s"] / step).to_numpy(),
         "allreduce_exposed_share": (sums["comm_exposed_s"] / step).to_numpy(),
         "other_share": ((step - data - compute - exposed) / step).to_numpy(),
+        "host_data_share": (sums["host_data_s"] / step).to_numpy(),
         "comm_measured": sums["comm_s"].notna().to_numpy(),
     })
     return out.reset_index(drop=True)

@@ -167,10 +167,11 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         shares = metrics.breakdown_cells(metrics.breakdown(campaign.steps), warm)
         blocks.append(Block("heading", "Where the time goes"))
         blocks.append(Block("text", (
-            "Shares of step time over all ranks and measured steps: data (host waiting for the next batch), "
+            "Shares of step time over all ranks and measured steps: data (the device waiting for the next batch), "
             "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
             "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
-            "collectives are not timed.")))
+            "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "
+            "work queued ahead can hide a late batch from data_pct, not from host_data_pct.")))
         blocks.append(Block("table", _percent(shares, metrics.SHARES).rename(
             columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
         stability_runs = metrics.step_stability_runs(campaign.steps)

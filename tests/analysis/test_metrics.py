@@ -91,6 +91,18 @@ def test_breakdown_shares_by_hand(hand):
     g1 = shares.loc[G1]  # collectives not timed: allreduce unknown, all of fwd+bwd+opt is compute
     assert np.isnan(g1["allreduce_share"]) and not g1["comm_measured"]
     assert g1["compute_share"] == pytest.approx(0.8 / 1.0)
+    assert shares["host_data_share"].isna().all()  # logs from before the host times
+
+
+def test_host_data_share_sees_a_late_batch_the_gpu_timer_hides(hand):
+    steps = hand.steps.copy()
+    # every measured step waited 40 ms on the host for its batch, hidden from data_s by queued work
+    steps["host_data_s"] = 0.040
+    shares = metrics.breakdown(steps).set_index("run_id")
+    rows = metrics.measured(steps)
+    for run, row in shares.iterrows():
+        mine = rows[rows["run_id"] == run]
+        assert row["host_data_share"] == pytest.approx(0.040 * len(mine) / mine["step_s"].sum())
 
 
 def test_stash_stalls_from_paired_runs():
