@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if backends != ["horovod"]:
         import torch.distributed as dist
 
+        dist.barrier()  # no rank tears its connections down while rank 0 still writes the results
         dist.destroy_process_group()
     return 0
 
@@ -118,4 +119,6 @@ def format_table(records: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.rankexit import exit_rank
+
+    exit_rank(main())  # not interpreter finalization: benchmarks/rankexit.py says why
