@@ -32,7 +32,7 @@ import math
 import os
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ def _import_dali(*, need_gpu: bool) -> Any:
     return nvidia.dali
 
 
-def hardware_queue_note(environ: dict[str, str] | os._Environ) -> str | None:
+def hardware_queue_note(environ: Mapping[str, str]) -> str | None:
     """A line for rank 0 when the GPU pipeline runs with fewer hardware work queues than WANTED_HW_QUEUES."""
     value = environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8")
     if value.isdigit() and int(value) >= WANTED_HW_QUEUES:
