@@ -245,6 +245,32 @@ def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: in
         worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id")
 
 
+LOADER_STALL_SHARE = 0.05  # a run whose host waits this share of its step time in the loader is listed
+LOADER_WAIT_FACTOR = 0.1  # a step whose host waited over this share of the run's median step waited for data
+
+
+def loader_stalls(steps: pd.DataFrame, *, min_share: float = LOADER_STALL_SHARE) -> pd.DataFrame:
+    """Runs whose loader fell behind: host_data_share (the host blocked in the loader over step time, all
+    ranks and measured steps) of at least min_share, next to data_share (the device's view, which queued
+    work can hide), waiting_steps_pct (rank-steps whose host_data_s exceeds LOADER_WAIT_FACTOR x the run's
+    median step_s) and max_wait_ms. Empty for logs without host_data_s."""
+    columns = ["run_id", "host_data_pct", "data_pct", "waiting_steps_pct", "max_wait_ms"]
+    rows = measured(steps)
+    if "host_data_s" not in rows or rows["host_data_s"].isna().all():
+        return pd.DataFrame(columns=columns)
+    rows = rows.dropna(subset=["host_data_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
+    median_step = rows.groupby("run_id")["step_s"].transform("median")
+    rows = rows.assign(waited=rows["host_data_s"] > LOADER_WAIT_FACTOR * median_step)
+    per_run = rows.groupby("run_id").agg(host_data_s=("host_data_s", "sum"), data_s=("data_s", "sum"),
+                                         step_s=("step_s", "sum"), waited=("waited", "mean"),
+                                         max_wait_s=("host_data_s", "max")).reset_index()
+    out = per_run.assign(host_data_pct=100 * per_run["host_data_s"] / per_run["step_s"],
+                         data_pct=100 * per_run["data_s"] / per_run["step_s"],
+                         waiting_steps_pct=100 * per_run["waited"], max_wait_ms=1e3 * per_run["max_wait_s"])
+    out = out[out["host_data_pct"] >= 100 * min_share].sort_values("host_data_pct", ascending=False)
+    return out[columns].reset_index(drop=True)
+
+
 RANK_PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s"]
 
 

@@ -188,6 +188,15 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
                 "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
                 "a run points at the slow rank; a bwd gap after it is the others waiting.")))
             blocks.append(Block("table", imbalance.round(1)))
+        stalls = metrics.loader_stalls(campaign.steps)
+        if not stalls.empty:
+            blocks.append(Block("text", (
+                f"Loader fell behind: runs whose host waited in the loader for at least "
+                f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
+                f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
+                f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
+                f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers.")))
+            blocks.append(Block("table", stalls.round(1)))
         jittery = metrics.jittery_runs(campaign.steps, stability_runs)
         if not jittery.empty:
             _figure(blocks, figures, "step_timeline",

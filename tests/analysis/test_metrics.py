@@ -105,6 +105,26 @@ def test_host_data_share_sees_a_late_batch_the_gpu_timer_hides(hand):
         assert row["host_data_share"] == pytest.approx(0.040 * len(mine) / mine["step_s"].sum())
 
 
+def test_loader_stalls_by_hand():
+    """Run a: every 3rd of 6 steps the host waits 40 ms for a 60 ms step's batch; run b never waits."""
+    rows = []
+    for run, waits in (("a", [0.040 if s % 3 == 0 else 0.0005 for s in range(6)]), ("b", [0.0005] * 6)):
+        for step, wait in enumerate(waits):
+            rows.append({"run_id": run, "rank": 0, "step": step, "warmup": False, "samples": 8, "data_s": 0.001,
+                         "step_s": 0.060, "host_data_s": wait})
+    rows.append({"run_id": "a", "rank": 0, "step": -1, "warmup": True, "samples": 8, "data_s": 0.5, "step_s": 1.0,
+                 "host_data_s": 0.9})  # warm-up: not counted
+    stalls = metrics.loader_stalls(pd.DataFrame(rows))
+    assert list(stalls["run_id"]) == ["a"]  # b: 0.8% of its step time, under the 5% line
+    a = stalls.iloc[0]
+    assert a["host_data_pct"] == pytest.approx(100 * (2 * 0.040 + 4 * 0.0005) / (6 * 0.060))
+    assert a["data_pct"] == pytest.approx(100 * 0.001 / 0.060)
+    assert a["waiting_steps_pct"] == pytest.approx(100 * 2 / 6)
+    assert a["max_wait_ms"] == pytest.approx(40.0)
+    old = pd.DataFrame(rows).drop(columns="host_data_s")  # logs from before the host times
+    assert metrics.loader_stalls(old).empty
+
+
 def test_stash_stalls_from_paired_runs():
     per_run = pd.DataFrame({
         "framework": "ddp", "model": "resnet50", "precision": "fp32", "per_gpu_batch": 32, "per_gpu_samples": 3200.0,

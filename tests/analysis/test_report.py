@@ -50,6 +50,27 @@ def test_report_names_a_rank_out_of_step(tmp_path, copy_of):
     assert "| small/ddp-dali-resnet50-g2-n1-b64-r0 | fwd | 1 |" in text
 
 
+def test_report_names_a_loader_that_fell_behind(tmp_path, copy_of):
+    """A run whose host waits half a median step in the loader every other step is listed under "Loader
+    fell behind"; the other runs (no host_data_s in their logs) are not."""
+    campaign = copy_of(CAMPAIGN)
+    run = "small/ddp-dali-resnet50-g2-n1-b64-r0"
+    for rank in (0, 1):
+        log = campaign / run / f"rank{rank}.jsonl"
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        log.write_text("".join(json.dumps({**x, "host_data_s": x["step_s"] / 2 * (x["step"] % 2)} if "step_s" in x
+                                          else x) + "\n" for x in lines))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["report", str(campaign), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    section = text[text.index("Loader fell behind"):].split("\n\n")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in section[0]
+    rows = [line for line in section[1].splitlines() if line.startswith("| small/")]
+    # half of the steps waited half a step: 25% of step time on the host, the device saw far less
+    assert len(rows) == 1 and rows[0].startswith(f"| {run} | 25.")
+
+
 def test_report_reference_overlay(tmp_path):
     assert _report(tmp_path, "--reference", "aach2023") == 0
     text = (tmp_path / "rep" / "report.md").read_text()
