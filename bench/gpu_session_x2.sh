@@ -61,7 +61,7 @@ case $phase in
   dali)
     # one run each of the DALI settings in DALI_G2 (2 GPUs) and DALI_G1 (1 GPU) against synthetic; the
     # per-run lines give each rank's GPU data wait, forward and step against the host's time in next() and
-    # for the whole step. 2026-11-29: every ~3rd step the host waited 40-65 ms in next() on one rank.
+    # for the whole step. 2026-11-29: every ~3rd step the host waited 40-85 ms in next() on one rank.
     bash tools/dali_slim.sh install
     for run in "2 $DALI_G2 g2" "1 $DALI_G1 g1" "2 $DALI_G2_AGAIN g2-again"; do
         read -r gpus cases tag <<<"$run"

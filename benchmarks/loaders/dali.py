@@ -46,7 +46,7 @@ from benchmarks.loaders.native import IMAGENET_MEAN, IMAGENET_STD
 READER_NAME = "Reader"
 # CUDA maps every stream onto one of CUDA_DEVICE_MAX_CONNECTIONS hardware work queues (default 8). DALI's
 # mixed decoder uses ~24 streams; one that shares a queue with training's stream waits behind it, and a
-# batch comes 40-65 ms late every few steps (2 H200, ResNet-50: DALI fed 0.88 of synthetic with 8 queues,
+# batch comes 40-85 ms late every few steps (2 H200, ResNet-50: DALI fed 0.88 of synthetic with 8 queues,
 # 0.96 with 32). The variable must be set before CUDA starts, so the loader can only say so.
 WANTED_HW_QUEUES = 32
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
