@@ -261,7 +261,8 @@ def loader_stalls(steps: pd.DataFrame, *, min_share: float = LOADER_STALL_SHARE)
     rows = rows.dropna(subset=["host_data_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
     median_step = rows.groupby("run_id")["step_s"].transform("median")
     rows = rows.assign(waited=rows["host_data_s"] > LOADER_WAIT_FACTOR * median_step)
-    per_run = rows.groupby("run_id").agg(host_data_s=("host_data_s", "sum"), data_s=("data_s", "sum"),
+    per_run = rows.groupby("run_id").agg(host_data_s=("host_data_s", "sum"),
+                                         data_s=("data_s", lambda s: s.sum(min_count=1)),  # NaN: not timed
                                          step_s=("step_s", "sum"), waited=("waited", "mean"),
                                          max_wait_s=("host_data_s", "max")).reset_index()
     out = per_run.assign(host_data_pct=100 * per_run["host_data_s"] / per_run["step_s"],

@@ -167,7 +167,8 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         shares = metrics.breakdown_cells(metrics.breakdown(campaign.steps), warm)
         blocks.append(Block("heading", "Where the time goes"))
         blocks.append(Block("text", (
-            "Shares of step time over all ranks and measured steps: data (the device waiting for the next batch), "
+            "Shares of step time over all ranks and measured steps: data (waiting for the next batch: the device on "
+            "GPUs, the host on CPUs), "
             "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
             "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
             "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "

@@ -74,10 +74,12 @@ case $phase in
     ;;
   dali-confirm)
     # right after `dali` (DALI, the data and its figures are still on the machine): the two best DALI
-    # settings of that call against synthetic and the default, 2 rounds on 2 GPUs, then on 1 GPU
+    # settings of that call other than dali-file (the default), against synthetic and the default, 2 rounds
+    # on 2 GPUs, then on 1 GPU
     [[ -f /tmp/persist/dali_g2.json && -d /tmp/ddl_jpeg ]] || { echo "run the dali phase first (same warm machine)" >&2; exit 1; }
     best=$("$PY" -c 'import json, sys; f = json.load(open(sys.argv[1]))["train_img_s"]
 print(",".join(sorted((k for k in f if k != "dali-file" and not k.startswith("synthetic")), key=f.get, reverse=True)[:2]))' /tmp/persist/dali_g2.json)
+    [[ -n $best ]] || { echo "the dali phase ran no DALI setting besides dali-file: nothing to confirm" >&2; exit 1; }
     echo "best two of the dali phase: $best"
     "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 "${DALI_CASES[@]}" \
         --train-cases "synthetic,dali-file,$best" \

@@ -111,8 +111,8 @@ def train(
                 synchronize(device)
                 framework.barrier()
                 t_start = time.perf_counter()
-            t_host = time.perf_counter()
             timer.start_step()
+            t_host = time.perf_counter()
             try:
                 # the previous step's work is all queued by now: DALI's zero-copy batches are released
                 # behind an event recorded here (loaders/dali.py)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from typing import NoReturn
 
 
-def exit_rank(code: int) -> None:
+def exit_rank(code: int) -> NoReturn:
     """End this rank's process with `code` (never returns)."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
-PROVENANCE_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "SLURM_", "OMP_", "CUDA_VISIBLE_DEVICES", "DS_")
+PROVENANCE_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "SLURM_", "OMP_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
+                           "DS_")
 
 
 def run_dir_name(*, framework: str, loader: str, model: str, world_size: int, num_nodes: int,
