@@ -122,6 +122,12 @@ def _short(value: str) -> str:
 
 # --- assembling --------------------------------------------------------------------------------
 
+def _table_if_rows(blocks: list[Block], table: pd.DataFrame, text: str) -> None:
+    """The paragraph that explains a table, then the table (rounded to 0.1), when it has rows."""
+    if not table.empty:
+        blocks += [Block("text", text), Block("table", table.round(1))]
+
+
 def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -> None:
     """Register a figure: `draw` is called later (maybe in a worker process) and returns the Figure."""
     figures[name] = draw
@@ -182,22 +188,16 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
             "time (what the run would gain if every step ran at its median).")))
         blocks.append(Block("table", stability.round(1)))
-        imbalance = metrics.rank_imbalance(campaign.steps)
-        if not imbalance.empty:
-            blocks.append(Block("text", (
-                "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
-                "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
-                "a run points at the slow rank; a bwd gap after it is the others waiting.")))
-            blocks.append(Block("table", imbalance.round(1)))
-        stalls = metrics.loader_stalls(campaign.steps)
-        if not stalls.empty:
-            blocks.append(Block("text", (
-                f"Loader fell behind: runs whose host waited in the loader for at least "
-                f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
-                f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
-                f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
-                f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers.")))
-            blocks.append(Block("table", stalls.round(1)))
+        _table_if_rows(blocks, metrics.rank_imbalance(campaign.steps), (
+            "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
+            "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
+            "a run points at the slow rank; a bwd gap after it is the others waiting."))
+        _table_if_rows(blocks, metrics.loader_stalls(campaign.steps), (
+            f"Loader fell behind: runs whose host waited in the loader for at least "
+            f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
+            f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
+            f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
+            f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers."))
         jittery = metrics.jittery_runs(campaign.steps, stability_runs)
         if not jittery.empty:
             _figure(blocks, figures, "step_timeline",
