@@ -26,27 +26,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks import rundir
+
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
     import pyarrow as pa
     import pyarrow.json as pa_json
 except ImportError:  # pragma: no cover - exercised by monkeypatching _HAVE_ARROW
     pa = pa_json = None
 
-SUMMARY = "summary.json"
-META = "meta.json"
-CONFIG = "config.yaml"
+SUMMARY, META, CONFIG = rundir.SUMMARY, rundir.META, rundir.CONFIG
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 RANK_LOG = re.compile(r"rank(\d+)\.jsonl$")
 TELEMETRY = re.compile(r"telemetry.*\.jsonl$")
 COMMBENCH = re.compile(r"commbench.*\.json$")
 
 # the per-step record written by benchmarks/loop.py (schema_version 1)
-STEP_FIELDS: dict[str, str] = {
-    "step": "int64", "epoch": "int64", "step_in_epoch": "int64", "samples": "int64", "warmup": "bool",
-    "comm_s": "float64", "comm_exposed_s": "float64", "data_s": "float64", "fwd_s": "float64",
-    "bwd_s": "float64", "opt_s": "float64", "step_s": "float64", "host_data_s": "float64", "host_step_s": "float64",
-}
-REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
+STEP_FIELDS, REQUIRED_STEP_FIELDS = rundir.STEP_FIELDS, rundir.REQUIRED_STEP_FIELDS
 COMMBENCH_FIELDS = ["op", "size_bytes", "algbw_gb_s", "busbw_gb_s", "time_s", "world_size", "backend"]
 # meta.json keys too bulky or too free-form for a table column (kept in the file)
 META_SKIP = {"argv", "env", "framework", "loader", "hardware.nvidia_smi_topo"}
@@ -126,15 +121,32 @@ def _read_json(path: Path) -> tuple[Any, str | None]:
         return None, f"unreadable {path.name}: {error}"
 
 
-def _read_config(path: Path) -> dict:
+def _read_config(path: Path) -> dict | None:
+    """config.yaml as a dict, or None when it is missing or unreadable."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         cfg = yaml.load(path.read_text(), Loader=loader)
-    except (OSError, yaml.YAMLError):
-        return {}
-    return _flatten(cfg, "config.", {}) if isinstance(cfg, dict) else {}
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _identify(row: dict, cfg: dict | None) -> bool:
+    """The run's cell (rundir's run key: every setting + its size) and its weak and strong scaling
+    curves, from config.yaml and meta.json's world size and node count; False when they are unknown."""
+    world, nodes = row.get("meta.world_size"), row.get("meta.num_nodes")
+    if cfg is None or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (world, nodes)):
+        return False
+    try:
+        row.update(cell_hash=rundir.cell_hash(cfg, world_size=world, num_nodes=nodes),
+                   group_hash=rundir.group_hash(cfg, world_size=world, mode="weak"),
+                   strong_group_hash=rundir.group_hash(cfg, world_size=world, mode="strong"),
+                   world_size=world, num_nodes=nodes)
+    except (TypeError, ValueError, KeyError):  # settings no run writes (a list of mappings, ...)
+        return False
+    return True
 
 
 def _schema_problem(version: Any, where: str) -> str | None:
@@ -151,8 +163,9 @@ def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict
                            "status": None, "reason": None}
     names = os.listdir(run_dir)
     rank_files = {int(m.group(1)): run_dir / n for n in names if (m := RANK_LOG.match(n))}
-    if CONFIG in names:
-        row.update(_read_config(run_dir / CONFIG))
+    cfg = _read_config(run_dir / CONFIG) if CONFIG in names else None
+    if cfg is not None:
+        _flatten(cfg, "config.", row)
     if META in names:
         meta, error = _read_json(run_dir / META)
         if isinstance(meta, dict):
@@ -183,10 +196,14 @@ def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict
     row.update({k: v for k, v in summary.items() if not isinstance(v, (dict, list))})
     if (problem := _schema_problem(summary.get("schema_version"), SUMMARY)) is not None:
         row.update(status="unsupported", reason=problem)
-    elif summary.get("status") == "failed":
-        row["reason"] = f"failed: {summary.get('error', 'no error recorded')}"
+    elif summary.get("status") in ("failed", "interrupted"):
+        row["reason"] = f"{summary['status']}: {summary.get('error', 'no error recorded')}"
     elif summary.get("status") != "completed":
-        row.update(status="corrupt", reason=f"summary.json status {summary.get('status')!r} is neither completed nor failed")
+        row.update(status="corrupt", reason=f"summary.json status {summary.get('status')!r} is not one a run writes "
+                                            "(completed, failed, interrupted)")
+    elif not _identify(row, cfg):
+        row.update(status="corrupt", reason="no readable config.yaml or world size in meta.json: the run's settings "
+                                            "are unknown, so it belongs to no cell")
     elif not rank_files:
         row.update(status="incomplete", reason="summary.json says completed but there is no rank<R>.jsonl")
     elif isinstance(ws := summary.get("world_size"), int) and len(rank_files) != ws:

@@ -9,13 +9,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import affinity, components, distenv, runlog, telemetry
+from benchmarks import affinity, components, distenv, rundir, runlog, telemetry
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
 from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
-from benchmarks.models import model_name
 from benchmarks.profiling import make_profiler
 from benchmarks.validate import validate
 
@@ -23,15 +22,13 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 
 
 def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path:
-    """runs/<campaign>/<framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>, or run.dir when given."""
-    if cfg.run.dir:
-        return Path(cfg.run.dir)
-    name = runlog.run_dir_name(
-        framework=cfg.framework.name, loader=cfg.loader.name,
-        model=model_name(cfg.model.arch, cfg.model.depth), world_size=world_size, num_nodes=num_nodes,
-        per_gpu_batch=cfg.run.per_gpu_batch, repeat=cfg.run.repeat,
-    )
-    return Path(cfg.run.root) / cfg.run.campaign / name
+    """run.dir when given, else runs/<campaign>/<readable name>-<cell hash>-r<repeat> (benchmarks/rundir.py)."""
+    return rundir.run_dir(settings(cfg), world_size=world_size, num_nodes=num_nodes)
+
+
+def settings(cfg: DictConfig) -> dict:
+    """The resolved config as plain data: what config.yaml holds and the run key is made of."""
+    return OmegaConf.to_container(cfg, resolve=True)
 
 
 def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
@@ -45,14 +42,15 @@ def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
 def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader,
                       cache_evict: dict | None = None) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    runlog.write_json_atomic(run_dir / "meta.json", {
-        "schema_version": runlog.SCHEMA_VERSION, "started": runlog.now_iso(),
+    OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
+    rundir.write_json_atomic(run_dir / rundir.META, {
+        "schema_version": rundir.SCHEMA_VERSION, "started": rundir.now_iso(),
         "argv": sys.argv, "launcher": env.source, "world_size": env.world_size,
         "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
         "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
         "env": runlog.environment_provenance(), "framework": framework.describe(),
         "loader": loader.describe(), **({"cache_evict": cache_evict} if cache_evict else {}),
+        "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.world_size, num_nodes=env.num_nodes),
     })
 
 
@@ -68,21 +66,16 @@ def _note_short_last_step(num_samples: int | None, *, world_size: int, per_gpu_b
               file=sys.stderr, flush=True)
 
 
-def _summary(cfg: DictConfig, *, env: distenv.DistEnv, warmup: int, measured_steps: int, samples: float,
-             wall_s: float, last_loss: float) -> dict:
-    """summary.json of a completed run: global samples over the slowest rank's measured window."""
-    throughput = samples / wall_s
-    return {
-        "schema_version": runlog.SCHEMA_VERSION, "status": "completed", "finished": runlog.now_iso(),
-        "framework": cfg.framework.name, "loader": cfg.loader.name,
-        "model": model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
-        "world_size": env.world_size, "num_nodes": env.num_nodes,
-        "per_gpu_batch": cfg.run.per_gpu_batch, "global_batch": cfg.run.per_gpu_batch * env.world_size,
-        "warmup_steps": warmup, "measured_steps": measured_steps,
-        "measured_samples": int(samples), "wall_s": wall_s,
-        "throughput_img_s": throughput, "per_gpu_img_s": throughput / env.world_size,
-        "last_loss": last_loss, "campaign": cfg.run.campaign, "repeat": cfg.run.repeat,
-    }
+def _summary(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, warmup: int, wall_s: float,
+             last_loss: float) -> dict:
+    """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
+    key = rundir.identity(settings(cfg), world_size=env.world_size, num_nodes=env.num_nodes)
+    return rundir.completed_summary(
+        key=key, measured=rundir.throughput_of_run(run_dir, world_size=env.world_size), wall_s=wall_s,
+        last_loss=last_loss, warmup_steps=warmup, repeat=cfg.run.repeat,
+        names={"framework": cfg.framework.name, "loader": cfg.loader.name,
+               "model": rundir.model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
+               "per_gpu_batch": cfg.run.per_gpu_batch, "campaign": cfg.run.campaign})
 
 
 def run(cfg: DictConfig) -> int:
@@ -94,7 +87,7 @@ def run(cfg: DictConfig) -> int:
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
-    if env.rank == 0 and runlog.holds_a_run(run_dir):
+    if env.rank == 0 and rundir.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
     if cfg.system.device == "cpu":
         torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
@@ -123,7 +116,7 @@ def run(cfg: DictConfig) -> int:
         warmup, measured = plan_steps(
             warmup_steps=cfg.run.warmup_steps, steps=cfg.run.steps, epochs=cfg.run.epochs, steps_per_epoch=len(loader)
         )
-        log.write({"kind": "header", "schema_version": runlog.SCHEMA_VERSION, "rank": env.rank,
+        log.write({"kind": "header", "schema_version": rundir.SCHEMA_VERSION, "rank": env.rank,
                    "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
                    "pid": os.getpid(), "cpus": affinity.compact(cpus), "steps_per_epoch": len(loader)})
         if env.rank == 0:
@@ -142,25 +135,22 @@ def run(cfg: DictConfig) -> int:
             framework=framework, model=model, loader=loader, device=device, log=log, profiler=profiler,
             plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every, amp_dtype=amp_dtype),
         )
-        # the slowest rank defines the measured window; samples add up over ranks
+        # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
         wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
-        samples = framework.all_reduce_scalar(float(result.measured_samples_local), "sum")
         if cfg.run.save_params:
             torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
+        log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
-            summary = _summary(cfg, env=env, warmup=warmup, measured_steps=result.measured_steps,
-                               samples=samples, wall_s=wall_s, last_loss=result.last_loss)
-            runlog.write_json_atomic(run_dir / runlog.SUMMARY, summary)
+            summary = _summary(cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss)
+            rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
             print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.world_size} rank(s) "
                   f"({summary['per_gpu_img_s']:,.1f} per rank) -> {run_dir}", flush=True)
         return 0
     except BaseException as error:
-        if env.rank == 0 and run_dir.is_dir() and not (run_dir / runlog.SUMMARY).exists():
-            runlog.write_json_atomic(run_dir / runlog.SUMMARY, {
-                "schema_version": runlog.SCHEMA_VERSION, "status": "failed", "finished": runlog.now_iso(),
-                "error": f"{type(error).__name__}: {error}",
-            })
+        if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
+            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary("Ctrl-C")
+                                     if isinstance(error, KeyboardInterrupt) else rundir.failed_summary(error))
         raise
     finally:
         if profiler is not None:

@@ -27,15 +27,14 @@ def _free_port() -> int:
 
 def next_free_repeat(cfg, *, world_size: int) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run."""
-    from omegaconf import OmegaConf
+    from benchmarks import rundir
+    from benchmarks.app import settings
 
-    from benchmarks.app import resolve_run_dir
-    from benchmarks.runlog import holds_a_run
-
-    probe = OmegaConf.masked_copy(cfg, ["run", "framework", "loader", "model"])
-    while holds_a_run(resolve_run_dir(probe, world_size=world_size, num_nodes=1)):
-        probe.run.repeat += 1
-    return probe.run.repeat
+    flat = rundir.flatten(settings(cfg))
+    flat["run.dir"] = None
+    while rundir.holds_a_run(rundir.run_dir(flat, world_size=world_size, num_nodes=1)):
+        flat["run.repeat"] += 1
+    return flat["run.repeat"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -43,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks import affinity, components
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
-    from benchmarks.runlog import holds_a_run
+    from benchmarks.rundir import holds_a_run
     from benchmarks.validate import validate
     from launchers.local import local_command
 

@@ -139,6 +139,7 @@ def train(
             # the timer hands back a step's times only once its events completed: pair them in order
             record = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
                       "samples": samples, "warmup": step < plan.warmup_steps,
+                      "profiled": profiler is not None and profiler.covers(step),
                       "host_data_s": t_host_data - t_host, "host_step_s": t_host_end - t_host}
             if comm_timer is not None and not comm_late:
                 record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()

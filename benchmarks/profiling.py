@@ -3,8 +3,8 @@ global steps, written to <run dir>/trace/rank<R>.pt.trace.json.gz when the windo
 
 The trace is reduced by analysis/breakdown.py (kernel classes, interval union for overlap) and set
 beside the phase timers of the same steps. Outside the window the profiler is stopped, so the
-measured steps before and after it pay nothing; steps inside it are slower and should not be
-measured steps of a throughput run (profile a separate run, or steps within the warm-up).
+measured steps before and after it pay nothing; steps inside it are slower, so they are logged with
+profiled=true and left out of the throughput (benchmarks/rundir.py), as is the trace export.
 """
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ class StepProfiler:
             schedule=schedule(wait=first - warmup, warmup=warmup, active=last - first + 1, repeat=1),
             on_trace_ready=self._export,
         )
+        self._traced_from = first - warmup
         self._step = 0
         self._running = False
         self.written = False
@@ -59,6 +60,11 @@ class StepProfiler:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(self.path))  # .gz: torch writes it compressed
         self.written = True
+
+    def covers(self, step: int) -> bool:
+        """Whether the profiler runs during this global step (its warm-up step included): such a step
+        is logged with profiled=true and not measured."""
+        return self._traced_from <= step <= self.last
 
     def start(self) -> None:
         """Right before the first step: ProfilerStep#k then annotates global step k."""

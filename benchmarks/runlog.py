@@ -1,8 +1,7 @@
-"""The run directory: config.yaml, meta.json, rank<R>.jsonl, and an atomic summary.json.
+"""Writing a run directory: rank<R>.jsonl and meta.json's provenance (names, formats and state: rundir.py).
 
-A directory without summary.json is an incomplete run and is never counted. Nothing here ever
-overwrites: per-rank logs are opened with exclusive create, and a run directory that already holds
-a run is refused before anything starts.
+Nothing here ever overwrites: per-rank logs are opened with exclusive create, and a run directory
+that already holds a run is refused before anything starts.
 """
 from __future__ import annotations
 
@@ -11,36 +10,13 @@ import os
 import platform
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
-SCHEMA_VERSION = 1
-SUMMARY = "summary.json"
+from benchmarks.rundir import STEP_FIELDS
+
 PROVENANCE_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "SLURM_", "OMP_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
                            "DS_")
-
-
-def run_dir_name(*, framework: str, loader: str, model: str, world_size: int, num_nodes: int,
-                 per_gpu_batch: int, repeat: int) -> str:
-    return f"{framework}-{loader}-{model}-g{world_size}-n{num_nodes}-b{per_gpu_batch}-r{repeat}"
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write to a temporary file in the same directory, then rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def holds_a_run(run_dir: Path) -> bool:
-    return run_dir.is_dir() and any(
-        p.name in (SUMMARY, "meta.json") or p.name.startswith("rank") for p in run_dir.iterdir()
-    )
 
 
 class RankLog:
@@ -51,11 +27,13 @@ class RankLog:
         self._file: TextIO = open(self.path, "x")  # exclusive: never overwrite another run's log
 
     def write(self, record: dict[str, Any]) -> None:
+        """One line; a step record holds only rundir.STEP_FIELDS (the header has kind=header)."""
+        assert record.get("kind") == "header" or record.keys() <= STEP_FIELDS.keys(), set(record) - set(STEP_FIELDS)
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
         self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        self._file.close()  # a second close does nothing
 
 
 def _command(argv: list[str]) -> str | None:
@@ -104,7 +82,3 @@ def hardware_provenance() -> dict[str, Any]:
 
 def environment_provenance() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(PROVENANCE_ENV_PREFIXES)}
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -4,7 +4,7 @@
     ddlbench campaign submit experiment=slurm_smoke system=slurm_cpu [--max-jobs 8] [--array] [--dry-run]
     ddlbench campaign status experiment=slurm_smoke system=slurm_cpu
 
-A cell is one run directory (runs/<campaign>/<framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>), so
+A cell is one run directory (runs/<campaign>/<name>-<cell hash>-r<R>, benchmarks/rundir.py), so
 the run directories are the truth: `submit` sends only cells that are missing or failed (and not
 queued), and moves a failed cell's directory aside (runs/<campaign>/slurm/attic/) before resubmitting
 it, because run directories are never overwritten. Job ids go to runs/<campaign>/slurm/jobs.jsonl.
@@ -109,18 +109,36 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
                     run_dir = _run_dir(cell_cfg, num_gpus=int(num_gpus), num_nodes=max(nodes, 1), repeat=repeat)
                 cells.append(Cell(choices=choices, num_gpus=int(num_gpus), num_nodes=nodes, ranks_per_node=per_node,
                                   repeat=repeat, run_dir=run_dir, problem=problem or size_problem))
+    check_distinct(cells)
     return cfg, cells
 
 
 def _run_dir(cfg, *, num_gpus: int, num_nodes: int, repeat: int) -> Path:
-    # what benchmarks.app.resolve_run_dir gives the job for this allocation and run.repeat
-    from benchmarks import runlog
-    from benchmarks.models import model_name
+    """What benchmarks.app.resolve_run_dir gives the job for this allocation and run.repeat."""
+    from omegaconf import OmegaConf
 
-    name = runlog.run_dir_name(framework=cfg.framework.name, loader=cfg.loader.name,
-                               model=model_name(cfg.model.arch, cfg.model.depth), world_size=num_gpus,
-                               num_nodes=num_nodes, per_gpu_batch=cfg.run.per_gpu_batch, repeat=repeat)
-    return (Path(cfg.run.root) / cfg.run.campaign / name).resolve()
+    from benchmarks import rundir
+
+    flat = rundir.flatten(OmegaConf.to_container(cfg, resolve=True))
+    flat["run.repeat"] = repeat
+    return rundir.run_dir(flat, world_size=num_gpus, num_nodes=num_nodes).resolve()
+
+
+def check_distinct(cells: list[Cell]) -> None:
+    """Two cells of a grid must not share a run directory: one would be refused, or pooled as a repeat."""
+    from benchmarks.errors import ConfigError
+
+    seen: dict[Path, Cell] = {}
+    for cell in cells:
+        if cell.run_dir is None:
+            continue
+        other = seen.setdefault(cell.run_dir, cell)
+        if other is not cell:
+            def says(c: Cell) -> str:
+                return " ".join(f"{k}={v}" for k, v in c.choices) + f" on {c.num_gpus} GPU(s), repeat {c.repeat}"
+            raise ConfigError(f"campaign cells '{says(other)}' and '{says(cell)}' are one configuration "
+                              f"({cell.run_dir.name}): an axis value repeats or sets a key that is no run setting; "
+                              "drop the duplicate from campaign.axes")
 
 
 def job_name(campaign: str, cell: Cell) -> str:
@@ -207,21 +225,6 @@ def finished_job_state(job_id: str) -> str | None:
     return None
 
 
-def run_dir_state(run_dir: Path | None) -> str:
-    """completed | failed | incomplete (a run without summary.json) | missing."""
-    from benchmarks import runlog
-
-    if run_dir is None or not runlog.holds_a_run(run_dir):
-        return "missing"
-    try:
-        status = json.loads((run_dir / runlog.SUMMARY).read_text()).get("status")
-    except FileNotFoundError:
-        return "incomplete"
-    except (OSError, ValueError):
-        return "failed"
-    return "completed" if status == "completed" else "failed"
-
-
 def ledger(cfg) -> dict[str, dict]:
     """The last submission of every cell: {cell name: {"job_id", "submitted", ...}}."""
     path = slurm_dir(cfg) / "jobs.jsonl"
@@ -235,7 +238,9 @@ def ledger(cfg) -> dict[str, dict]:
 
 
 def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
-    """(cell, state, detail): state is impossible | pending | running | completed | failed | incomplete | missing."""
+    """(cell, state, detail): impossible | pending | running, or the run directory's rundir.state."""
+    from benchmarks import rundir
+
     jobs = active_jobs(cfg.run.campaign)
     submitted = ledger(cfg)
     rows = []
@@ -248,7 +253,7 @@ def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
         if job:
             rows.append((cell, "running" if job[1] != "pending" else "pending", f"job {job[0]}"))
             continue
-        state = run_dir_state(cell.run_dir)
+        state = rundir.state(cell.run_dir)
         detail = ""
         if state != "completed" and last:
             final = finished_job_state(str(last["job_id"]))
@@ -326,7 +331,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
     cfg, cells = plan(args.overrides)
     rows = cell_states(cfg, cells)
-    todo = [(c, s) for c, s, _ in rows if s in ("missing", "failed", "incomplete")]
+    todo = [(c, s) for c, s, _ in rows if s in ("missing", "failed", "interrupted", "incomplete")]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
     room = len(todo) if args.max_jobs is None or args.array else max(0, args.max_jobs - queued)
     logs = slurm_dir(cfg)

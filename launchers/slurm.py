@@ -153,7 +153,7 @@ def _allocation(environ: Mapping[str, str]) -> tuple[int, int, int, str]:
 def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[str, str] | None = None,
            cells_file: Path | None = None) -> int:
     """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
-    from benchmarks import runlog
+    from benchmarks import rundir
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.validate import validate
@@ -170,7 +170,7 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
         raise ConfigError(f"{per_node} ranks per node but system.gpus_per_node={gpus} (system={cfg.system.name}); "
                           f"pass sbatch --ntasks-per-node={gpus} or fewer")
     run_dir = resolve_run_dir(cfg, world_size=ntasks, num_nodes=nodes).resolve()
-    if runlog.holds_a_run(run_dir):
+    if rundir.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
                           f"run.repeat={cfg.run.repeat + 1} or another run.campaign")
     system = dict(cfg.system)
@@ -186,14 +186,13 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     if dry_run:
         return 0
     code = subprocess.run(argv, env=env).returncode
-    summary = run_dir / runlog.SUMMARY
+    summary = run_dir / rundir.SUMMARY
     status = _summary_status(summary)
     if code != 0 or status != "completed":
         reason = f"{argv[0]} exited with {code} (a rank failed)" if code else f"summary status is {status!r}"
         if run_dir.is_dir() and status is None:
             # the ranks died before writing one: say so, so that no reader mistakes it for running
-            runlog.write_json_atomic(summary, {"schema_version": runlog.SCHEMA_VERSION, "status": "failed",
-                                               "finished": runlog.now_iso(), "error": reason, "slurm_job_id": job_id})
+            rundir.write_json_atomic(summary, rundir.failed_summary(reason, slurm_job_id=job_id))
         print(f"ddlbench: error: job {job_id} failed: {reason}; logs in {run_dir} and the job's output file",
               file=sys.stderr)
         return code or 1

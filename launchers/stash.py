@@ -108,10 +108,11 @@ def campaign_name(cfg) -> str:
 
 def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
     """(stash config, composed base config, the paired runs), every run's config validated."""
-    from benchmarks import runlog
+    from omegaconf import OmegaConf
+
+    from benchmarks import rundir
     from benchmarks.config import compose
     from benchmarks.data.coldcache import check
-    from benchmarks.models import model_name
     from benchmarks.validate import validate
 
     stash, base = parse_stash(overrides)
@@ -149,9 +150,8 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
                               "(ddlbench data synth --out DIR makes one) or stash.loader=none")
         for r in range(stash.repeats):
             repeat = cfg.run.repeat + r
-            name = runlog.run_dir_name(framework=run_cfg.framework.name, loader=loader,
-                                       model=model_name(run_cfg.model.arch, run_cfg.model.depth), world_size=world,
-                                       num_nodes=nodes, per_gpu_batch=run_cfg.run.per_gpu_batch, repeat=repeat)
+            name = rundir.dir_name(OmegaConf.to_container(run_cfg, resolve=True), world_size=world,
+                                   num_nodes=nodes, repeat=repeat)
             # warm and cold runs share a cell name; the cold one lives in its own folder (load.py reads any depth)
             run_dir = (root / "cold-cache" / name) if cache == "cold" else (root / name)
             runs.append(PlannedRun(
@@ -163,13 +163,13 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
 
 
 def run_state(run: PlannedRun) -> str:
-    from launchers.campaign import run_dir_state
+    from benchmarks import rundir
 
-    return run_dir_state(run.run_dir)
+    return rundir.state(run.run_dir)
 
 
 def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool = True) -> str:
-    from benchmarks.models import model_name
+    from benchmarks.rundir import model_name
 
     header = ("role", "loader", "cache", "gpus", "nodes", "ranks/node", "batch/gpu", "samples/gpu", "global batch",
               "repeat", "state", "run dir")

@@ -25,7 +25,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.runlog import write_json_atomic
+    from benchmarks.rundir import write_json_atomic
 
     args = parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]

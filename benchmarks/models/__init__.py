@@ -51,11 +51,6 @@ BUILDERS: dict[str, Callable[[int | None, int], nn.Module]] = {
 }
 
 
-def model_name(arch: str, depth: int | None) -> str:
-    """The name used in run directories and tables: resnet50, vgg16, mobilenet_v2."""
-    return f"{arch}{depth}" if arch in ("resnet", "vgg") else arch
-
-
 def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int) -> nn.Module:
     """A freshly initialised model, identical on every rank for the same seed."""
     if arch not in BUILDERS:

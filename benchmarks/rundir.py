@@ -1,0 +1,252 @@
+"""The run directory: its identity, its name, its record formats and its state. Torch-free.
+
+Everything that says which configuration a number belongs to lives here, and only here: the app
+names its directory with it, `campaign` and `stash` plan with it, the Slurm launch checks it, and
+analysis groups runs with it.
+
+- The run key (`identity`) is every resolved setting of the run (config.yaml, flattened to dotted
+  keys) plus its world size and node count, minus the few keys that never change a measurement
+  (NOT_IDENTITY: where the run is written, which repeat it is, progress output). Two runs with the same
+  key are repeats of one cell; any other difference makes another cell.
+- The directory name is readable and exact: `<framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>-
+  <cell hash>-r<repeat>`; the hash (`cell_hash`) is 8 hex digits of SHA-256 over the key.
+- STEP_FIELDS is the per-step record the loop writes to rank<R>.jsonl and analysis reads.
+- `completed_summary`, `failed_summary`, `interrupted_summary` build summary.json; `state` reads it.
+- `throughput` is THE throughput definition (docs/analysis.md), over the rank logs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+SUMMARY = "summary.json"
+META = "meta.json"
+CONFIG = "config.yaml"
+HASH_DIGITS = 8
+
+# settings that never change what is measured: where a run is written, which repeat it is, what it
+# prints, the campaign grid that planned it and the Slurm bookkeeping of its job (account, time limit,
+# node cap). system.ranks_per_node is the local layout: the run key holds world_size and num_nodes
+# instead, which is what the ranks really were.
+NOT_IDENTITY = ("run.repeat", "run.dir", "run.root", "run.log_every", "run.save_params", "campaign", "experiment",
+                "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes")
+# keys of the run key that are not config settings
+SIZE_KEYS = ("world_size", "num_nodes")
+
+# the per-step record of rank<R>.jsonl (after a header line {"kind": "header", "schema_version", ...}):
+# field -> type. warmup and profiled steps are logged but not measured.
+STEP_FIELDS: dict[str, str] = {
+    "step": "int64", "epoch": "int64", "step_in_epoch": "int64", "samples": "int64", "warmup": "bool",
+    "profiled": "bool", "comm_s": "float64", "comm_exposed_s": "float64", "data_s": "float64", "fwd_s": "float64",
+    "bwd_s": "float64", "opt_s": "float64", "step_s": "float64", "host_data_s": "float64", "host_step_s": "float64",
+}
+REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
+STATES = ("completed", "failed", "interrupted", "incomplete", "missing")
+
+
+# --- identity ----------------------------------------------------------------------------------
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings -> {"a.b.c": value}; lists stay lists."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def is_identity_key(key: str) -> bool:
+    return not any(key == k or key.startswith(f"{k}.") for k in NOT_IDENTITY)
+
+
+def identity(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> dict[str, Any]:
+    """The run key: the identity settings (a resolved config, nested or already flattened) + the run's size."""
+    flat = flatten(settings) if any(isinstance(v, Mapping) for v in settings.values()) else dict(settings)
+    key = {k: v for k, v in flat.items() if is_identity_key(k)}
+    key.update(world_size=int(world_size), num_nodes=int(num_nodes))
+    return dict(sorted(key.items()))
+
+
+def _canonical(value: Any) -> Any:
+    # 2 and 2.0 are one setting (YAML and Hydra may disagree on which they write)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def key_hash(key: Mapping[str, Any]) -> str:
+    """HASH_DIGITS hex digits of SHA-256 over the key as canonical JSON (sorted keys)."""
+    text = json.dumps({k: _canonical(v) for k, v in sorted(key.items())}, sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]
+
+
+def cell_hash(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> str:
+    return key_hash(identity(settings, world_size=world_size, num_nodes=num_nodes))
+
+
+# strong scaling holds the global batch, not the per-GPU one (DeepSpeed's micro batch mirrors run.per_gpu_batch)
+PER_GPU_BATCH_KEYS = ("run.per_gpu_batch", "framework.train_micro_batch_size_per_gpu")
+
+
+def group_hash(settings: Mapping[str, Any], *, world_size: int, mode: str = "weak") -> str:
+    """The scaling curve a run belongs to: its run key without the size (weak scaling), or without the
+    size and the per-GPU batch but with the global batch (strong scaling)."""
+    key = {k: v for k, v in identity(settings, world_size=0, num_nodes=0).items() if k not in SIZE_KEYS}
+    if mode == "strong":
+        batch = key.get("run.per_gpu_batch")
+        key = {k: v for k, v in key.items() if k not in PER_GPU_BATCH_KEYS}
+        key["global_batch"] = None if batch is None else int(batch) * int(world_size)
+    elif mode != "weak":
+        raise ValueError(f"mode={mode!r}: use 'weak' or 'strong'")
+    return key_hash(key)
+
+
+def model_name(arch: str, depth: int | None) -> str:
+    """The name used in run directories and tables: resnet50, vgg16, mobilenet_v2."""
+    return f"{arch}{depth}" if arch in ("resnet", "vgg") and depth is not None else arch
+
+
+def dir_name(settings: Mapping[str, Any], *, world_size: int, num_nodes: int, repeat: int) -> str:
+    """<framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>-<cell hash>-r<repeat> of a resolved config."""
+    flat = flatten(settings)
+    model = model_name(flat["model.arch"], flat.get("model.depth"))
+    return (f"{flat['framework.name']}-{flat['loader.name']}-{model}-{flat['precision.name']}-g{world_size}"
+            f"-n{num_nodes}-b{flat['run.per_gpu_batch']}-{cell_hash(flat, world_size=world_size, num_nodes=num_nodes)}"
+            f"-r{repeat}")
+
+
+def run_dir(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> Path:
+    """run.dir when set, else <run.root>/<run.campaign>/<dir_name> (the same on every host of a job)."""
+    flat = flatten(settings)
+    if flat.get("run.dir"):
+        return Path(flat["run.dir"])
+    name = dir_name(flat, world_size=world_size, num_nodes=num_nodes, repeat=int(flat["run.repeat"]))
+    return Path(flat["run.root"]) / str(flat["run.campaign"]) / name
+
+
+# --- state and summaries ---------------------------------------------------------------------
+
+def holds_a_run(path: Path) -> bool:
+    """Anything a run writes is there: it is never written over."""
+    return path.is_dir() and any(
+        p.name in (SUMMARY, META, CONFIG) or p.name.startswith("rank") for p in path.iterdir())
+
+
+def read_summary(path: Path) -> dict | None:
+    """summary.json of a run directory, or None when there is none or it is unreadable."""
+    try:
+        summary = json.loads((path / SUMMARY).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def state(path: Path | None) -> str:
+    """completed | failed | interrupted | incomplete (a run without a readable summary) | missing."""
+    if path is None or not holds_a_run(path):
+        return "missing"
+    summary = read_summary(path)
+    if summary is None:
+        return "incomplete" if not (path / SUMMARY).exists() else "failed"
+    status = summary.get("status")
+    return status if status in ("completed", "interrupted") else "failed"
+
+
+def now_iso() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def completed_summary(*, key: Mapping[str, Any], measured: Mapping[str, Any], wall_s: float, last_loss: float,
+                      warmup_steps: int, repeat: int, names: Mapping[str, Any]) -> dict:
+    """summary.json of a completed run: the run key's hash, the names tables show, and `measured`
+    (throughput() over the rank logs); wall_s is the measured window's wall time, kept for reference."""
+    world = int(key["world_size"])
+    return {
+        "schema_version": SCHEMA_VERSION, "status": "completed", "finished": now_iso(),
+        "cell_hash": key_hash(key), **names, "world_size": world, "num_nodes": int(key["num_nodes"]),
+        "global_batch": int(names["per_gpu_batch"]) * world, "warmup_steps": warmup_steps, **measured,
+        "wall_s": wall_s, "last_loss": last_loss, "repeat": repeat,
+    }
+
+
+def failed_summary(error: BaseException | str, **extra: Any) -> dict:
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return {"schema_version": SCHEMA_VERSION, "status": "failed", "finished": now_iso(), "error": text, **extra}
+
+
+def interrupted_summary(signal_name: str, **extra: Any) -> dict:
+    """A run stopped on purpose (Ctrl-C, scancel): not a failure of the configuration."""
+    return {"schema_version": SCHEMA_VERSION, "status": "interrupted", "finished": now_iso(),
+            "error": f"stopped by {signal_name}", **extra}
+
+
+# --- the throughput definition ----------------------------------------------------------------
+
+def is_measured(record: Mapping[str, Any]) -> bool:
+    """A step record that counts: not warm-up, not inside a profiler window."""
+    return not record.get("warmup") and not record.get("profiled", False)
+
+
+def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]]) -> dict[str, float | int]:
+    """THE throughput of a run, from its step records (the same figure analysis computes):
+    per measured step the slowest rank's step_s, time_s = their sum, throughput_img_s = global samples
+    over the measured steps / time_s, per_gpu_img_s = throughput_img_s / ranks."""
+    step_s: dict[int, float] = {}
+    samples: dict[int, int] = {}
+    for records in records_by_rank.values():
+        for record in records:
+            if is_measured(record):
+                step = int(record["step"])
+                step_s[step] = max(step_s.get(step, 0.0), float(record["step_s"]))
+                samples[step] = samples.get(step, 0) + int(record["samples"])
+    time_s = sum(step_s.values())
+    total = sum(samples.values())
+    thr = total / time_s if time_s > 0 else float("nan")
+    ranks = max(1, len(records_by_rank))
+    return {"measured_steps": len(step_s), "measured_samples": total, "time_s": time_s,
+            "throughput_img_s": thr, "per_gpu_img_s": thr / ranks}
+
+
+def read_step_records(path: Path) -> list[dict]:
+    """The step records of one rank log (header and unreadable lines skipped)."""
+    records = []
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("kind") != "header" and \
+                    all(record.get(k) is not None for k in REQUIRED_STEP_FIELDS):
+                records.append(record)
+    return records
+
+
+def throughput_of_run(path: Path, *, world_size: int) -> dict[str, float | int]:
+    """throughput() over rank0..rank<W-1>.jsonl of a run directory (rank 0 calls it after the last barrier)."""
+    return throughput({r: read_step_records(path / f"rank{r}.jsonl") for r in range(world_size)})
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write to a temporary file in the same directory, then rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
