@@ -341,6 +341,8 @@ def _steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFra
             frame[name] = values.astype(kind) if values.notna().all() else values.astype("float64")
     frame.insert(0, "run_id", pd.Categorical.from_codes(frame.pop("run_index").to_numpy(), categories=run_ids))
     frame.insert(1, "rank", frame.pop("rank").astype("int32"))
+    # logs written before profiled steps were marked: none was (their windows were within the warm-up)
+    frame["profiled"] = frame["profiled"].astype("boolean").fillna(False).astype(bool)
     rest = [c for c in frame.columns if c not in columns]
     return frame[[c for c in columns if c in frame] + rest]
 

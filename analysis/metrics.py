@@ -10,12 +10,14 @@ import math
 import numpy as np
 import pandas as pd
 
-# runs that differ only in the number of GPUs: one weak-scaling curve (fixed per-GPU batch)
+# A cell is one configuration: `cell_hash`, the hash of every setting of the run plus its size
+# (benchmarks/rundir.py); repeats of a cell are runs with the same hash. A scaling curve is
+# `group_hash` (weak: every setting but the size) or `strong_group_hash` (strong: the global batch held).
+# These columns are what tables show of a cell; `variant` names any other setting that tells cells apart.
 SCALING_GROUP = ["framework", "loader", "model", "precision", "per_gpu_batch"]
-# strong scaling keeps the global batch fixed instead
-STRONG_GROUP = ["framework", "loader", "model", "precision", "global_batch"]
-# one cell of a campaign: repeats of it are the same experiment
 CELL = [*SCALING_GROUP, "world_size", "num_nodes"]
+IDENTITY = ["cell_hash", "group_hash", "strong_group_hash"]
+CARRIED = [*CELL, "variant", "global_batch", "campaign", "cache", *IDENTITY[1:]]
 PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s", "host_data_s"]
 SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share",
           "host_data_share"]
@@ -47,8 +49,32 @@ def t_quantile(df: np.ndarray | int, *, confidence: float = 0.95) -> np.ndarray:
 
 
 def measured(steps: pd.DataFrame) -> pd.DataFrame:
-    """The measured (non-warmup) step records."""
-    return steps[~steps["warmup"].astype(bool)]
+    """The measured step records: not warm-up, not inside a profiler window (rundir.is_measured)."""
+    keep = ~steps["warmup"].astype(bool)
+    if "profiled" in steps:
+        keep &= ~steps["profiled"].fillna(False).astype(bool)
+    return steps[keep]
+
+
+def variants(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the settings that tell its cell apart from cells that look the same in a table (same
+    framework, loader, model, precision and batch): 'framework.zero_stage=2, run.campaign=b', or ''.
+    Settings are the config.* columns of the run key (rundir.is_identity_key)."""
+    from benchmarks.rundir import is_identity_key
+
+    columns = [c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config."):])]
+    if runs.empty or not columns:
+        return pd.Series("", index=runs.index, dtype="object")
+    shown = [c for c in SCALING_GROUP if c in runs]
+    text = runs[columns].astype("string").fillna("")
+    varying = [c for c in columns
+               if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()] \
+        if shown else columns
+    if not varying:
+        return pd.Series("", index=runs.index, dtype="object")
+    parts = [(c[len("config."):], text[c].to_numpy()) for c in varying]
+    return pd.Series([", ".join(f"{k}={v[i]}" for k, v in parts if v[i] not in ("", "None"))
+                      for i in range(len(runs))], index=runs.index, dtype="object")
 
 
 def step_times(steps: pd.DataFrame) -> pd.DataFrame:
@@ -74,8 +100,9 @@ def run_throughput(steps: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.
     if runs is None:
         per_run["per_gpu_img_s"] = per_run["throughput_img_s"] / per_run["num_ranks"]
         return per_run
-    keep = [c for c in [*CELL, "global_batch", "repeat", "campaign", "cache", "run_dir"] if c in runs]
+    keep = [c for c in [*CELL, "global_batch", "repeat", "campaign", "cache", "run_dir", *IDENTITY] if c in runs]
     info = runs[["run_id", *keep]].copy()
+    info["variant"] = variants(runs)
     if "throughput_img_s" in runs:
         info["summary_throughput_img_s"] = runs["throughput_img_s"]
     info["run_id"] = info["run_id"].astype(str)
@@ -86,11 +113,23 @@ def run_throughput(steps: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.
     return merged
 
 
+def _by_cell(frame: pd.DataFrame) -> list[str]:
+    """The grouping of per-run rows into cells: the run key's hash, else (old tables) the shown columns."""
+    return ["cell_hash"] if "cell_hash" in frame else [c for c in CELL if c in frame]
+
+
+def _carried(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """One row per cell of the columns that describe it (equal over a cell's runs)."""
+    keep = [c for c in CARRIED if c in frame and c not in by]
+    return frame.groupby(by, dropna=False, observed=True)[keep].first().reset_index() if keep else \
+        frame[by].drop_duplicates()
+
+
 def repeat_stats(per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: list[str] | None = None,
                  confidence: float = 0.95) -> pd.DataFrame:
     """Per cell: median, mean and a Student-t confidence interval of the mean of `value` over repeats
     (ci_low/ci_high; NaN with a single repeat: one run says nothing about its noise)."""
-    by = [c for c in (by or CELL) if c in per_run]
+    by = by or _by_cell(per_run)
     stats = per_run.groupby(by, dropna=False, observed=True)[value].agg(["median", "mean", "std", "size"]).reset_index()
     half = t_quantile(stats["size"].to_numpy() - 1, confidence=confidence) * stats["std"] / np.sqrt(stats["size"])
     stats["ci_low"], stats["ci_high"] = stats["mean"] - half, stats["mean"] + half
@@ -99,61 +138,50 @@ def repeat_stats(per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: 
 
 
 def cells(per_run: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
-    """Repeats -> one row per cell: medians of throughput_img_s and per_gpu_img_s (the figures plotted),
-    with the t-interval of the throughput's mean, and num_repeats."""
-    by = [c for c in [*CELL, "global_batch", "cache"] if c in per_run]  # a cold cache is another experiment
+    """Repeats -> one row per cell (one configuration, `cell_hash`): medians of throughput_img_s and
+    per_gpu_img_s (the figures plotted), the t-interval of the throughput's mean, num_repeats, and the
+    columns that describe the cell (CARRIED)."""
+    by = _by_cell(per_run)
     stats = repeat_stats(per_run, value="throughput_img_s", by=by, confidence=confidence)
     per_gpu = per_run.groupby(by, dropna=False, observed=True)["per_gpu_img_s"].median().reset_index()
-    out = stats.merge(per_gpu, on=by)
+    out = _carried(per_run, by).merge(stats, on=by).merge(per_gpu, on=by)
     out["throughput_img_s"] = out.pop("throughput_img_s_median")
-    return out.sort_values(by).reset_index(drop=True)
+    return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
 
 
 def scaling(cell_table: pd.DataFrame, *, mode: str = "weak", baseline_world_size: int | None = None) -> pd.DataFrame:
-    """Add speedup and efficiency per scaling group, against N0 = the group's smallest GPU count (or
-    `baseline_world_size`; NaN where the group has no run at N0).
+    """Add speedup, efficiency and baseline_gpus per scaling curve. A curve is the cells that differ
+    only in their size: `group_hash` (weak: fixed per-GPU batch) or `strong_group_hash` (strong: fixed
+    global batch). Its baseline N0 is its smallest GPU count (or `baseline_world_size`); a curve
+    without a run at N0, or with a single GPU count, has no efficiency (NaN), never a made-up 100%.
 
-    weak (fixed per-GPU batch): efficiency = per_gpu_img_s(N) / per_gpu_img_s(N0), speedup = that x N/N0.
-    strong (fixed global batch): speedup = time(N0) / time(N) = throughput(N) / throughput(N0) for the
-    same work, efficiency = speedup x N0 / N.
+    weak: efficiency = per_gpu_img_s(N) / per_gpu_img_s(N0), speedup = that x N/N0.
+    strong: speedup = time(N0) / time(N) = throughput(N) / throughput(N0) for the same work,
+    efficiency = speedup x N0 / N. Several node layouts at N0: the fastest is the baseline.
+    Either way speedup = throughput(N) / throughput(N0) and efficiency = speedup x N0 / N.
     """
     if mode not in ("weak", "strong"):
         raise ValueError(f"mode={mode!r}: use 'weak' or 'strong'")
-    group = SCALING_GROUP if mode == "weak" else STRONG_GROUP
+    key = "group_hash" if mode == "weak" else "strong_group_hash"
     out = cell_table.copy()
-    keys = [out[c] for c in group]
+    if key not in out:  # tables without run keys: the shown columns stand in
+        shown = SCALING_GROUP if mode == "weak" else [*SCALING_GROUP[:-1], "global_batch"]
+        out[key] = pd.util.hash_pandas_object(out[[c for c in shown if c in out]].astype("string"), index=False)
+    keys = out[key]
+    sizes = out.groupby(keys, dropna=False)["world_size"].transform("nunique")
     n0 = out.groupby(keys, dropna=False)["world_size"].transform("min") if baseline_world_size is None \
         else pd.Series(baseline_world_size, index=out.index)
     at_n0 = out["world_size"] == n0
-    # several node layouts at N0: the fastest is the baseline
     base_thr = out["throughput_img_s"].where(at_n0).groupby(keys, dropna=False).transform("max")
+    base_thr = base_thr.where(sizes > 1)
     ratio = (out["throughput_img_s"] / base_thr).astype("float64")
-    size = (out["world_size"] / n0).astype("float64")
-    out["baseline_world_size"] = n0.where(base_thr.notna())
-    if mode == "weak":
-        out["efficiency"] = ratio / size
-        out["speedup"] = ratio
-    else:
-        out["speedup"] = ratio
-        out["efficiency"] = ratio / size
+    out["baseline_gpus"] = n0.where(base_thr.notna()).astype("Int64")
+    out["speedup"] = ratio
+    out["efficiency"] = ratio / (out["world_size"] / n0).astype("float64")
     out["scaling"] = mode
-    return out.sort_values([*group, "world_size", "num_nodes"]).reset_index(drop=True)
-
-
-def weak_scaling(runs: pd.DataFrame, *, baseline_world_size: int | None = None) -> pd.DataFrame:
-    """Add efficiency = per_gpu_img_s(N) / per_gpu_img_s(N0), N0 the smallest GPU count of each group
-    (or `baseline_world_size`); repeats are reduced to their median first."""
-    table = (
-        runs.groupby([*SCALING_GROUP, "world_size", "num_nodes"], as_index=False)
-        .agg(throughput_img_s=("throughput_img_s", "median"), per_gpu_img_s=("per_gpu_img_s", "median"),
-             num_repeats=("throughput_img_s", "size"))
-    )
-    keys = [table[c] for c in SCALING_GROUP]
-    n0 = table.groupby(keys, dropna=False)["world_size"].transform("min") if baseline_world_size is None \
-        else baseline_world_size
-    baseline = table["per_gpu_img_s"].where(table["world_size"] == n0)
-    table["efficiency"] = table["per_gpu_img_s"] / baseline.groupby(keys, dropna=False).transform("max")
-    return table.sort_values([*SCALING_GROUP, "world_size"]).reset_index(drop=True)
+    batch = "per_gpu_batch" if mode == "weak" else "global_batch"
+    order = [c for c in [*SCALING_GROUP[:-1], batch, "variant", "world_size", "num_nodes"] if c in out]
+    return out.sort_values(order).reset_index(drop=True)
 
 
 def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
@@ -189,10 +217,15 @@ def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
 
 def breakdown_cells(shares: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
     """Per-run shares -> one row per cell (mean over repeats), keyed like `cells`."""
-    by = [c for c in CELL if c in per_run]
-    merged = shares.merge(per_run[["run_id", *by]], on="run_id")
-    out = merged.groupby(by, dropna=False, observed=True)[SHARES].mean().reset_index()
-    return out.sort_values(by).reset_index(drop=True)
+    return _per_cell_mean(shares, per_run, SHARES)
+
+
+def _per_cell_mean(per_run_values: pd.DataFrame, per_run: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    by = _by_cell(per_run)
+    merged = per_run_values.merge(per_run[["run_id", *by]], on="run_id")
+    means = merged.groupby(by, dropna=False, observed=True)[columns].mean().reset_index()
+    out = _carried(per_run, by).merge(means, on=by)
+    return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
 
 
 SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
@@ -226,10 +259,7 @@ STABILITY = ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "
 
 def step_stability(stability_runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
     """step_stability_runs' table per cell (mean over repeats), keyed like `cells`."""
-    by = [c for c in CELL if c in per_run]
-    merged = stability_runs.merge(per_run[["run_id", *by]], on="run_id")
-    out = merged.groupby(by, dropna=False, observed=True)[STABILITY].mean().reset_index()
-    return out.sort_values(by).reset_index(drop=True)
+    return _per_cell_mean(stability_runs, per_run, STABILITY)
 
 
 def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: int = 4,

@@ -76,17 +76,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from analysis.results import format_results, results_table
+    from analysis.campaign_analysis import CampaignAnalysis
+    from analysis.results import export_tables, format_results, results_table
 
     root = Path(args.runs_dir)
     if not root.is_dir():
         raise ConfigError(f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)")
-    print(format_results(*results_table(root)))
-    if getattr(args, "parquet", None):
-        from analysis.load import export_parquet, load_campaign
-
-        written = export_parquet(load_campaign(root), Path(args.parquet))
-        print(f"\n[ddlbench] wrote {', '.join(p.name for p in written)} to {args.parquet}")
+    mode = getattr(args, "scaling", "weak")
+    analysis = CampaignAnalysis(root)
+    print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode))
+    for fmt in ("csv", "parquet"):
+        if getattr(args, fmt, None):
+            written = export_tables(analysis, Path(getattr(args, fmt)), fmt=fmt)
+            print(f"\n[ddlbench] wrote {', '.join(p.name for p in written)} to {getattr(args, fmt)}")
     return 0
 
 
@@ -183,9 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_data_convert)
 
-    p = sub.add_parser("results", help="table of completed runs with weak-scaling efficiency")
+    p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
-    p.add_argument("--parquet", metavar="DIR", help="also export runs/steps/telemetry/commbench tables as Parquet to DIR (new folder)")
+    p.add_argument("--scaling", choices=("weak", "strong"), default="weak",
+                   help="weak: fixed per-GPU batch (default); strong: fixed global batch")
+    p.add_argument("--csv", metavar="DIR", help="also write the computed tables (runs, cells, breakdown, ...) as CSV to DIR (new folder)")
+    p.add_argument("--parquet", metavar="DIR", help="the same as Parquet files")
     p.set_defaults(func=cmd_results)
 
     from analysis.cli import add_parsers as add_analysis_parsers

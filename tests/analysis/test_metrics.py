@@ -162,12 +162,6 @@ def test_compare_flags_a_regression():
     assert metrics.compare(a, b, threshold=0.2).loc[0, "flag"] == "ok"
 
 
-def test_weak_scaling_kept_for_results(hand):
-    runs = hand.counted
-    table = metrics.weak_scaling(runs)
-    assert list(table["efficiency"]) == pytest.approx([1.0, (13.333333333333334 / 2) / 8])
-
-
 def test_step_stability_by_hand():
     # 10 measured steps of 1 s on the slowest rank, two of them 2 s; the other rank is always faster
     slowest = [1.0] * 8 + [2.0, 2.0]

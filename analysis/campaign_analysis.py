@@ -1,0 +1,127 @@
+"""One facade over a loaded campaign: every analysis as one documented method returning a DataFrame
+(in the style of HTA's TraceAnalysis). `ddlbench results`, `report` and `compare` are built on it, so
+they count the same runs and print the same figures for the same runs.
+
+    from analysis.campaign_analysis import CampaignAnalysis
+    ca = CampaignAnalysis("runs/")
+    ca.scaling(mode="weak")      # one row per cell, with efficiency against its curve's baseline
+    ca.breakdown()               # where the time goes, per cell
+    ca.excluded()                # runs that do not count, and why
+
+Columns carry units (_s, _ms, _img_s, _share, _pct). A cell is one configuration (`cell_hash`:
+every setting + world size + nodes, benchmarks/rundir.py); `variant` names the settings that tell
+apart cells which look the same in a table. Results are computed once and cached.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import metrics
+from analysis.load import Campaign, load_campaign
+
+
+class CampaignAnalysis:
+    """The analyses of the run directories below `root` (any depth)."""
+
+    def __init__(self, root: Path | str, *, campaign: Campaign | None = None) -> None:
+        self.root = Path(root)
+        self.campaign = campaign if campaign is not None else load_campaign(self.root)
+
+    # --- what was read --------------------------------------------------------------------------
+
+    def runs(self) -> pd.DataFrame:
+        """Every run directory: run_id, status, reason, the summary's fields, config.* and meta.* columns."""
+        return self.campaign.runs
+
+    @functools.cache
+    def counted(self) -> pd.DataFrame:
+        """The runs every table counts: completed, identified, with measured steps in their rank logs."""
+        runs = self.campaign.counted
+        return runs[runs["run_id"].isin(set(self.run_throughput()["run_id"]))]
+
+    @functools.cache
+    def excluded(self) -> pd.DataFrame:
+        """The runs no table counts, each with its reason (run_id, status, reason)."""
+        runs = self.campaign.runs
+        out = runs[~runs["run_id"].isin(set(self.counted()["run_id"]))][["run_id", "status", "reason"]].copy()
+        out.loc[out["status"] == "completed", ["status", "reason"]] = ["incomplete", "no measured step in the rank logs"]
+        return out.reset_index(drop=True)
+
+    def problems(self) -> pd.DataFrame:
+        """Every skipped line or file: run_id, file, line, problem."""
+        return self.campaign.problems
+
+    # --- throughput and scaling -----------------------------------------------------------------
+
+    @functools.cache
+    def run_throughput(self) -> pd.DataFrame:
+        """One row per counted run: throughput_img_s, per_gpu_img_s, time_s, measured_steps and samples
+        (the one definition: rundir.throughput), with the cell's columns and its variant."""
+        if self.campaign.steps.empty:
+            return pd.DataFrame(columns=["run_id", "throughput_img_s", "per_gpu_img_s", *metrics.CARRIED])
+        return metrics.run_throughput(self.campaign.steps, self.campaign.counted)
+
+    @functools.cache
+    def cells(self) -> pd.DataFrame:
+        """One row per cell: median throughput_img_s and per_gpu_img_s over its repeats, the 95% t-interval
+        of the mean (throughput_img_s_ci_low/_ci_high) and num_repeats."""
+        per_run = self.run_throughput()
+        return metrics.cells(per_run) if not per_run.empty else per_run
+
+    @functools.cache
+    def scaling(self, mode: str = "weak") -> pd.DataFrame:
+        """cells() with speedup, efficiency and baseline_gpus (the smallest GPU count of the cell's
+        curve; none, and no efficiency, for a curve of one GPU count). mode: weak | strong."""
+        cells = self.cells()
+        return metrics.scaling(cells, mode=mode) if not cells.empty else cells
+
+    # --- where the time goes ----------------------------------------------------------------------
+
+    @functools.cache
+    def breakdown_runs(self) -> pd.DataFrame:
+        """Per counted run: data, compute, exposed and total allreduce, other and host_data shares of step time."""
+        return metrics.breakdown(self.campaign.steps) if not self.campaign.steps.empty else pd.DataFrame()
+
+    @functools.cache
+    def breakdown(self) -> pd.DataFrame:
+        """breakdown_runs() per cell (mean over repeats)."""
+        per_run = self.run_throughput()
+        return metrics.breakdown_cells(self.breakdown_runs(), per_run) if not per_run.empty else pd.DataFrame()
+
+    @functools.cache
+    def step_stability_runs(self) -> pd.DataFrame:
+        """Per run: step_ms_median, _p95, _max, slow_steps_pct and slow_time_pct (metrics.step_stability_runs)."""
+        return metrics.step_stability_runs(self.campaign.steps)
+
+    @functools.cache
+    def step_stability(self) -> pd.DataFrame:
+        """step_stability_runs() per cell."""
+        return metrics.step_stability(self.step_stability_runs(), self.run_throughput())
+
+    def jittery_runs(self) -> pd.DataFrame:
+        """Step times of the runs that lose the most time to slow steps (a timeline's data)."""
+        return metrics.jittery_runs(self.campaign.steps, self.step_stability_runs())
+
+    def rank_imbalance(self) -> pd.DataFrame:
+        """Per run and phase, the slowest rank's median against the fastest's (gaps of 1 ms or more)."""
+        return metrics.rank_imbalance(self.campaign.steps)
+
+    def loader_stalls(self) -> pd.DataFrame:
+        """Runs whose host waited in the loader for at least 5% of their step time."""
+        return metrics.loader_stalls(self.campaign.steps)
+
+    def stash_stalls(self) -> pd.DataFrame:
+        """Stash's interconnect, network, CPU and disk stalls from paired runs (metrics.stash_stalls)."""
+        per_run = self.run_throughput()
+        return metrics.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
+
+    # --- export -----------------------------------------------------------------------------------
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The computed tables by name (what `results --csv/--parquet` writes; --parquet adds the raw rows)."""
+        return {"throughput_runs": self.run_throughput(), "cells_weak": self.scaling("weak"),
+                "cells_strong": self.scaling("strong"), "breakdown_cells": self.breakdown(),
+                "step_stability_cells": self.step_stability(), "excluded_runs": self.excluded()}
