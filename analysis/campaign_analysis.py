@@ -118,6 +118,26 @@ class CampaignAnalysis:
         per_run = self.run_throughput()
         return metrics.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
 
+    # --- two campaigns ---------------------------------------------------------------------------
+
+    def compare(self, candidate: CampaignAnalysis, *, threshold: float = 0.05) -> pd.DataFrame:
+        """Per cell, candidate B against this campaign A (metrics.compare): throughput medians, delta,
+        rel_delta, the repeats' confidence intervals, and flag (regression, improvement, ok, missing in
+        B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign."""
+        key_a, key_b, _ = metrics.match_keys(self.runs(), candidate.runs())
+        tables = []
+        for analysis, keys in ((self, key_a), (candidate, key_b)):
+            per_run = analysis.run_throughput()
+            per_run = per_run.merge(pd.DataFrame({"run_id": analysis.runs()["run_id"].astype(str), "match_key": keys}),
+                                    on="run_id", how="left")
+            stats = metrics.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
+            shown = per_run.groupby("match_key")[[c for c in [*metrics.CELL, "variant"] if c in per_run]].first()
+            tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
+        a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)
+        counted_b = set(b_cells["match_key"]) if not b_cells.empty else set()
+        incomplete = set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
+        return metrics.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
+
     # --- export -----------------------------------------------------------------------------------
 
     def tables(self) -> dict[str, pd.DataFrame]:

@@ -37,14 +37,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from analysis.report import compare_campaigns, format_compare
+    """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing)."""
+    from analysis.report import FAILING_FLAGS, compare_campaigns, format_compare
 
     _one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
     table = compare_campaigns(Path(args.a), Path(args.b), threshold=args.threshold / 100)
     print(format_compare(table, threshold=args.threshold / 100))
-    return 1 if (table["flag"] == "regression").any() else 0
+    failing = FAILING_FLAGS[:1] if args.allow_missing else FAILING_FLAGS
+    return 1 if table["flag"].isin(failing).any() else 0
 
 
 def cmd_synthlogs(args: argparse.Namespace) -> int:
@@ -68,10 +70,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--jobs", type=int, default=None, help="processes drawing figures (default: one per CPU)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="per-cell throughput deltas of campaign B against campaign A (exit 1 on a regression)")
+    p = sub.add_parser("compare", help="per-cell throughput deltas of campaign B against campaign A "
+                                       "(exit 1 on a regression or a cell of A missing in B)")
     p.add_argument("a", metavar="A", help="baseline runs directory")
     p.add_argument("b", metavar="B", help="runs directory to check")
-    p.add_argument("--threshold", type=float, default=5.0, help="flag cells slower by more than this percentage (default 5)")
+    p.add_argument("--threshold", type=float, default=5.0,
+                   help="flag cells slower by more than this percentage (default 5), and, where both sides have "
+                        "repeats, whose 95%% confidence intervals do not overlap")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="do not fail on cells of A that B lacks or did not complete (they are still listed)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("synthlogs", help="write a synthetic campaign of run directories (tests, speed benchmark)")

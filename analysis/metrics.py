@@ -373,21 +373,62 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     return out[columns].reset_index(drop=True)
 
 
+def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, pd.Series, list[str]]:
+    """Per run of two campaigns, the key that pairs a cell of A with the same cell of B: every setting
+    of the run key that both campaigns record (config.* columns, so that a setting added by a newer
+    ddlbench does not part every cell) except run.campaign, plus world_size and num_nodes.
+    Returns (A keys, B keys, the settings used)."""
+    from benchmarks.rundir import is_identity_key
+
+    def settings(runs: pd.DataFrame) -> set[str]:
+        return {c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config."):])}
+
+    common = sorted((settings(a_runs) & settings(b_runs)) - {"config.run.campaign"}) + ["world_size", "num_nodes"]
+
+    def keys(runs: pd.DataFrame) -> pd.Series:
+        present = runs.reindex(columns=common).astype("string").fillna("")
+        return pd.util.hash_pandas_object(present, index=False).astype("string").where(
+            runs.reindex(columns=["world_size"])["world_size"].notna())
+
+    return keys(a_runs), keys(b_runs), common
+
+
+COMPARE_FLAGS = ("regression", "improvement", "ok", "missing in B", "incomplete in B", "only in B")
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s", threshold: float = 0.05,
-            higher_is_better: bool = True) -> pd.DataFrame:
-    """Per-cell deltas of two campaigns' cell tables (B relative to A). `flag` is 'regression' where B is
-    worse than A by more than `threshold` (a fraction), 'improvement' where better by more, 'ok',
-    or 'only in A' / 'only in B' for cells without a partner."""
+            higher_is_better: bool = True, incomplete_in_b: frozenset | set = frozenset()) -> pd.DataFrame:
+    """Per-cell deltas of two campaigns' cell tables (B relative to A), paired on `match_key`.
+
+    A difference counts when it exceeds `threshold` (a fraction) AND, where both cells have repeats,
+    the two 95% confidence intervals of the mean do not overlap (judged_by says which rule applied):
+    'regression' (B worse), 'improvement', 'ok'; a cell of A that B lacks is 'missing in B', or
+    'incomplete in B' when B has runs of it but none counted (keys in `incomplete_in_b`); 'only in B'."""
     if not 0 <= threshold < 1 or math.isnan(threshold):
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
-    by = [c for c in [*CELL, "cache"] if c in a and c in b]
-    left = a[[*by, value]].rename(columns={value: f"{value}_a"})
-    right = b[[*by, value]].rename(columns={value: f"{value}_b"})
-    out = left.merge(right, on=by, how="outer", indicator=True)
+    shown = [c for c in [*CELL, "variant"] if c in a or c in b]
+    stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats"]
+
+    def side(cells: pd.DataFrame, tag: str) -> pd.DataFrame:
+        cells = cells.reindex(columns=["match_key", *shown, *stats])
+        return cells.rename(columns={c: f"{c}_{tag}" for c in stats})
+
+    out = side(a, "a").merge(side(b, "b"), on="match_key", how="outer", indicator=True, suffixes=("", "_from_b"))
+    for column in shown:  # a cell only in B describes itself
+        out[column] = out[column].where(out["_merge"] != "right_only", out[f"{column}_from_b"])
+    out = out.drop(columns=[f"{c}_from_b" for c in shown])
     out["delta"] = out[f"{value}_b"] - out[f"{value}_a"]
     out["rel_delta"] = out["delta"] / out[f"{value}_a"]
     signed = out["rel_delta"] if higher_is_better else -out["rel_delta"]
+    with_ci = out[[f"{value}_ci_low_a", f"{value}_ci_high_a", f"{value}_ci_low_b", f"{value}_ci_high_b"]].notna().all(axis=1)
+    apart = ~with_ci | (out[f"{value}_ci_high_b"] < out[f"{value}_ci_low_a"]) | \
+        (out[f"{value}_ci_low_b"] > out[f"{value}_ci_high_a"])
+    a_only = out["_merge"] == "left_only"
     out["flag"] = np.select(
-        [out["_merge"] == "left_only", out["_merge"] == "right_only", signed < -threshold, signed > threshold],
-        ["only in A", "only in B", "regression", "improvement"], default="ok")
-    return out.drop(columns="_merge").sort_values(by).reset_index(drop=True)
+        [a_only & out["match_key"].isin(incomplete_in_b), a_only, out["_merge"] == "right_only",
+         (signed < -threshold) & apart, (signed > threshold) & apart],
+        ["incomplete in B", "missing in B", "only in B", "regression", "improvement"], default="ok")
+    out["judged_by"] = np.where(out["_merge"] != "both", "", np.where(
+        with_ci, f"threshold {threshold:.0%} + 95% CIs", f"threshold {threshold:.0%} (a single repeat: no CI)"))
+    order = [c for c in shown if c in out]
+    return out.drop(columns="_merge").sort_values(order).reset_index(drop=True)

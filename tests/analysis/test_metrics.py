@@ -153,13 +153,28 @@ def test_stash_pairs_only_same_per_gpu_samples():
 
 
 def test_compare_flags_a_regression():
-    a = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 4], throughput_img_s=[100.0, 200.0, 400.0])
-    b = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 8], throughput_img_s=[90.0, 204.0, 700.0])
+    a = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 4], throughput_img_s=[100.0, 200.0, 400.0],
+               match_key=["k1", "k2", "k4"])
+    b = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 8], throughput_img_s=[90.0, 204.0, 700.0],
+               match_key=["k1", "k2", "k8"])
     out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
     assert out.loc[1, "flag"] == "regression" and out.loc[1, "rel_delta"] == pytest.approx(-0.1)
+    assert out.loc[1, "judged_by"] == "threshold 5% (a single repeat: no CI)"
     assert out.loc[2, "flag"] == "ok"
-    assert out.loc[4, "flag"] == "only in A" and out.loc[8, "flag"] == "only in B"
+    assert out.loc[4, "flag"] == "missing in B" and out.loc[8, "flag"] == "only in B"
     assert metrics.compare(a, b, threshold=0.2).loc[0, "flag"] == "ok"
+    assert metrics.compare(a, b, incomplete_in_b={"k4"}).set_index("world_size").loc[4, "flag"] == "incomplete in B"
+
+
+def test_compare_judges_repeats_by_their_confidence_intervals():
+    a = _cells(per_gpu_batch=[64] * 2, world_size=[1, 2], throughput_img_s=[100.0, 200.0], match_key=["k1", "k2"],
+               throughput_img_s_ci_low=[99.0, 150.0], throughput_img_s_ci_high=[101.0, 250.0], num_repeats=[3, 3])
+    b = _cells(per_gpu_batch=[64] * 2, world_size=[1, 2], throughput_img_s=[90.0, 180.0], match_key=["k1", "k2"],
+               throughput_img_s_ci_low=[89.0, 130.0], throughput_img_s_ci_high=[91.0, 230.0], num_repeats=[3, 3])
+    out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
+    assert out.loc[1, "flag"] == "regression"  # -10%, intervals apart
+    assert out.loc[2, "flag"] == "ok"  # -10% but within the noise of the repeats
+    assert out.loc[2, "judged_by"] == "threshold 5% + 95% CIs"
 
 
 def test_step_stability_by_hand():

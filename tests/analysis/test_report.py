@@ -115,8 +115,20 @@ def test_compare_flags_a_regression(tmp_path, capsys):
     assert table.loc[1, "flag"] == "ok"
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     out = capsys.readouterr().out
-    assert "regression" in out and "1 regression(s) beyond 5%" in out
+    assert "1 regression, 0 missing in B, 0 incomplete in B" in out
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
+
+
+def test_compare_fails_on_cells_missing_or_incomplete_in_b(tmp_path, capsys):
+    shutil.copytree(HAND, tmp_path / "a")
+    shutil.copytree(HAND, tmp_path / "b")
+    shutil.rmtree(tmp_path / "b" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
+    (tmp_path / "b" / "ddp-synthetic-simple_cnn-g1-n1-b4-r0" / "summary.json").unlink()  # died: incomplete
+    table = compare_campaigns(tmp_path / "a", tmp_path / "b").set_index("world_size")
+    assert table.loc[2, "flag"] == "missing in B" and table.loc[1, "flag"] == "incomplete in B"
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    assert "0 regression, 1 missing in B, 1 incomplete in B" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--allow-missing"]) == 0
 
 
 def test_compare_bad_threshold(tmp_path, capsys):
