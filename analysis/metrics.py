@@ -70,6 +70,16 @@ def variants(runs: pd.DataFrame) -> pd.Series:
     varying = [c for c in columns
                if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()] \
         if shown else columns
+    # a profile's name stands for the settings it brings (system.name=h200, not its 15 keys), unless
+    # a setting was changed under the same name
+    groups = [runs[k].astype("string") for k in shown]
+    named = {c[:-len(".name")] for c in varying if c.count(".") == 2 and c.endswith(".name")}  # config.<group>.name
+
+    def group(column: str) -> str:
+        return ".".join(column.split(".")[:2])
+
+    varying = [c for c in varying if group(c) not in named or c == f"{group(c)}.name" or
+               (text.groupby([*groups, text[f"{group(c)}.name"]], dropna=False)[c].nunique() > 1).any()]
     if not varying:
         return pd.Series("", index=runs.index, dtype="object")
     parts = [(c[len("config."):], text[c].to_numpy()) for c in varying]

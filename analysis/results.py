@@ -29,6 +29,8 @@ def results_table(root: Path, *, mode: str = "weak",
         return pd.DataFrame(columns=[c.format(mode=mode) for c in COLUMNS.values()]), excluded
     table = scaled[[c for c in COLUMNS if c in scaled]].rename(
         columns={k: v.format(mode=mode) for k, v in COLUMNS.items()})
+    if "vs GPUs" in table:
+        table["vs GPUs"] = table["vs GPUs"].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     if "variant" in table and not table["variant"].astype(bool).any():
         table = table.drop(columns="variant")  # every cell differs in a shown column already
     return table, excluded
@@ -41,7 +43,6 @@ def format_results(table: pd.DataFrame, excluded: pd.DataFrame, *, mode: str = "
         text = table.to_string(index=False, na_rep="-", formatters={
             "img/s": "{:,.1f}".format, "img/s/GPU": "{:,.1f}".format,
             f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
-            "vs GPUs": lambda v: "-" if pd.isna(v) else f"{int(v)}",
         })
         text += (f"\n\n{mode} eff.: {mode}-scaling efficiency against the same configuration on 'vs GPUs' GPUs (the "
                  "smallest GPU count of its curve); '-': no smaller GPU count to compare with")
