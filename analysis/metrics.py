@@ -345,14 +345,17 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
       cpu          = T(real loader, warm cache) - T(synthetic)        (same N and nodes)
       disk         = T(real loader, cold cache) - T(real loader, warm) (same loader, N, nodes)
     stall_pct = stall_s / baseline_time_s x 100. The cache state is the `cache` column (default warm).
+    Runs pair within one campaign only (a Stash study is one campaign: its runs differ by design in the
+    loader, size, cache and virtual epoch, so they are not one cell; two studies under one root never mix).
     """
-    columns = ["stall", *STASH_PAIR, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s",
+    same = [*STASH_PAIR, "campaign"] if "campaign" in per_run else STASH_PAIR
+    columns = ["stall", *same, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s",
                "stall_s", "stall_pct"]
     table = per_run.copy()
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     # per-GPU samples can differ in the last digits when logged from floats
     table["per_gpu_samples"] = table["per_gpu_samples"].round(6)
-    key = [*STASH_PAIR, "loader", "cache", "world_size", "num_nodes"]
+    key = [*same, "loader", "cache", "world_size", "num_nodes"]
     t = table.groupby(key, dropna=False, observed=True)["time_s"].median().reset_index()
     syn = t[t["loader"] == "synthetic"]
     real = t[t["loader"] != "synthetic"]
@@ -367,10 +370,10 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     one_gpu = syn[syn["world_size"] == 1]
     single_node = syn[(syn["num_nodes"] == 1) & (syn["world_size"] > 1)]
     parts = [
-        pair("interconnect", single_node, one_gpu, STASH_PAIR),
-        pair("network", syn[syn["num_nodes"] > 1], syn[syn["num_nodes"] == 1], [*STASH_PAIR, "world_size"]),
-        pair("cpu", warm, syn, [*STASH_PAIR, "world_size", "num_nodes"]),
-        pair("disk", cold, warm, [*STASH_PAIR, "loader", "world_size", "num_nodes"]),
+        pair("interconnect", single_node, one_gpu, same),
+        pair("network", syn[syn["num_nodes"] > 1], syn[syn["num_nodes"] == 1], [*same, "world_size"]),
+        pair("cpu", warm, syn, [*same, "world_size", "num_nodes"]),
+        pair("disk", cold, warm, [*same, "loader", "world_size", "num_nodes"]),
     ]
     parts = [p for p in parts if not p.empty]
     if not parts:
