@@ -210,51 +210,79 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
     return fig
 
 
-REFERENCE_PARTS = [("allreduce", "allreduce_pct"), ("data", "data_pct"), ("compute", "compute_pct")]
+# seed study A's parts, bottom to top (the order of breakdown_bars): (legend name, colour, reference column);
+# the rest up to 100% is its "other work"
+REFERENCE_PARTS = [("data", "data", "data_pct"), ("compute", "compute", "compute_pct"),
+                   ("allreduce", "allreduce (exposed)", "allreduce_pct")]
+# this campaign's markers: the top of each stacked part (report.reference_comparison), one shape per part
+REFERENCE_MARKERS = [("data", "data_top_pct", "o"), ("compute", "compute_top_pct", "s"),
+                     ("exposed allreduce", "allreduce_top_pct", "D")]
+# one fill per configuration of the campaign where several match one reference cell (greyscale-safe)
+_SERIES_FILLS = ["#000000", "#0072B2", "#CC79A7", "#009E73", "#F0E442", "#FFFFFF"]
+_NO_MATCH = "no cell of this campaign matches a reference cell (model, loader, GPUs)"
 
 
 @_paper
 def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = None,
                         source: str = "aach2023") -> Figure:
-    """The seed study's DDP breakdown (% of runtime) as stacked bars, one panel per model x loader;
-    with `ours` (breakdown cells of DDP runs) our shares are overlaid as markers at the same GPU counts."""
+    """The seed study's DDP breakdown (% of runtime) as stacked bars (data, compute, allreduce, the rest),
+    one panel per model x loader. `ours` (report.reference_comparison: one row per matching DDP cell,
+    `gpus`, `series` and the stacked tops *_top_pct, defined like the seed's parts) adds a marker at the top
+    of each part, so that markers and bars read alike; several configurations per reference cell get a
+    fill each, side by side within the bar. An empty `ours` means no cell matches: the title says so.
+    Everything stays inside the axes (0..100% plus headroom, clipped), below the panel titles."""
     combos = sorted(reference.groupby(["model", "loader"]).groups, key=lambda c: (_model_key(c[0]), c[1]))
     fig, axes = _panels(len(combos), row_height_in=2.1, sharey=True)
-    markers = {"allreduce": "D", "data": "o", "compute": "s"}
+    series = list(dict.fromkeys(ours["series"])) if ours is not None and not ours.empty else []  # table order
+    marked = ours if series else pd.DataFrame(columns=["model", "loader", "gpus", "series"])
+    fills = {name: _SERIES_FILLS[i % len(_SERIES_FILLS)] for i, name in enumerate(series)} if len(series) > 1 \
+        else {name: "white" for name in series}
+    offsets = {name: (i - (len(series) - 1) / 2) * 0.5 / max(1, len(series) - 1) for i, name in enumerate(series)}
     for ax, (model, loader) in zip(axes, combos):
         rows = reference[(reference["model"] == model) & (reference["loader"] == loader)].sort_values("gpus")
         x = np.arange(len(rows))
         bottom = np.zeros(len(rows))
-        for label, column in REFERENCE_PARTS:
+        for label, color, column in REFERENCE_PARTS:
             values = rows[column].to_numpy(float)
-            ax.bar(x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[label], label=f"{label} ({source})",
+            ax.bar(x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[color], label=f"{label} ({source})",
                    linewidth=0)
             bottom += values
         ax.bar(x, 100 - bottom, 0.75, bottom=bottom, color=BREAKDOWN_COLORS["other"], label=f"other ({source})",
                linewidth=0)
-        if ours is not None and not ours.empty:
-            mine = ours[(ours["model"] == model) & (ours["loader"] == loader)]
-            position = {int(g): i for i, g in enumerate(rows["gpus"])}
-            mine = mine[mine["world_size"].astype(int).isin(position)]
-            if not mine.empty:
-                xs = mine["world_size"].astype(int).map(position).to_numpy(float)
-                # stacked like the bars: each marker sits at the top of our segment of that part
-                top = np.zeros(len(mine))
-                for label, column in (("allreduce", "allreduce_share"), ("data", "data_share"),
-                                      ("compute", "compute_share")):
-                    top = top + 100 * mine[column].fillna(0).to_numpy(float)
-                    ax.plot(xs, top, linestyle="none", marker=markers[label], markerfacecolor="white",
-                            markeredgecolor="black", markersize=4, clip_on=False, zorder=5,
-                            label=f"top of {label} (this campaign)")
+        mine = marked[(marked["model"] == model) & (marked["loader"] == loader)]
+        position = {int(g): i for i, g in enumerate(rows["gpus"])}
+        for name, cell in mine.groupby("series", sort=True):
+            xs = cell["gpus"].astype(int).map(position).to_numpy(float) + offsets[name]
+            for part, column, marker in REFERENCE_MARKERS:
+                ax.plot(xs, cell[column].to_numpy(float), linestyle="none", marker=marker, markersize=4,
+                        markerfacecolor=fills[name], markeredgecolor="black", markeredgewidth=0.8, zorder=5,
+                        label=f"top of {part} (this campaign)" if len(series) == 1 else "_cell")
+        if not mine.empty and len(series) > 1:  # legend: one shape per part, one fill per configuration
+            for part, _, marker in REFERENCE_MARKERS:
+                ax.plot([], [], linestyle="none", marker=marker, markerfacecolor="white", markeredgecolor="black",
+                        label=f"top of {part} (this campaign)")
+            for name in series:
+                ax.plot([], [], linestyle="none", marker="o", markersize=6, markerfacecolor=fills[name],
+                        markeredgecolor="black", markeredgewidth=0.8, label=name)
         ax.set_xticks(x, [str(g) for g in rows["gpus"]], rotation=90)
         ax.set_xlabel("GPUs")
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 108)  # headroom: a marker at 100% is drawn whole, inside the axes
+        ax.set_yticks(range(0, 101, 20))
         ax.yaxis.set_major_formatter(PercentFormatter())
         ax.set_title(f"{model}, {pretty(loader)}")
         ax.set_ylabel("% of runtime")
-    return _finish(fig, axes, title=f"PyTorch-DDP time breakdown: {source} (bars)"
-                   + (", this campaign (markers)" if ours is not None and not ours.empty else ""),
-                   xlabel_in=0.6, legend_cols=3)
+    title = f"PyTorch-DDP time breakdown: {source} (bars)"
+    if ours is not None:
+        title += ", this campaign's DDP cells (markers)" if series else f"\n{_NO_MATCH}"
+    fig = _finish(fig, axes, title=title, xlabel_in=0.6, legend_cols=3)
+    extra_in = 0.2 * title.count("\n")  # _finish leaves room for one title line: move the panels down
+    if extra_in:
+        height = fig.get_figheight()
+        top_in, bottom_in = (1 - fig.subplotpars.top) * height, fig.subplotpars.bottom * height
+        height += extra_in
+        fig.set_figheight(height)
+        fig.subplots_adjust(top=1 - (top_in + extra_in) / height, bottom=bottom_in / height)
+        fig.suptitle(title, fontsize=PAPER_RC["axes.titlesize"] + 1, y=1 - 0.08 / height, va="top")
     return fig
 
 
