@@ -119,11 +119,47 @@ def _gpu_axis(ax, values, *, log_y: bool = False) -> None:
         ax.yaxis.set_minor_locator(NullLocator())
 
 
-def _series(frame: pd.DataFrame):
-    """(framework, loader, rows sorted by GPUs) for each curve; one node layout per GPU count (the fastest)."""
-    for (framework, loader), rows in frame.groupby(["framework", "loader"], sort=True):
-        rows = rows.sort_values("throughput_img_s", ascending=False).drop_duplicates("world_size")
-        yield framework, loader, rows.sort_values("world_size")
+def _series(frame: pd.DataFrame, *, curve: str = "group_hash"):
+    """(framework, loader, label, line rows, extra rows) per curve: one curve per scaling group (one
+    configuration at every size), labelled with what tells it apart from the panel's other curves. The
+    line runs through the fewest nodes at each GPU count; other node layouts are `extra` points."""
+    if curve not in frame:
+        frame = frame.assign(**{curve: frame[["framework", "loader"]].astype("string").agg("/".join, axis=1)})
+    batch = "global_batch" if curve == "strong_group_hash" else "per_gpu_batch"  # the one a curve holds
+    firsts = frame.groupby(curve, sort=False).first()
+    varying = [c for c in ("precision", batch) if c in firsts and firsts[c].nunique() > 1]
+    for _, rows in sorted(frame.groupby(curve, sort=False), key=lambda g: _curve_order(g[1], varying)):
+        first = rows.iloc[0]
+        label = f"{pretty(first['framework'])}, {pretty(first['loader'])}"
+        label += "".join(f", {_SHORT.get(c, c)}{first[c]}" for c in varying)
+        if "variant" in rows and first["variant"]:
+            label += f" [{first['variant']}]"
+        rows = rows.sort_values(["world_size", "num_nodes"])
+        line = rows.drop_duplicates("world_size")
+        yield first["framework"], first["loader"], label, line, rows.drop(line.index)
+
+
+_SHORT = {"precision": "", "per_gpu_batch": "b", "global_batch": "B", "variant": "", "pair": ""}
+
+
+def _pair_variant(cells: pd.DataFrame) -> pd.Series:
+    """A cell's variant without the loader's and the data's own settings: what a DALI cell and its native
+    partner share."""
+    return cells["variant"].fillna("").map(
+        lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith(("loader.", "data."))))
+
+
+def _curve_order(rows: pd.DataFrame, varying: list[str]) -> tuple:
+    first = rows.iloc[0]
+    return (str(first["framework"]), str(first["loader"]), *(str(first[c]) for c in varying),
+            str(first.get("variant", "")))
+
+
+def _extra_points(ax, extra: pd.DataFrame, y_column: str, *, color: str, marker: str, scale: float = 1.0) -> None:
+    """Other node layouts of a curve's GPU counts: hollow markers, so that no cell is hidden."""
+    if not extra.empty:
+        ax.plot(extra["world_size"], scale * extra[y_column], linestyle="none", marker=marker, markerfacecolor="white",
+                color=color, label="_other node layout")
 
 
 @_paper
@@ -134,11 +170,11 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
     fig, axes = _panels(len(models))
     for ax, model in zip(axes, models):
         rows_m = cells[cells["model"] == model]
-        for framework, loader, rows in _series(rows_m):
+        for framework, loader, label, rows, extra in _series(rows_m):
             style, marker = loader_style(loader)
             color = framework_color(framework)
             x, y = rows["world_size"].to_numpy(float), rows["throughput_img_s"].to_numpy(float)
-            label = f"{pretty(framework)}, {pretty(loader)}"
+            _extra_points(ax, extra, "throughput_img_s", color=color, marker=marker)
             if "throughput_img_s_ci_low" in rows and rows["throughput_img_s_ci_low"].notna().any():
                 err = np.vstack([y - rows["throughput_img_s_ci_low"].fillna(pd.Series(y, index=rows.index)),
                                  rows["throughput_img_s_ci_high"].fillna(pd.Series(y, index=rows.index)) - y])
@@ -163,17 +199,26 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
     fig, axes = _panels(len(models), sharey=True)
     for ax, model in zip(axes, models):
         rows_m = scaled[scaled["model"] == model]
-        for framework, loader, rows in _series(rows_m):
+        mode = scaled["scaling"].iloc[0] if "scaling" in scaled else "weak"
+        curve = "strong_group_hash" if mode == "strong" else "group_hash"
+        for framework, loader, label, rows, extra in _series(rows_m, curve=curve):
             style, marker = loader_style(loader)
+            if rows["efficiency"].notna().sum() == 0:
+                continue  # a configuration at one GPU count: no baseline, no efficiency
             ax.plot(rows["world_size"], 100 * rows["efficiency"], style, marker=marker,
-                    color=framework_color(framework), label=f"{pretty(framework)}, {pretty(loader)}")
+                    color=framework_color(framework), label=label)
+            _extra_points(ax, extra, "efficiency", color=framework_color(framework), marker=marker, scale=100)
         ax.axhline(100, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
         _gpu_axis(ax, rows_m["world_size"])
-        ax.set_ylim(0, 110)
+        top = np.nanmax([110.0, *(100 * rows_m["efficiency"].dropna() + 5)])
+        ax.set_ylim(0, top)
         ax.yaxis.set_major_formatter(PercentFormatter())
-        ax.set_title(f"{model} ({scaled['scaling'].iloc[0] if 'scaling' in scaled else 'weak'} scaling)")
+        baselines = sorted({int(b) for b in rows_m["baseline_gpus"].dropna()}) if "baseline_gpus" in rows_m else []
+        base = f"vs {', '.join(map(str, baselines))} GPU{'s' if baselines != [1] else ''}" if baselines \
+            else "no smaller GPU count: no efficiency"
+        ax.set_title(f"{model} ({mode} scaling, {base})")
         ax.set_ylabel("efficiency")
-    return _finish(fig, axes)
+    return _finish(fig, axes, legend_cols=2)
 
 
 BREAKDOWN_PARTS = [("data", "data_share"), ("compute", "compute_share"),
@@ -288,22 +333,29 @@ def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = 
 
 @_paper
 def dali_vs_native(cells: pd.DataFrame) -> Figure:
-    """DALI throughput / native throughput vs GPUs, one panel per model, one curve per framework."""
-    frame = cells.sort_values("throughput_img_s", ascending=False).drop_duplicates(
-        ["framework", "loader", "model", "world_size"])
-    wide = frame.pivot_table(index=["model", "framework", "world_size"], columns="loader",
-                             values="throughput_img_s", aggfunc="first")
-    if not {"dali", "native"} <= set(wide.columns):
-        wide = pd.DataFrame(columns=["dali", "native"])
-    ratio = (wide["dali"] / wide["native"]).dropna().rename("ratio").reset_index()
+    """DALI throughput / native throughput vs GPUs, one panel per model, one curve per framework (and per
+    precision, batch and non-loader variant where those differ): a DALI cell is paired with the native
+    cell that has the same settings apart from the loader's own."""
+    frame = cells.assign(pair=_pair_variant(cells)) if "variant" in cells else cells.assign(pair="")
+    pair = ["model", "framework", "precision", "per_gpu_batch", "pair", "world_size", "num_nodes"]
+    pair = [c for c in pair if c in frame]
+    sides = {loader: frame[frame["loader"] == loader].set_index(pair) for loader in ("dali", "native")}
+    joined = sides["dali"][["throughput_img_s"]].merge(sides["native"][["throughput_img_s"]], how="inner",
+                                                       left_index=True, right_index=True, suffixes=("_dali", "_native"))
+    joined = joined.assign(ratio=joined["throughput_img_s_dali"] / joined["throughput_img_s_native"]).reset_index()
+    ratio = joined.dropna(subset=["ratio"])
     models = _models(ratio) if not ratio.empty else ["(no DALI/native pairs)"]
     fig, axes = _panels(len(models))
     for ax, model in zip(axes, models):
         rows_m = ratio[ratio["model"] == model]
-        for framework, rows in rows_m.groupby("framework"):
-            rows = rows.sort_values("world_size")
-            ax.plot(rows["world_size"], rows["ratio"], "-", marker="o", color=framework_color(framework),
-                    label=pretty(framework))
+        curve = [c for c in ("framework", "precision", "per_gpu_batch", "pair") if c in rows_m]
+        varying = [c for c in curve[1:] if rows_m[c].nunique() > 1]
+        for key, rows in rows_m.groupby(curve, sort=True):
+            key = dict(zip(curve, key))
+            rows = rows.sort_values(["world_size", "num_nodes"]).drop_duplicates("world_size")
+            label = pretty(key["framework"]) + "".join(f", {_SHORT.get(c, '')}{key[c]}" for c in varying)
+            ax.plot(rows["world_size"], rows["ratio"], "-", marker="o", color=framework_color(key["framework"]),
+                    label=label)
         ax.axhline(1.0, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
         if not rows_m.empty:
             _gpu_axis(ax, rows_m["world_size"])
@@ -316,23 +368,29 @@ def dali_vs_native(cells: pd.DataFrame) -> Figure:
 def framework_by_depth(cells: pd.DataFrame) -> Figure:
     """Per-GPU throughput of each framework x loader per model, at each GPU count that has several
     models (one panel per GPU count): how the ranking moves with model depth."""
-    frame = cells[cells["loader"] != "synthetic"].sort_values("throughput_img_s", ascending=False).drop_duplicates(
-        ["framework", "loader", "model", "world_size"])
+    frame = cells[cells["loader"] != "synthetic"]
+    frame = frame.sort_values(["num_nodes"]).drop_duplicates(  # one node layout per GPU count: the fewest nodes
+        [c for c in ["framework", "loader", "model", "precision", "per_gpu_batch", "variant", "world_size"] if c in frame])
     counts = frame.groupby("world_size")["model"].nunique()
     sizes = sorted(counts[counts >= 2].index) or sorted(frame["world_size"].unique())[-1:]
     fig, axes = _panels(len(sizes), row_height_in=2.3)
-    series = sorted(frame.groupby(["framework", "loader"]).groups)
+    keys = [c for c in ["framework", "loader", "precision", "per_gpu_batch", "variant"] if c in frame]
+    varying = [c for c in keys[2:] if frame[c].nunique() > 1]
+    series = sorted(frame.groupby(keys).groups)  # one bar series per configuration but the model
     width = 0.8 / max(1, len(series))
     for ax, size in zip(axes, sizes):
         rows_s = frame[frame["world_size"] == size]
         models = _models(rows_s)
         x = np.arange(len(models))
-        for i, (framework, loader) in enumerate(series):
-            rows = rows_s[(rows_s["framework"] == framework) & (rows_s["loader"] == loader)].set_index("model")
+        for i, key in enumerate(series):
+            key = dict(zip(keys, key))
+            mask = np.logical_and.reduce([rows_s[c] == v for c, v in key.items()])
+            rows = rows_s[mask].set_index("model")
             values = rows["per_gpu_img_s"].reindex(models).to_numpy(float)
-            ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, color=framework_color(framework),
-                   hatch="////" if loader == "dali" else None, edgecolor="white", linewidth=0.3,
-                   label=f"{pretty(framework)}, {pretty(loader)}")
+            label = f"{pretty(key['framework'])}, {pretty(key['loader'])}" + "".join(
+                f", {_SHORT.get(c, '')}{key[c]}" for c in varying if key[c])
+            ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, color=framework_color(key["framework"]),
+                   hatch="////" if key["loader"] == "dali" else None, edgecolor="white", linewidth=0.3, label=label)
         ax.set_xticks(x, models)
         ax.set_title(f"{size} GPUs")
         ax.set_ylabel("img/s per GPU")

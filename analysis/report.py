@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import metrics, plots
+from analysis.campaign_analysis import CampaignAnalysis
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
 from analysis.palette import PAPER_RC
 from benchmarks.errors import ConfigError
@@ -134,35 +135,51 @@ def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -
     blocks.append(Block("figure", (name, caption)))
 
 
+SCALING_COLUMNS = [*metrics.CELL, "variant", "num_repeats", "throughput_img_s", "throughput_img_s_ci_low",
+                   "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency", "baseline_gpus"]
+
+
+def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The columns a table shows; `variant` only where some cell has one."""
+    keep = [c for c in columns if c in frame and (c != "variant" or frame[c].astype(bool).any())]
+    return frame[keep]
+
+
 def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
-             reference_name: str | None = None) -> tuple[list[Block], dict]:
+             reference_name: str | None = None, scaling: str = "weak") -> tuple[list[Block], dict]:
     """(report blocks, {figure name: Figure}) for one campaign."""
-    runs, counted, excluded = campaign.runs, campaign.counted, campaign.excluded
+    analysis = CampaignAnalysis(campaign.root, campaign=campaign)
+    runs, counted, excluded = campaign.runs, analysis.counted(), analysis.excluded()
     blocks: list[Block] = [Block("heading", f"ddlbench report: {campaign.root}", 1)]
     blocks.append(Block("text", (
-        f"{len(runs)} run directories, {len(counted)} counted (completed), {len(excluded)} excluded; "
+        f"{len(runs)} run directories, {len(counted)} counted, {len(excluded)} excluded; "
         f"{len(campaign.steps):,} step records from {campaign.steps['run_id'].nunique() if len(campaign.steps) else 0} "
         f"runs; {len(campaign.problems)} skipped lines or files. Throughput is recomputed from the rank logs: "
-        "per measured step the slowest rank's step_s, throughput_img_s = global samples / their sum. "
-        "Repeats: median, and a 95% Student-t confidence interval of the mean (ci_low..ci_high).")))
+        "per measured step (not warm-up, not profiled) the slowest rank's step_s, throughput_img_s = global "
+        "samples / their sum (the figure summary.json, `ddlbench results` and `compare` give). A cell is one "
+        "configuration: runs are repeats only when every setting is equal; `variant` names the settings that "
+        "tell apart cells that look alike. Repeats: median, and a 95% Student-t confidence interval of the "
+        "mean (ci_low..ci_high).")))
     figures: dict = {}
 
     blocks.append(Block("heading", "What was run, on what"))
     blocks.append(Block("table", _provenance(runs)))
 
-    per_run = metrics.run_throughput(campaign.steps, counted) if len(campaign.steps) else pd.DataFrame()
+    per_run = analysis.run_throughput()
     if not per_run.empty:
-        warm = per_run[per_run["cache"].fillna("warm") != "cold"] if "cache" in per_run else per_run
-        cells = metrics.cells(warm)
-        scaled = metrics.scaling(cells, mode="weak")
-        blocks.append(Block("heading", "Throughput and weak scaling"))
-        table = scaled[[c for c in [*metrics.CELL, "num_repeats", "throughput_img_s", "throughput_img_s_ci_low",
-                                    "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency"] if c in scaled]]
-        blocks.append(Block("table", _percent(table, ["efficiency"]).rename(columns={"efficiency": "efficiency_pct"})))
+        cells = analysis.cells()
+        scaled = analysis.scaling(scaling)
+        blocks.append(Block("heading", f"Throughput and {scaling} scaling"))
+        blocks.append(Block("text", (
+            f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
+            "smallest GPU count of its curve; empty where the curve has no smaller GPU count.")))
+        blocks.append(Block("table", _percent(_shown(scaled, SCALING_COLUMNS), ["efficiency"]).rename(
+            columns={"efficiency": "efficiency_pct"})))
         _figure(blocks, figures, "throughput_vs_gpus", lambda: plots.throughput_vs_gpus(cells),
-                "Throughput vs GPUs (log-log); dotted: ideal linear scaling from each curve's smallest GPU count.")
+                "Throughput vs GPUs (log-log), one curve per configuration; dotted: ideal linear scaling from each "
+                "curve's smallest GPU count.")
         _figure(blocks, figures, "efficiency_vs_gpus", lambda: plots.efficiency_vs_gpus(scaled),
-                "Weak-scaling efficiency per framework x loader.")
+                f"{scaling.capitalize()}-scaling efficiency, one curve per configuration, against its smallest GPU count.")
         if {"dali", "native"} <= set(cells["loader"]):
             _figure(blocks, figures, "dali_vs_native", lambda: plots.dali_vs_native(cells),
                     "DALI throughput relative to the native loader (above 1: DALI faster).")
@@ -170,7 +187,7 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             _figure(blocks, figures, "framework_by_depth", lambda: plots.framework_by_depth(cells),
                     "Per-GPU throughput of each framework per model depth (hatched: DALI).")
 
-        shares = metrics.breakdown_cells(metrics.breakdown(campaign.steps), warm)
+        shares = analysis.breakdown()
         blocks.append(Block("heading", "Where the time goes"))
         blocks.append(Block("text", (
             "Shares of step time over all ranks and measured steps: data (waiting for the next batch: the device on "
@@ -179,26 +196,26 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
             "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
             "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "
             "work queued ahead can hide a late batch from data_pct, not from host_data_pct.")))
-        blocks.append(Block("table", _percent(shares, metrics.SHARES).rename(
+        blocks.append(Block("table", _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]),
+                                              metrics.SHARES).rename(
             columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
-        stability_runs = metrics.step_stability_runs(campaign.steps)
-        stability = metrics.step_stability(stability_runs, warm)
+        stability = analysis.step_stability()
         blocks.append(Block("text", (
             f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
             "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
             "time (what the run would gain if every step ran at its median).")))
-        blocks.append(Block("table", stability.round(1)))
-        _table_if_rows(blocks, metrics.rank_imbalance(campaign.steps), (
+        blocks.append(Block("table", _shown(stability, [*metrics.CELL, "variant", *metrics.STABILITY]).round(1)))
+        _table_if_rows(blocks, analysis.rank_imbalance(), (
             "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
             "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
             "a run points at the slow rank; a bwd gap after it is the others waiting."))
-        _table_if_rows(blocks, metrics.loader_stalls(campaign.steps), (
+        _table_if_rows(blocks, analysis.loader_stalls(), (
             f"Loader fell behind: runs whose host waited in the loader for at least "
             f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
             f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
             f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
             f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers."))
-        jittery = metrics.jittery_runs(campaign.steps, stability_runs)
+        jittery = analysis.jittery_runs()
         if not jittery.empty:
             _figure(blocks, figures, "step_timeline",
                     lambda: plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR),
@@ -209,7 +226,7 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         if reference is not None:
             _reference_section(blocks, figures, reference, reference_name, shares)
 
-        stalls = metrics.stash_stalls(per_run)
+        stalls = analysis.stash_stalls()
         blocks.append(Block("heading", "Stash stalls"))
         if stalls.empty:
             blocks.append(Block("text", "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
@@ -457,31 +474,38 @@ def build_report(runs_dir: Path, out: Path, *, reference: str | None = None,
     if parquet:
         export_parquet(campaign, out / "parquet")
     timings["write_s"] = time.perf_counter() - t
-    timings.update(num_runs=len(campaign.runs), num_counted=len(campaign.counted), num_step_rows=len(campaign.steps),
+    timings.update(num_runs=len(campaign.runs), num_counted=len(CampaignAnalysis(runs_dir, campaign=campaign).counted()), num_step_rows=len(campaign.steps),
                    num_figures=len(figures))
     return timings
 
 
-def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05,
-                      value: str = "throughput_img_s") -> pd.DataFrame:
-    """Per-cell deltas of campaign B against campaign A (see metrics.compare)."""
-    tables = []
+def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05) -> pd.DataFrame:
+    """Per-cell deltas of campaign B against campaign A (CampaignAnalysis.compare)."""
+    analyses = []
     for option, root in (("A", a_dir), ("B", b_dir)):
         if not Path(root).is_dir():
             raise ConfigError(f"{option}={root} is not a directory; pass two runs directories (campaigns)")
-        campaign = load_campaign(Path(root))
-        if campaign.steps.empty:
+        analysis = CampaignAnalysis(Path(root))
+        if option == "A" and analysis.run_throughput().empty:
             raise ConfigError(f"{option}={root} holds no completed run; run `ddlbench results {root}` to see why")
-        per_run = metrics.run_throughput(campaign.steps, campaign.counted)
-        tables.append(metrics.cells(per_run))
-    return metrics.compare(*tables, value=value, threshold=threshold)
+        analyses.append(analysis)
+    return analyses[0].compare(analyses[1], threshold=threshold)
 
 
-def format_compare(table: pd.DataFrame, *, threshold: float, value: str = "throughput_img_s") -> str:
-    shown = table.copy()
+COMPARE_COLUMNS = [*metrics.CELL, "variant", "throughput_img_s_a", "throughput_img_s_b", "delta", "rel_delta",
+                   "num_repeats_a", "num_repeats_b", "flag", "judged_by"]
+FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
+
+
+def format_compare(table: pd.DataFrame, *, threshold: float) -> str:
+    """The comparison as text, and a last line that counts what makes `compare` fail."""
+    shown = _shown(table, COMPARE_COLUMNS).copy()
     shown["rel_delta"] = (100 * shown["rel_delta"]).round(1).map(lambda v: "" if pd.isna(v) else f"{v:+.1f}%")
-    for column in (f"{value}_a", f"{value}_b", "delta"):
+    for column in ("throughput_img_s_a", "throughput_img_s_b", "delta"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}")
-    flagged = (table["flag"] == "regression").sum()
-    text = shown.to_string(index=False)
-    return text + f"\n\n{flagged} regression(s) beyond {threshold:.0%} ({value}, B relative to A)"
+    shown = shown.rename(columns={"throughput_img_s_a": "img/s A", "throughput_img_s_b": "img/s B",
+                                  "num_repeats_a": "repeats A", "num_repeats_b": "repeats B"})
+    counts = table["flag"].value_counts()
+    said = ", ".join(f"{counts.get(flag, 0)} {flag}" for flag in FAILING_FLAGS)
+    return (shown.to_string(index=False, na_rep="") + f"\n\n{said} (throughput_img_s, B relative to A; a change "
+            f"counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap)")
