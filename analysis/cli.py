@@ -9,7 +9,7 @@ from pathlib import Path
 from benchmarks.errors import ConfigError
 
 
-def _one_line_warnings() -> None:
+def one_line_warnings() -> None:
     """A skipped log line reads `ddlbench: warning: <file>:<line>: <what>`, not a Python source line."""
     plain = warnings.formatwarning
 
@@ -26,7 +26,7 @@ def _one_line_warnings() -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import build_report
 
-    _one_line_warnings()
+    one_line_warnings()
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     timings = build_report(Path(args.runs_dir), Path(args.out), reference=args.reference, formats=formats,
                            parquet=args.parquet, jobs=args.jobs)
@@ -40,7 +40,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing)."""
     from analysis.report import FAILING_FLAGS, compare_campaigns, format_compare
 
-    _one_line_warnings()
+    one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
     table = compare_campaigns(Path(args.a), Path(args.b), threshold=args.threshold / 100)

@@ -56,6 +56,17 @@ def measured(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[keep]
 
 
+def _setting_text(values: pd.Series) -> pd.Series:
+    """Settings as text, as a user writes them: 2 not 2.0 (a column with gaps is float), '' for unset."""
+    def text(value: object) -> str:
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+    return values.map(text).astype("object")
+
+
 def variants(runs: pd.DataFrame) -> pd.Series:
     """Per run, the settings that tell its cell apart from cells that look the same in a table (same
     framework, loader, model, precision and batch): 'framework.zero_stage=2, run.campaign=b', or ''.
@@ -66,7 +77,7 @@ def variants(runs: pd.DataFrame) -> pd.Series:
     if runs.empty or not columns:
         return pd.Series("", index=runs.index, dtype="object")
     shown = [c for c in SCALING_GROUP if c in runs]
-    text = runs[columns].astype("string").fillna("")
+    text = runs[columns].apply(_setting_text)
     varying = [c for c in columns
                if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()] \
         if shown else columns

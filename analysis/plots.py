@@ -119,15 +119,20 @@ def _gpu_axis(ax, values, *, log_y: bool = False) -> None:
         ax.yaxis.set_minor_locator(NullLocator())
 
 
+# curves that share a framework and a loader (colour and line style) differ in their marker
+VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+
+
 def _series(frame: pd.DataFrame, *, curve: str = "group_hash"):
-    """(framework, loader, label, line rows, extra rows) per curve: one curve per scaling group (one
-    configuration at every size), labelled with what tells it apart from the panel's other curves. The
-    line runs through the fewest nodes at each GPU count; other node layouts are `extra` points."""
+    """(framework, loader, label, marker, line rows, extra rows) per curve: one curve per scaling group
+    (one configuration at every size), labelled with what tells it apart from the panel's other curves.
+    The line runs through the fewest nodes at each GPU count; other node layouts are `extra` points."""
     if curve not in frame:
         frame = frame.assign(**{curve: frame[["framework", "loader"]].astype("string").agg("/".join, axis=1)})
     batch = "global_batch" if curve == "strong_group_hash" else "per_gpu_batch"  # the one a curve holds
     firsts = frame.groupby(curve, sort=False).first()
     varying = [c for c in ("precision", batch) if c in firsts and firsts[c].nunique() > 1]
+    drawn: dict[tuple, int] = {}
     for _, rows in sorted(frame.groupby(curve, sort=False), key=lambda g: _curve_order(g[1], varying)):
         first = rows.iloc[0]
         label = f"{pretty(first['framework'])}, {pretty(first['loader'])}"
@@ -136,7 +141,16 @@ def _series(frame: pd.DataFrame, *, curve: str = "group_hash"):
             label += f" [{first['variant']}]"
         rows = rows.sort_values(["world_size", "num_nodes"])
         line = rows.drop_duplicates("world_size")
-        yield first["framework"], first["loader"], label, line, rows.drop(line.index)
+        seen = drawn.setdefault((first["framework"], first["loader"]), 0)
+        drawn[(first["framework"], first["loader"])] += 1
+        marker = loader_style(first["loader"])[1] if seen == 0 else VARIANT_MARKERS[seen % len(VARIANT_MARKERS)]
+        yield first["framework"], first["loader"], label, marker, line, rows.drop(line.index)
+
+
+def _legend_cols(axes: list) -> int:
+    """As many legend columns as the longest label leaves room for on a page's width."""
+    longest = max((len(label) for ax in axes for label in ax.get_legend_handles_labels()[1]), default=0)
+    return 4 if longest <= 24 else 2 if longest <= 48 else 1
 
 
 _SHORT = {"precision": "", "per_gpu_batch": "b", "global_batch": "B", "variant": "", "pair": ""}
@@ -170,8 +184,8 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
     fig, axes = _panels(len(models))
     for ax, model in zip(axes, models):
         rows_m = cells[cells["model"] == model]
-        for framework, loader, label, rows, extra in _series(rows_m):
-            style, marker = loader_style(loader)
+        for framework, loader, label, marker, rows, extra in _series(rows_m):
+            style = loader_style(loader)[0]
             color = framework_color(framework)
             x, y = rows["world_size"].to_numpy(float), rows["throughput_img_s"].to_numpy(float)
             _extra_points(ax, extra, "throughput_img_s", color=color, marker=marker)
@@ -189,7 +203,7 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
             ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.set_title(model)
         ax.set_ylabel("throughput (img/s)")
-    return _finish(fig, axes)
+    return _finish(fig, axes, legend_cols=_legend_cols(axes))
 
 
 @_paper
@@ -201,8 +215,8 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
         rows_m = scaled[scaled["model"] == model]
         mode = scaled["scaling"].iloc[0] if "scaling" in scaled else "weak"
         curve = "strong_group_hash" if mode == "strong" else "group_hash"
-        for framework, loader, label, rows, extra in _series(rows_m, curve=curve):
-            style, marker = loader_style(loader)
+        for framework, loader, label, marker, rows, extra in _series(rows_m, curve=curve):
+            style = loader_style(loader)[0]
             if rows["efficiency"].notna().sum() == 0:
                 continue  # a configuration at one GPU count: no baseline, no efficiency
             ax.plot(rows["world_size"], 100 * rows["efficiency"], style, marker=marker,
@@ -218,7 +232,7 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
             else "no smaller GPU count: no efficiency"
         ax.set_title(f"{model} ({mode} scaling, {base})")
         ax.set_ylabel("efficiency")
-    return _finish(fig, axes, legend_cols=2)
+    return _finish(fig, axes, legend_cols=_legend_cols(axes))
 
 
 BREAKDOWN_PARTS = [("data", "data_share"), ("compute", "compute_share"),

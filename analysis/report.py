@@ -178,8 +178,9 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         _figure(blocks, figures, "throughput_vs_gpus", lambda: plots.throughput_vs_gpus(cells),
                 "Throughput vs GPUs (log-log), one curve per configuration; dotted: ideal linear scaling from each "
                 "curve's smallest GPU count.")
-        _figure(blocks, figures, "efficiency_vs_gpus", lambda: plots.efficiency_vs_gpus(scaled),
-                f"{scaling.capitalize()}-scaling efficiency, one curve per configuration, against its smallest GPU count.")
+        if scaled["efficiency"].notna().any():
+            _figure(blocks, figures, "efficiency_vs_gpus", lambda: plots.efficiency_vs_gpus(scaled),
+                    f"{scaling.capitalize()}-scaling efficiency, one curve per configuration, against its smallest GPU count.")
         if {"dali", "native"} <= set(cells["loader"]):
             _figure(blocks, figures, "dali_vs_native", lambda: plots.dali_vs_native(cells),
                     "DALI throughput relative to the native loader (above 1: DALI faster).")

@@ -77,7 +77,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     from analysis.campaign_analysis import CampaignAnalysis
+    from analysis.cli import one_line_warnings
     from analysis.results import export_tables, format_results, results_table
+
+    one_line_warnings()
 
     root = Path(args.runs_dir)
     if not root.is_dir():

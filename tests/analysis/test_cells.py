@@ -38,7 +38,8 @@ def write_run(root, compose, overrides: list[str], *, world_size: int = 1, step_
     key = rundir.identity(settings, world_size=world_size, num_nodes=1)
     summary = rundir.completed_summary(
         key=key, measured=rundir.throughput_of_run(run_dir, world_size=world_size), wall_s=1.0, last_loss=1.0,
-        warmup_steps=1, repeat=repeat, names={"framework": "ddp", "loader": "synthetic", "model": "simple_cnn",
+        warmup_steps=1, repeat=repeat, names={"framework": settings["framework"]["name"], "loader": "synthetic",
+                                              "model": "simple_cnn",
                                               "precision": settings["precision"]["name"], "per_gpu_batch": 4,
                                               "campaign": settings["run"]["campaign"]})
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
