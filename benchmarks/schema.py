@@ -28,7 +28,8 @@ class DDPConfig(FrameworkConfig):
     static_graph: bool = False
     find_unused_parameters: bool = False
     wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
-    # time the all-reduce in a comm hook (total + exposed): auto = on CPU only (~2% on 1 H200); off: DDP's own hook
+    # time the all-reduce in a comm hook (total + exposed): auto = on CPU only (it costs a few % on a GPU:
+    # docs/breakdown.md); off: DDP's own hook
     comm_timer: str = "auto"
 
 

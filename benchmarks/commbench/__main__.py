@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             gathered: list = [None] * world
             dist.all_gather_object(gathered, h2d)
             # the other ranks wait on the host: an NCCL barrier is a kernel spinning on their GPUs, which
-            # time-slices with rank 0's copies to those GPUs (seen on 2 H200: 0->1 at 113 GB/s, 2.4 ms
-            # per 4-byte copy, while 1->0 ran at 384 GB/s, 22 us)
+            # time-slices with rank 0's copies to those GPUs and slows them by orders of magnitude
+            # (docs/results/2026-11-29-h200-x2.md)
             host_group = dist.new_group(backend="gloo")
             if rank == 0:
                 records += gathered

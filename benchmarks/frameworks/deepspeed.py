@@ -94,12 +94,12 @@ def ds_config(
     if comms_logger:
         # only when wanted: DeepSpeed 0.19.8 turns its comms logger on whenever the config has this
         # section, whatever its "enabled" says, and the logger synchronises the device after every
-        # collective (measured: ZeRO-0 on 2 H200 at 0.91 of DDP, 5.7 ms per step idle)
+        # collective, leaving the GPU idle each step (docs/deepspeed.md)
         config["comms_logger"] = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
     if amp_dtype is not None and mixed_precision == "autocast":
         # fp32 weights and optimizer, forward under torch.autocast: DDP's numerics and memory layout
         # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0). Leaving torch_autocast out for bf16 and
-        # relying on the loop's autocast alone was slower on 1 H200 (2,847 vs 3,578 img/s, ZeRO-0).
+        # relying on the loop's autocast alone is slower (docs/results/2026-11-29-h200.md).
         config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
         if reduce_dtype == "fp32":
             # DeepSpeed's torch_autocast tags Conv/Linear weights to have their gradients reduced in the
@@ -235,8 +235,8 @@ class DeepSpeed(TorchCollectives):
         self.single_rank_allreduce = True
         if self.world_size == 1 and self.knobs["zero_stage"] == 0:
             # one rank has nothing to all-reduce, but the engine still walks every gradient through its
-            # bucketed all-reduce (flatten, divide, copy back: ~2400 extra host ops per ResNet-50 step,
-            # measured as 0.76 of DDP on 1 H200); DDP likewise skips its wrapper at world size 1
+            # bucketed all-reduce (flatten, divide, copy back: thousands of extra host ops per step;
+            # docs/results/2026-11-29-h200.md); DDP likewise skips its wrapper at world size 1
             engine.enable_backward_allreduce = False
             self.single_rank_allreduce = False
         if amp_dtype is not None and self.knobs["mixed_precision"] == "engine":

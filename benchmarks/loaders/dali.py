@@ -46,8 +46,8 @@ from benchmarks.loaders.native import IMAGENET_MEAN, IMAGENET_STD
 READER_NAME = "Reader"
 # CUDA maps every stream onto one of CUDA_DEVICE_MAX_CONNECTIONS hardware work queues (default 8). DALI's
 # mixed decoder uses ~24 streams; one that shares a queue with training's stream waits behind it, and a
-# batch comes 40-85 ms late every few steps (2 H200, ResNet-50: DALI fed 0.88 of synthetic with 8 queues,
-# 0.96 with 32). The variable must be set before CUDA starts, so the loader can only say so.
+# batch comes late every few steps (docs/dali.md has the measurements). The variable must be set before
+# CUDA starts, so the loader can only say so.
 MIN_NUM_HW_QUEUES = 32
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
 FLAVOURS = {"nvidia-dali-cuda110": 11, "nvidia-dali-cuda120": 12, "nvidia-dali-cuda130": 13}
