@@ -1,6 +1,6 @@
 """Pure metric functions: DataFrame in, DataFrame out; no I/O, no plotting.
 
-Names and definitions are ARCHITECTURE.md's. Pandas 3.0 and 3.1 both: no groupby.apply that returns
+Names and definitions are docs/architecture.md's (in full: docs/analysis.md). Pandas 3.0 and 3.1 both: no groupby.apply that returns
 frames; per-group work is done with agg/transform and merges.
 """
 from __future__ import annotations

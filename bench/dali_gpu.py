@@ -10,7 +10,7 @@ GPUs x batch, or every epoch ends in a small, slow step) as an ImageFolder in --
 the same images as TFRecord shards + DALI index files in --data-tfrecord, in parallel processes (it
 refuses a non-empty folder; without --make-data both folders must exist). Needs on the machine:
 nvidia-dali-cuda130 + its nvimgcodec/nvcomp/nvjpeg wheels, hydra-core, omegaconf (carry them as
-../shared/device/README.md shows; the `crc32c` wheel makes writing TFRecords faster, optional).
+tools/dali_slim.sh packs them; the `crc32c` wheel makes writing TFRecords faster, optional).
 
 Loader alone: batches delivered on the GPU, normalised float NCHW (channels_last), timed between two
 device synchronisations after warm-up batches; DALI (file and TFRecord readers, hw_decoder_load 0 and

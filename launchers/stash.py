@@ -1,4 +1,4 @@
-"""Stash stall analysis: plan and run the paired runs (seed study B; ARCHITECTURE.md "Stash stalls").
+"""Stash stall analysis: plan and run the paired runs (the Stash study; docs/architecture.md "Definitions").
 
     ddlbench stash plan   model=resnet model.depth=50 system=h200 stash.gpus=2 [stash.nodes=2 ...]
     ddlbench stash run    model=simple_cnn data.path=data/synth stash.gpus=2 [--slurm] [--dry-run]

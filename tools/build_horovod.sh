@@ -4,7 +4,7 @@
 #   tools/build_horovod.sh [PYTHON]            # default PYTHON: python3
 #
 # Horovod's last release (0.28.1, 2023) is source only and does not build against today's torch as
-# shipped; the fixes below are the minimal set recorded in shared/notes/horovod-build.md, each with
+# shipped; the fixes below are the minimal set (docs/horovod.md lists them), each commented with
 # its reason. The wheel is cached outside the checkout under
 #   ${DDLBENCH_CACHE:-$HOME/.cache/ddlbench}/wheels/<horovod>-torch<ver>-<cuda>-<pytag>-<ops>/
 # so only a fresh machine pays for the 8-15 minute build; a rerun installs from the cache.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DALI for the GPU machine in 3 device calls instead of 5: the wheels of .devwheels/dali/wheels (made by
-# ../shared/device/stage-wheels.sh prepare) unpacked, without the builds for other Pythons, tests and
+# pip download for the GPU machine's Python 3.12) unpacked, without the builds for other Pythons, tests and
 # tools, as one xz tarball split into 3 parts (~57 MB each, under one call's 64 MiB carry).
 #   tools/dali_slim.sh prepare       # here: .devwheels/dali/wheels -> .devwheels/dali-slim/part.00..02 (~2 min)
 #   tools/dali_slim.sh install       # there: /tmp/stage/part.* (+ the carried ones) -> /tmp/site
