@@ -1,8 +1,10 @@
-"""Shared fixtures: the real Hydra config, and a helper that starts `ddlbench` as users do."""
+"""Shared fixtures: the real Hydra config, a helper that starts `ddlbench` as users do, and one that finds
+a run directory by its readable name."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,30 @@ def ddlbench(*args: str, cwd: Path | None = None, env: dict | None = None, timeo
         [sys.executable, "-m", "benchmarks.cli", *args], cwd=cwd or REPO, capture_output=True, text=True,
         timeout=timeout, env={**os.environ, **(env or {})},
     )
+
+
+# the readable part of a run directory's name, as tests spell it: <framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>
+_READABLE = re.compile(r"(?P<head>[a-z0-9_]+-[a-z0-9_]+-[a-z0-9_]+)-g(?P<g>\d+)-n(?P<n>\d+)-b(?P<b>\d+)-r(?P<r>\d+)")
+
+
+def run_name_pattern(name: str) -> re.Pattern:
+    """The full directory name (benchmarks/rundir.py dir_name) of a readable name such as
+    ddp-synthetic-simple_cnn-g2-n1-b4-r0: <fw>-<loader>-<model>-<precision>-g2-n1-b4-<8 hex cell hash>-r0."""
+    m = _READABLE.fullmatch(name)
+    assert m, f"{name!r} is not <framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>"
+    return re.compile(rf"{re.escape(m['head'])}-[a-z0-9_]+-g{m['g']}-n{m['n']}-b{m['b']}-[0-9a-f]{{8}}-r{m['r']}")
+
+
+def find_run(parent: Path, name: str) -> Path:
+    """The single run directory in `parent` whose name is the readable `name`
+    (<framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>) with a precision and a cell hash in it."""
+    pattern = run_name_pattern(name)
+    there = sorted(p.name for p in parent.iterdir()) if parent.is_dir() else []
+    matches = [n for n in there if pattern.fullmatch(n) and (parent / n).is_dir()]
+    assert len(matches) == 1, (f"expected exactly one run directory like {name} "
+                               f"(pattern {pattern.pattern}) in {parent}; found {len(matches)}; "
+                               f"{parent} holds: {there if parent.is_dir() else 'nothing (no such directory)'}")
+    return parent / matches[0]
 
 
 def read_summary(run_dir: Path) -> dict:

@@ -9,7 +9,7 @@ from analysis.breakdown import run_breakdown
 from benchmarks.errors import ConfigError
 from benchmarks.profiling import check_window
 
-from tests.conftest import ddlbench
+from tests.conftest import ddlbench, find_run
 
 
 def test_profile_window_is_checked_with_the_key_named():
@@ -25,12 +25,14 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
     result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=16", "run.warmup_steps=1", "run.steps=4",
                       f"run.root={tmp_path}", "run.profile_steps=[2,4]", "run.telemetry_hz=20", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "default" / "ddp-synthetic-simple_cnn-g2-n1-b16-r0"
+    run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b16-r0")
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["framework"]["comm_timer"].startswith("allreduce comm hook")
     for rank in (0, 1):
         steps = [json.loads(line) for line in (run_dir / f"rank{rank}.jsonl").read_text().splitlines()[1:]]
         assert [s["step"] for s in steps] == [0, 1, 2, 3, 4]
+        # the window [2,4] and the profiler's own warm-up step before it are logged but not measured
+        assert [s["profiled"] for s in steps] == [False, True, True, True, True]
         for s in steps:  # every step, also the ones read at the end, has its own comm times
             assert 0 < s["comm_s"] and 0 <= s["comm_exposed_s"] <= s["bwd_s"] + 1e-6
         assert (run_dir / "trace" / f"rank{rank}.pt.trace.json.gz").stat().st_size > 0
@@ -48,6 +50,6 @@ def test_comm_timer_off_leaves_the_fields_out(tmp_path):
     result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=2",
                       f"run.root={tmp_path}", "framework.comm_timer=false", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "default" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0"
+    run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     steps = [json.loads(line) for line in (run_dir / "rank0.jsonl").read_text().splitlines()[1:]]
     assert steps and all("comm_s" not in s and "comm_exposed_s" not in s for s in steps)

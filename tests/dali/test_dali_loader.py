@@ -9,7 +9,7 @@ import torch
 
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.sharding import epoch_permutation, shard_batches
-from tests.conftest import ddlbench, read_summary
+from tests.conftest import ddlbench, find_run, read_summary
 from tests.dali.conftest import NUM_IDS, loader_context
 
 pytestmark = pytest.mark.dali
@@ -159,7 +159,7 @@ def test_two_rank_ddp_run_with_dali_completes(tmp_path, id_folder, id_tfrecords,
                       f"model.num_classes={NUM_IDS}", "run.steps=4", "run.warmup_steps=1", "run.per_gpu_batch=2",
                       f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "default" / "ddp-dali-simple_cnn-g2-n1-b2-r0"
+    run_dir = find_run(tmp_path / "default", "ddp-dali-simple_cnn-g2-n1-b2-r0")
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["measured_steps"] == 4
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, ddlbench, read_summary
+from tests.conftest import REPO, ddlbench, find_run, read_summary
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.multiproc]
 
@@ -49,7 +50,7 @@ def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_zero_stage_writes_a_complete_run_with_identical_replicas(root, stage):
     run_dir = run_once(root, "framework=deepspeed", f"framework.zero_stage={stage}")
-    assert run_dir.name == "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0"
+    assert re.fullmatch(r"deepspeed-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["framework"] == "deepspeed"
     assert (summary["world_size"], summary["measured_steps"], summary["measured_samples"]) == (2, 3, 2 * 3 * 8)
@@ -112,7 +113,8 @@ def test_bf16_with_batchnorm_trains(tmp_path):
                       "model.depth=18", "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1",
                       "run.steps=1", "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
-    run_dir = tmp_path / "default" / "deepspeed-synthetic-resnet18-g2-n1-b2-r0"
+    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
+    assert "-amp_bf16-" in run_dir.name
     assert read_summary(run_dir)["status"] == "completed"
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
     assert p0["conv1.weight"].dtype == torch.bfloat16 and p0["bn1.running_mean"].dtype == torch.bfloat16
@@ -130,7 +132,8 @@ def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
                       "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1", "run.steps=1",
                       "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
-    run_dir = tmp_path / "default" / "deepspeed-synthetic-resnet18-g2-n1-b2-r0"
+    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
+    assert "-amp_bf16-" in run_dir.name
     meta = json.loads((run_dir / "meta.json").read_text())["framework"]
     assert meta["ds_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}
     assert "bf16" not in meta["ds_config"]
@@ -148,7 +151,7 @@ def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
     result = ddlbench("run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
     assert command in result.stderr
-    run_dir = tmp_path / "default" / "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0"
+    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0")
     assert read_summary(run_dir)["status"] == "completed"
     assert json.loads((run_dir / "meta.json").read_text())["launcher"] == source
 
@@ -163,7 +166,8 @@ def test_no_abort_at_exit_over_repeated_runs(tmp_path):
                           f"run.root={tmp_path}")
         assert result.returncode == 0, f"run {repeat}: " + result.stderr[-3000:]
         assert "SIGABRT" not in result.stderr and "Signals." not in result.stderr
-        assert read_summary(tmp_path / "default" / f"deepspeed-synthetic-simple_cnn-g2-n1-b4-r{repeat}")["status"] == "completed"
+        run_dir = find_run(tmp_path / "default", f"deepspeed-synthetic-simple_cnn-g2-n1-b4-r{repeat}")
+        assert read_summary(run_dir)["status"] == "completed"
 
 
 def test_missing_deepspeed_is_a_one_line_error(tmp_path):

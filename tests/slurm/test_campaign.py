@@ -7,6 +7,7 @@ import re
 import pytest
 
 from benchmarks.cli import main
+from tests.conftest import find_run
 from tests.slurm.cluster import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -27,9 +28,10 @@ def submitted_jobs(text: str) -> list[str]:
 
 def test_plan_names_every_cell_and_the_impossible_ones(capsys):
     out = ddlbench(capsys, "campaign", "plan", *GRID, "campaign.gpus=[1,2,8]")
-    assert re.search(r"ddp-synthetic-simple_cnn-g1-n1-b8-r0\s+1\s+1\s+1\s+planned", out)
-    assert re.search(r"ddp-synthetic-simple_cnn-g2-n1-b8-r0\s+2\s+1\s+2\s+planned", out)
-    assert re.search(r"ddp-synthetic-simple_cnn-g8-n2-b8-r0\s+8\s+2\s+4\s+impossible\s+needs 2 nodes but system.max_nodes=1", out)
+    assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g1-n1-b8-[0-9a-f]{8}-r0\s+1\s+1\s+1\s+planned", out, re.M), out
+    assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0\s+2\s+1\s+2\s+planned", out, re.M), out
+    assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g8-n2-b8-[0-9a-f]{8}-r0\s+8\s+2\s+4\s+impossible\s+"
+                     r"needs 2 nodes but system.max_nodes=1", out, re.M), out
     assert out.strip().endswith("3 cells: 1 impossible, 2 planned")
 
 
@@ -48,7 +50,7 @@ def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
     assert submitted_jobs(again) == [] and "submitted 0, 0 already queued, 2 completed" in again
 
     # a lost summary makes exactly that cell run again; the old directory is kept aside
-    cell = tmp_path / "runs" / "slurm_smoke" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0"
+    cell = find_run(tmp_path / "runs" / "slurm_smoke", "ddp-synthetic-simple_cnn-g2-n1-b8-r0")
     (cell / "summary.json").unlink()
     assert "incomplete" in ddlbench(capsys, "campaign", "status", *GRID)
     third = main(["campaign", "submit", *GRID])
@@ -68,7 +70,10 @@ def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
     assert dry.count("sbatch --parsable") == 1 and "--array=0-1%1" in dry and "--cells=" in dry
     out = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1")
     tasks = re.findall(r"submitted (\S+): job (\d+_\d)", out)
-    assert [cell for cell, _ in tasks] == [f"ddp-synthetic-simple_cnn-g2-n1-b8-r{r}" for r in (0, 1)], out
+    cells = [re.fullmatch(rf"ddp-synthetic-simple_cnn-fp32-g2-n1-b8-([0-9a-f]{{8}})-r{r}", cell)
+             for r, (cell, _) in zip((0, 1), tasks)]
+    assert len(tasks) == 2 and all(cells), out
+    assert cells[0][1] == cells[1][1], out  # two repeats of one cell: one cell hash
     assert len({task.split("_")[0] for _, task in tasks}) == 1  # one array
     (cells_file,) = (tmp_path / "runs" / "slurm_smoke" / "slurm").glob("array-*-n1x2.jsonl")
     assert [json.loads(line)[-1] for line in cells_file.read_text().splitlines()] == ["run.repeat=0", "run.repeat=1"]

@@ -6,10 +6,12 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.conftest import find_run, run_name_pattern
 from tests.slurm.cluster import REPO, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -35,7 +37,7 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log
-    run_dir = tmp_path / "runs" / "t" / f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0"
+    run_dir = find_run(tmp_path / "runs" / "t", f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0")
     assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "meta.json", "rank0.jsonl", "rank1.jsonl",
                                                          "summary.json"], log
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -55,7 +57,7 @@ def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED", log
     assert "[ddlbench] mpirun -np 2 " in log and "--map-by ppr:2:node" in log
-    run_dir = tmp_path / "runs" / "t" / f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0"
+    run_dir = find_run(tmp_path / "runs" / "t", f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0")
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert json.loads((run_dir / "meta.json").read_text())["launcher"] == "openmpi"
 
@@ -63,12 +65,19 @@ def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
 def test_a_failing_rank_fails_the_job(slurm_up, tmp_path):
     job = sbatch("framework=ddp", *[o for o in SMALL if not o.startswith("run.steps")], "run.steps=1000000",
                  f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
-    run_dir = tmp_path / "runs" / "t" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0"
+    campaign = tmp_path / "runs" / "t"
+    name = run_name_pattern("ddp-synthetic-simple_cnn-g2-n1-b8-r0")
     deadline = time.monotonic() + 180
-    rank1 = run_dir / "rank1.jsonl"
-    while not (rank1.exists() and rank1.read_text().count("\n") >= 2):  # header + a step: the rank is training
+
+    def rank1_log() -> Path | None:  # the run directory appears once the job starts
+        runs = [p for p in campaign.iterdir() if name.fullmatch(p.name)] if campaign.is_dir() else []
+        return runs[0] / "rank1.jsonl" if len(runs) == 1 else None
+
+    while not ((rank1 := rank1_log()) and rank1.exists() and rank1.read_text().count("\n") >= 2):
+        # header + a step: the rank is training
         assert time.monotonic() < deadline, f"rank 1 never started: {(tmp_path / f'slurm-{job}.out').read_text()}"
         time.sleep(0.5)
+    run_dir = find_run(campaign, "ddp-synthetic-simple_cnn-g2-n1-b8-r0")
     pid = json.loads(rank1.read_text().splitlines()[0])["pid"]
     os.kill(pid, signal.SIGKILL)  # rank 1 dies mid-training, as on a crashed node
     info = wait_for(job)
@@ -94,7 +103,8 @@ def test_a_space_in_a_value_is_kept(slurm_up, tmp_path):
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED", log
-    config = yaml.safe_load((tmp_path / "runs" / "t" / "ddp-synthetic-simple_cnn-g2-n1-b8-r0" / "config.yaml").read_text())
+    run_dir = find_run(tmp_path / "runs" / "t", "ddp-synthetic-simple_cnn-g2-n1-b8-r0")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["data"]["path"] == "/tmp/my data"
 
 

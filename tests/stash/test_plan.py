@@ -1,6 +1,8 @@
 """The Stash planner: per-GPU batch and per-GPU samples constant across every pair; roles, layout, errors."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchmarks.errors import ConfigError
@@ -56,9 +58,14 @@ def test_loaders_caches_and_run_dirs():
     assert roles["warm"][0].loader == roles["cold"][0].loader == "native"
     assert "data.cache=cold" in roles["cold"][0].overrides and "data.cache=warm" in roles["warm"][0].overrides
     warm, cold = roles["warm"][0].run_dir, roles["cold"][0].run_dir
-    assert warm.name == cold.name and cold.parent.name == "cold-cache" and cold.parent.parent == warm.parent
-    assert str(warm) == "/tmp/r/stash/ddp-native-simple_cnn-g2-n1-b16-r0"
-    assert roles["nodes"][0].run_dir.name == "ddp-synthetic-simple_cnn-g2-n2-b16-r0"
+    assert cold.parent.name == "cold-cache" and cold.parent.parent == warm.parent
+    name = r"ddp-native-simple_cnn-fp32-g2-n1-b16-([0-9a-f]{8})-r0"
+    warm_hash = re.fullmatch(rf"/tmp/r/stash/{name}", str(warm))
+    cold_hash = re.fullmatch(rf"/tmp/r/stash/cold-cache/{name}", str(cold))
+    assert warm_hash and cold_hash, (warm, cold)
+    # the same readable name; data.cache is a setting of the run, so warm and cold are two cells
+    assert warm_hash[1] != cold_hash[1]
+    assert re.fullmatch(r"ddp-synthetic-simple_cnn-fp32-g2-n2-b16-[0-9a-f]{8}-r0", roles["nodes"][0].run_dir.name)
     assert all(f"run.dir={r.run_dir}" in r.overrides for r in runs)
 
 
@@ -97,8 +104,9 @@ def test_slurm_dry_run_sbatch_lines(capsys):
     assert len(lines) == 3
     assert "--nodes=1 --ntasks-per-node=1" in lines[0] and "--nodes=1 --ntasks-per-node=4" in lines[1]
     assert "--nodes=2 --ntasks-per-node=2" in lines[2]
-    assert "--job-name=ddlbench/stash/ddp-synthetic-simple_cnn-g4-n2-b16-r0" in lines[2]
-    assert "run.dir=/tmp/r/stash/ddp-synthetic-simple_cnn-g4-n2-b16-r0" in lines[2] and "run.repeat=0" in lines[2]
+    name = r"ddp-synthetic-simple_cnn-fp32-g4-n2-b16-[0-9a-f]{8}-r0"
+    assert re.search(rf"--job-name=ddlbench/stash/{name}(\s|$)", lines[2]), lines[2]
+    assert re.search(rf"run\.dir=/tmp/r/stash/{name}(\s|$)", lines[2]) and "run.repeat=0" in lines[2]
 
 
 def test_plan_cli_prints_the_table():

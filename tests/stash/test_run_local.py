@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tests.conftest import ddlbench
+from tests.conftest import ddlbench, find_run
 
 
 @pytest.mark.multiproc
@@ -22,11 +23,12 @@ def test_stash_run_then_report(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     study = tmp_path / "runs" / "stash"
     cells = sorted(p.relative_to(study).as_posix() for p in study.rglob("summary.json"))
-    assert cells == ["cold-cache/ddp-native-simple_cnn-g2-n1-b4-r0/summary.json",
-                     "ddp-native-simple_cnn-g2-n1-b4-r0/summary.json",
-                     "ddp-synthetic-simple_cnn-g1-n1-b4-r0/summary.json",
-                     "ddp-synthetic-simple_cnn-g2-n1-b4-r0/summary.json"]
-    meta = json.loads((study / "cold-cache" / "ddp-native-simple_cnn-g2-n1-b4-r0" / "meta.json").read_text())
+    expected = [r"cold-cache/ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+                r"ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+                r"ddp-synthetic-simple_cnn-fp32-g1-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+                r"ddp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json"]
+    assert len(cells) == len(expected) and all(re.fullmatch(e, c) for e, c in zip(expected, cells)), cells
+    meta = json.loads((find_run(study / "cold-cache", "ddp-native-simple_cnn-g2-n1-b4-r0") / "meta.json").read_text())
     assert meta["cache_evict"]["method"] == "fadvise" and meta["cache_evict"]["num_files"] == 48
     again = ddlbench("stash", "run", *args)
     assert again.returncode == 0 and again.stderr.count("completed, skipped") == 4

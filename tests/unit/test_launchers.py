@@ -1,6 +1,7 @@
 """Launch command builders: exact argvs, and no override can smuggle shell code into one."""
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 
@@ -123,7 +124,8 @@ def test_launch_dry_run_in_a_fake_allocation(tmp_path, capsys):
     assert code == 0
     err = capsys.readouterr().err
     assert "MASTER_ADDR=vm MASTER_PORT=20007" in err
-    assert f"run.dir={tmp_path}/t/ddp-synthetic-resnet50-g4-n1-b32-r0" in err
+    assert re.search(rf"run\.dir={re.escape(str(tmp_path))}/t/ddp-synthetic-resnet50-fp32-g4-n1-b32-[0-9a-f]{{8}}-r0(\s|$)",
+                     err), err
     assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in err
 
 
@@ -135,7 +137,8 @@ def test_an_array_task_takes_its_line_of_the_cells_file(tmp_path, capsys):
     assert slurm.main(["launch", f"--cells={cells}", "--dry-run", f"run.root={tmp_path}", "run.campaign=t"]) == 2
     assert "(SLURM_ARRAY_TASK_ID unset)" in capsys.readouterr().err  # parsed; this process is no array task
     assert slurm.launch([f"run.root={tmp_path}", "run.campaign=t"], dry_run=True, environ=environ, cells_file=cells) == 0
-    assert "ddp-synthetic-resnet50-g2-n1-b32-r1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert re.search(r"/t/ddp-synthetic-resnet50-fp32-g2-n1-b32-[0-9a-f]{8}-r1(\s|$)", err), err
     with pytest.raises(ConfigError, match=r"has 2 cells but SLURM_ARRAY_TASK_ID=5; submit with --array=0-1$"):
         slurm.array_task_overrides(cells, {"SLURM_ARRAY_TASK_ID": "5"})
     with pytest.raises(ConfigError, match=r"needs a job array task \(SLURM_ARRAY_TASK_ID unset\)"):
@@ -168,7 +171,10 @@ def test_aach2023_grid_on_juwels(monkeypatch, tmp_path):
     big = [c for c in cells if c.num_gpus == 1024]
     assert {(c.num_nodes, c.ranks_per_node) for c in big} == {(256, 4)}
     names = {c.name for c in cells}
-    assert "horovod-dali-resnet152-g1024-n256-b64-r2" in names and "ddp-native-resnet50-g4-n1-b64-r0" in names
+    assert len(names) == len(cells)  # every cell its own run directory
+    for cell in (r"horovod-dali-resnet152-fp32-g1024-n256-b64-[0-9a-f]{8}-r2",
+                 r"ddp-native-resnet50-fp32-g4-n1-b64-[0-9a-f]{8}-r0"):
+        assert len([n for n in names if re.fullmatch(cell, n)]) == 1, (cell, sorted(names))
 
 
 def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
@@ -176,13 +182,13 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     base = ["experiment=aach2023_scaling", "system=juwels_booster", "system.account=proj42", "campaign.gpus=[16]"]
     cfg, cells = campaign.plan(base)
-    cell = next(c for c in cells if c.name == "deepspeed-native-resnet101-g16-n4-b64-r1")
+    (cell,) = [c for c in cells if re.fullmatch(r"deepspeed-native-resnet101-fp32-g16-n4-b64-[0-9a-f]{8}-r1", c.name)]
     argv = campaign.sbatch_command(cfg, cell, base)
     logs = tmp_path / "runs" / "aach2023_scaling" / "slurm"
     assert argv[:13] == ["sbatch", "--parsable", "--nodes=4", "--ntasks-per-node=4", "--cpus-per-task=12",
                          "--gres=gpu:4", "--partition=booster", "--account=proj42", "--time=00:30:00",
-                         "--job-name=ddlbench/aach2023_scaling/deepspeed-native-resnet101-g16-n4-b64-r1",
-                         f"--output={logs}/deepspeed-native-resnet101-g16-n4-b64-r1-%j.out",
+                         f"--job-name=ddlbench/aach2023_scaling/{cell.name}",
+                         f"--output={logs}/{cell.name}-%j.out",
                          f"--export=ALL,DDLBENCH_PYTHON={sys.executable}", f"--chdir={tmp_path}"]
     assert argv[13].endswith("slurm/run.sh")
     assert argv[14:] == ["experiment=aach2023_scaling", "system=juwels_booster", "system.account=proj42",
