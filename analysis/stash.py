@@ -18,13 +18,17 @@ import numpy as np
 import pandas as pd
 
 from analysis import metrics
+from benchmarks.adapter_config import config_default
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import DDPConfig
+
+DDP_BUCKET_CAP_MB = config_default(DDPConfig, "bucket_cap_mb")  # runs whose config lacks the key ran with it
 
 # DDP's first bucket is small so the first all-reduce starts early (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)
 FIRST_BUCKET_BYTES = 1024 * 1024
 
 
-def sync_points(model, *, bucket_cap_mb: float = 25.0) -> dict[str, int]:
+def sync_points(model, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str, int]:
     """num_layers (gradient tensors), grad_bytes (their size: gradients have the parameters' dtype) and
     num_buckets (DDP's greedy buckets over the gradients in reverse registration order)."""
     grads = [p for p in model.parameters() if p.requires_grad]
@@ -39,7 +43,7 @@ def sync_points(model, *, bucket_cap_mb: float = 25.0) -> dict[str, int]:
     return {"num_layers": len(grads), "grad_bytes": int(sum(sizes)), "num_buckets": buckets}
 
 
-def model_view(arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = 25.0) -> dict[str, int]:
+def model_view(arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str, int]:
     """sync_points of the model as the benchmark builds it (benchmarks.models.build_model)."""
     from benchmarks.models import build_model
 
@@ -145,7 +149,7 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
         m = models.loc[r["model"]]
         if r["model"] not in views:
             depth = None if pd.isna(m.get("depth", np.nan)) else int(m["depth"])
-            cap = float(m["bucket_cap_mb"]) if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"]) else 25.0
+            cap = float(m["bucket_cap_mb"]) if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"]) else DDP_BUCKET_CAP_MB
             views[r["model"]] = model_view(str(m["arch"]), depth, int(m.get("num_classes", 1000)), bucket_cap_mb=cap)
         view = views[r["model"]]
         out.at[i, "num_layers"], out.at[i, "num_buckets"] = view["num_layers"], view["num_buckets"]

@@ -116,16 +116,18 @@ def loader_img_s(option, ctx: LoaderContext, *, warmup: int, batches: int) -> fl
 
 
 def run_loaders(args: argparse.Namespace) -> dict[str, float]:
+    from benchmarks.loaders.configs import DaliLoaderConfig, NativeLoaderConfig
     from benchmarks.loaders.dali import DaliLoader
     from benchmarks.loaders.native import NativeLoader
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     results = {}
-    cases = [(f"dali-{reader}-hw{load:g}", DaliLoader(reader=reader, hw_decoder_load=load, num_threads=args.dali_threads or 16),
+    cases = [(f"dali-{reader}-hw{load:g}", DaliLoader(DaliLoaderConfig(
+                  reader=reader, hw_decoder_load=load, num_threads=args.dali_threads or 16)),
               args.data if reader == "file" else args.data_tfrecord)
              for reader in ("file", "tfrecord") for load in (0.0, 0.65)]
-    cases += [(f"native-w{w}", NativeLoader(num_workers=w, prefetch_factor=4), args.data) for w in (8, 16)]
+    cases += [(f"native-w{w}", NativeLoader(NativeLoaderConfig(num_workers=w, prefetch_factor=4)), args.data) for w in (8, 16)]
     for name, option, path in cases:
         ctx = LoaderContext(rank=0, world_size=1, device=device, per_gpu_batch=args.batch, seed=0, num_classes=1000,
                             image_size=224, channels_last=True, data_path=str(path))
@@ -145,7 +147,7 @@ def train_summary(loader_overrides: list[str], *, args: argparse.Namespace, root
         f"run.telemetry_hz={args.telemetry_hz}", *loader_overrides,
     ]
     env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
-    result = subprocess.run([sys.executable, "-m", "benchmarks.cli", "run", *overrides], cwd=REPO, env=env,
+    result = subprocess.run([sys.executable, "-m", "ddlbench.cli", "run", *overrides], cwd=REPO, env=env,
                             capture_output=True, text=True)
     if result.returncode != 0:
         print(result.stderr[-4000:], file=sys.stderr)

@@ -5,28 +5,43 @@ import importlib
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from benchmarks.adapter_config import adapter_config, config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import Framework
+from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.base import Loader
+from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models import build_model
+from benchmarks.schema import AmpDtype
 
-AMP_DTYPES = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+AMP_DTYPES = {None: None, AmpDtype.bfloat16: torch.bfloat16, AmpDtype.float16: torch.float16}
 
 
-def _instantiate(group: str, node: DictConfig) -> Any:
-    """Import `_target_` and call it with the option's knobs (adapters raise ConfigError when their
-    library is missing, with the install command)."""
-    knobs = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(knobs, dict)
-    target = knobs.pop("_target_")
+def _import_target(group: str, option: str, target: str) -> Any:
     module_name, _, attr = target.rpartition(".")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        raise ConfigError(f"{group}={node.name} needs the python module {e.name!r}; see README#install") from None
-    return getattr(module, attr)(**knobs)
+        raise ConfigError(f"{group}={option} needs the python module {e.name!r}; see README#install") from None
+    return getattr(module, attr)
+
+
+def adapter_class(group: str, option: str) -> type:
+    """The adapter class of an option ('framework', 'horovod'), from its config's `_target_`; its module
+    imports torch, its library (horovod, deepspeed, DALI) only when used."""
+    configs = {"framework": FRAMEWORKS, "loader": LOADERS}[group]
+    if option not in configs:
+        raise ConfigError(f"{group}={option} is not an option; choose one of: {', '.join(configs)}")
+    return _import_target(group, option, config_default(configs[option], "_target_"))
+
+
+def _instantiate(group: str, node: DictConfig) -> Any:
+    """Call the option's adapter class with its config object (adapters raise ConfigError when their
+    library is missing, with the install command)."""
+    config = adapter_config(node)
+    return _import_target(group, config.name, config._target_)(config)
 
 
 def build_framework(cfg: DictConfig) -> Framework:

@@ -62,6 +62,12 @@ def _explain(error: Exception, overrides: Sequence[str]) -> str:
     exists = re.search(r"An item is already at '([\w.]+)'", text)
     if exists:
         return f"{exists.group(1)} already exists; set it without the leading '+': {exists.group(1)}=value"
+    choice = re.search(r"Invalid value '([^']*)', expected one of \[([^\]]*)\]", text)
+    if choice:  # a closed set (a Choice field of an adapter's config)
+        full = re.search(r"full_key: ([\w.]+)", text)
+        name, allowed = (full.group(1) if full else "a key"), [a.strip() for a in choice.group(2).split(",")]
+        listed = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+        return f"{name}={choice.group(1)} is not allowed; choose {listed} (e.g. {name}={allowed[0]})"
     value = re.search(r"Value '([^']*)'(?: of type '\w+')? (?:could not be converted to|is not a valid) (\w+)", text)
     if value:
         full = re.search(r"full_key: ([\w.]+)", text)

@@ -6,6 +6,9 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.loaders.configs import CONFIGS as LOADERS
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -22,18 +25,16 @@ def _torch() -> Check:
     return Check("torch", True, f"{torch.__version__}, CUDA {torch.version.cuda}, {gpus} GPU(s) visible")
 
 
-def _horovod() -> Check:
-    from benchmarks.errors import ConfigError
-    from benchmarks.frameworks.horovod import build_info
+def _adapter(group: str, option: str) -> Callable[[], Check]:
+    """An adapter's own probe (its installation()): every framework and loader says what it needs."""
+    def check() -> Check:
+        from benchmarks.components import adapter_class
 
-    try:
-        info = build_info()
-    except ConfigError as error:
-        return Check("horovod", False, str(error).split(";")[0], "make horovod")
-    built = ", ".join(f"{op} {'yes' if info[op] else 'no'}" for op in ("gloo", "mpi", "nccl"))
-    # Gloo is what horovodrun --gloo needs; a build without it (or without MPI for mpirun/srun) is a finding
-    ok = info["gloo"] or info["mpi"]
-    return Check("horovod", bool(ok), f"{info['version']}: {built}", "" if ok else "make horovod")
+        found = adapter_class(group, option).installation()
+        return Check(f"{group}={option}", found.ok, found.detail, found.fix)
+
+    check.__name__ = f"{group}={option}"
+    return check
 
 
 def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
@@ -59,13 +60,11 @@ def _program(name: str, fix: str) -> Callable[[], Check]:
     return check
 
 
-# adapters add their own deeper checks here (e.g. what horovod was built with)
 CHECKS: list[Callable[[], Check]] = [
     _torch,
     _module("hydra", "hydra-core", "pip install -e ."),
-    _module("deepspeed", "deepspeed", "pip install -e '.[deepspeed]'"),
-    _horovod,
-    _module("nvidia.dali", "nvidia-dali-cuda130", "pip install -e '.[dali-cuda130]' (or '.[dali]' on CUDA 12)"),
+    *(_adapter("framework", option) for option in FRAMEWORKS),
+    *(_adapter("loader", option) for option in LOADERS),
     _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev"),
     _program("srun", "slurm/local_cluster.sh up (a local test cluster) or load your site's Slurm module"),
 ]

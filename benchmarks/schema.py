@@ -1,7 +1,12 @@
-"""Dataclass schemas for every config group, registered in Hydra's ConfigStore.
+"""The root config and the run-wide groups (run, system, data, optim, precision), and the registration of
+every schema in Hydra's ConfigStore. Torch-free.
 
-Each option YAML in conf/ starts with `defaults: [<group>_schema, _self_]`, so a misspelt key is
-rejected by Hydra with the key named, and a value of the wrong type likewise.
+The adapters' own groups are declared next to the adapters, torch-free (benchmarks/adapter_config.py
+says why): framework options in benchmarks/frameworks/configs.py, loaders in
+benchmarks/loaders/configs.py, the model in benchmarks/models/configs.py. Each option YAML in conf/
+starts with `defaults: [<schema>, _self_]`, so a misspelt key is rejected by Hydra with the key
+named, a value of the wrong type likewise, and a value outside a closed set (a `Choice`) with the
+allowed values.
 """
 from __future__ import annotations
 
@@ -9,122 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING
+from omegaconf import MISSING
+
+from benchmarks.adapter_config import Choice
+from benchmarks.frameworks import configs as framework_configs
+from benchmarks.loaders import configs as loader_configs
+from benchmarks.models.configs import ModelConfig
 
 
-@dataclass
-class FrameworkConfig:
-    _target_: str = MISSING
-    name: str = MISSING
-    # how `ddlbench run` starts ranks on one machine: torchrun | horovodrun | mpirun | deepspeed
-    local_launcher: str = "torchrun"
+class AmpDtype(Choice):
+    """The autocast dtype of precision=amp_*; fp32 runs have none (null)."""
 
-
-@dataclass
-class DDPConfig(FrameworkConfig):
-    backend: str = "auto"  # auto: nccl on GPU, gloo on CPU
-    bucket_cap_mb: float = 25.0
-    gradient_as_bucket_view: bool = True
-    static_graph: bool = False
-    find_unused_parameters: bool = False
-    wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
-    # time the all-reduce in a comm hook (total + exposed): auto = on CPU only (it costs a few % on a GPU:
-    # docs/breakdown.md); off: DDP's own hook
-    comm_timer: str = "auto"
-
-
-@dataclass
-class HorovodConfig(FrameworkConfig):
-    fusion_threshold_mb: float = 64.0
-    cycle_time_ms: float = 1.0
-    fp16_compression: bool = False
-    adasum: bool = False
-    backward_passes_per_step: int = 1
-    hierarchical_allreduce: bool = False
-    # auto: what the launcher set up (horovodrun --gloo: Gloo; mpirun/srun: MPI) | gloo | mpi
-    controller: str = "auto"
-    timeline: bool = False  # Horovod timeline (rank 0): HOROVOD_TIMELINE or ./horovod_timeline.json
-    # time the exposed wait in synchronize(): auto = on CPU only (on CUDA it costs a stream sync per step)
-    comm_timer: str = "auto"
-
-
-@dataclass
-class DeepSpeedConfig(FrameworkConfig):
-    zero_stage: int = 0
-    reduce_bucket_size: int = 500_000_000
-    allgather_bucket_size: int = 500_000_000
-    overlap_comm: bool = False
-    contiguous_gradients: bool = True
-    gradient_accumulation_steps: int = 1
-    initial_scale_power: int = 16  # fp16 dynamic loss scaling starts at 2**this
-    wall_clock_breakdown: bool = False
-    # max global gradient norm; 0 = no clipping, as DDP and Horovod (DeepSpeed's own default is 1.0)
-    gradient_clipping: float = 0.0
-    # per-step collective time from DeepSpeed's comms logger, which blocks after every collective:
-    # auto = on for CPU (gloo blocks anyway), off on GPU; on | off
-    comm_timer: str = "auto"
-    # autocast: fp32 weights + torch.autocast, as DDP (ZeRO-0 keeps channels_last weights);
-    # engine: DeepSpeed's bf16/fp16 weights with fp32 master copies (flattened, NCHW)
-    mixed_precision: str = "autocast"
-    # with mixed_precision=autocast: fp32 reduces every gradient in fp32, as DDP; autocast lets DeepSpeed
-    # reduce Conv/Linear gradients in the autocast dtype at ZeRO >= 1 (its default: half the bytes)
-    reduce_dtype: str = "fp32"
-    # DeepSpeed's name for the per-GPU batch: follows run.per_gpu_batch (one source of truth)
-    train_micro_batch_size_per_gpu: int = II("run.per_gpu_batch")
-
-
-@dataclass
-class LoaderConfig:
-    _target_: str = MISSING
-    name: str = MISSING
-    needs_data: bool = True  # synthetic reads nothing
-
-
-@dataclass
-class SyntheticLoaderConfig(LoaderConfig):
-    num_batches: int = 4  # distinct pre-built batches cycled through (kept on the device)
-    samples_per_epoch: int = 12800  # virtual dataset size, for epochs and the sharding contract
-
-
-@dataclass
-class NativeLoaderConfig(LoaderConfig):
-    num_workers: int = 2
-    pin_memory: bool = True
-    persistent_workers: bool = True
-    prefetch_factor: int = 2
-    shuffle: bool = True
-    augment: bool = True  # RandomResizedCrop + flip; False: resize + centre crop (deterministic)
-    timeout_s: float = 120.0  # a stuck worker fails the run instead of hanging it
-
-
-@dataclass
-class DaliLoaderConfig(LoaderConfig):
-    reader: str = "file"  # file (ImageFolder JPEGs) | tfrecord (data.path/*.tfrecord + .idx DALI index files)
-    decoder_device: str = "auto"  # auto: mixed on GPU, cpu otherwise | mixed | cpu
-    hw_decoder_load: float = 0.65  # share of images for the hardware JPEG decoder (mixed only)
-    num_threads: int = 4  # DALI CPU worker threads per rank
-    prefetch_queue_depth: int = 4  # batches DALI prepares ahead
-    shuffle: bool = True  # reader random_shuffle (global list shuffle + a buffer of initial_fill samples)
-    augment: bool = True  # random resized crop + flip; False: resize 256/224 + centre crop
-    seed: int | None = None  # None: run.seed; each rank adds its rank (augmentations differ per rank)
-    stick_to_shard: bool = False  # False: shards rotate over ranks each epoch (every rank sees all data)
-    initial_fill: int = 1024  # reader shuffle buffer, in samples
-    zero_copy: bool = True  # GPU: the model reads DALI's output buffers (DLPack); False: a copy per batch
-
-
-@dataclass
-class ModelConfig:
-    arch: str = MISSING  # resnet | vgg | mobilenet_v2 | simple_cnn
-    depth: int | None = None  # resnet: 18|34|50|101|152; vgg: 11|13|16|19
-    num_classes: int = 1000
-    image_size: int = 224
-    compile: bool = False  # torch.compile the model
+    bfloat16 = "bfloat16"
+    float16 = "float16"
 
 
 @dataclass
 class PrecisionConfig:
     name: str = MISSING
-    amp_dtype: str | None = None  # None (fp32) | bfloat16 | float16
+    amp_dtype: AmpDtype | None = None  # None: fp32, no autocast
     channels_last: bool = False
 
 
@@ -194,8 +102,8 @@ class RunConfig:
 
 @dataclass
 class Config:
-    framework: Any = MISSING
-    loader: Any = MISSING
+    framework: Any = MISSING  # an option of benchmarks/frameworks/configs.py, through conf/framework/*.yaml
+    loader: Any = MISSING  # an option of benchmarks/loaders/configs.py, through conf/loader/*.yaml
     model: ModelConfig = MISSING
     precision: PrecisionConfig = MISSING
     system: SystemConfig = MISSING
@@ -207,18 +115,13 @@ class Config:
 
 
 def register() -> None:
-    """Put every schema in the ConfigStore (idempotent)."""
+    """Put every schema in the ConfigStore (idempotent): the root, each adapter option's config as
+    <option>_schema (framework and loader) or model_schema, and the run-wide groups."""
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    for group, name, node in [
-        ("framework", "ddp_schema", DDPConfig),
-        ("framework", "horovod_schema", HorovodConfig),
-        ("framework", "deepspeed_schema", DeepSpeedConfig),
-        ("loader", "synthetic_schema", SyntheticLoaderConfig),
-        ("loader", "native_schema", NativeLoaderConfig),
-        ("loader", "dali_schema", DaliLoaderConfig),
-        ("model", "model_schema", ModelConfig),
-        ("precision", "precision_schema", PrecisionConfig),
-        ("system", "system_schema", SystemConfig),
-    ]:
-        cs.store(group=group, name=name, node=node)
+    for group, options in (("framework", framework_configs.CONFIGS), ("loader", loader_configs.CONFIGS)):
+        for option, node in options.items():
+            cs.store(group=group, name=f"{option}_schema", node=node)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="precision", name="precision_schema", node=PrecisionConfig)
+    cs.store(group="system", name="system_schema", node=SystemConfig)

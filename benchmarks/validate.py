@@ -5,6 +5,7 @@ import os
 
 from omegaconf import DictConfig
 
+from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
 
 
@@ -20,15 +21,13 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
         raise ConfigError(f"system.ranks_per_node={cfg.system.ranks_per_node} must be >= 1")
     if cfg.system.device not in ("cpu", "cuda"):
         raise ConfigError(f"system.device={cfg.system.device!r} is not allowed; choose cpu or cuda")
-    if cfg.precision.amp_dtype not in (None, "bfloat16", "float16"):
-        raise ConfigError(f"precision.amp_dtype={cfg.precision.amp_dtype!r} is not allowed; choose null, bfloat16 or float16")
     for key in ("campaign",):
         value = str(run[key])
         if not value or "/" in value or value.startswith(".") or not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ConfigError(f"run.{key}={value!r} must be letters, digits, '-', '_' or '.'; e.g. run.{key}=scaling_2026")
-    timer = cfg.framework.get("comm_timer")
-    if timer is not None and str(timer).lower() not in ("auto", "on", "off", "true", "false"):
-        raise ConfigError(f"framework.comm_timer={timer!r} is not allowed; choose auto, on or off")
+    # each adapter option's own rules (its closed sets are checked by Hydra when the config is composed)
+    for group in ("framework", "loader", "model"):
+        adapter_config(cfg[group]).check()
     for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
         if cfg.data[key] not in allowed:
             raise ConfigError(f"data.{key}={cfg.data[key]!r} is not allowed; choose {' or '.join(allowed)}")

@@ -23,7 +23,14 @@ from typing import Any
 KIB = 1024
 CPU_MAX_BYTES = 4 * 1024**2  # gloo over 2 shared cores: keep it small
 GPU_MAX_BYTES = 4 * 1024**3
+# a backend is a framework whose adapter measures its own all-reduce (Framework.commbench_collective);
+# torch names torch.distributed itself, the path DDP's all-reduce takes
 BACKENDS = ("torch", "deepspeed", "horovod")
+
+
+def framework_of(backend: str) -> str:
+    """The framework option (conf/framework) that measures a commbench backend."""
+    return "ddp" if backend == "torch" else backend
 
 
 @dataclass(slots=True, kw_only=True)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.commbench import BACKENDS, CPU_MAX_BYTES, GPU_MAX_BYTES, KIB, allreduce_sweep, sizes
+from benchmarks.commbench import BACKENDS, CPU_MAX_BYTES, GPU_MAX_BYTES, KIB, allreduce_sweep, framework_of, sizes
+from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.frameworks.configs import Rendezvous
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -32,15 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     records: list[dict] = []
     skipped: list[str] = []
-    if backends == ["horovod"]:  # horovodrun: Horovod's own rendezvous, no torch.distributed
-        from benchmarks.frameworks import horovod as horovod_adapter
-
-        rank, local_rank, world = horovod_adapter.commbench_init()
+    adapters = {backend: _adapter(backend) for backend in backends}
+    own = [b for b in backends if FRAMEWORKS[framework_of(b)].RENDEZVOUS is Rendezvous.own]
+    if own:  # its own rendezvous (horovodrun, mpirun): alone, no torch.distributed group
+        if len(backends) > 1:
+            raise SystemExit(f"--backends {args.backends}: {own[0]} joins its ranks itself; run it alone (--backends {own[0]})")
+        cls = adapters[own[0]]
+        rank, local_rank, world = cls.commbench_join()
         device = _device(use_cuda, local_rank)
-        comm = horovod_adapter.commbench_collective(device)
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
-        records += [m.record() for m in allreduce_sweep(comm, device=device, size_list=size_list,
-                                                        warmup=args.warmup, iters=args.iters)]
+        records += [m.record() for m in allreduce_sweep(cls.commbench_collective(device), device=device,
+                                                        size_list=size_list, warmup=args.warmup, iters=args.iters)]
     else:
         from benchmarks.commbench import torch_dist
 
@@ -51,21 +55,11 @@ def main(argv: list[str] | None = None) -> int:
 
         rank, world = dist.get_rank(), dist.get_world_size()
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
-        for backend in backends:
-            if backend == "torch":
-                comm = torch_dist.collective(device)
-            elif backend == "deepspeed":
-                from benchmarks.frameworks import deepspeed as deepspeed_adapter
-
-                if (why := deepspeed_adapter.commbench_unavailable()) is not None:
-                    skipped.append(f"deepspeed: {why}")
-                    continue
-                comm = deepspeed_adapter.commbench_collective(device)
-            elif backend == "horovod":
-                skipped.append("horovod: run it alone (--backends horovod), it is started by horovodrun")
+        for backend, cls in adapters.items():
+            if not (found := cls.installation()).ok:
+                skipped.append(f"{backend}: {found.detail} ({found.fix})")
                 continue
-            else:
-                raise SystemExit(f"--backends {backend!r} is unknown; choose from {', '.join(BACKENDS)}")
+            comm = cls.commbench_collective(device)
             records += [m.record() for m in allreduce_sweep(comm, device=device, size_list=size_list,
                                                             warmup=args.warmup, iters=args.iters)]
             if rank == 0:
@@ -93,12 +87,21 @@ def main(argv: list[str] | None = None) -> int:
         for line in skipped:
             print(f"[commbench] skipped {line}", file=sys.stderr)
         print(f"[commbench] wrote {len(records)} measurements to {args.out}", file=sys.stderr, flush=True)
-    if backends != ["horovod"]:
+    if not own:
         import torch.distributed as dist
 
         dist.barrier()  # no rank tears its connections down while rank 0 still writes the results
         dist.destroy_process_group()
     return 0
+
+
+def _adapter(backend: str) -> type:
+    """The framework adapter that measures a backend: torch is torch.distributed itself (DDP's path)."""
+    from benchmarks.components import adapter_class
+
+    if backend not in BACKENDS:
+        raise SystemExit(f"--backends {backend!r} is unknown; choose from {', '.join(BACKENDS)}")
+    return adapter_class("framework", framework_of(backend))
 
 
 def _device(use_cuda: bool, local_rank: int) -> torch.device:

@@ -5,22 +5,9 @@ from typing import ClassVar, Protocol
 
 import torch
 
+from benchmarks.adapter_config import Installation
+from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
-from benchmarks.errors import ConfigError
-
-
-def comm_timer_enabled(knob: object, device: torch.device) -> bool:
-    """framework.comm_timer: on | off | auto. auto times collectives on CPU only: on CUDA every framework's
-    timer costs something (DDP's hook ~2%, Horovod's stream sync ~5% on 1 H200), and a profiler window
-    (run.profile_steps) gives the breakdown there instead."""
-    value = str(knob).lower()
-    if value in ("on", "true"):
-        return True
-    if value in ("off", "false"):
-        return False
-    if value == "auto":
-        return device.type == "cpu"
-    raise ConfigError(f"framework.comm_timer={knob!r} is not allowed; choose auto, on or off")
 
 
 class CommTimer(Protocol):
@@ -37,10 +24,29 @@ class CommTimer(Protocol):
 
 
 class Framework(Protocol):
+    """A framework adapter. Its launch facts (rendezvous, local launcher) are in its config class
+    (benchmarks/frameworks/configs.py), where the launchers read them without torch."""
+
     name: ClassVar[str]
     rank: int
     local_rank: int
     world_size: int
+
+    @classmethod
+    def installation(cls) -> Installation:
+        """What this framework's library is on this machine (`ddlbench doctor`); never raises."""
+        ...
+
+    @classmethod
+    def commbench_join(cls) -> tuple[int, int, int]:
+        """Rendezvous.own only: join the library's group for commbench; (rank, local rank, world size).
+        Torch-rendezvous frameworks run on the group commbench creates and raise NotImplementedError."""
+        ...
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        """commbench's all-reduce through this framework's own communication path, on its group."""
+        ...
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         """Create the process group (init_process_group / hvd.init / deepspeed.init_distributed)."""

@@ -10,8 +10,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from benchmarks.adapter_config import Installation
+from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
-from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
+from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.configs import DDPConfig
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
 
@@ -103,31 +106,29 @@ def comm_total_exposed(stamps: list, *, end_s: float) -> tuple[float, float]:
 class DDP(TorchCollectives):
     name: ClassVar[str] = "ddp"
 
-    def __init__(
-        self,
-        *,
-        backend: str = "auto",
-        bucket_cap_mb: float = 25.0,
-        gradient_as_bucket_view: bool = True,
-        static_graph: bool = False,
-        find_unused_parameters: bool = False,
-        wrap_single_rank: bool = False,
-        comm_timer: str = "auto",
-        **_launch: object,  # name, local_launcher: read by the launcher, not here
-    ) -> None:
-        self.backend = backend
-        self.bucket_cap_mb = bucket_cap_mb
-        self.gradient_as_bucket_view = gradient_as_bucket_view
-        self.static_graph = static_graph
-        self.find_unused_parameters = find_unused_parameters
-        self.wrap_single_rank = wrap_single_rank
-        self.time_comm = comm_timer
+    def __init__(self, config: DDPConfig) -> None:
+        config.check()
+        self.config = config
+        self.backend = config.backend  # "auto" until init() knows the device
         self.wrapped = False
         self._comm: AllreduceTimer | None = None
         self.rank = self.local_rank = 0
         self.world_size = 1
         self._optimizer: torch.optim.Optimizer | None = None
         self._scaler: torch.amp.GradScaler | None = None
+
+    @classmethod
+    def installation(cls) -> Installation:
+        backends = [name for name, ok in (("nccl", dist.is_nccl_available()), ("gloo", dist.is_gloo_available())) if ok]
+        ok = dist.is_available() and bool(backends)
+        return Installation(ok=ok, detail=f"torch.distributed {torch.__version__}: {', '.join(backends) or 'no backend'}",
+                            fix="" if ok else "install a torch build with distributed support (pip install torch)")
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        from benchmarks.commbench import torch_dist
+
+        return torch_dist.collective(device)  # DDP's all-reduce is torch.distributed's
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         if self.backend == "auto":
@@ -147,7 +148,7 @@ class DDP(TorchCollectives):
         # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
         self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
         self._optimizer = optimizer
-        if self.world_size == 1 and not self.wrap_single_rank:
+        if self.world_size == 1 and not self.config.wrap_single_rank:
             # one rank has nothing to all-reduce: the wrapper would only add bucket copies
             return model, optimizer
         self.wrapped = True
@@ -155,12 +156,12 @@ class DDP(TorchCollectives):
         wrapped = DistributedDataParallel(
             model,
             device_ids=device_ids,
-            bucket_cap_mb=self.bucket_cap_mb,
-            gradient_as_bucket_view=self.gradient_as_bucket_view,
-            static_graph=self.static_graph,
-            find_unused_parameters=self.find_unused_parameters,
+            bucket_cap_mb=self.config.bucket_cap_mb,
+            gradient_as_bucket_view=self.config.gradient_as_bucket_view,
+            static_graph=self.config.static_graph,
+            find_unused_parameters=self.config.find_unused_parameters,
         )
-        if comm_timer_enabled(self.time_comm, self.device):
+        if self.config.comm_timer.enabled(self.device.type):
             self._comm = AllreduceTimer(device=self.device, world_size=self.world_size)
             wrapped.register_comm_hook(state=None, hook=self._comm.hook)
         return wrapped, optimizer
@@ -197,9 +198,9 @@ class DDP(TorchCollectives):
             "backend": self.backend,
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
-            "bucket_cap_mb": self.bucket_cap_mb,
-            "gradient_as_bucket_view": self.gradient_as_bucket_view,
-            "static_graph": self.static_graph,
+            "bucket_cap_mb": self.config.bucket_cap_mb,
+            "gradient_as_bucket_view": self.config.gradient_as_bucket_view,
+            "static_graph": self.config.static_graph,
             "ddp_wrapped": self.wrapped,  # False at world size 1 unless wrap_single_rank
             "comm_timer": "allreduce comm hook (total: union of bucket intervals; exposed: last done - last ready)"
             if self._comm is not None else None,

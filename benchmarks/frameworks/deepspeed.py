@@ -18,10 +18,12 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmarks.adapter_config import Installation
 from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
-from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
+from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.configs import DeepSpeedConfig
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
 INSTALL_HINT = "pip install -e '.[deepspeed]'"
@@ -62,9 +64,9 @@ def ds_config(
     initial_scale_power: int,
     wall_clock_breakdown: bool,
     comms_logger: bool,
-    mixed_precision: str = "autocast",
-    gradient_clipping: float = 0.0,
-    reduce_dtype: str = "fp32",
+    mixed_precision: str,
+    gradient_clipping: float,
+    reduce_dtype: str,
 ) -> dict:
     """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
     zero: dict[str, Any] = {"stage": zero_stage}
@@ -137,60 +139,52 @@ class _CommsLoggerTimer:
 class DeepSpeed(TorchCollectives):
     name: ClassVar[str] = "deepspeed"
 
-    def __init__(
-        self,
-        *,
-        zero_stage: int = 0,
-        reduce_bucket_size: int = 500_000_000,
-        allgather_bucket_size: int = 500_000_000,
-        overlap_comm: bool = False,
-        contiguous_gradients: bool = True,
-        gradient_accumulation_steps: int = 1,
-        initial_scale_power: int = 16,
-        wall_clock_breakdown: bool = False,
-        gradient_clipping: float = 0.0,
-        comm_timer: str = "auto",
-        mixed_precision: str = "autocast",
-        reduce_dtype: str = "fp32",
-        train_micro_batch_size_per_gpu: int,
-        **_launch: object,  # name, local_launcher: read by the launcher, not here
-    ) -> None:
+    def __init__(self, config: DeepSpeedConfig) -> None:
         if importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')")
-        if zero_stage not in (0, 1, 2, 3):
-            raise ConfigError(f"framework.zero_stage={zero_stage} is not allowed; choose 0, 1, 2 or 3")
-        if mixed_precision not in ("autocast", "engine"):
-            raise ConfigError(f"framework.mixed_precision={mixed_precision!r} is not allowed; choose autocast "
-                              "(fp32 weights, torch.autocast) or engine (DeepSpeed's bf16/fp16 weights)")
-        for key, value in (("gradient_accumulation_steps", gradient_accumulation_steps),
-                           ("reduce_bucket_size", reduce_bucket_size), ("allgather_bucket_size", allgather_bucket_size),
-                           ("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu)):
-            if value < 1:
-                raise ConfigError(f"framework.{key}={value} must be >= 1")
-        if reduce_dtype not in ("fp32", "autocast"):
-            raise ConfigError(f"framework.reduce_dtype={reduce_dtype!r} is not allowed; choose fp32 (every gradient, "
-                              "as DDP) or autocast (Conv/Linear gradients in the autocast dtype, DeepSpeed's default)")
-        if gradient_clipping < 0:
-            raise ConfigError(f"framework.gradient_clipping={gradient_clipping} must be >= 0 (0 = no clipping)")
-        self.knobs = dict(
-            zero_stage=zero_stage, reduce_bucket_size=reduce_bucket_size, allgather_bucket_size=allgather_bucket_size,
-            overlap_comm=overlap_comm, contiguous_gradients=contiguous_gradients,
-            gradient_accumulation_steps=gradient_accumulation_steps, initial_scale_power=initial_scale_power,
-            wall_clock_breakdown=wall_clock_breakdown, mixed_precision=mixed_precision,
-            gradient_clipping=gradient_clipping, reduce_dtype=reduce_dtype,
-        )
+        config.check()
+        self.knobs = {key: value for key, value in config.settings().items()
+                      if key not in ("local_launcher", "comm_timer", "train_micro_batch_size_per_gpu")}
+        self.per_gpu_batch = config.train_micro_batch_size_per_gpu
+        self.comm_timer_knob = config.comm_timer
         self.weights_format = "contiguous (NCHW)"
-        self.per_gpu_batch = train_micro_batch_size_per_gpu
-        self.comm_timer_knob = comm_timer
         self.rank = self.local_rank = 0
         self.world_size = 1
         self.config: dict | None = None
         self._ds: Any = None
         self._engine: Any = None
 
+    @classmethod
+    def installation(cls) -> Installation:
+        if importlib.util.find_spec("deepspeed") is None:
+            return Installation(ok=False, detail="not installed", fix=INSTALL_HINT)
+        from importlib import metadata
+
+        return Installation(ok=True, detail=metadata.version("deepspeed"))
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created."""
+        deepspeed = _import_deepspeed(device)
+        import deepspeed.comm as ds_comm
+
+        deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
+
+        def max_over_ranks(x: float) -> float:
+            t = torch.tensor([x], dtype=torch.float64, device=device)
+            ds_comm.all_reduce(t, op=ds_comm.ReduceOp.MAX)
+            return float(t.item())
+
+        return Collective(
+            name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(),
+            all_reduce=lambda t: ds_comm.all_reduce(t), max_over_ranks=max_over_ranks,
+            synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
+            barrier=ds_comm.barrier,
+        )
+
     def _comms_logger_on(self) -> bool:
         # the comms logger synchronises after every collective: free on CPU, a serialising probe on GPU
-        return comm_timer_enabled(self.comm_timer_knob, self.device)
+        return self.comm_timer_knob.enabled(self.device.type)
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
@@ -313,30 +307,3 @@ def _cast_inputs(dtype: torch.dtype):
         return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
 
     return hook
-
-
-# ---- `ddlbench commbench --backends deepspeed`: the all-reduce sweep through deepspeed.comm ----
-
-def commbench_unavailable() -> str | None:
-    """None when commbench can use DeepSpeed, else why not."""
-    return None if importlib.util.find_spec("deepspeed") else f"deepspeed is not installed ({INSTALL_HINT})"
-
-
-def commbench_collective(device: torch.device) -> Collective:
-    """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created."""
-    deepspeed = _import_deepspeed(device)
-    import deepspeed.comm as ds_comm
-
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
-
-    def max_over_ranks(x: float) -> float:
-        t = torch.tensor([x], dtype=torch.float64, device=device)
-        ds_comm.all_reduce(t, op=ds_comm.ReduceOp.MAX)
-        return float(t.item())
-
-    return Collective(
-        name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(),
-        all_reduce=lambda t: ds_comm.all_reduce(t), max_over_ranks=max_over_ranks,
-        synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
-        barrier=ds_comm.barrier,
-    )

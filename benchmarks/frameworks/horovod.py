@@ -11,13 +11,12 @@ from typing import Any, ClassVar
 
 import torch
 
+from benchmarks.adapter_config import Installation
 from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
-from benchmarks.frameworks.base import CommTimer, comm_timer_enabled
-
-CONTROLLERS = ("auto", "gloo", "mpi")
-
+from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.configs import HorovodConfig
 
 def _import_horovod() -> Any:
     try:
@@ -29,16 +28,6 @@ def _import_horovod() -> Any:
             f"framework=horovod: the horovod package does not load ({error}); rebuild it with 'make horovod' (see README#horovod)"
         ) from None
     return hvd
-
-
-def build_info() -> dict:
-    """Version and collective backends this horovod was built with (for `ddlbench doctor`);
-    raises ConfigError with the fix when horovod is missing or does not load."""
-    hvd = _import_horovod()
-    import horovod
-
-    return {"version": horovod.__version__, "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built()),
-            "nccl": hvd.nccl_built()}
 
 
 class _SynchronizeTimer:
@@ -58,60 +47,69 @@ class _SynchronizeTimer:
 class Horovod:
     name: ClassVar[str] = "horovod"
 
-    def __init__(
-        self,
-        *,
-        fusion_threshold_mb: float = 64.0,
-        cycle_time_ms: float = 1.0,
-        fp16_compression: bool = False,
-        adasum: bool = False,
-        backward_passes_per_step: int = 1,
-        hierarchical_allreduce: bool = False,
-        controller: str = "auto",
-        timeline: bool = False,
-        comm_timer: str = "auto",
-        **_launch: object,  # name, local_launcher: read by the launcher, not here
-    ) -> None:
+    def __init__(self, config: HorovodConfig) -> None:
+        config.check()
         self._hvd = _import_horovod()
-        if controller not in CONTROLLERS:
-            raise ConfigError(f"framework.controller={controller!r} is not allowed; choose auto, gloo or mpi")
-        if backward_passes_per_step < 1:
-            raise ConfigError(f"framework.backward_passes_per_step={backward_passes_per_step} must be >= 1")
-        if fusion_threshold_mb < 0 or cycle_time_ms <= 0:
-            raise ConfigError(
-                f"framework.fusion_threshold_mb={fusion_threshold_mb} must be >= 0 and "
-                f"framework.cycle_time_ms={cycle_time_ms} > 0"
-            )
-        self.fusion_threshold_mb = fusion_threshold_mb
-        self.cycle_time_ms = cycle_time_ms
-        self.fp16_compression = fp16_compression
-        self.adasum = adasum
-        self.backward_passes_per_step = backward_passes_per_step
-        self.hierarchical_allreduce = hierarchical_allreduce
-        self.controller = controller
-        self.timeline = timeline
+        self.config = config
         self.rank = self.local_rank = 0
         self.world_size = 1
         self.device = torch.device("cpu")
         self._optimizer: Any = None
         self._scaler: torch.amp.GradScaler | None = None
-        self._comm_timer_knob = comm_timer
         self._timer: _SynchronizeTimer | None = None
         self._passes = 0
         self._weights_layout = "not set up"
         self._timeline_path: str | None = None
 
+    @classmethod
+    def installation(cls) -> Installation:
+        """Version and the collective backends this horovod was built with."""
+        try:
+            hvd = _import_horovod()
+        except ConfigError as error:
+            return Installation(ok=False, detail=str(error).split(";")[0], fix="make horovod")
+        import horovod
+
+        built = {op: bool(check()) for op, check in (("gloo", hvd.gloo_built), ("mpi", hvd.mpi_built),
+                                                     ("nccl", hvd.nccl_built))}
+        # horovodrun --gloo needs Gloo, mpirun/srun MPI: a build with neither runs nothing
+        ok = built["gloo"] or built["mpi"]
+        detail = f"{horovod.__version__}: " + ", ".join(f"{op} {'yes' if yes else 'no'}" for op, yes in built.items())
+        return Installation(ok=ok, detail=detail, fix="" if ok else "make horovod")
+
+    @classmethod
+    def commbench_join(cls) -> tuple[int, int, int]:
+        hvd = _import_horovod()
+        hvd.init()
+        return hvd.rank(), hvd.local_rank(), hvd.size()
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        """Horovod's in-place all-reduce (after commbench_join)."""
+        hvd = _import_horovod()
+
+        def max_over_ranks(x: float) -> float:
+            return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max, name="commbench.max").item())
+
+        return Collective(
+            name="horovod", rank=hvd.rank(), world_size=hvd.size(),
+            all_reduce=lambda t: hvd.allreduce_(t, op=hvd.Sum, name="commbench.allreduce"),
+            max_over_ranks=max_over_ranks,
+            synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
+            barrier=lambda: hvd.allreduce(torch.zeros(1), name="commbench.barrier"),
+        )
+
     def init(self, env: DistEnv, device: torch.device) -> None:
         hvd = self._hvd
         # Horovod reads its tuning knobs from the environment once, in hvd.init()
-        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(self.fusion_threshold_mb * 1024 * 1024))
-        os.environ["HOROVOD_CYCLE_TIME"] = str(self.cycle_time_ms)
-        os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1" if self.hierarchical_allreduce else "0"
-        if self.controller != "auto":
+        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(self.config.fusion_threshold_mb * 1024 * 1024))
+        os.environ["HOROVOD_CYCLE_TIME"] = str(self.config.cycle_time_ms)
+        os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1" if self.config.hierarchical_allreduce else "0"
+        if self.config.controller != "auto":
             # horovodrun --gloo sets HOROVOD_CONTROLLER=gloo; under mpirun the MPI build uses MPI
-            os.environ["HOROVOD_CONTROLLER"] = self.controller
-            os.environ["HOROVOD_CPU_OPERATIONS"] = self.controller
-        if self.timeline:
+            os.environ["HOROVOD_CONTROLLER"] = self.config.controller
+            os.environ["HOROVOD_CPU_OPERATIONS"] = self.config.controller
+        if self.config.timeline:
             # written by rank 0 only; Chrome trace format (chrome://tracing, Perfetto)
             self._timeline_path = os.environ.get("HOROVOD_TIMELINE") or os.path.abspath("horovod_timeline.json")
             os.environ["HOROVOD_TIMELINE"] = self._timeline_path
@@ -121,7 +119,7 @@ class Horovod:
                 f"horovod sees rank {hvd.rank()}/{hvd.size()} local {hvd.local_rank()} but the launcher "
                 f"environment ({env.source}) says {env.rank}/{env.world_size} local {env.local_rank}"
             )
-        if self.adasum and not hvd.mpi_enabled():
+        if self.config.adasum and not hvd.mpi_enabled():
             raise ConfigError(
                 "framework.adasum=true needs Horovod's MPI controller (Adasum is implemented over MPI only); "
                 "use framework.local_launcher=mpirun, or srun/mpirun under Slurm"
@@ -129,7 +127,7 @@ class Horovod:
         self.rank, self.local_rank, self.world_size = hvd.rank(), hvd.local_rank(), hvd.size()
         self.device = device
         # on CUDA the timer needs one stream sync per step, which costs throughput (docs/horovod.md)
-        if comm_timer_enabled(self._comm_timer_knob, device):
+        if self.config.comm_timer.enabled(device.type):
             self._timer = _SynchronizeTimer()
         if device.type == "cuda":
             # one GPU per rank; NCCL communicators and Horovod's streams live on this device
@@ -137,7 +135,7 @@ class Horovod:
 
     def setup(self, model, optimizer, *, amp_dtype):
         hvd = self._hvd
-        if amp_dtype == torch.float16 and self.adasum:
+        if amp_dtype == torch.float16 and self.config.adasum:
             raise ConfigError("framework.adasum=true with precision.amp_dtype=float16 is not supported; use amp_bf16 or fp32")
         # Horovod refuses non-contiguous tensors ("Tensor is required to be contiguous"), and
         # channels_last weights (and so their gradients) are not contiguous. Keep the weights in the
@@ -150,9 +148,9 @@ class Horovod:
         wrapped = hvd.DistributedOptimizer(
             optimizer,
             named_parameters=model.named_parameters(),
-            compression=hvd.Compression.fp16 if self.fp16_compression else hvd.Compression.none,
-            backward_passes_per_step=self.backward_passes_per_step,
-            op=hvd.Adasum if self.adasum else hvd.Average,
+            compression=hvd.Compression.fp16 if self.config.fp16_compression else hvd.Compression.none,
+            backward_passes_per_step=self.config.backward_passes_per_step,
+            op=hvd.Adasum if self.config.adasum else hvd.Average,
         )
         # same start everywhere: rank 0's parameters and buffers, and its optimizer state.
         # hvd.broadcast_optimizer_state is not used: on a fresh optimizer it runs one step with zero
@@ -171,13 +169,13 @@ class Horovod:
     def step(self) -> None:
         assert self._optimizer is not None, "setup() before step()"
         self._passes += 1
-        if self._passes % self.backward_passes_per_step:
+        if self._passes % self.config.backward_passes_per_step:
             # gradient accumulation: Horovod all-reduces after backward_passes_per_step passes
             if self._timer:
                 self._timer.exposed_s = None
             return
         optimizer = self._optimizer
-        if self.adasum:
+        if self.config.adasum:
             # the Adasum optimizer reduces weight deltas inside step(): time the whole step
             t0 = time.perf_counter()
             optimizer.step()
@@ -239,42 +237,18 @@ class Horovod:
             "built": {"gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built()), "nccl": hvd.nccl_built()},
             "controller": "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "unknown",
             "gpu_allreduce": "nccl" if self.device.type == "cuda" and hvd.nccl_built() else "cpu",
-            "fusion_threshold_mb": self.fusion_threshold_mb,
-            "cycle_time_ms": self.cycle_time_ms,
-            "fp16_compression": self.fp16_compression,
-            "op": "adasum" if self.adasum else "average",
-            "backward_passes_per_step": self.backward_passes_per_step,
-            "hierarchical_allreduce": self.hierarchical_allreduce,
+            "fusion_threshold_mb": self.config.fusion_threshold_mb,
+            "cycle_time_ms": self.config.cycle_time_ms,
+            "fp16_compression": self.config.fp16_compression,
+            "op": "adasum" if self.config.adasum else "average",
+            "backward_passes_per_step": self.config.backward_passes_per_step,
+            "hierarchical_allreduce": self.config.hierarchical_allreduce,
             "weights_memory_format": self._weights_layout,
             "comm_timer": None if self._timer is None else (
-                "step() wall time (Adasum reduces inside step)" if self.adasum else
+                "step() wall time (Adasum reduces inside step)" if self.config.adasum else
                 "exposed wait in optimizer.synchronize()"
                 + (" after a CUDA stream synchronize" if self.device.type == "cuda" else "")
             ),
             "timeline": self._timeline_path,
         }
 
-
-# ---- `ddlbench commbench --backends horovod`: the all-reduce sweep through Horovod (under horovodrun) ----
-
-def commbench_init() -> tuple[int, int, int]:
-    """hvd.init() for commbench; (rank, local rank, world size)."""
-    hvd = _import_horovod()
-    hvd.init()
-    return hvd.rank(), hvd.local_rank(), hvd.size()
-
-
-def commbench_collective(device: torch.device) -> Collective:
-    """commbench's Collective over Horovod's in-place all-reduce (after commbench_init)."""
-    hvd = _import_horovod()
-
-    def max_over_ranks(x: float) -> float:
-        return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max, name="commbench.max").item())
-
-    return Collective(
-        name="horovod", rank=hvd.rank(), world_size=hvd.size(),
-        all_reduce=lambda t: hvd.allreduce_(t, op=hvd.Sum, name="commbench.allreduce"),
-        max_over_ranks=max_over_ranks,
-        synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
-        barrier=lambda: hvd.allreduce(torch.zeros(1), name="commbench.barrier"),
-    )

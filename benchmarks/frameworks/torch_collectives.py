@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -11,7 +12,12 @@ _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp
 
 
 class TorchCollectives:
+    name: ClassVar[str]
     device: torch.device
+
+    @classmethod
+    def commbench_join(cls) -> tuple[int, int, int]:
+        raise NotImplementedError(f"{cls.name} runs on the torch.distributed group commbench creates")
 
     def barrier(self) -> None:
         if dist.is_initialized():

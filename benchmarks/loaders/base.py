@@ -7,6 +7,8 @@ from typing import Protocol
 
 import torch
 
+from benchmarks.adapter_config import Installation
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoaderContext:
@@ -40,6 +42,11 @@ class EpochLoader(Protocol):
 
 
 class Loader(Protocol):
-    """A loader option from conf/loader/: constructed from its knobs, built per run."""
+    """A loader option from conf/loader/: constructed from its config object, built per run."""
+
+    @classmethod
+    def installation(cls) -> Installation:
+        """What this loader's library is on this machine (`ddlbench doctor`); never raises."""
+        ...
 
     def build(self, ctx: LoaderContext) -> EpochLoader: ...

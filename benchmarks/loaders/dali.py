@@ -39,8 +39,10 @@ from typing import Any
 
 import torch
 
+from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import DaliLoaderConfig
 from benchmarks.loaders.native import IMAGENET_MEAN, IMAGENET_STD
 
 READER_NAME = "Reader"
@@ -52,6 +54,14 @@ MIN_NUM_HW_QUEUES = 32
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
 FLAVOURS = {"nvidia-dali-cuda110": 11, "nvidia-dali-cuda120": 12, "nvidia-dali-cuda130": 13}
 INSTALL_HINT = "run 'make dali' (pip install -e '.[dali-cuda130,tfrecord]'; '.[dali]' on CUDA 12 machines)"
+
+
+def _installed(dist: str) -> bool:
+    try:
+        metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _import_dali(*, need_gpu: bool) -> Any:
@@ -248,37 +258,18 @@ class DaliEpoch:
 
 
 class DaliLoader:
-    def __init__(
-        self,
-        *,
-        reader: str = "file",
-        decoder_device: str = "auto",
-        hw_decoder_load: float = 0.65,
-        num_threads: int = 4,
-        prefetch_queue_depth: int = 4,
-        shuffle: bool = True,
-        augment: bool = True,
-        seed: int | None = None,
-        stick_to_shard: bool = False,
-        initial_fill: int = 1024,
-        zero_copy: bool = True,
-        **_common: object,
-    ) -> None:
-        if reader not in ("file", "tfrecord"):
-            raise ConfigError(f"loader.reader={reader!r} is not allowed; choose file (ImageFolder JPEGs) or tfrecord")
-        if decoder_device not in ("auto", "mixed", "cpu"):
-            raise ConfigError(f"loader.decoder_device={decoder_device!r} is not allowed; choose auto, mixed or cpu")
-        if not 0.0 <= hw_decoder_load <= 1.0:
-            raise ConfigError(f"loader.hw_decoder_load={hw_decoder_load} must be between 0 and 1 (0.65 on A100/H100/H200)")
-        for key, value in (("num_threads", num_threads), ("prefetch_queue_depth", prefetch_queue_depth),
-                           ("initial_fill", initial_fill)):
-            if value < 1:
-                raise ConfigError(f"loader.{key}={value} must be >= 1")
-        self.knobs = dict(
-            reader=reader, decoder_device=decoder_device, hw_decoder_load=hw_decoder_load, num_threads=num_threads,
-            prefetch_queue_depth=prefetch_queue_depth, shuffle=shuffle, augment=augment, seed=seed,
-            stick_to_shard=stick_to_shard, initial_fill=initial_fill, zero_copy=zero_copy,
-        )
+    @classmethod
+    def installation(cls) -> Installation:
+        try:
+            _import_dali(need_gpu=torch.cuda.is_available())
+        except ConfigError as error:
+            return Installation(ok=False, detail=str(error).split(";")[0], fix=INSTALL_HINT)
+        versions = [f"{dist} {metadata.version(dist)}" for dist in FLAVOURS if _installed(dist)]
+        return Installation(ok=True, detail=", ".join(versions) or "installed")
+
+    def __init__(self, config: DaliLoaderConfig) -> None:
+        config.check()
+        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
         _import_dali(need_gpu=False)  # fail before any process group exists
 
     def _reader(self, fn: Any, ctx: LoaderContext, common: dict) -> tuple[Any, Any]:

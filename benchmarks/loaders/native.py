@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import NativeLoaderConfig
 from benchmarks.loaders.sharding import epoch_permutation, shard_batches
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -82,22 +84,15 @@ class NativeEpoch:
 
 
 class NativeLoader:
-    def __init__(
-        self,
-        *,
-        num_workers: int = 2,
-        pin_memory: bool = True,
-        persistent_workers: bool = True,
-        prefetch_factor: int = 2,
-        shuffle: bool = True,
-        augment: bool = True,
-        timeout_s: float = 120.0,
-        **_common: object,
-    ) -> None:
-        self.knobs = dict(
-            num_workers=num_workers, pin_memory=pin_memory, persistent_workers=persistent_workers,
-            prefetch_factor=prefetch_factor, shuffle=shuffle, augment=augment, timeout_s=timeout_s,
-        )
+    @classmethod
+    def installation(cls) -> Installation:
+        import torchvision
+
+        return Installation(ok=True, detail=f"torchvision {torchvision.__version__}")
+
+    def __init__(self, config: NativeLoaderConfig) -> None:
+        config.check()
+        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
 
     def build(self, ctx: LoaderContext) -> NativeEpoch:
         from torchvision.datasets import ImageFolder

@@ -5,7 +5,9 @@ from collections.abc import Iterator
 
 import torch
 
+from benchmarks.adapter_config import Installation
 from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import SyntheticLoaderConfig
 from benchmarks.loaders.sharding import shard_batches
 
 
@@ -55,9 +57,13 @@ class SyntheticEpoch:
 
 
 class SyntheticLoader:
-    def __init__(self, *, num_batches: int = 4, samples_per_epoch: int = 12800, **_common: object) -> None:
-        self.num_batches = num_batches
-        self.samples_per_epoch = samples_per_epoch
+    @classmethod
+    def installation(cls) -> Installation:
+        return Installation(ok=True, detail="built in (tensors made on the device)")
+
+    def __init__(self, config: SyntheticLoaderConfig) -> None:
+        config.check()
+        self.config = config
 
     def build(self, ctx: LoaderContext) -> SyntheticEpoch:
-        return SyntheticEpoch(ctx, num_batches=self.num_batches, samples_per_epoch=self.samples_per_epoch)
+        return SyntheticEpoch(ctx, num_batches=self.config.num_batches, samples_per_epoch=self.config.samples_per_epoch)

@@ -1,31 +1,33 @@
-"""Model builders by architecture name: torchvision models plus a small CPU-friendly CNN."""
+"""Model builders by architecture name: torchvision models plus a small CPU-friendly CNN.
+
+torch and torchvision are imported when a model is built, not when this package is: its config
+(benchmarks/models/configs.py) is read by torch-free code (campaign planning, analysis).
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from benchmarks.errors import ConfigError
+from benchmarks.models.configs import Arch, check_depth
 
-RESNET_DEPTHS = (18, 34, 50, 101, 152)
-VGG_DEPTHS = (11, 13, 16, 19)
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def _torchvision(depth: int | None, num_classes: int, *, arch: str) -> nn.Module:
+    import torchvision.models as tvm
+
+    check_depth(arch, depth)
+    return getattr(tvm, f"{arch}{depth}")(weights=None, num_classes=num_classes)
 
 
 def _resnet(depth: int | None, num_classes: int) -> nn.Module:
-    import torchvision.models as tvm
-
-    if depth not in RESNET_DEPTHS:
-        raise ConfigError(f"model.depth={depth} is not a ResNet depth; choose one of {list(RESNET_DEPTHS)}")
-    return getattr(tvm, f"resnet{depth}")(weights=None, num_classes=num_classes)
+    return _torchvision(depth, num_classes, arch="resnet")
 
 
 def _vgg(depth: int | None, num_classes: int) -> nn.Module:
-    import torchvision.models as tvm
-
-    if depth not in VGG_DEPTHS:
-        raise ConfigError(f"model.depth={depth} is not a VGG depth; choose one of {list(VGG_DEPTHS)}")
-    return getattr(tvm, f"vgg{depth}")(weights=None, num_classes=num_classes)
+    return _torchvision(depth, num_classes, arch="vgg")
 
 
 def _mobilenet_v2(depth: int | None, num_classes: int) -> nn.Module:
@@ -35,6 +37,8 @@ def _mobilenet_v2(depth: int | None, num_classes: int) -> nn.Module:
 
 
 def _simple_cnn(depth: int | None, num_classes: int) -> nn.Module:
+    from torch import nn
+
     # no BatchNorm: a W-rank step equals a 1-rank step at W times the batch, exactly
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
@@ -43,17 +47,19 @@ def _simple_cnn(depth: int | None, num_classes: int) -> nn.Module:
     )
 
 
-BUILDERS: dict[str, Callable[[int | None, int], nn.Module]] = {
-    "resnet": _resnet,
-    "vgg": _vgg,
-    "mobilenet_v2": _mobilenet_v2,
-    "simple_cnn": _simple_cnn,
+BUILDERS: dict[Arch, Callable[[int | None, int], nn.Module]] = {
+    Arch.resnet: _resnet,
+    Arch.vgg: _vgg,
+    Arch.mobilenet_v2: _mobilenet_v2,
+    Arch.simple_cnn: _simple_cnn,
 }
 
 
 def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int) -> nn.Module:
     """A freshly initialised model, identical on every rank for the same seed."""
+    import torch
+
     if arch not in BUILDERS:
-        raise ConfigError(f"model.arch={arch!r} is unknown; choose one of {sorted(BUILDERS)}")
+        raise ConfigError(f"model.arch={arch!r} is unknown; choose {Arch.listed()}")
     torch.manual_seed(seed)
     return BUILDERS[arch](depth, num_classes)

@@ -48,7 +48,7 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
 @pytest.mark.multiproc
 def test_comm_timer_off_leaves_the_fields_out(tmp_path):
     result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=2",
-                      f"run.root={tmp_path}", "framework.comm_timer=false", timeout=300)
+                      f"run.root={tmp_path}", "framework.comm_timer=off", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     steps = [json.loads(line) for line in (run_dir / "rank0.jsonl").read_text().splitlines()[1:]]

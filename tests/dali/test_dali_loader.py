@@ -145,10 +145,11 @@ def test_missing_dali_names_the_install_command(monkeypatch):
     import sys
 
     from benchmarks.loaders import dali
+    from benchmarks.loaders.configs import DaliLoaderConfig
 
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # import nvidia.dali now raises ImportError
     with pytest.raises(ConfigError, match=r"loader=dali needs nvidia-dali .*make dali"):
-        dali.DaliLoader()
+        dali.DaliLoader(DaliLoaderConfig(num_threads=2))
 
 
 @pytest.mark.multiproc

@@ -44,10 +44,19 @@ def test_composition_errors(compose, overrides, expected):
         (["run.per_gpu_batch=0"], "run.per_gpu_batch=0 must be >= 1"),
         (["run.epochs=0"], "run.epochs=0 must be >= 1"),
         (["system.ranks_per_node=0"], "system.ranks_per_node=0 must be >= 1"),
-        (["precision.amp_dtype=float8"], "precision.amp_dtype='float8' is not allowed"),
+        (["precision.amp_dtype=float8"], "precision.amp_dtype=float8 is not allowed; choose bfloat16 or float16"),
         (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
-        (["framework.comm_timer=sometimes"], "framework.comm_timer='sometimes' is not allowed; choose auto, on or off"),
-        (["framework=horovod", "framework.comm_timer=x"], "framework.comm_timer='x' is not allowed"),
+        (["framework.comm_timer=sometimes"], "framework.comm_timer=sometimes is not allowed; choose auto, on or off"),
+        (["framework=horovod", "framework.comm_timer=x"], "framework.comm_timer=x is not allowed"),
+        (["framework=horovod", "framework.controller=ucx"], "framework.controller=ucx is not allowed; choose auto, gloo or mpi"),
+        (["framework=horovod", "framework.cycle_time_ms=0"], "framework.cycle_time_ms=0.0 must be > 0"),
+        (["framework=deepspeed", "framework.reduce_dtype=bf16"], "framework.reduce_dtype=bf16 is not allowed; choose fp32 or autocast"),
+        (["framework=deepspeed", "framework.zero_stage=4"], "framework.zero_stage=4 is not allowed; choose 0, 1, 2 or 3"),
+        (["loader=dali", "loader.reader=lmdb"], "loader.reader=lmdb is not allowed; choose file or tfrecord"),
+        (["loader=dali", "loader.hw_decoder_load=1.5"], "loader.hw_decoder_load=1.5 must be between 0 and 1"),
+        (["loader=native", "data.path=/tmp", "loader.num_workers=-1"], "loader.num_workers=-1 must be >= 0"),
+        (["model=resnet", "model.depth=42"], "model.depth=42 is not a ResNet depth"),
+        (["model.arch=alexnet"], "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2 or simple_cnn"),
         (["data.cache=tepid"], "data.cache='tepid' is not allowed; choose warm or cold"),
     ],
 )
@@ -75,14 +84,14 @@ def test_unknown_model_depth():
 
 
 @pytest.mark.parametrize(("knob", "device", "enabled"), [
-    ("auto", "cpu", True), ("auto", "cuda", False), ("on", "cuda", True), ("off", "cpu", False), (True, "cuda", True),
+    ("auto", "cpu", True), ("auto", "cuda", False), ("on", "cuda", True), ("off", "cpu", False), ("on", "cpu", True),
 ])
-def test_comm_timer_knob(knob, device, enabled):
-    import torch
+def test_comm_timer_knob(compose, knob, device, enabled):
+    from benchmarks.adapter_config import adapter_config
 
-    from benchmarks.frameworks.base import comm_timer_enabled
-
-    assert comm_timer_enabled(knob, torch.device(device)) is enabled
+    for framework in ("ddp", "horovod", "deepspeed"):  # one closed set, one rule, for every framework
+        config = adapter_config(compose([f"framework={framework}", f"framework.comm_timer={knob}"]).framework)
+        assert config.comm_timer.enabled(device) is enabled
 
 
 def test_a_new_environment_variable_for_every_rank(compose):

@@ -1,0 +1,173 @@
+"""The settings of every framework adapter (ddp, horovod, deepspeed) and their launch facts. Torch-free.
+
+Kept apart from the adapter modules (which import torch at their top) so that Hydra's ConfigStore,
+validate(), campaign planning and analysis (analysis/stash.py reads DDP's bucket default here) use
+them without torch: see benchmarks/adapter_config.py. Each dataclass is the one home of its
+defaults, its `name` and its adapter class (`_target_`); conf/framework/<name>.yaml only makes the option
+selectable (its defaults list) and says in a comment what it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from omegaconf import II, MISSING
+
+from benchmarks.adapter_config import AdapterConfig, Choice
+from benchmarks.errors import ConfigError
+
+
+class LocalLauncher(Choice):
+    """How `ddlbench run` starts the ranks on one machine (launchers/local.py builds each argv)."""
+
+    torchrun = "torchrun"
+    horovodrun = "horovodrun"
+    mpirun = "mpirun"
+    deepspeed = "deepspeed"
+
+
+class Rendezvous(Choice):
+    """How a framework's ranks find each other (FrameworkConfig.RENDEZVOUS, a launch fact).
+
+    torch: the adapter creates a torch.distributed group from the launcher's rank variables
+    (benchmarks/distenv.py), so any launcher starts it and several such frameworks share one group
+    (commbench sweeps them in one launch). own: the library joins its ranks itself (hvd.init():
+    horovodrun's Gloo rendezvous or MPI), so only its own launchers start it, alone."""
+
+    torch = "torch"
+    own = "own"
+
+
+class CommTimer(Choice):
+    """framework.comm_timer: time the framework's collectives (total and exposed) per step.
+
+    auto times them on CPU runs only: on CUDA every framework's timer costs throughput (docs/breakdown.md,
+    docs/horovod.md), and a profiler window (run.profile_steps) gives the breakdown there instead."""
+
+    auto = "auto"
+    on = "on"
+    off = "off"
+
+    def enabled(self, device_type: str) -> bool:
+        """Whether to time collectives on a device of this type ('cpu', 'cuda')."""
+        return device_type == "cpu" if self is CommTimer.auto else self is CommTimer.on
+
+
+class HorovodController(Choice):
+    """Horovod's controller and CPU operations: auto = what the launcher set up (horovodrun --gloo:
+    Gloo; mpirun/srun: MPI)."""
+
+    auto = "auto"
+    gloo = "gloo"
+    mpi = "mpi"
+
+
+class MixedPrecision(Choice):
+    """DeepSpeed under precision=amp_*: autocast = fp32 weights + torch.autocast, as DDP (ZeRO-0 keeps
+    channels_last weights); engine = DeepSpeed's bf16/fp16 weights with fp32 master copies (flattened, NCHW)."""
+
+    autocast = "autocast"
+    engine = "engine"
+
+
+class ReduceDtype(Choice):
+    """DeepSpeed with mixed_precision=autocast: fp32 reduces every gradient in fp32, as DDP; autocast lets
+    DeepSpeed reduce Conv/Linear gradients in the autocast dtype at ZeRO >= 1 (its default: half the bytes)."""
+
+    fp32 = "fp32"
+    autocast = "autocast"
+
+
+@dataclass
+class FrameworkConfig(AdapterConfig):
+    """What every framework option has: the adapter class (`_target_`), its name and its local launcher."""
+
+    GROUP: ClassVar[str] = "framework"
+    # launch facts, read torch-free by the launchers: how the ranks find each other (a property of the
+    # library) and which launcher starts them on one machine (a setting, framework.local_launcher)
+    RENDEZVOUS: ClassVar[Rendezvous] = Rendezvous.torch
+    _target_: str = MISSING
+    name: str = MISSING
+    local_launcher: LocalLauncher = LocalLauncher.torchrun
+
+
+@dataclass
+class DDPConfig(FrameworkConfig):
+    """PyTorch DistributedDataParallel."""
+
+    _target_: str = "benchmarks.frameworks.ddp.DDP"
+    name: str = "ddp"
+    backend: str = "auto"  # auto: nccl on GPU, gloo on CPU; else any torch.distributed backend name
+    bucket_cap_mb: float = 25.0
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+    wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
+    # on: an all-reduce comm hook timing every bucket (total + exposed); off: DDP's own hook
+    comm_timer: CommTimer = CommTimer.auto
+
+
+@dataclass
+class HorovodConfig(FrameworkConfig):
+    """Horovod 0.28.1: gradients all-reduced by hvd.DistributedOptimizer."""
+
+    RENDEZVOUS: ClassVar[Rendezvous] = Rendezvous.own  # hvd.init(): horovodrun's Gloo rendezvous, or MPI
+    _target_: str = "benchmarks.frameworks.horovod.Horovod"
+    name: str = "horovod"
+    local_launcher: LocalLauncher = LocalLauncher.horovodrun  # or mpirun (MPI controller)
+    fusion_threshold_mb: float = 64.0
+    cycle_time_ms: float = 1.0
+    fp16_compression: bool = False
+    adasum: bool = False
+    backward_passes_per_step: int = 1
+    hierarchical_allreduce: bool = False
+    controller: HorovodController = HorovodController.auto
+    timeline: bool = False  # Horovod timeline (rank 0): HOROVOD_TIMELINE or ./horovod_timeline.json
+    # on: the exposed wait in synchronize() (on CUDA after a stream sync per step)
+    comm_timer: CommTimer = CommTimer.auto
+
+    def check(self) -> None:
+        self.at_least("backward_passes_per_step", 1)
+        self.at_least("fusion_threshold_mb", 0)
+        if self.cycle_time_ms <= 0:
+            raise ConfigError(f"framework.cycle_time_ms={self.cycle_time_ms} must be > 0 (Horovod's default: 1.0)")
+
+
+@dataclass
+class DeepSpeedConfig(FrameworkConfig):
+    """DeepSpeed's engine with ZeRO stages 0-3."""
+
+    _target_: str = "benchmarks.frameworks.deepspeed.DeepSpeed"
+    name: str = "deepspeed"
+    zero_stage: int = 0  # 0: all-reduce after backward, 1: + sharded optimizer state, 2: + gradients, 3: + parameters
+    reduce_bucket_size: int = 500_000_000  # elements per gradient reduce bucket (ZeRO >= 1)
+    allgather_bucket_size: int = 500_000_000  # elements per parameter all-gather bucket (ZeRO 1-2)
+    overlap_comm: bool = False
+    contiguous_gradients: bool = True
+    gradient_accumulation_steps: int = 1
+    initial_scale_power: int = 16  # fp16 dynamic loss scaling starts at 2**this
+    wall_clock_breakdown: bool = False
+    # max global gradient norm; 0 = no clipping, as DDP and Horovod (DeepSpeed's own default is 1.0)
+    gradient_clipping: float = 0.0
+    # on: DeepSpeed's comms logger, which blocks after every collective (gloo on CPU blocks anyway)
+    comm_timer: CommTimer = CommTimer.auto
+    mixed_precision: MixedPrecision = MixedPrecision.autocast
+    reduce_dtype: ReduceDtype = ReduceDtype.fp32
+    # DeepSpeed's name for the per-GPU batch: follows run.per_gpu_batch (one source of truth)
+    train_micro_batch_size_per_gpu: int = II("run.per_gpu_batch")
+
+    ZERO_STAGES: ClassVar[tuple[int, ...]] = (0, 1, 2, 3)
+
+    def check(self) -> None:
+        if self.zero_stage not in self.ZERO_STAGES:
+            raise ConfigError(f"framework.zero_stage={self.zero_stage} is not allowed; choose 0, 1, 2 or 3 "
+                              "(e.g. framework.zero_stage=1)")
+        for name in ("gradient_accumulation_steps", "reduce_bucket_size", "allgather_bucket_size",
+                     "train_micro_batch_size_per_gpu"):
+            self.at_least(name, 1)
+        if self.gradient_clipping < 0:
+            raise ConfigError(f"framework.gradient_clipping={self.gradient_clipping} must be >= 0 (0 = no clipping)")
+
+
+# every framework option's config, in the order `ddlbench` lists them (benchmarks/schema.py registers them)
+CONFIGS: dict[str, type[FrameworkConfig]] = {c.name: c for c in (DDPConfig, HorovodConfig, DeepSpeedConfig)}

@@ -1,0 +1,110 @@
+"""The settings of every loader adapter (synthetic, native, dali). Torch-free.
+
+Kept apart from the loader modules (which import torch, and DALI lazily) so that Hydra's ConfigStore,
+validate() and campaign planning use them without torch: see benchmarks/adapter_config.py. Each
+dataclass is the one home of its defaults, its `name` and its adapter class (`_target_`);
+conf/loader/<name>.yaml only makes the option selectable (its defaults list) and says what it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from omegaconf import II, MISSING
+
+from benchmarks.adapter_config import AdapterConfig, Choice
+from benchmarks.errors import ConfigError
+
+
+class DaliReader(Choice):
+    """file: data.path is an ImageFolder of JPEGs; tfrecord: data.path/*.tfrecord with DALI .idx index files
+    (`ddlbench data synth --format tfrecord`, `ddlbench data convert`)."""
+
+    file = "file"
+    tfrecord = "tfrecord"
+
+
+class DecoderDevice(Choice):
+    """Where DALI decodes JPEGs: auto = mixed (nvJPEG + the hardware decoder) on a GPU run, cpu otherwise."""
+
+    auto = "auto"
+    mixed = "mixed"
+    cpu = "cpu"
+
+
+@dataclass
+class LoaderConfig(AdapterConfig):
+    """What every loader option has: the adapter class (`_target_`), its name, and whether it reads data.path."""
+
+    GROUP: ClassVar[str] = "loader"
+    _target_: str = MISSING
+    name: str = MISSING
+    needs_data: bool = True
+
+
+@dataclass
+class SyntheticLoaderConfig(LoaderConfig):
+    """Tensors pre-built on the device: the no-I/O baseline."""
+
+    _target_: str = "benchmarks.loaders.synthetic.SyntheticLoader"
+    name: str = "synthetic"
+    needs_data: bool = False  # reads nothing
+    num_batches: int = 4  # distinct pre-built batches cycled through (kept on the device)
+    samples_per_epoch: int = 12800  # virtual dataset size, for epochs and the sharding contract
+
+    def check(self) -> None:
+        self.at_least("num_batches", 1)
+        self.at_least("samples_per_epoch", 1)
+
+
+@dataclass
+class NativeLoaderConfig(LoaderConfig):
+    """torchvision ImageFolder + DataLoader."""
+
+    _target_: str = "benchmarks.loaders.native.NativeLoader"
+    name: str = "native"
+    num_workers: int = 2
+    pin_memory: bool = True
+    persistent_workers: bool = True
+    prefetch_factor: int = 2
+    shuffle: bool = True
+    augment: bool = True  # RandomResizedCrop + flip; False: resize + centre crop (deterministic)
+    timeout_s: float = 120.0  # a stuck worker fails the run instead of hanging it
+
+    def check(self) -> None:
+        self.at_least("num_workers", 0)
+        self.at_least("prefetch_factor", 1)
+        self.at_least("timeout_s", 0, hint=" (seconds a worker may take per batch; 0: no limit)")
+
+
+@dataclass
+class DaliLoaderConfig(LoaderConfig):
+    """NVIDIA DALI: read, decode, crop, flip and normalise in a DALI pipeline."""
+
+    _target_: str = "benchmarks.loaders.dali.DaliLoader"
+    name: str = "dali"
+    reader: DaliReader = DaliReader.file
+    decoder_device: DecoderDevice = DecoderDevice.auto
+    hw_decoder_load: float = 0.65  # share of images for the hardware JPEG decoder (mixed only)
+    # DALI CPU worker threads per rank: the system's CPUs per rank (Huffman decoding of the mixed decoder runs here)
+    num_threads: int = II("system.cpus_per_rank")
+    prefetch_queue_depth: int = 4  # batches DALI prepares ahead (docs/dali.md: why 4)
+    shuffle: bool = True  # reader random_shuffle (global list shuffle + a buffer of initial_fill samples)
+    augment: bool = True  # random resized crop + flip; False: resize 256/224 + centre crop
+    seed: int | None = None  # None: run.seed; each rank adds its rank (augmentations differ per rank)
+    stick_to_shard: bool = False  # False: shards rotate over ranks each epoch (every rank sees all data)
+    initial_fill: int = 1024  # reader shuffle buffer, in samples
+    # GPU: training reads DALI's own output buffers, handed over on torch's stream (no copy, no host wait);
+    # False: a copy per batch
+    zero_copy: bool = True
+
+    def check(self) -> None:
+        if not 0.0 <= self.hw_decoder_load <= 1.0:
+            raise ConfigError(f"loader.hw_decoder_load={self.hw_decoder_load} must be between 0 and 1 "
+                              "(0.65 on A100/H100/H200)")
+        for name in ("num_threads", "prefetch_queue_depth", "initial_fill"):
+            self.at_least(name, 1)
+
+
+# every loader option's config (benchmarks/schema.py registers them as <name>_schema)
+CONFIGS: dict[str, type[LoaderConfig]] = {c.name: c for c in (SyntheticLoaderConfig, NativeLoaderConfig, DaliLoaderConfig)}
