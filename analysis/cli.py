@@ -1,4 +1,4 @@
-"""The analysis subcommands of `ddlbench`: report, compare, synthlogs (registered by benchmarks/cli.py)."""
+"""The analysis subcommands of `ddlbench`: report, compare, synthlogs (registered by ddlbench/cli.py)."""
 from __future__ import annotations
 
 import argparse

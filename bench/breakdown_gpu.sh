@@ -65,7 +65,7 @@ if (( GPUS >= 2 )); then
 fi
 
 echo "== 2. commbench on $GPUS GPU(s)"
-"$PY" -m benchmarks.cli commbench --nproc "$GPUS" --max-bytes "${MAX_BYTES:-4294967296}" --out "$ROOT/commbench-g$GPUS.json" \
+"$PY" -m ddlbench.cli commbench --nproc "$GPUS" --max-bytes "${MAX_BYTES:-4294967296}" --out "$ROOT/commbench-g$GPUS.json" \
     | grep -E "^op|all_reduce .* (1073741824|4294967296) |p2p|h2d" || true
 "$PY" - "$ROOT/commbench-g$GPUS.json" <<'PYEOF'
 import json, sys

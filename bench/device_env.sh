@@ -19,7 +19,7 @@ run_cell() {
     local label=$1; shift
     echo "== $label: $*"
     local start=$SECONDS
-    "$PY" -m benchmarks.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 \
+    "$PY" -m ddlbench.cli run "${COMMON[@]}" "run.dir=$ROOT/$label" "$@" 2>&1 \
         | grep -E "done:|rror${CELL_LINES:+|$CELL_LINES}" || true
     echo "   wall $((SECONDS - start)) s"
 }

@@ -48,13 +48,13 @@ case $phase in
     for cell in "zero0:framework=deepspeed framework.zero_stage=0" "ddp:framework=ddp"; do
         dir="$OUT/trace-${cell%%:*}"
         # shellcheck disable=SC2086  # the overrides after the label are split on purpose
-        "$PY" -m benchmarks.cli run ${cell#*:} model=resnet model.depth=50 precision=amp_bf16 system=h200 \
+        "$PY" -m ddlbench.cli run ${cell#*:} model=resnet model.depth=50 precision=amp_bf16 system=h200 \
             system.ranks_per_node=2 run.per_gpu_batch=256 loader=synthetic run.warmup_steps=30 run.steps=20 \
             run.log_every=0 "run.profile_steps=[25,28]" run.dir="$dir" 2>&1 | grep -E "done|rror"
         for rank in 0 1; do "$PY" -m analysis.breakdown "$dir" --rank $rank; done
     done
     ;;
-  comm) "$PY" -m benchmarks.cli commbench --nproc 2 ;;
+  comm) "$PY" -m ddlbench.cli commbench --nproc 2 ;;
   hvd) STEPS=60 bash bench/horovod_gpu.sh ;;
   breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
   stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;

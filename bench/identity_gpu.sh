@@ -14,7 +14,7 @@ date -u +"%Y-%m-%dT%H:%M:%SZ"
 ROOT=$OUT/runs
 COMMON=(system=h200 precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=256 run.warmup_steps=10
         run.steps=60 run.log_every=0 "run.root=$ROOT" run.campaign=identity)
-run() { echo "== $*"; "$PY" -m benchmarks.cli run "${COMMON[@]}" "$@" 2>&1 | grep -E "done:|rror" ; }
+run() { echo "== $*"; "$PY" -m ddlbench.cli run "${COMMON[@]}" "$@" 2>&1 | grep -E "done:|rror" ; }
 run "run.profile_steps=[30,34]"
 run
 run run.repeat=1
@@ -26,9 +26,9 @@ for s in "$ROOT"/identity/*/summary.json; do
     round(s['measured_samples']/s['wall_s'],1), 'img/s by wall time')" "$s"
 done
 echo "== ddlbench results"
-"$PY" -m benchmarks.cli results "$ROOT" 2>&1 | grep -v "^ddlbench: warning"
+"$PY" -m ddlbench.cli results "$ROOT" 2>&1 | grep -v "^ddlbench: warning"
 echo "== ddlbench report (throughput table)"
-"$PY" -m benchmarks.cli report "$ROOT" --out "$OUT/report" --formats png --jobs 4 2>&1 | tail -1
+"$PY" -m ddlbench.cli report "$ROOT" --out "$OUT/report" --formats png --jobs 4 2>&1 | tail -1
 sed -n '/^## Throughput/,/^## Where/p' "$OUT/report/report.md" | grep "^|"
 echo "== ddlbench compare runs runs"
-"$PY" -m benchmarks.cli compare "$ROOT" "$ROOT"; echo "compare exit $?"
+"$PY" -m ddlbench.cli compare "$ROOT" "$ROOT"; echo "compare exit $?"

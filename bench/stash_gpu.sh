@@ -35,7 +35,7 @@ model_overrides() {  # resnet50 | resnet152 | vgg16 | simple_cnn -> Hydra overri
     esac
 }
 stash() {  # action, overrides...
-    "$PY" -m benchmarks.cli stash "$@"
+    "$PY" -m ddlbench.cli stash "$@"
 }
 
 case $PHASE in
@@ -57,7 +57,7 @@ interconnect)
 io)
     DATA=$ROOT/data/synth
     if [[ ! -d $DATA ]]; then
-        "$PY" -m benchmarks.cli data synth --out "$DATA" --classes "${CLASSES:-20}" --per-class "${IMAGES_PER_CLASS:-600}" \
+        "$PY" -m ddlbench.cli data synth --out "$DATA" --classes "${CLASSES:-20}" --per-class "${IMAGES_PER_CLASS:-600}" \
             --width 500 --height 375 --quiet
     fi
     loaders=(native)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.errors import ConfigError
+from launchers.registry import RankProgram, training
 
 PREFIX = "ddlb-"
 SUBNET = "10.77.0"
@@ -73,7 +74,8 @@ def new_tag() -> str:
     return secrets.token_hex(3)  # namespace names stay short; interface names are per namespace
 
 
-def _in(ns: str, *argv: str) -> list[str]:
+def exec_in(ns: str, *argv: str) -> list[str]:
+    """Wrapper: the argv that runs argv (any launcher's or rank program's) inside namespace ns."""
     return ["ip", "netns", "exec", ns, *argv]
 
 
@@ -85,11 +87,11 @@ def shaping_commands(topo: Topology, i: int, *, netem: bool) -> list[list[str]]:
             raise ConfigError(f"stash.net_latency_ms={link.delay_ms:g} needs the kernel's sch_netem (modprobe sch_netem), "
                               "which this machine lacks; set stash.net_latency_ms=0 (bandwidth shaping uses tbf)")
         rate = ["rate", f"{link.rate_mbit:g}mbit"] if link.rate_mbit else []
-        return [_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{link.delay_ms:g}ms", *rate)]
+        return [exec_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{link.delay_ms:g}ms", *rate)]
     if link.rate_mbit:
         # burst: 10 ms of traffic (>= rate/HZ for any HZ), at least 16 KiB; a 50 ms queue
         burst = max(16384, int(link.rate_mbit * 1e6 / 8 / 100))
-        return [_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{link.rate_mbit:g}mbit",
+        return [exec_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{link.rate_mbit:g}mbit",
                     "burst", str(burst), "latency", "50ms")]
     return []
 
@@ -97,18 +99,18 @@ def shaping_commands(topo: Topology, i: int, *, netem: bool) -> list[list[str]]:
 def setup_commands(topo: Topology, *, netem: bool = False) -> list[list[str]]:
     """Every command that builds the topology, in order."""
     hub = topo.hub
-    cmds = [["ip", "netns", "add", hub], _in(hub, "ip", "link", "set", "lo", "up"),
-            _in(hub, "ip", "link", "add", "br0", "type", "bridge"), _in(hub, "ip", "link", "set", "br0", "up")]
+    cmds = [["ip", "netns", "add", hub], exec_in(hub, "ip", "link", "set", "lo", "up"),
+            exec_in(hub, "ip", "link", "add", "br0", "type", "bridge"), exec_in(hub, "ip", "link", "set", "br0", "up")]
     for i in range(topo.num_nodes):
         ns, dev = topo.node(i), topo.ifname(i)
         cmds += [
             ["ip", "netns", "add", ns],
-            _in(ns, "ip", "link", "set", "lo", "up"),
-            _in(hub, "ip", "link", "add", f"b{i}", "type", "veth", "peer", "name", dev, "netns", ns),
-            _in(hub, "ip", "link", "set", f"b{i}", "master", "br0"),
-            _in(hub, "ip", "link", "set", f"b{i}", "up"),
-            _in(ns, "ip", "addr", "add", f"{topo.address(i)}/24", "dev", dev),
-            _in(ns, "ip", "link", "set", dev, "up"),
+            exec_in(ns, "ip", "link", "set", "lo", "up"),
+            exec_in(hub, "ip", "link", "add", f"b{i}", "type", "veth", "peer", "name", dev, "netns", ns),
+            exec_in(hub, "ip", "link", "set", f"b{i}", "master", "br0"),
+            exec_in(hub, "ip", "link", "set", f"b{i}", "up"),
+            exec_in(ns, "ip", "addr", "add", f"{topo.address(i)}/24", "dev", dev),
+            exec_in(ns, "ip", "link", "set", dev, "up"),
             *shaping_commands(topo, i, netem=netem),
         ]
     return cmds
@@ -127,9 +129,15 @@ def rank_env(topo: Topology, *, rank: int, world_size: int, ranks_per_node: int,
             "GLOO_SOCKET_IFNAME": topo.ifname(node), "NCCL_SOCKET_IFNAME": topo.ifname(node)}
 
 
+def rank_argv(topo: Topology, program: RankProgram, *, rank: int, ranks_per_node: int) -> list[str]:
+    """One rank of any rank program, in its node's namespace (no launcher: run_ranks starts each)."""
+    return exec_in(topo.node(rank // ranks_per_node), *program.argv())
+
+
 def rank_command(topo: Topology, *, rank: int, ranks_per_node: int, overrides: Sequence[str],
                  python: str = sys.executable) -> list[str]:
-    return _in(topo.node(rank // ranks_per_node), python, "-m", "benchmarks", *overrides)
+    """One training rank (`python -m benchmarks OVERRIDES`) in its node's namespace."""
+    return rank_argv(topo, training(overrides, python=python), rank=rank, ranks_per_node=ranks_per_node)
 
 
 # ---- running ----
@@ -168,7 +176,7 @@ def capabilities() -> dict[str, str | None]:
         for kind, argv in (("tbf", ["tc", "qdisc", "add", "dev", "v0", "root", "tbf", "rate", "100mbit", "burst", "16384",
                                     "latency", "50ms"]),
                            ("netem", ["tc", "qdisc", "replace", "dev", "v0", "root", "netem", "delay", "1ms"])):
-            done = _run(_in(probe.node(0), *argv))
+            done = _run(exec_in(probe.node(0), *argv))
             if done.returncode:
                 found[kind] = f"tc qdisc {argv[4]} {kind}: {done.stderr.strip()}"
     except FileNotFoundError as error:
@@ -226,12 +234,13 @@ def run_ranks(topo: Topology, *, world_size: int, ranks_per_node: int, overrides
               env: dict[str, str] | None = None, timeout_s: float = 1800.0, python: str = sys.executable) -> int:
     """Start one process per rank in its node's namespace; if one fails, stop the others. Exit code of the job."""
     procs: list[subprocess.Popen] = []
+    program = training(overrides, python=python)
     base = {**os.environ, **(env or {})}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         base.pop(key, None)
     try:
         for rank in range(world_size):
-            argv = rank_command(topo, rank=rank, ranks_per_node=ranks_per_node, overrides=overrides, python=python)
+            argv = rank_argv(topo, program, rank=rank, ranks_per_node=ranks_per_node)
             procs.append(subprocess.Popen(argv, env={**base, **rank_env(topo, rank=rank, world_size=world_size,
                                                                           ranks_per_node=ranks_per_node,
                                                                           master_port=master_port)}))

@@ -1,9 +1,10 @@
 """Slurm launch: the sbatch command for one run, and the rank launch inside the job.
 
-Pure builders (srun, mpirun in an allocation, sbatch) take plain values and return an argv; they
-check every Hydra override with benchmarks.config.check_override first, so nothing a shell would
-act on ever reaches a command line, and argvs go to subprocess as lists (shlex.join only renders
-them for humans).
+Pure builders return an argv: srun and mpirun in an allocation are registered in LAUNCHERS under
+the names system.launcher takes (a job shape and a rank program in, launchers/registry.py), sbatch
+takes plain values. Every Hydra override is checked with benchmarks.config.check_override before it
+joins a command line (step_command, sbatch), so nothing a shell would act on ever reaches one, and
+argvs go to subprocess as lists (shlex.join only renders them for humans).
 
 Inside a job, slurm/run.sh hands over to `python -m launchers.slurm launch OVERRIDES`, which
 composes and validates the config, derives the run directory from the allocation, starts one rank
@@ -17,11 +18,13 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.config import check_override
 from benchmarks.errors import ConfigError
 from launchers import local
+from launchers.registry import JobShape, RankProgram, Registry, training
 
 RUN_SCRIPT = Path(__file__).resolve().parent.parent / "slurm" / "run.sh"
 # variables of another launcher that would make distenv ignore the Slurm/MPI ones
@@ -35,34 +38,38 @@ def checked(overrides: Sequence[str]) -> list[str]:
     return list(overrides)
 
 
-def srun(*, ntasks: int, ntasks_per_node: int, cpus_per_task: int, mpi: str, cpu_bind: str | None,
-         overrides: Sequence[str], python: str = sys.executable) -> list[str]:
-    """One task per rank, each `python -m benchmarks`; one failed task ends the step (kill-on-bad-exit)."""
-    argv = ["srun", f"--mpi={mpi}", f"--ntasks={ntasks}", f"--ntasks-per-node={ntasks_per_node}",
-            f"--cpus-per-task={cpus_per_task}", "--kill-on-bad-exit=1"]
-    if cpu_bind:
-        argv.append(f"--cpu-bind={cpu_bind}")
-    return [*argv, python, *local.BENCHMARK_MODULE, *checked(overrides)]
+LAUNCHERS = Registry(key="system.launcher")
 
 
-def mpirun_in_allocation(*, ntasks: int, ntasks_per_node: int, overrides: Sequence[str],
-                         extra: Sequence[str] = (), python: str = sys.executable) -> list[str]:
+@LAUNCHERS.register("srun")
+def srun(shape: JobShape, program: RankProgram, /) -> list[str]:
+    """One task per rank; one failed task ends the step (kill-on-bad-exit)."""
+    mpi = [f"--mpi={shape.mpi}"] if shape.mpi else []
+    cpus = [f"--cpus-per-task={shape.cpus_per_rank}"] if shape.cpus_per_rank else []
+    bind = [f"--cpu-bind={shape.cpu_bind}"] if shape.cpu_bind else []
+    return ["srun", *mpi, f"--ntasks={shape.nproc}", f"--ntasks-per-node={shape.ranks_per_node}", *cpus,
+            "--kill-on-bad-exit=1", *bind, *program.argv()]
+
+
+@LAUNCHERS.register("mpirun")
+def mpirun_in_allocation(shape: JobShape, program: RankProgram, /) -> list[str]:
     """OpenMPI's mpirun inside the allocation (it reads the node list from Slurm itself)."""
-    return local.mpirun(nproc=ntasks, python=python, overrides=checked(overrides),
-                        extra=["--map-by", f"ppr:{ntasks_per_node}:node", *extra])
+    placed = replace(shape, mpirun_args=("--map-by", f"ppr:{shape.ranks_per_node}:node", *shape.mpirun_args))
+    return local.mpirun(placed, program)
+
+
+def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int) -> JobShape:
+    """The job's ranks as the allocation lays them out, with the system profile's launcher flags."""
+    return JobShape(nproc=ntasks, num_nodes=ntasks // ntasks_per_node, cpus_per_rank=int(system["cpus_per_rank"]),
+                    mpi=system["mpi"], cpu_bind=system["cpu_bind"], mpirun_args=tuple(system["mpirun_args"]))
 
 
 def step_command(system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str],
                  python: str = sys.executable) -> list[str]:
-    """The argv that starts every rank of the job, per the system profile's `launcher`."""
-    launcher = system["launcher"]
-    if launcher == "srun":
-        return srun(ntasks=ntasks, ntasks_per_node=ntasks_per_node, cpus_per_task=int(system["cpus_per_rank"]),
-                    mpi=system["mpi"], cpu_bind=system["cpu_bind"], overrides=overrides, python=python)
-    if launcher == "mpirun":
-        return mpirun_in_allocation(ntasks=ntasks, ntasks_per_node=ntasks_per_node, overrides=overrides,
-                                    extra=list(system["mpirun_args"]), python=python)
-    raise ConfigError(f"system.launcher={launcher!r} is unknown; choose srun or mpirun")
+    """The argv that starts every training rank of the job, per the system profile's `launcher`."""
+    build = LAUNCHERS.get(system["launcher"])
+    return build(step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node),
+                 training(checked(overrides), python=python))
 
 
 def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_per_task: int,

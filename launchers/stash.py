@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,37 +270,33 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
 
 
 def run_slurm(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
-    """One sbatch per missing run: the campaign machinery's sbatch line (slurm/run.sh, the system profile's
-    flags), job names ddlbench/<campaign>/<cell>[-cold], job ids in runs/<campaign>/slurm/jobs.jsonl."""
+    """One sbatch per missing run through the campaign's submission (launchers/submit.py: slurm/run.sh, the
+    system profile's flags, the ledger runs/<campaign>/slurm/jobs.jsonl); job names
+    ddlbench/<campaign>/<cell>[-cold]."""
     from omegaconf import OmegaConf
 
-    from launchers.campaign import Cell, active_jobs, job_name, sbatch_command, slurm_dir
+    from launchers import submit
+    from launchers.campaign import Cell
 
     cfg = OmegaConf.merge(cfg, {"run": {"campaign": campaign_name(cfg)}})
-    queued = {} if dry_run else active_jobs(cfg.run.campaign)
+    queued = {} if dry_run else submit.queued_jobs(cfg.run.campaign)
     for run in runs:
         cell = Cell(choices=(), num_gpus=run.world_size, num_nodes=run.num_nodes, ranks_per_node=run.ranks_per_node,
                     repeat=run.repeat, run_dir=run.run_dir)
-        name = job_name(cfg.run.campaign, cell) + ("-cold" if run.cache == "cold" else "")
+        name = submit.job_name(cfg.run.campaign, cell) + ("-cold" if run.cache == "cold" else "")
         if run_state(run) == "completed" or name in queued:
             continue
         base = [o for o in run.overrides if not o.startswith("run.repeat=")]  # Cell.overrides adds it back
-        argv = [f"--job-name={name}" if a.startswith("--job-name=") else a for a in sbatch_command(cfg, cell, base)]
+        argv = submit.sbatch_command(cfg, cell, base, name=name)
         if dry_run:
             print(shlex.join(argv))
             continue
-        done = subprocess.run(argv, capture_output=True, text=True)
-        if done.returncode:
-            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        try:
+            (job_id,) = submit.submit(argv, logs=submit.slurm_dir(cfg), cells=[name], fields={"role": run.role})
+        except submit.Refused as said:
             print(f"ddlbench: error: sbatch refused stash {run.role} ({said}); command: {shlex.join(argv)}",
                   file=sys.stderr)
             return 1
-        job_id = done.stdout.strip().split(";")[0]
-        logs = slurm_dir(cfg)
-        logs.mkdir(parents=True, exist_ok=True)
-        with open(logs / "jobs.jsonl", "a") as f:
-            f.write(json.dumps({"cell": name, "job_id": job_id, "role": run.role,
-                                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv}) + "\n")
         print(f"[ddlbench] submitted stash {run.role} r{run.repeat}: job {job_id}")
     return 0
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 def ddlbench(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the ddlbench CLI in a subprocess (the real launcher path), capturing its output."""
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.cli", *args], cwd=cwd or REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "ddlbench.cli", *args], cwd=cwd or REPO, capture_output=True, text=True,
         timeout=timeout, env={**os.environ, **(env or {})},
     )
 

@@ -13,7 +13,7 @@ from analysis import plots
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.report import build_report
 from benchmarks import rundir
-from benchmarks.cli import main
+from ddlbench.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from analysis.report import build_report, compare_campaigns
-from benchmarks.cli import main
+from ddlbench.cli import main
 from tests.analysis.conftest import CAMPAIGN, HAND
 
 

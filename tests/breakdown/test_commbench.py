@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from benchmarks.commbench import allreduce_busbw_factor, allreduce_measurement, sizes
-from benchmarks.commbench.launch import commbench_command
+from launchers.commbench import commbench_command
 
 from tests.conftest import ddlbench
 

@@ -17,7 +17,7 @@ from benchmarks.models import build_model
 pytestmark = [pytest.mark.horovod, pytest.mark.multiproc]
 
 REPO = Path(__file__).resolve().parents[2]
-DDLBENCH = [sys.executable, "-c", "import sys; from benchmarks.cli import main; sys.exit(main())"]
+DDLBENCH = [sys.executable, "-c", "import sys; from ddlbench.cli import main; sys.exit(main())"]
 # small and quick: the same seed and synthetic data for every framework
 COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=8", "run.warmup_steps=1", "run.steps=3",
           "run.log_every=0", "run.save_params=true"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from benchmarks.cli import main
+from ddlbench.cli import main
 from tests.conftest import find_run
 from tests.slurm.cluster import wait_for
 

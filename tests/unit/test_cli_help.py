@@ -1,7 +1,7 @@
 """Every `ddlbench ... --help` page renders (argparse formats help lazily: a stray % breaks it)."""
 import argparse
 
-from benchmarks.cli import build_parser
+from ddlbench.cli import build_parser
 
 
 def _parsers(parser: argparse.ArgumentParser):

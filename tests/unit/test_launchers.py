@@ -9,7 +9,8 @@ import pytest
 
 from benchmarks.config import compose
 from benchmarks.errors import ConfigError
-from launchers import campaign, slurm
+from launchers import campaign, slurm, submit
+from launchers.registry import JobShape, training
 
 PY = "/venv/bin/python"
 
@@ -25,8 +26,8 @@ def juwels():
 
 
 def test_srun_exact():
-    argv = slurm.srun(ntasks=8, ntasks_per_node=4, cpus_per_task=12, mpi="pmix", cpu_bind="cores",
-                      overrides=["framework=ddp", "model.depth=50"], python=PY)
+    argv = slurm.srun(JobShape(nproc=8, num_nodes=2, cpus_per_rank=12, mpi="pmix", cpu_bind="cores"),
+                      training(["framework=ddp", "model.depth=50"], python=PY))
     assert argv == ["srun", "--mpi=pmix", "--ntasks=8", "--ntasks-per-node=4", "--cpus-per-task=12",
                     "--kill-on-bad-exit=1", "--cpu-bind=cores", PY, "-m", "benchmarks", "framework=ddp", "model.depth=50"]
 
@@ -40,8 +41,8 @@ def test_step_command_from_profile(slurm_cpu, juwels):
 
 
 def test_mpirun_in_allocation_exact():
-    argv = slurm.mpirun_in_allocation(ntasks=8, ntasks_per_node=4, overrides=["framework=horovod"],
-                                      extra=["-x", "NCCL_DEBUG"], python=PY)
+    argv = slurm.mpirun_in_allocation(JobShape(nproc=8, num_nodes=2, mpirun_args=("-x", "NCCL_DEBUG")),
+                                      training(["framework=horovod"], python=PY))
     assert argv[:2] == ["mpirun", "-np"] and argv[2] == "8"
     tail = argv[argv.index("--map-by"):]
     assert tail == ["--map-by", "ppr:4:node", "-x", "NCCL_DEBUG", PY, "-m", "benchmarks", "framework=horovod"]
@@ -78,10 +79,10 @@ def test_sbatch_minimal():
     "run.campaign=x;rm -rf ~", "run.campaign=$(reboot)", "run.campaign=`id`", "data.path=a'b", 'data.path=a"b',
     "run.campaign=a|b", "run.campaign=a&b", "data.path=a>b", "data.path=a\nb", "x;y=1",
 ])
-def test_injection_in_an_override_is_rejected(bad):
+def test_injection_in_an_override_is_rejected(bad, slurm_cpu):
     for build in (
-        lambda: slurm.srun(ntasks=1, ntasks_per_node=1, cpus_per_task=1, mpi="pmix", cpu_bind=None, overrides=[bad]),
-        lambda: slurm.mpirun_in_allocation(ntasks=1, ntasks_per_node=1, overrides=[bad]),
+        lambda: slurm.step_command(slurm_cpu, ntasks=1, ntasks_per_node=1, overrides=[bad]),
+        lambda: slurm.step_command({**slurm_cpu, "launcher": "mpirun"}, ntasks=1, ntasks_per_node=1, overrides=[bad]),
         lambda: slurm.sbatch(overrides=[bad], nodes=1, ntasks_per_node=1, cpus_per_task=1),
     ):
         with pytest.raises(ConfigError) as error:
@@ -183,7 +184,7 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
     base = ["experiment=aach2023_scaling", "system=juwels_booster", "system.account=proj42", "campaign.gpus=[16]"]
     cfg, cells = campaign.plan(base)
     (cell,) = [c for c in cells if re.fullmatch(r"deepspeed-native-resnet101-fp32-g16-n4-b64-[0-9a-f]{8}-r1", c.name)]
-    argv = campaign.sbatch_command(cfg, cell, base)
+    argv = submit.sbatch_command(cfg, cell, base)
     logs = tmp_path / "runs" / "aach2023_scaling" / "slurm"
     assert argv[:13] == ["sbatch", "--parsable", "--nodes=4", "--ntasks-per-node=4", "--cpus-per-task=12",
                          "--gres=gpu:4", "--partition=booster", "--account=proj42", "--time=00:30:00",

@@ -130,8 +130,12 @@ def cmd_data_convert(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from benchmarks.doctor import format_checks, run_checks
 
-    print(format_checks(run_checks()))
-    return 0
+    checks = run_checks()
+    print(format_checks(checks))
+    missing = [c.name for c in checks if not c.ok]
+    if missing:  # a script (or CI) can tell a machine that lacks parts
+        print(f"ddlbench: {len(missing)} missing: {', '.join(missing)}; the fix is on each line", file=sys.stderr)
+    return 1 if missing else 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -208,13 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default="runs", help="runs root")
     p.set_defaults(func=cmd_demo)
 
-    from launchers.campaign import add_parser as add_campaign_parser
+    from launchers.campaign_cli import add_parser as add_campaign_parser
 
     add_campaign_parser(sub)  # ddlbench campaign plan|submit|status (Slurm)
 
-    from benchmarks.commbench.launch import add_parser as add_commbench_parser
+    from launchers.commbench import add_parser as add_commbench_parser
 
-    add_commbench_parser(sub)  # ddlbench commbench (benchmarks/commbench/)
+    add_commbench_parser(sub)  # ddlbench commbench (launchers/commbench.py; the ranks: benchmarks/commbench/)
 
     from launchers.stash import add_parser as add_stash_parser
 

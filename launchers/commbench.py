@@ -1,5 +1,6 @@
-"""`ddlbench commbench`: start N local ranks of `python -m benchmarks.commbench` with the same
-launch builders as `ddlbench run` (launchers/local.py), then the ranks do the work."""
+"""`ddlbench commbench`, the command side: start N local ranks of `python -m benchmarks.commbench`
+through the same registered builders as `ddlbench run` (launchers/local.py); the ranks do the work
+(benchmarks/commbench/)."""
 from __future__ import annotations
 
 import argparse
@@ -12,32 +13,54 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.adapter_config import config_default
+from benchmarks.commbench import BACKENDS, framework_of
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
+from launchers import local
+from launchers.registry import RankProgram
 
-MODULE = ["-m", "benchmarks.commbench"]
+MODULE = "benchmarks.commbench"
 
 
-def _swap_module(argv: list[str], module: list[str]) -> list[str]:
-    """launchers/local.py ends its argv with `-m benchmarks` plus the overrides (none here): run
-    the commbench module instead (same launcher, same flags)."""
-    from launchers.local import BENCHMARK_MODULE
+def _launcher_of(backend: str) -> str:
+    """torch-rendezvous backends share one torchrun launch (one torch.distributed group); a framework that
+    joins its ranks itself (Rendezvous.own: Horovod) is started by its own default local launcher."""
+    config = FRAMEWORKS[framework_of(backend)]
+    own = config.RENDEZVOUS is Rendezvous.own
+    return str(config_default(config, "local_launcher") if own else LocalLauncher.torchrun)
 
-    n = len(BENCHMARK_MODULE)
-    assert argv[-n:] == BENCHMARK_MODULE, argv
-    return [*argv[:-n], *module]
+
+# the local launcher that starts each backend's ranks (launch facts of the framework configs)
+BACKEND_LAUNCHERS = {backend: _launcher_of(backend) for backend in BACKENDS}
+
+
+def rank_program(rank_args: Sequence[str]) -> RankProgram:
+    return RankProgram(module=MODULE, args=tuple(rank_args))
+
+
+def launcher_for(backends: Sequence[str]) -> str:
+    """The one local launcher that starts every backend of the list (ConfigError when they need several)."""
+    unknown = [b for b in backends if b not in BACKEND_LAUNCHERS]
+    if unknown:
+        raise ConfigError(f"--backends {','.join(backends)}: {', '.join(map(repr, unknown))} is unknown; "
+                          f"choose from {', '.join(BACKENDS)}")
+    groups: dict[str, list[str]] = {}
+    for backend in backends:
+        groups.setdefault(BACKEND_LAUNCHERS[backend], []).append(backend)
+    if len(groups) > 1:
+        apart = " and ".join(f"--backends {','.join(names)}" for names in groups.values())
+        started = ", ".join(f"{','.join(names)} by {launcher}" for launcher, names in groups.items())
+        raise ConfigError(f"--backends {','.join(backends)}: started by different launchers ({started}); "
+                          f"run them apart: {apart}")
+    return next(iter(groups))
 
 
 def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args: Sequence[str]) -> list[str]:
-    """The argv that starts `nproc` local commbench ranks (torchrun, or horovodrun for Horovod)."""
-    from launchers import local
-
-    if launcher == "torchrun":
-        base = local.torchrun(nproc=nproc, master_port=master_port, overrides=[])
-    elif launcher == "horovodrun":
-        base = local.horovodrun(nproc=nproc, overrides=[])
-    else:
-        raise ConfigError(f"commbench launcher {launcher!r} is unknown; choose torchrun or horovodrun")
-    return [*_swap_module(base, MODULE), *rank_args]
+    """The argv that starts `nproc` local commbench ranks with a registered local launcher."""
+    shape = local.local_shape(nproc=nproc, master_port=master_port)
+    return local.LAUNCHERS.get(launcher, key="commbench launcher")(shape, rank_program(rank_args))
 
 
 def default_out(nproc: int, backends: str) -> Path:
@@ -53,10 +76,8 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(args.nproc, args.backends)
     if out.exists():
         raise ConfigError(f"--out {out} exists (never overwritten); pass another --out")
+    launcher = launcher_for([b.strip() for b in args.backends.split(",")])
     out.parent.mkdir(parents=True, exist_ok=True)
-    backends = [b.strip() for b in args.backends.split(",")]
-    if "horovod" in backends and backends != ["horovod"]:
-        raise ConfigError(f"--backends {args.backends}: horovod is started by horovodrun, alone; run it as --backends horovod")
     rank_args = ["--out", str(out.resolve()), "--backends", args.backends, "--min-bytes", str(args.min_bytes),
                  "--warmup", str(args.warmup), "--iters", str(args.iters), "--device", args.device]
     if args.max_bytes is not None:
@@ -66,8 +87,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = commbench_command(launcher="horovodrun" if backends == ["horovod"] else "torchrun", nproc=args.nproc,
-                             master_port=port, rank_args=rank_args)
+    argv = commbench_command(launcher=launcher, nproc=args.nproc, master_port=port, rank_args=rank_args)
     print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
     if args.dry_run:
         return 0

@@ -1,0 +1,203 @@
+"""Submitting planned cells to Slurm, with the ledger of what was submitted (campaigns and stash).
+
+Job names are ddlbench/<campaign>/<cell>; every submission appends one JSON line per cell to
+runs/<campaign>/slurm/jobs.jsonl ({"cell", "job_id", ..., "submitted", "argv"}), the ledger that
+`status` reads back. Run directories are never overwritten: a failed cell's directory moves to
+runs/<campaign>/slurm/attic/ before the cell is submitted again. An array task reads its overrides
+from a cells file (runs/<campaign>/slurm/array-*.jsonl, one JSON list per task) and the ledger names
+it <array id>_<k>.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from launchers import scheduler
+from launchers.campaign import Cell, job_overrides
+
+JOB_PREFIX = "ddlbench/"
+LEDGER = "jobs.jsonl"
+# run-directory states (benchmarks.rundir.state) of a cell that is submitted (again)
+SUBMIT_STATES = frozenset({"missing", "failed", "interrupted", "incomplete"})
+
+
+class Refused(Exception):
+    """sbatch refused a job; the message is the last line it said."""
+
+
+def job_name(campaign: str, cell: Cell) -> str:
+    return f"{JOB_PREFIX}{campaign}/{cell.name}"
+
+
+def array_name(campaign: str, cell: Cell) -> str:
+    return f"{JOB_PREFIX}{campaign}/array-n{cell.num_nodes}x{cell.ranks_per_node}"
+
+
+def slurm_dir(cfg) -> Path:
+    """Where a campaign's job output, ledger, cells files and attic live."""
+    return (Path(cfg.run.root) / cfg.run.campaign / "slurm").resolve()
+
+
+def queued_jobs(campaign: str) -> dict[str, scheduler.QueuedJob]:
+    """This campaign's queued or running jobs, by job name (array tasks: by task id)."""
+    return scheduler.active_jobs(f"{JOB_PREFIX}{campaign}/")
+
+
+# ---- sbatch argvs ----
+
+def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -> list[str]:
+    """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags."""
+    from launchers import slurm
+
+    system = cfg.system
+    return slurm.sbatch(
+        nodes=cell.num_nodes, ntasks_per_node=cell.ranks_per_node, cpus_per_task=system.cpus_per_rank,
+        gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node), partition=system.partition,
+        account=system.account, time_limit=system.time_limit,
+        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
+        **kwargs,
+    )
+
+
+def sbatch_command(cfg, cell: Cell, base: list[str], *, name: str | None = None) -> list[str]:
+    """The exact sbatch argv of one cell (slurm/run.sh with the cell's overrides); name: the job's
+    name if not job_name(campaign, cell)."""
+    return _sbatch_for_shape(cfg, cell, overrides=cell.overrides(job_overrides(base)),
+                             job_name=name or job_name(cfg.run.campaign, cell),
+                             output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"))
+
+
+def array_sbatch_command(cfg, cells: list[Cell], *, cells_file: Path, max_jobs: int | None) -> list[str]:
+    """One sbatch of a job array over cells of one shape; task k runs line k of cells_file."""
+    throttle = f"%{max_jobs}" if max_jobs else ""
+    name = array_name(cfg.run.campaign, cells[0])
+    return _sbatch_for_shape(cfg, cells[0], overrides=[], job_name=name, cells_file=str(cells_file),
+                             output=str(slurm_dir(cfg) / f"{name.rsplit('/', 1)[1]}-%A_%a.out"),
+                             extra=[f"--array=0-{len(cells) - 1}{throttle}"])
+
+
+# ---- the ledger ----
+
+def ledger(cfg) -> dict[str, dict]:
+    """The last submission of every cell: {cell name: {"job_id", "submitted", ...}}."""
+    path = slurm_dir(cfg) / LEDGER
+    last: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                last[record["cell"]] = record
+    return last
+
+
+def submit(argv: list[str], *, logs: Path, cells: Sequence[str], array: bool = False,
+           fields: Mapping[str, object] | None = None) -> list[str]:
+    """Run sbatch and append one ledger line per cell (with fields); the cells' job ids (an array's
+    task k: <array id>_<k>). Refused when sbatch says no; nothing is written then."""
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise Refused((done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1])
+    job_id = done.stdout.strip().split(";")[0]  # --parsable: <id>[;<cluster>]
+    ids = [f"{job_id}_{k}" for k in range(len(cells))] if array else [job_id]
+    logs.mkdir(parents=True, exist_ok=True)
+    submitted = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    with open(logs / LEDGER, "a") as f:
+        for cell, cell_job in zip(cells, ids):
+            f.write(json.dumps({"cell": cell, "job_id": cell_job, **(fields or {}), "submitted": submitted,
+                                "argv": argv}) + "\n")
+    return ids
+
+
+def move_aside(cell: Cell, state: str, logs: Path) -> None:
+    """Never overwrite a run: keep a failed one for the post-mortem, out of the cell's place."""
+    attic = logs / "attic" / f"{cell.name}.{time.strftime('%Y%m%dT%H%M%S')}"
+    attic.parent.mkdir(parents=True, exist_ok=True)
+    cell.run_dir.rename(attic)
+    print(f"[ddlbench] {cell.name} was {state}: moved to {attic}", file=sys.stderr)
+
+
+def new_cells_file(logs: Path, cell: Cell) -> Path:
+    """A cells-file name no earlier array used (earlier arrays' files stay: their tasks may be queued)."""
+    stem = f"array-{time.strftime('%Y%m%dT%H%M%S')}-n{cell.num_nodes}x{cell.ranks_per_node}"
+    path, k = logs / f"{stem}.jsonl", 1
+    while path.exists():
+        k += 1
+        path = logs / f"{stem}-{k}.jsonl"
+    return path
+
+
+def by_shape(todo: list[tuple[Cell, str]]) -> list[list[tuple[Cell, str]]]:
+    """Cells grouped by (nodes, ranks per node), in plan order: one job array each."""
+    groups: dict[tuple[int, int], list[tuple[Cell, str]]] = {}
+    for cell, state in todo:
+        groups.setdefault((cell.num_nodes, cell.ranks_per_node), []).append((cell, state))
+    return list(groups.values())
+
+
+# ---- where the cells stand ----
+
+def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
+    """(cell, state, detail): impossible | pending | running, or the run directory's rundir.state."""
+    from benchmarks import rundir
+
+    jobs = queued_jobs(cfg.run.campaign)
+    submitted = ledger(cfg)
+    rows = []
+    for cell in cells:
+        if cell.problem:
+            rows.append((cell, "impossible", cell.problem))
+            continue
+        last = submitted.get(cell.name)
+        job = jobs.get(job_name(cfg.run.campaign, cell)) or (last and jobs.get(str(last["job_id"])))
+        if job:
+            rows.append((cell, "pending" if job.pending else "running", f"job {job.job_id}"))
+            continue
+        state = rundir.state(cell.run_dir)
+        detail = ""
+        if state != "completed" and last:
+            final = scheduler.final_state(str(last["job_id"]))
+            detail = f"last job {last['job_id']}" + (f" {final}" if final else "")
+        rows.append((cell, state, detail))
+    return rows
+
+
+def submit_cells(cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], array: bool, max_jobs: int | None,
+                 dry_run: bool) -> int:
+    """Submit these (cell, run-directory state) pairs, one job each or one array per shape; the number
+    submitted (dry run: the argvs are printed instead). Refused, naming the cell and the command, when
+    sbatch says no."""
+    logs = slurm_dir(cfg)
+    base = job_overrides(overrides)
+    submitted = 0
+    for batch in by_shape(todo) if array else [[item] for item in todo]:
+        batch_cells = [cell for cell, _ in batch]
+        if array:
+            cells_file = new_cells_file(logs, batch_cells[0])
+            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=max_jobs)
+        else:
+            argv = sbatch_command(cfg, batch_cells[0], overrides)
+        if dry_run:
+            print(shlex.join(argv))
+            continue
+        logs.mkdir(parents=True, exist_ok=True)
+        for cell, state in batch:
+            if state != "missing":
+                move_aside(cell, state, logs)
+        if array:
+            with open(cells_file, "x") as f:  # "x": an earlier array's file is never overwritten
+                f.writelines(json.dumps(cell.overrides(base)) + "\n" for cell in batch_cells)
+        try:
+            ids = submit(argv, logs=logs, cells=[cell.name for cell in batch_cells], array=array)
+        except Refused as said:
+            raise Refused(f"sbatch refused {batch_cells[0].name} ({said}); fix the profile or flags and run "
+                          f"submit again; command: {shlex.join(argv)}") from None
+        for cell, cell_job in zip(batch_cells, ids):
+            print(f"[ddlbench] submitted {cell.name}: job {cell_job}")
+        submitted += len(batch_cells)
+    return submitted

@@ -1,0 +1,97 @@
+"""Imports flow one way (docs/architecture.md): the CLI (ddlbench/) on top; launchers and analysis below
+it; the training package (benchmarks/, with run identity, records, configs and errors) at the bottom.
+Analysis and launch planning import without torch; horovod, deepspeed and DALI only in their adapters."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGES = ("ddlbench", "launchers", "analysis", "benchmarks")
+# package -> the project packages it may import (besides itself)
+ALLOWED = {
+    "ddlbench": {"launchers", "analysis", "benchmarks"},
+    "launchers": {"analysis", "benchmarks"},  # `stash report` hands over to analysis
+    "analysis": {"benchmarks"},
+    "benchmarks": set(),
+}
+# third-party libraries that only their adapter module imports
+ADAPTER_OF = {
+    "horovod": "benchmarks/frameworks/horovod.py",
+    "deepspeed": "benchmarks/frameworks/deepspeed.py",
+    "nvidia.dali": "benchmarks/loaders/dali.py",
+}
+TORCH_FREE = [
+    "benchmarks.rundir", "benchmarks.errors", "benchmarks.config", "benchmarks.schema", "benchmarks.validate",
+    "benchmarks.adapter_config", "benchmarks.frameworks.configs", "benchmarks.loaders.configs",
+    "benchmarks.models.configs", "launchers.campaign", "launchers.slurm", "launchers.local", "launchers.stash",
+    "analysis.load", "analysis.metrics", "analysis.campaign_analysis", "analysis.results", "analysis.report",
+    "analysis.plots", "analysis.stash", "analysis.breakdown", "analysis.cli",
+]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at its top or inside a function (absolute names)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _sources() -> dict[str, set[str]]:
+    return {path.relative_to(REPO).as_posix(): _imports(path)
+            for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
+
+
+def test_packages_import_one_way():
+    wrong = []
+    for file, imported in _sources().items():
+        package = file.split("/")[0]
+        for name in imported:
+            top = name.split(".")[0]
+            if top in PACKAGES and top != package and top not in ALLOWED[package]:
+                wrong.append(f"{file} imports {name} ({package} -> {top})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_package_graph_has_no_cycle():
+    edges = {p: {n.split(".")[0] for f, names in _sources().items() if f.startswith(f"{p}/") for n in names}
+             & set(PACKAGES) - {p} for p in PACKAGES}
+    visiting, done = set(), set()
+
+    def visit(p: str, path: list[str]) -> None:
+        assert p not in visiting, f"import cycle: {' -> '.join([*path, p])}"
+        if p in done:
+            return
+        visiting.add(p)
+        for q in edges[p]:
+            visit(q, [*path, p])
+        visiting.discard(p)
+        done.add(p)
+
+    for package in PACKAGES:
+        visit(package, [])
+
+
+@pytest.mark.parametrize("library", sorted(ADAPTER_OF))
+def test_a_framework_library_is_imported_by_its_adapter_only(library):
+    importers = sorted(f for f, names in _sources().items()
+                       if any(n == library or n.startswith(f"{library}.") for n in names))
+    assert importers == [ADAPTER_OF[library]]
+
+
+def test_analysis_and_launch_planning_import_without_torch():
+    code = (f"import importlib, sys\nfor m in {TORCH_FREE!r}: importlib.import_module(m)\n"
+            "from launchers.campaign import plan\nplan(['experiment=aach2023_scaling', 'system=juwels_booster'])\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]", result.stdout
