@@ -129,8 +129,8 @@ def test_wrong_reader_for_the_folder_names_the_fix(compose, id_folder, id_tfreco
 def test_bad_knobs_are_one_line_errors(compose):
     from benchmarks.components import build_loader
 
-    for override, pattern in (("loader.reader=lmdb", r"loader.reader='lmdb' is not allowed; choose file"),
-                              ("loader.decoder_device=gpu", r"loader.decoder_device='gpu' is not allowed"),
+    for override, pattern in (("loader.reader=lmdb", r"loader.reader=lmdb is not allowed; choose file or tfrecord"),
+                              ("loader.decoder_device=gpu", r"loader.decoder_device=gpu is not allowed; choose auto, mixed or cpu"),
                               ("loader.hw_decoder_load=1.5", r"loader.hw_decoder_load=1.5 must be between 0 and 1")):
         with pytest.raises(ConfigError, match=pattern):
             build_loader(compose(["loader=dali", override]))
