@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test venv deepspeed dali horovod slurm-up slurm-down clean-demo
+.PHONY: demo test venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -23,7 +23,7 @@ demo: venv
 	$(VENV)/bin/ddlbench demo
 
 # everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI
-test: venv deepspeed dali horovod slurm-up
+test: venv deepspeed dali horovod mpi slurm-up
 	$(PY) -m pytest -q tests
 
 # DS_BUILD_OPS=0: a pure-python install (~10 s); the adapter needs no compiled op (torch optimizer,
@@ -42,6 +42,10 @@ dali: venv
 horovod: venv
 	$(PIP) install -q -e '.[horovod]'  # horovod's runtime deps (cffi, cloudpickle, ...): the wheel is installed without them
 	DDLBENCH_CACHE=$(CACHE) tools/build_horovod.sh $(PY)
+
+# mpi4py (a wheel; it loads the MPI library at run time: OpenMPI comes with slurm-up), for commbench --backends mpi
+mpi: venv
+	$(PIP) install -q -e '.[mpi]'
 
 # a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
 slurm-up:

@@ -1,9 +1,10 @@
-"""`ddlbench commbench`, the command side: start N local ranks of `python -m benchmarks.commbench`
-through the same registered builders as `ddlbench run` (launchers/local.py); the ranks do the work
-(benchmarks/commbench/)."""
+"""`ddlbench commbench`, the command side: start the ranks of `python -m benchmarks.commbench` through the
+same registered builders as `ddlbench run` (launchers/local.py: LAUNCHERS on this machine, HOSTS across
+--hosts / --hostfile); the ranks do the work (benchmarks/commbench/)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import socket
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.adapter_config import config_default
-from benchmarks.commbench import BACKENDS, framework_of
+from benchmarks.commbench import BACKENDS, DEFAULT_OPS, MPI, OPS, framework_of, parse_ops, rendezvous_of
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
@@ -22,14 +23,19 @@ from launchers import local
 from launchers.registry import RankProgram
 
 MODULE = "benchmarks.commbench"
+MPI_FIX = "pip install 'ddlbench[mpi]' (mpi4py; needs an MPI library, e.g. apt-get install -y openmpi-bin)"
+DEFAULT_HOSTS_PORT = 29500  # every host must be told the same rendezvous port: no random one across hosts
 
 
 def _launcher_of(backend: str) -> str:
     """torch-rendezvous backends share one torchrun launch (one torch.distributed group); a framework that
-    joins its ranks itself (Rendezvous.own: Horovod) is started by its own default local launcher."""
-    config = FRAMEWORKS[framework_of(backend)]
-    own = config.RENDEZVOUS is Rendezvous.own
-    return str(config_default(config, "local_launcher") if own else LocalLauncher.torchrun)
+    joins its ranks itself (Rendezvous.own: Horovod) is started by its own default local launcher, and MPI
+    by mpirun."""
+    framework = framework_of(backend)
+    if framework is None:
+        return str(LocalLauncher.mpirun)
+    own = rendezvous_of(backend) is Rendezvous.own
+    return str(config_default(FRAMEWORKS[framework], "local_launcher") if own else LocalLauncher.torchrun)
 
 
 # the local launcher that starts each backend's ranks (launch facts of the framework configs)
@@ -57,10 +63,28 @@ def launcher_for(backends: Sequence[str]) -> str:
     return next(iter(groups))
 
 
+def check_backends(backends: Sequence[str], *, device: str) -> None:
+    """What the ranks would fail on, said before they start: MPI needs mpi4py and host memory."""
+    if MPI in backends:
+        if importlib.util.find_spec("mpi4py") is None:
+            raise ConfigError(f"--backends mpi needs the mpi4py package, which this Python lacks; run {MPI_FIX}")
+        if device == "cuda":
+            raise ConfigError("--backends mpi moves host memory (commbench hands MPI no GPU buffers); "
+                              "--device cuda is not for it: pass --device auto or cpu")
+
+
 def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args: Sequence[str]) -> list[str]:
     """The argv that starts `nproc` local commbench ranks with a registered local launcher."""
     shape = local.local_shape(nproc=nproc, master_port=master_port)
     return local.LAUNCHERS.get(launcher, key="commbench launcher")(shape, rank_program(rank_args))
+
+
+def hosts_commands(*, launcher: str, hosts: Sequence[str], nproc_per_host: int, master_port: int,
+                   rank_args: Sequence[str], hostfile: str | None = None) -> list[tuple[str, list[str]]]:
+    """(host, argv) of every launch across hosts: one per host for torchrun/deepspeed, one on hosts[0] else."""
+    shape = local.hosts_shape(hosts=hosts, ranks_per_node=nproc_per_host, master_port=master_port, hostfile=hostfile)
+    local.HOSTS.get(launcher, key="commbench launcher")
+    return local.hosts_commands(launcher, shape, rank_program(rank_args))
 
 
 def default_out(nproc: int, backends: str) -> Path:
@@ -68,29 +92,76 @@ def default_out(nproc: int, backends: str) -> Path:
     return Path("runs") / "commbench" / f"commbench-{backends.replace(',', '+')}-g{nproc}-{socket.gethostname()}-{stamp}.json"
 
 
+def _hosts(args: argparse.Namespace) -> tuple[list[str], int | None, str | None]:
+    """(hosts, slots from the hostfile, the hostfile) from --hosts or --hostfile; ([], None, None) for one machine."""
+    if args.hosts and args.hostfile:
+        raise ConfigError("--hosts and --hostfile both name the hosts; pass one of them")
+    if args.hostfile:
+        path = Path(args.hostfile)
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise ConfigError(f"--hostfile {path}: {error.strerror or error}; pass a readable hostfile") from None
+        hosts, slots = local.parse_hostfile(text, source=f"--hostfile {path}")
+        return hosts, slots, str(path.resolve())
+    if args.hosts:
+        return [h.strip() for h in args.hosts.split(",") if h.strip()], None, None
+    return [], None, None
+
+
 def cmd_commbench(args: argparse.Namespace) -> int:
     if args.nproc < 1:
         raise ConfigError(f"--nproc {args.nproc} must be >= 1; e.g. --nproc 2 (one rank per GPU)")
     if args.max_bytes is not None and args.max_bytes < args.min_bytes:
         raise ConfigError(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}; raise --max-bytes")
-    out = Path(args.out) if args.out else default_out(args.nproc, args.backends)
+    backends = [b.strip() for b in args.backends.split(",")]
+    launcher = launcher_for(backends)
+    parse_ops(args.ops)
+    check_backends(backends, device=args.device)
+    hosts, slots, hostfile = _hosts(args)
+    nproc = slots or args.nproc
+    out = Path(args.out) if args.out else default_out(nproc * max(1, len(hosts)), args.backends)
     if out.exists():
         raise ConfigError(f"--out {out} exists (never overwritten); pass another --out")
-    launcher = launcher_for([b.strip() for b in args.backends.split(",")])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rank_args = ["--out", str(out.resolve()), "--backends", args.backends, "--min-bytes", str(args.min_bytes),
-                 "--warmup", str(args.warmup), "--iters", str(args.iters), "--device", args.device]
+    rank_args = ["--out", str(out.resolve()), "--backends", args.backends, "--ops", args.ops, "--placement",
+                 args.placement, "--min-bytes", str(args.min_bytes), "--warmup", str(args.warmup), "--iters",
+                 str(args.iters), "--device", args.device]
     if args.max_bytes is not None:
         rank_args += ["--max-bytes", str(args.max_bytes)]
+    if args.no_check:
+        rank_args.append("--no-check")
     if args.no_gpu_tests:
         rank_args.append("--no-gpu-tests")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = commbench_command(launcher=launcher, nproc=args.nproc, master_port=port, rank_args=rank_args)
+    write_hostfile = None
+    if hosts:
+        port = args.master_port or DEFAULT_HOSTS_PORT
+        if hostfile is None and launcher in ("mpirun", "deepspeed"):  # they read one: written beside the results
+            write_hostfile = out.with_suffix(".hostfile").resolve()
+            hostfile = str(write_hostfile)
+        launches = hosts_commands(launcher=launcher, hosts=hosts, nproc_per_host=nproc, master_port=port,
+                                  rank_args=rank_args, hostfile=hostfile)
+        node_rank = 0
+        if launcher in local.RUNS_ON_EVERY_HOST:
+            if args.node_rank is None:
+                raise ConfigError(f"{launcher} runs on every host: pass --node-rank 0..{len(hosts) - 1} (this host's "
+                                  "place in the hosts) and otherwise the same command on each host")
+            node_rank = local.hosts_shape(hosts=hosts, ranks_per_node=nproc, master_port=port,
+                                          node_rank=args.node_rank).node_rank
+        argv = launches[node_rank][1]
+    else:
+        if args.master_port:
+            port = args.master_port
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        argv = commbench_command(launcher=launcher, nproc=nproc, master_port=port, rank_args=rank_args)
     print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if write_hostfile is not None:
+        write_hostfile.write_text(local.hostfile_text(hosts, slots=nproc))
     code = subprocess.run(argv, env=os.environ.copy()).returncode
     if code != 0:
         print(f"ddlbench: error: commbench failed with exit code {code}", file=sys.stderr)
@@ -98,15 +169,26 @@ def cmd_commbench(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("commbench", help="all-reduce bus bandwidth sweep, GPU P2P matrix, concurrent H2D bandwidth (JSON)")
-    p.add_argument("--nproc", type=int, default=2, help="local ranks (one per GPU on GPU machines)")
-    p.add_argument("--backends", default="torch", help="comma list: torch, deepspeed (same launch); horovod (alone)")
+    p = sub.add_parser("commbench", help="collective suite (nccl-tests' busbw and table, checked), GPU P2P matrix, "
+                                         "concurrent H2D bandwidth (JSON)")
+    p.add_argument("--nproc", type=int, default=2, help="ranks per host (one per GPU on GPU machines)")
+    p.add_argument("--backends", default="torch",
+                   help="comma list: torch, deepspeed (one launch); horovod, mpi (each alone)")
+    p.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
+    p.add_argument("--placement", choices=("both", "out", "in"), default="both",
+                   help="out of place, in place, or both (nccl-tests' two column groups)")
+    p.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
     p.add_argument("--min-bytes", type=int, default=1024)
-    p.add_argument("--max-bytes", type=int, default=None, help="largest all-reduce; default 4 GiB on GPU, 4 MiB on CPU")
-    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
-    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument("--max-bytes", type=int, default=None, help="largest size; default 4 GiB on GPU, 4 MiB on CPU")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
+    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
+    p.add_argument("--hosts", default=None, help="comma list of hosts (no Slurm); the first holds the rendezvous")
+    p.add_argument("--hostfile", default=None, help="hosts as lines '<host> slots=<ranks per host>' (no Slurm)")
+    p.add_argument("--node-rank", type=int, default=None, help="this host's place in --hosts (torchrun, deepspeed)")
+    p.add_argument("--master-port", type=int, default=None,
+                   help=f"rendezvous port (default: a free one; {DEFAULT_HOSTS_PORT} across hosts)")
     p.add_argument("--out", default=None, help="JSON file (default runs/commbench/commbench-<backends>-g<N>-<host>-<time>.json)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command only")
     p.set_defaults(func=cmd_commbench)

@@ -32,9 +32,17 @@ class JobShape:
     mpi: str | None = None  # srun --mpi=<plugin>
     cpu_bind: str | None = None  # srun --cpu-bind=<value>
     mpirun_args: tuple[str, ...] = ()  # extra mpirun flags
+    # several hosts without a scheduler (launchers/local.py HOSTS): one address or name per node, hosts[0]
+    # holds the rendezvous (at master_port); node_rank is the host an argv is for, where the launcher runs
+    # on every host (torchrun, deepspeed --no_ssh); hostfile is the "<host> slots=<ranks per node>" file
+    # that mpirun and deepspeed read (hostfile_text writes it)
+    hosts: tuple[str, ...] = ()
+    node_rank: int = 0
+    hostfile: str | None = None
 
     def __post_init__(self) -> None:
         assert self.nproc >= 1 and self.num_nodes >= 1 and self.nproc % self.num_nodes == 0, self
+        assert not self.hosts or (len(self.hosts) == self.num_nodes and 0 <= self.node_rank < self.num_nodes), self
 
     @property
     def ranks_per_node(self) -> int:

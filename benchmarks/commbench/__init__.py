@@ -1,17 +1,21 @@
-"""`ddlbench commbench`: interconnect microbenchmarks, JSON out.
+"""`ddlbench commbench`: interconnect microbenchmarks, JSON out and nccl-tests' table. Torch-free at import.
 
-- all-reduce bus-bandwidth sweep (1 KiB .. --max-bytes, powers of two) through torch.distributed
-  (NCCL on GPU, gloo on CPU), DeepSpeed's comm and Horovod where installed (their Collectives live in
-  their framework adapters, the only modules that import them); bandwidths as nccl-tests define them: algbw = size / time,
-  busbw = algbw * 2(n-1)/n for all-reduce; warm-up iterations are not timed; the time of a size
-  is the slowest rank's mean over the timed iterations;
-- GPU only: the P2P copy bandwidth / latency matrix between every pair of the node's GPUs (rank 0),
-  and host-to-device bandwidth per GPU with every rank copying to its GPU at once.
+- the collective suite (suite.py): all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and
+  send_recv, out-of-place and in-place, over sizes 1 KiB .. --max-bytes (powers of two), through
+  torch.distributed (NCCL on GPU, gloo on CPU), DeepSpeed's comm, Horovod and plain MPI (mpi4py);
+  each framework's Collective lives in its framework adapter, the only module that imports it, and
+  MPI's in mpi.py. Sizes, counts and bandwidths as nccl-tests define them (doc/PERFORMANCE.md):
+  algbw = S / t with S the whole array (for all_gather the gathered output, for reduce_scatter the
+  input), busbw = algbw * the op's bus factor (BUS_FACTORS). Warm-up iterations are not timed; the
+  time of a size is the slowest rank's mean over the timed iterations. After timing, one more
+  call on inputs filled with rank-dependent values is checked element by element (`wrong`).
+- GPU only (gpu.py): the P2P copy bandwidth / latency matrix between every pair of the node's GPUs
+  (rank 0), and host-to-device bandwidth per GPU with every rank copying to its GPU at once.
 
 Records (one JSON list, read by analysis/load.py): op, backend, world_size, size_bytes, time_s,
-algbw_gb_s, busbw_gb_s, plus op-specific fields (src_gpu, dst_gpu, gpu, ...). GB is 1e9 bytes.
-Started over N local ranks like `ddlbench run` (launchers/local.py's torchrun, or horovodrun
-for --backends horovod); each rank runs `python -m benchmarks.commbench`.
+algbw_gb_s, busbw_gb_s; the suite adds in_place, wrong (None: not checked), count, dtype, redop, root,
+iters, warmup_iters, device, emulated; GPU tests their own fields (src_gpu, dst_gpu, gpu, ...).
+GB is 1e9 bytes. docs/commbench.md has the definitions, the backends and what each lacks.
 """
 from __future__ import annotations
 
@@ -20,17 +24,94 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.frameworks.configs import Rendezvous
+
 KIB = 1024
 CPU_MAX_BYTES = 4 * 1024**2  # gloo over 2 shared cores: keep it small
 GPU_MAX_BYTES = 4 * 1024**3
-# a backend is a framework whose adapter measures its own all-reduce (Framework.commbench_collective);
-# torch names torch.distributed itself, the path DDP's all-reduce takes
-BACKENDS = ("torch", "deepspeed", "horovod")
+# a backend is a communication library commbench measures: a framework whose adapter builds its own
+# Collective (Framework.commbench_collective; torch names torch.distributed itself, the path DDP's
+# all-reduce takes), or plain MPI through mpi4py (mpi.py), which no framework adapter owns
+FRAMEWORK_OF = {"torch": "ddp", "deepspeed": "deepspeed", "horovod": "horovod"}
+MPI = "mpi"
+BACKENDS = (*FRAMEWORK_OF, MPI)
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+DEFAULT_OPS = ("all_reduce",)  # what commbench measured before the suite; --ops all for every op
+ROOT = 0  # broadcast's root
+REDUCING = {"all_reduce", "reduce_scatter"}  # sum; the others have no redop ("none", as nccl-tests prints)
 
 
-def framework_of(backend: str) -> str:
-    """The framework option (conf/framework) that measures a commbench backend."""
-    return "ddp" if backend == "torch" else backend
+def parse_ops(text: str) -> list[str]:
+    """--ops: a comma list of OPS (in OPS' order), or all; ConfigError naming the flag otherwise."""
+    asked = [o.strip() for o in text.split(",") if o.strip()]
+    if asked == ["all"]:
+        return list(OPS)
+    unknown = [o for o in asked if o not in OPS]
+    if unknown or not asked:
+        raise ConfigError(f"--ops {text!r}: {', '.join(map(repr, unknown)) or 'nothing'} is no op; choose from "
+                          f"{', '.join(OPS)} or all")
+    return [o for o in OPS if o in asked]
+
+
+def framework_of(backend: str) -> str | None:
+    """The framework option (conf/framework) that measures a commbench backend; None for mpi."""
+    return FRAMEWORK_OF.get(backend)
+
+
+def rendezvous_of(backend: str) -> Rendezvous:
+    """torch: runs on the torch.distributed group commbench creates (several share one launch);
+    own: joins its ranks itself (Horovod's hvd.init, MPI_Init), so it runs alone under its launcher."""
+    framework = framework_of(backend)
+    return Rendezvous.own if framework is None else FRAMEWORKS[framework].RENDEZVOUS
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """nccl-tests' correction from algbw to busbw (doc/PERFORMANCE.md): the share of S that crosses each
+    rank's busiest link at best. all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
+    broadcast and send_recv 1 (all data leaves the root / the sender)."""
+    n = world_size
+    factors = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+               "all_to_all": (n - 1) / n, "broadcast": 1.0, "send_recv": 1.0}
+    return factors[op]
+
+
+def allreduce_busbw_factor(world_size: int) -> float:
+    """nccl-tests: an all-reduce moves 2(n-1)/n of the data over each rank's busiest link."""
+    return bus_factor("all_reduce", world_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """One size of one op as nccl-tests lays it out: element counts of each rank's input and output,
+    the count the call takes (nccl-tests' `count` column) and S, the bytes algbw divides by."""
+    send_count: int
+    recv_count: int
+    count: int
+    item_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return max(self.send_count, self.recv_count) * self.item_bytes
+
+
+def layout(op: str, size_bytes: int, *, item_bytes: int, world_size: int) -> Layout | None:
+    """The buffers of `op` for a requested size; None when the size leaves no element per rank.
+    Ops that split S over the ranks (all_gather, reduce_scatter, all_to_all) round each rank's part
+    down to a multiple of 16 bytes, as nccl-tests does, so S may be a little below the request."""
+    total = size_bytes // item_bytes
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        part = (total // world_size) & ~(max(1, 16 // item_bytes) - 1)
+        if part == 0:
+            return None
+        send, recv = {"all_gather": (part, part * world_size), "reduce_scatter": (part * world_size, part),
+                      "all_to_all": (part * world_size, part * world_size)}[op]
+        return Layout(send_count=send, recv_count=recv, count=part, item_bytes=item_bytes)
+    if total == 0:
+        return None
+    return Layout(send_count=total, recv_count=total, count=total, item_bytes=item_bytes)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,54 +140,63 @@ def algbw_gb_s(size_bytes: int, time_s: float) -> float:
     return size_bytes / time_s / 1e9
 
 
-def allreduce_busbw_factor(world_size: int) -> float:
-    """nccl-tests: an all-reduce moves 2(n-1)/n of the data over each rank's busiest link."""
-    return 2 * (world_size - 1) / world_size
+def measurement(*, op: str, backend: str, world_size: int, size_bytes: int, time_s: float, **extra: Any) -> Measurement:
+    """A timed size of a collective with nccl-tests' algbw and busbw."""
+    algbw = algbw_gb_s(size_bytes, time_s)
+    return Measurement(op=op, backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s,
+                       algbw_gb_s=algbw, busbw_gb_s=algbw * bus_factor(op, world_size), extra=extra)
 
 
 def allreduce_measurement(*, backend: str, world_size: int, size_bytes: int, time_s: float, **extra: Any) -> Measurement:
-    algbw = algbw_gb_s(size_bytes, time_s)
-    return Measurement(op="all_reduce", backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s,
-                       algbw_gb_s=algbw, busbw_gb_s=algbw * allreduce_busbw_factor(world_size), extra=extra)
+    return measurement(op="all_reduce", backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s,
+                       **extra)
+
+
+# (send, recv) -> None: fills recv on every rank. In place, the buffers alias as nccl-tests lays them out:
+# all_reduce, broadcast, all_to_all, send_recv: send is recv; all_gather: send is this rank's part of recv;
+# reduce_scatter: recv is this rank's part of send.
+Call = Callable[[Any, Any], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Op:
+    """One collective of a library: its out-of-place and in-place forms, None where the library has
+    no such form; `emulated` says how a form the library lacks is made from what it has."""
+    out_of_place: Call | None
+    in_place: Call | None
+    emulated: str = ""  # e.g. "out-of-place: copy into the output, then in place" (that copy is timed)
 
 
 @dataclass(slots=True, kw_only=True)
 class Collective:
-    """What a sweep needs from a communication library."""
+    """What a sweep needs from a communication library: every op of OPS (None where the library has
+    none), and host-side helpers that do not go through the ops being measured."""
     name: str
     rank: int
     world_size: int
-    all_reduce: Callable[[Any], None]  # in place, sum
+    all_reduce: Op | None  # sum
+    all_gather: Op | None
+    reduce_scatter: Op | None  # sum
+    all_to_all: Op | None
+    broadcast: Op | None  # from ROOT
+    send_recv: Op | None  # ring: send to rank + 1, receive from rank - 1
     max_over_ranks: Callable[[float], float]
+    sum_over_ranks: Callable[[float], float]
     synchronize: Callable[[], None]
     barrier: Callable[[], None]
 
+    def op(self, name: str) -> Op | None:
+        assert name in OPS, name
+        return getattr(self, name)
 
-def allreduce_sweep(comm: Collective, *, device, size_list: list[int], warmup: int, iters: int,
-                    dtype=None) -> list[Measurement]:
-    """Time `iters` back-to-back in-place all-reduces per size after `warmup` untimed ones."""
-    import time
-
-    import torch
-
-    dtype = dtype or torch.float32
-    item = torch.tensor([], dtype=dtype).element_size()
-    out = []
-    for size in size_list:
-        tensor = torch.ones(max(1, size // item), dtype=dtype, device=device)
-        for _ in range(warmup):
-            comm.all_reduce(tensor)
-        comm.synchronize()
-        comm.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            comm.all_reduce(tensor)
-        comm.synchronize()
-        local_s = (time.perf_counter() - start) / iters
-        time_s = comm.max_over_ranks(local_s)
-        nbytes = tensor.numel() * item
-        out.append(allreduce_measurement(backend=comm.name, world_size=comm.world_size, size_bytes=nbytes,
-                                         time_s=time_s, dtype=str(dtype).removeprefix("torch."), iters=iters,
-                                         warmup_iters=warmup, device=device.type))
-        del tensor
-    return out
+    def lacks(self) -> list[str]:
+        """What this library has no form of: 'send_recv', 'all_gather (in place)', ..."""
+        out = []
+        for name in OPS:
+            found = self.op(name)
+            if found is None:
+                out.append(name)
+            else:
+                out += [f"{name} ({mode})" for mode, call in (("out of place", found.out_of_place),
+                                                              ("in place", found.in_place)) if call is None]
+        return out

@@ -1,4 +1,5 @@
-"""One rank of `ddlbench commbench` (started by torchrun or horovodrun): sweep, gather, rank 0 writes JSON."""
+"""One rank of `ddlbench commbench` (started by torchrun, horovodrun, mpirun or srun): sweep, rank 0 writes
+JSON and prints nccl-tests' table."""
 from __future__ import annotations
 
 import argparse
@@ -8,46 +9,64 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.commbench import BACKENDS, CPU_MAX_BYTES, GPU_MAX_BYTES, KIB, allreduce_sweep, framework_of, sizes
-from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.commbench import (BACKENDS, CPU_MAX_BYTES, DEFAULT_OPS, GPU_MAX_BYTES, KIB, MPI, OPS, framework_of,
+                                  parse_ops, rendezvous_of, sizes)
 from benchmarks.frameworks.configs import Rendezvous
+
+PLACEMENTS = {"both": (False, True), "out": (False,), "in": (True,)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.commbench")
     p.add_argument("--out", required=True, help="JSON file to write (rank 0); never overwritten")
     p.add_argument("--backends", default="torch", help=f"comma list of {', '.join(BACKENDS)}")
+    p.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
+    p.add_argument("--placement", choices=tuple(PLACEMENTS), default="both", help="out of place, in place, or both")
+    p.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
     p.add_argument("--min-bytes", type=int, default=KIB)
     p.add_argument("--max-bytes", type=int, default=None, help=f"default {GPU_MAX_BYTES} on GPU, {CPU_MAX_BYTES} on CPU")
-    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
-    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
+    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.commbench import suite
     from benchmarks.rundir import write_json_atomic
 
     args = parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    records: list[dict] = []
-    skipped: list[str] = []
+    ops = parse_ops(args.ops)
     adapters = {backend: _adapter(backend) for backend in backends}
-    own = [b for b in backends if FRAMEWORKS[framework_of(b)].RENDEZVOUS is Rendezvous.own]
+    records: list[dict] = []
+    tables: list[str] = []
+    skipped: list[str] = []
+    own = [b for b in backends if rendezvous_of(b) is Rendezvous.own]
+
+    def measure(backend: str, comm, device: torch.device, size_list: list[int]) -> None:
+        rows = suite.sweep(comm, ops=ops, device=device, size_list=size_list, warmup=args.warmup, iters=args.iters,
+                           placements=PLACEMENTS[args.placement], check=not args.no_check)
+        records.extend(suite.records(rows))
+        lacks = [name for name in comm.lacks() if name.split(" ")[0] in ops]
+        tables.append(format_nccl_tests(rows, backend=comm.name, world_size=comm.world_size, device=device.type,
+                                        lacks=lacks))
+
     if own:  # its own rendezvous (horovodrun, mpirun): alone, no torch.distributed group
         if len(backends) > 1:
             raise SystemExit(f"--backends {args.backends}: {own[0]} joins its ranks itself; run it alone (--backends {own[0]})")
         cls = adapters[own[0]]
         rank, local_rank, world = cls.commbench_join()
+        # MPI moves host memory (benchmarks/commbench/mpi.py); --device cuda is refused there, by name
+        use_cuda = _use_cuda(args.device) and (own[0] != MPI or args.device == "cuda")
         device = _device(use_cuda, local_rank)
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
-        records += [m.record() for m in allreduce_sweep(cls.commbench_collective(device), device=device,
-                                                        size_list=size_list, warmup=args.warmup, iters=args.iters)]
+        measure(own[0], cls.commbench_collective(device), device, size_list)
     else:
         from benchmarks.commbench import torch_dist
 
+        use_cuda = _use_cuda(args.device)
         local_rank = torch_dist.local_rank()
         device = _device(use_cuda, local_rank)
         torch_dist.init(device)
@@ -60,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append(f"{backend}: {found.detail} ({found.fix})")
                 continue
             comm = cls.commbench_collective(device)
-            records += [m.record() for m in allreduce_sweep(comm, device=device, size_list=size_list,
-                                                            warmup=args.warmup, iters=args.iters)]
+            measure(backend, comm, device, size_list)
             if rank == 0:
-                print(f"[commbench] {comm.name}: {len(size_list)} sizes done", file=sys.stderr, flush=True)
+                print(f"[commbench] {comm.name}: {len(ops)} op(s) x {len(size_list)} sizes done", file=sys.stderr,
+                      flush=True)
         if use_cuda and not args.no_gpu_tests:
             from benchmarks.commbench import gpu
 
@@ -83,9 +102,15 @@ def main(argv: list[str] | None = None) -> int:
         for record in records:
             record.setdefault("host", host)
         write_json_atomic(Path(args.out), records)
-        print(format_table(records), flush=True)
+        print("\n".join(tables), flush=True)
+        others = [r for r in records if r["op"] not in OPS]
+        if others:
+            print(format_table(others), flush=True)
         for line in skipped:
             print(f"[commbench] skipped {line}", file=sys.stderr)
+        bad = sum(r["wrong"] or 0 for r in records if "wrong" in r)
+        if bad:
+            print(f"[commbench] {bad} wrong output element(s): see #wrong above", file=sys.stderr)
         print(f"[commbench] wrote {len(records)} measurements to {args.out}", file=sys.stderr, flush=True)
     if not own:
         import torch.distributed as dist
@@ -96,12 +121,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _adapter(backend: str) -> type:
-    """The framework adapter that measures a backend: torch is torch.distributed itself (DDP's path)."""
+    """What measures a backend: its framework adapter (torch is torch.distributed itself, DDP's path), or
+    mpi.MPIBackend, which has the same commbench methods."""
     from benchmarks.components import adapter_class
 
     if backend not in BACKENDS:
         raise SystemExit(f"--backends {backend!r} is unknown; choose from {', '.join(BACKENDS)}")
+    if backend == MPI:
+        from benchmarks.commbench.mpi import MPIBackend
+
+        return MPIBackend
     return adapter_class("framework", framework_of(backend))
+
+
+def _use_cuda(device: str) -> bool:
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
 def _device(use_cuda: bool, local_rank: int) -> torch.device:
@@ -112,7 +146,49 @@ def _device(use_cuda: bool, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def _fit(value: float, width: int) -> str:
+    """A number in `width` characters: 2 decimals, fewer where it is wide, else exponent form."""
+    for text in (f"{value:{width}.2f}", f"{value:{width}.1f}", f"{value:{width}.0f}"):
+        if len(text) <= width:
+            return text
+    return f"{value:{width}.1e}" if width >= 7 else f"{value:{width}.0e}"
+
+
+def _body(m) -> str:
+    """One placement's columns: time (us), algbw, busbw (GB/s), #wrong (N/A: not checked or not measured)."""
+    if m is None:
+        return f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>6}"
+    wrong = "N/A" if m.extra.get("wrong") is None else str(m.extra["wrong"])
+    return f"  {_fit(m.time_s * 1e6, 7)}  {_fit(m.algbw_gb_s, 6)}  {_fit(m.busbw_gb_s, 6)}  {wrong:>6}"
+
+
+def format_nccl_tests(rows, *, backend: str, world_size: int, device: str, lacks: list[str]) -> str:
+    """The table nccl-tests prints (its column layout: size, count, type, redop, root, then time, algbw,
+    busbw and #wrong out of place and in place), one block per op."""
+    lines = [f"# ddlbench commbench: backend {backend}, {world_size} ranks, {device}"]
+    if lacks:
+        lines.append(f"# {backend} lacks: {', '.join(lacks)} (N/A below)")
+    for op in OPS:
+        mine = [row for row in rows if row.op == op]
+        if not mine:
+            continue
+        lines += [
+            "#", f"# {op}",
+            f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place",
+            f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  "
+            f"{'busbw':>6}  {'#wrong':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}",
+            f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  "
+            f"{'(GB/s)':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}",
+        ]
+        for row in mine:
+            first = row.out_of_place or row.in_place
+            lines.append(f"{row.layout.size_bytes:>12}  {row.layout.count:>12}  {first.extra['dtype']:>8}  "
+                         f"{first.extra['redop']:>6}  {first.extra['root']:>6}{_body(row.out_of_place)}{_body(row.in_place)}")
+    return "\n".join(lines)
+
+
 def format_table(records: list[dict]) -> str:
+    """The GPU tests (P2P matrix, concurrent H2D): one line per measurement."""
     lines = [f"{'op':<12}{'backend':<16}{'ranks':>6}{'size':>12}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  where"]
     for r in records:
         where = " ".join(f"{k}={r[k]}" for k in ("src_gpu", "dst_gpu", "gpu") if k in r)
@@ -122,6 +198,12 @@ def format_table(records: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from benchmarks.errors import ConfigError
     from benchmarks.rankexit import exit_rank
 
-    exit_rank(main())  # not interpreter finalization: benchmarks/rankexit.py says why
+    try:
+        code = main()
+    except ConfigError as error:  # one line, as the CLI prints it, not a traceback per rank
+        print(f"ddlbench commbench: error: {error}", file=sys.stderr)
+        code = 2
+    exit_rank(code)  # not interpreter finalization: benchmarks/rankexit.py says why

@@ -120,6 +120,8 @@ class _CommsLoggerTimer:
     """Per-step collective time from DeepSpeed's comms logger. The logger synchronises after every
     collective, so all of it is exposed (on CPU gloo collectives block the host anyway)."""
 
+    reads_late: ClassVar[bool] = False  # read right after its step
+
     def __init__(self, comm_module: Any) -> None:
         self._comm = comm_module
         self._take_ms()  # drop what initialize() recorded (parameter broadcasts)
@@ -148,6 +150,8 @@ class DeepSpeed(TorchCollectives):
         self.per_gpu_batch = config.train_micro_batch_size_per_gpu
         self.comm_timer_knob = config.comm_timer
         self.weights_format = "contiguous (NCHW)"
+        self.device = torch.device("cpu")  # until init()
+        self.single_rank_allreduce: bool | None = None  # known after setup()
         self.rank = self.local_rank = 0
         self.world_size = 1
         self.config: dict | None = None
@@ -164,20 +168,24 @@ class DeepSpeed(TorchCollectives):
 
     @classmethod
     def commbench_collective(cls, device: torch.device) -> Collective:
-        """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created."""
+        """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created:
+        the same ops, forms and gaps as torch.distributed's (benchmarks/commbench/torch_dist.py)."""
         deepspeed = _import_deepspeed(device)
         import deepspeed.comm as ds_comm
 
+        from benchmarks.commbench import torch_dist
+
         deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
 
-        def max_over_ranks(x: float) -> float:
+        def reduced(x: float, op) -> float:
             t = torch.tensor([x], dtype=torch.float64, device=device)
-            ds_comm.all_reduce(t, op=ds_comm.ReduceOp.MAX)
+            ds_comm.all_reduce(t, op=op)
             return float(t.item())
 
         return Collective(
-            name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(),
-            all_reduce=lambda t: ds_comm.all_reduce(t), max_over_ranks=max_over_ranks,
+            name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(), **torch_dist.ops(ds_comm),
+            max_over_ranks=lambda x: reduced(x, ds_comm.ReduceOp.MAX),
+            sum_over_ranks=lambda x: reduced(x, ds_comm.ReduceOp.SUM),
             synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
             barrier=ds_comm.barrier,
         )
@@ -279,7 +287,7 @@ class DeepSpeed(TorchCollectives):
     def describe(self) -> dict:
         return {
             "framework": self.name,
-            "backend": "nccl" if getattr(self, "device", torch.device("cpu")).type == "cuda" else "gloo",
+            "backend": "nccl" if self.device.type == "cuda" else "gloo",
             "deepspeed": self._ds.__version__ if self._ds else None,
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
@@ -289,7 +297,7 @@ class DeepSpeed(TorchCollectives):
             "comms_logger_on": self._comms_logger_state(),
             "reduce_note": _reduce_note(self.knobs),
             "weights_format": self.weights_format,
-            "single_rank_allreduce": getattr(self, "single_rank_allreduce", None),
+            "single_rank_allreduce": self.single_rank_allreduce,
             "buffers": "per rank (not broadcast; DDP broadcasts them from rank 0 every forward)",
             "ds_config": self.config,
         }

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
+from benchmarks.commbench import ROOT, Collective, Op
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer
@@ -36,6 +36,8 @@ class _SynchronizeTimer:
     The gradient all-reduces run in Horovod's background thread during backward; what is left when
     backward returns is the communication the step waits for. The total all-reduce time is not seen
     from here (Horovod's timeline has it: framework.timeline=true)."""
+
+    reads_late: ClassVar[bool] = False  # read right after its step
 
     def __init__(self) -> None:
         self.exposed_s: float | None = None
@@ -85,16 +87,43 @@ class Horovod:
 
     @classmethod
     def commbench_collective(cls, device: torch.device) -> Collective:
-        """Horovod's in-place all-reduce (after commbench_join)."""
+        """Horovod's collectives (after commbench_join). Horovod's out-of-place ops allocate their output, so
+        out of place the result is copied into commbench's output (timed); it has no in-place all_gather,
+        reduce_scatter or all_to_all and no point-to-point send/recv."""
         hvd = _import_horovod()
+        rank = hvd.rank()
 
-        def max_over_ranks(x: float) -> float:
-            return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max, name="commbench.max").item())
+        def into(recv: torch.Tensor, result) -> None:
+            recv.copy_(result[0] if isinstance(result, tuple) else result)  # alltoall may return (output, splits)
 
+        def all_reduce_in(send, recv):
+            hvd.allreduce_(recv, op=hvd.Sum, name="commbench.allreduce")
+
+        def broadcast_in(send, recv):
+            hvd.broadcast_(recv, root_rank=ROOT, name="commbench.broadcast")
+
+        def broadcast_out(send, recv):
+            # every rank passes a tensor; only the root's is read, and each rank gets its own copy back
+            into(recv, hvd.broadcast(send, root_rank=ROOT, name="commbench.broadcast"))
+
+        def reduced(x: float, op) -> float:
+            return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=op, name="commbench.scalar").item())
+
+        copied = "out-of-place: Horovod allocates the output; copied into commbench's output"
         return Collective(
-            name="horovod", rank=hvd.rank(), world_size=hvd.size(),
-            all_reduce=lambda t: hvd.allreduce_(t, op=hvd.Sum, name="commbench.allreduce"),
-            max_over_ranks=max_over_ranks,
+            name="horovod", rank=rank, world_size=hvd.size(),
+            all_reduce=Op(out_of_place=lambda s, r: into(r, hvd.allreduce(s, op=hvd.Sum, name="commbench.allreduce")),
+                          in_place=all_reduce_in, emulated=copied),
+            all_gather=Op(out_of_place=lambda s, r: into(r, hvd.allgather(s, name="commbench.allgather")),
+                          in_place=None, emulated=copied),
+            reduce_scatter=Op(out_of_place=lambda s, r: into(r, hvd.reducescatter(s, op=hvd.Sum,
+                                                                                  name="commbench.reducescatter")),
+                              in_place=None, emulated=copied),
+            all_to_all=Op(out_of_place=lambda s, r: into(r, hvd.alltoall(s, name="commbench.alltoall")),
+                          in_place=None, emulated=copied),
+            broadcast=Op(out_of_place=broadcast_out, in_place=broadcast_in, emulated=copied),
+            send_recv=None,
+            max_over_ranks=lambda x: reduced(x, hvd.Max), sum_over_ranks=lambda x: reduced(x, hvd.Sum),
             synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
             barrier=lambda: hvd.allreduce(torch.zeros(1), name="commbench.barrier"),
         )

@@ -25,13 +25,14 @@ ADAPTER_OF = {
     "horovod": "benchmarks/frameworks/horovod.py",
     "deepspeed": "benchmarks/frameworks/deepspeed.py",
     "nvidia.dali": "benchmarks/loaders/dali.py",
+    "mpi4py": "benchmarks/commbench/mpi.py",
 }
 TORCH_FREE = [
     "benchmarks.rundir", "benchmarks.errors", "benchmarks.config", "benchmarks.schema", "benchmarks.validate",
     "benchmarks.adapter_config", "benchmarks.frameworks.configs", "benchmarks.loaders.configs",
     "benchmarks.models.configs", "launchers.campaign", "launchers.slurm", "launchers.local", "launchers.stash",
     "analysis.load", "analysis.metrics", "analysis.campaign_analysis", "analysis.results", "analysis.report",
-    "analysis.plots", "analysis.stash", "analysis.breakdown", "analysis.cli",
+    "analysis.plots", "analysis.stash", "analysis.breakdown", "analysis.cli", "benchmarks.commbench", "launchers.commbench",
 ]
 
 

@@ -88,12 +88,13 @@ def test_every_commbench_backend_has_a_registered_launcher():
     assert set(commbench.BACKEND_LAUNCHERS.values()) <= set(local.LAUNCHERS.names())
     assert commbench.launcher_for(["torch", "deepspeed"]) == "torchrun"
     assert commbench.launcher_for(["horovod"]) == "horovodrun"
+    assert commbench.launcher_for(["mpi"]) == "mpirun"
 
 
 @pytest.mark.parametrize("backends, message", [
     (["torch", "horovod"], "--backends torch,horovod: started by different launchers (torch by torchrun, horovod by "
                            "horovodrun); run them apart: --backends torch and --backends horovod"),
-    (["torch", "nccl"], "--backends torch,nccl: 'nccl' is unknown; choose from torch, deepspeed, horovod"),
+    (["torch", "nccl"], "--backends torch,nccl: 'nccl' is unknown; choose from torch, deepspeed, horovod, mpi"),
 ])
 def test_commbench_backends_that_no_one_launcher_starts(backends, message):
     with pytest.raises(ConfigError) as error:
