@@ -26,6 +26,14 @@ class DistEnv:
     master_addr: str
     master_port: int
     source: str  # torchrun | horovodrun | slurm | openmpi | pmix | single
+    # devices this rank drives: 1, or for a single-process framework (DataParallel) every GPU it uses
+    # (set by the app from the config: FrameworkConfig.local_layout; the launcher's variables count processes)
+    devices_per_rank: int = 1
+
+    @property
+    def num_devices(self) -> int:
+        """The GPUs (or CPU ranks) the run trains on: its world size in the run key and directory name."""
+        return self.world_size * self.devices_per_rank
 
     def export(self) -> dict[str, str]:
         """The torch.distributed env:// variables, for frameworks that read them."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import socket
@@ -15,6 +16,7 @@ EPILOG = """examples:
   ddlbench data synth --out data/synth --classes 10 --per-class 64
   ddlbench run loader=native data.path=data/synth model=resnet model.depth=18 run.per_gpu_batch=16
   ddlbench run framework=ddp system=h200 precision=amp_bf16 model.depth=50 run.per_gpu_batch=256
+  ddlbench maxbatch framework=fsdp system=h200 precision=amp_bf16 model.depth=50
   ddlbench results runs/
 overrides are Hydra's: see 'python -m benchmarks --help' for groups and 'python -m benchmarks --cfg job' for keys"""
 
@@ -38,10 +40,12 @@ def next_free_repeat(cfg, *, world_size: int) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher."""
+    """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
+    process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
     from benchmarks import affinity, components
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
+    from benchmarks.frameworks.configs import node_layout
     from benchmarks.rundir import holds_a_run
     from benchmarks.validate import validate
     from launchers.local import local_command
@@ -53,12 +57,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     # one-line error here, not a traceback from inside the launcher
     components.build_framework(cfg)
     components.build_loader(cfg)
-    nproc = cfg.system.ranks_per_node
-    run_dir = resolve_run_dir(cfg, world_size=nproc, num_nodes=1)
+    nproc, devices_per_process = node_layout(cfg)
+    world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
+    run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=1)
     if holds_a_run(run_dir):
         raise ConfigError(
             f"run directory {run_dir} already holds a run (never overwritten); pass "
-            f"run.repeat={next_free_repeat(cfg, world_size=nproc)} or another run.campaign"
+            f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
         )
     argv = local_command(
         launcher=cfg.framework.local_launcher, nproc=nproc, master_port=_free_port(),
@@ -72,6 +77,118 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code != 0:
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
         return code
+    return 0
+
+
+def max_batch_search(fits, *, start: int, limit: int) -> tuple[int | None, int | None]:
+    """(largest batch that fits, smallest that does not; None where none was found): fits(start),
+    fits(2 x start), ... doubling up to `limit`, then bisection between the last fit and the first
+    failure. fits(batch) -> bool runs one probe; it is asked about each batch once."""
+    fit, fail, batch = None, None, start
+    while True:
+        if not fits(batch):
+            fail = batch
+            break
+        fit = batch
+        if batch >= limit:
+            return fit, None
+        batch = min(2 * batch, limit)
+    if fit is None:
+        return None, fail
+    while fail - fit > 1:
+        middle = (fit + fail) // 2
+        if fits(middle):
+            fit = middle
+        else:
+            fail = middle
+    return fit, fail
+
+
+def _gib(value) -> str:
+    return "-" if value is None else f"{value / 2**30:.2f}"
+
+
+def format_probes(probes: list[dict]) -> str:
+    """The probes of `ddlbench maxbatch` as a table, in the order they ran."""
+    rows = [("batch/GPU", "status", "peak alloc GiB", "peak reserved GiB", "img/s", "run")]
+    rows += [(str(p["batch"]), p["status"], _gib(p.get("peak_allocated_bytes")), _gib(p.get("peak_reserved_bytes")),
+              "-" if p.get("throughput_img_s") is None else f"{p['throughput_img_s']:,.1f}", str(p["run_dir"]))
+             for p in probes]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if i < 5 else c for i, (c, w) in enumerate(zip(r, widths))) for r in rows)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path):
+    """Send this process's and its children's stdout and stderr (file descriptors 1 and 2) to `path`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+def cmd_maxbatch(args: argparse.Namespace) -> int:
+    """The largest run.per_gpu_batch that fits in GPU memory: each probe a short `ddlbench run` in a fresh
+    run directory of a scratch campaign; a probe fits when it completes, and fails on out of memory."""
+    from benchmarks import rundir
+    from benchmarks.app import resolve_run_dir
+    from benchmarks.config import compose
+    from benchmarks.frameworks.configs import node_layout
+
+    cfg = compose(args.overrides)
+    if cfg.system.device != "cuda":
+        raise ConfigError(f"ddlbench maxbatch searches GPU memory, but system={cfg.system.name} runs on the CPU "
+                          "(system.device=cpu), which has none to fill; pass a GPU system, e.g. "
+                          "'ddlbench maxbatch system=h200 model=resnet model.depth=50'")
+    if cfg.run.dir:
+        raise ConfigError(f"run.dir={cfg.run.dir} cannot be set for maxbatch: every probe needs its own directory; drop it")
+    if args.start < 1 or args.limit < args.start:
+        raise ConfigError(f"--start {args.start} --max {args.limit}: need 1 <= --start <= --max")
+    nproc, devices = node_layout(cfg)
+    probes: list[dict] = []
+
+    def fits(batch: int) -> bool:
+        overrides = [*args.overrides, f"run.per_gpu_batch={batch}", "run.warmup_steps=1", f"run.steps={args.steps}",
+                     "run.epochs=null", "run.log_every=0", f"run.campaign={args.campaign}"]
+        probe_cfg = compose(overrides)
+        overrides.append(f"run.repeat={next_free_repeat(probe_cfg, world_size=nproc * devices)}")
+        run_dir = resolve_run_dir(compose(overrides), world_size=nproc * devices, num_nodes=1)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        print(f"[ddlbench] maxbatch: batch {batch} per GPU -> {run_dir}", file=sys.stderr, flush=True)
+        with _output_to(run_dir / "probe.log"):  # the ranks' tracebacks stay out of the table
+            code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+        summary = rundir.read_summary(run_dir) or {}
+        probe = {"batch": batch, "run_dir": run_dir, **{k: summary.get(k) for k in (*rundir.MEMORY_FIELDS, "throughput_img_s")}}
+        if code == 0 and rundir.state(run_dir) == "completed":
+            probes.append({**probe, "status": "fits"})
+            return True
+        if rundir.ran_out_of_memory(run_dir):
+            probes.append({**probe, "status": "out of memory"})
+            return False
+        probes.append({**probe, "status": "failed"})
+        print(format_probes(probes))
+        raise ConfigError(f"the probe at run.per_gpu_batch={batch} failed, not for lack of memory (exit code {code}); "
+                          f"fix the run first: its output is in {run_dir / 'probe.log'}")
+
+    fit, fail = max_batch_search(fits, start=args.start, limit=args.limit)
+    print(format_probes(probes))
+    if fit is None:
+        print(f"\nno batch fits: run.per_gpu_batch={fail} is already out of memory ({nproc * devices} GPU(s))")
+        return 1
+    shown = next(p for p in probes if p["batch"] == fit)
+    tail = f"; {fail} is out of memory" if fail is not None else f" (--max {args.limit}: not searched beyond)"
+    print(f"\nlargest per-GPU batch that fits: {fit}{tail}; peak allocated {_gib(shown['peak_allocated_bytes'])} GiB, "
+          f"reserved {_gib(shown['peak_reserved_bytes'])} GiB (the largest over the ranks)")
     return 0
 
 
@@ -191,6 +308,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="seed of the record order (records are shuffled across shards)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_data_convert)
+
+    p = sub.add_parser(
+        "maxbatch", help="the largest run.per_gpu_batch that fits in GPU memory (doubling, then bisection)",
+        description="Each probe is a short 'ddlbench run' (1 warm-up + --steps steps) at one run.per_gpu_batch, in a "
+                    "fresh run directory of the campaign --campaign (its output in probe.log there). A probe fits "
+                    "when it completes; one that runs out of GPU memory bounds the search; any other failure "
+                    "stops it. GPU systems only: a CPU run has no GPU memory to fill.",
+        epilog="example:\n  ddlbench maxbatch system=h200 framework=fsdp precision=amp_bf16 model=resnet model.depth=50",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("overrides", nargs="*", help="Hydra overrides of the run, as for 'ddlbench run'")
+    p.add_argument("--start", type=int, default=1, help="first batch per GPU to probe (default 1)")
+    p.add_argument("--max", dest="limit", type=int, default=65536, help="largest batch per GPU to probe (default 65536)")
+    p.add_argument("--steps", type=int, default=2, help="measured steps per probe, after 1 warm-up step (default 2)")
+    p.add_argument("--campaign", default="maxbatch", help="run.campaign of the probes' scratch run directories")
+    p.set_defaults(func=cmd_maxbatch)
 
     p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
     p.add_argument("runs_dir", metavar="RUNS_DIR")

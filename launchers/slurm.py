@@ -163,6 +163,8 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     from benchmarks import rundir
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
+    from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+    from benchmarks.frameworks.configs import node_layout
     from benchmarks.validate import validate
 
     environ = dict(os.environ if environ is None else environ)
@@ -176,7 +178,17 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     if gpus and per_node > gpus:
         raise ConfigError(f"{per_node} ranks per node but system.gpus_per_node={gpus} (system={cfg.system.name}); "
                           f"pass sbatch --ntasks-per-node={gpus} or fewer")
-    run_dir = resolve_run_dir(cfg, world_size=ntasks, num_nodes=nodes).resolve()
+    world_size = ntasks
+    if FRAMEWORKS[cfg.framework.name].SINGLE_PROCESS:
+        # DataParallel: one task drives the GPUs of the allocation's tasks (the rank reads system.ranks_per_node)
+        if nodes != 1:
+            raise ConfigError(f"framework={cfg.framework.name} is one process on one node but the job has {nodes} "
+                              "nodes; submit it with sbatch --nodes=1")
+        overrides = [*overrides, f"system.ranks_per_node={per_node}"]
+        cfg = compose(overrides)
+        ntasks = per_node = 1
+        world_size = node_layout(cfg)[1]
+    run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=nodes).resolve()
     if rundir.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
                           f"run.repeat={cfg.run.repeat + 1} or another run.campaign")

@@ -1,4 +1,4 @@
-"""The settings of every framework adapter (ddp, horovod, deepspeed) and their launch facts. Torch-free.
+"""The settings of every framework adapter (ddp, dp, fsdp, horovod, deepspeed) and their launch facts. Torch-free.
 
 Kept apart from the adapter modules (which import torch at their top) so that Hydra's ConfigStore,
 validate(), campaign planning and analysis (analysis/stash.py reads DDP's bucket default here) use
@@ -9,7 +9,7 @@ selectable (its defaults list) and says in a comment what it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import II, MISSING
 
@@ -78,6 +78,32 @@ class ReduceDtype(Choice):
     autocast = "autocast"
 
 
+class ShardUnit(Choice):
+    """framework.shard_unit (FSDP2): which modules get their own fully_shard group (one all-gather and one
+    reduce-scatter each). children: every direct child of the model that holds parameters (ResNet's
+    conv1, bn1, layer1-4, fc), then the root for the rest; root: the whole model as one group."""
+
+    children = "children"
+    root = "root"
+
+
+class FSDPMixedPrecision(Choice):
+    """FSDP2 under precision=amp_*: policy = MixedPrecisionPolicy(param_dtype=the amp dtype): sharded fp32
+    weights, all-gathered and computed in bf16/fp16 (torch.autocast stays on, as for every framework);
+    autocast = fp32 weights all-gathered in fp32, torch.autocast alone, as DDP."""
+
+    policy = "policy"
+    autocast = "autocast"
+
+
+class FSDPReduceDtype(Choice):
+    """framework.reduce_dtype (FSDP2 with mixed_precision=policy): fp32 reduce-scatters gradients in fp32,
+    as DDP; param reduces them in the amp dtype (half the bytes)."""
+
+    fp32 = "fp32"
+    param = "param"
+
+
 @dataclass
 class FrameworkConfig(AdapterConfig):
     """What every framework option has: the adapter class (`_target_`), its name and its local launcher."""
@@ -86,9 +112,22 @@ class FrameworkConfig(AdapterConfig):
     # launch facts, read torch-free by the launchers: how the ranks find each other (a property of the
     # library) and which launcher starts them on one machine (a setting, framework.local_launcher)
     RENDEZVOUS: ClassVar[Rendezvous] = Rendezvous.torch
+    # one process drives every local GPU (torch.nn.DataParallel) instead of one process per GPU
+    SINGLE_PROCESS: ClassVar[bool] = False
     _target_: str = MISSING
     name: str = MISSING
     local_launcher: LocalLauncher = LocalLauncher.torchrun
+
+    @classmethod
+    def local_layout(cls, *, device: str, ranks_per_node: int) -> tuple[int, int]:
+        """(processes, devices per process) on one node of system.ranks_per_node GPUs (or CPU ranks).
+
+        One device per process, except a SINGLE_PROCESS framework: one process driving ranks_per_node
+        GPUs, or the one CPU device (DataParallel has nothing to split over on a CPU). The run's world
+        size, the g<W> of its directory name, is processes x devices: the GPUs it trains on."""
+        if not cls.SINGLE_PROCESS:
+            return ranks_per_node, 1
+        return 1, ranks_per_node if device == "cuda" else 1
 
 
 @dataclass
@@ -105,6 +144,35 @@ class DDPConfig(FrameworkConfig):
     wrap_single_rank: bool = False  # wrap in DDP even at world size 1 (measures DDP's own overhead)
     # on: an all-reduce comm hook timing every bucket (total + exposed); off: DDP's own hook
     comm_timer: CommTimer = CommTimer.auto
+    # torch.distributed.optim.ZeroRedundancyOptimizer: each rank keeps the optimizer state of 1/W of the
+    # parameters and broadcasts its updated shard after step() (ZeRO-1 beside DDP's all-reduce)
+    zero_optimizer: bool = False
+
+
+@dataclass
+class DPConfig(FrameworkConfig):
+    """torch.nn.DataParallel: one process drives system.ranks_per_node GPUs (scatter the batch, replicate
+    the model every step, gather outputs on GPU 0); on a CPU one process and no split."""
+
+    SINGLE_PROCESS: ClassVar[bool] = True
+    _target_: str = "benchmarks.frameworks.dp.DP"
+    name: str = "dp"
+
+
+@dataclass
+class FSDPConfig(FrameworkConfig):
+    """PyTorch FSDP2 (torch.distributed.fsdp.fully_shard): parameters, gradients and optimizer state sharded
+    over the ranks; all-gather before forward/backward, reduce-scatter after backward."""
+
+    _target_: str = "benchmarks.frameworks.fsdp.FSDP"
+    name: str = "fsdp"
+    backend: str = "auto"  # auto: nccl on GPU, gloo on CPU; else any torch.distributed backend name
+    # True: free the all-gathered parameters after forward and gather them again for backward (ZeRO-3);
+    # False: keep them until backward ends (ZeRO-2: more memory, one all-gather fewer per step)
+    reshard_after_forward: bool = True
+    shard_unit: ShardUnit = ShardUnit.children
+    mixed_precision: FSDPMixedPrecision = FSDPMixedPrecision.policy
+    reduce_dtype: FSDPReduceDtype = FSDPReduceDtype.fp32
 
 
 @dataclass
@@ -170,4 +238,11 @@ class DeepSpeedConfig(FrameworkConfig):
 
 
 # every framework option's config, in the order `ddlbench` lists them (benchmarks/schema.py registers them)
-CONFIGS: dict[str, type[FrameworkConfig]] = {c.name: c for c in (DDPConfig, HorovodConfig, DeepSpeedConfig)}
+CONFIGS: dict[str, type[FrameworkConfig]] = {
+    c.name: c for c in (DDPConfig, DPConfig, FSDPConfig, HorovodConfig, DeepSpeedConfig)}
+
+
+def node_layout(cfg: Any) -> tuple[int, int]:
+    """(processes, devices per process) on each node for a composed config: its framework's
+    FrameworkConfig.local_layout over system.device and system.ranks_per_node (cmd_run, the app, Slurm)."""
+    return CONFIGS[cfg.framework.name].local_layout(device=cfg.system.device, ranks_per_node=cfg.system.ranks_per_node)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from datetime import timedelta
 from typing import ClassVar
 
 import torch
 import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.adapter_config import Installation
@@ -15,7 +15,7 @@ from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DDPConfig
-from benchmarks.frameworks.torch_collectives import TorchCollectives
+from benchmarks.frameworks.torch_collectives import TorchCollectives, init_process_group
 
 
 class AllreduceTimer:
@@ -103,6 +103,13 @@ def comm_total_exposed(stamps: list, *, end_s: float) -> tuple[float, float]:
     return total, max(0.0, end_s - max(queued for _, _, queued in stamps))
 
 
+def zero_redundancy(optimizer: torch.optim.Optimizer) -> ZeroRedundancyOptimizer:
+    """The same optimizer (class and settings) as a ZeroRedundancyOptimizer over the same parameters: each
+    rank updates its shard of them and broadcasts it (needs the process group; one param group)."""
+    (group,) = optimizer.param_groups  # components.build_model_and_optimizer makes one
+    return ZeroRedundancyOptimizer(group["params"], optimizer_class=type(optimizer), **optimizer.defaults)
+
+
 class DDP(TorchCollectives):
     name: ClassVar[str] = "ddp"
 
@@ -131,22 +138,15 @@ class DDP(TorchCollectives):
         return torch_dist.collective(device)  # DDP's all-reduce is torch.distributed's
 
     def init(self, env: DistEnv, device: torch.device) -> None:
-        if self.backend == "auto":
-            self.backend = "nccl" if device.type == "cuda" else "gloo"
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
         self.device = device
-        dist.init_process_group(
-            backend=self.backend,
-            init_method=f"tcp://{env.master_addr}:{env.master_port}",
-            rank=env.rank,
-            world_size=env.world_size,
-            timeout=timedelta(minutes=10),
-            **({"device_id": device} if device.type == "cuda" else {}),
-        )
+        self.backend = init_process_group(env, device, backend=self.backend)
 
     def setup(self, model, optimizer, *, amp_dtype):
         # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
         self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
+        if self.config.zero_optimizer:
+            optimizer = zero_redundancy(optimizer)
         self._optimizer = optimizer
         if self.world_size == 1 and not self.config.wrap_single_rank:
             # one rank has nothing to all-reduce: the wrapper would only add bucket copies
@@ -202,6 +202,7 @@ class DDP(TorchCollectives):
             "gradient_as_bucket_view": self.config.gradient_as_bucket_view,
             "static_graph": self.config.static_graph,
             "ddp_wrapped": self.wrapped,  # False at world size 1 unless wrap_single_rank
+            "zero_optimizer": self.config.zero_optimizer,
             "comm_timer": "allreduce comm hook (total: union of bucket intervals; exposed: last done - last ready)"
             if self._comm is not None else None,
         }

@@ -1,14 +1,33 @@
-"""barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP and DeepSpeed."""
+"""barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP, FSDP, DP and DeepSpeed."""
 from __future__ import annotations
 
 import gc
 import sys
+from datetime import timedelta
 from typing import ClassVar
 
 import torch
 import torch.distributed as dist
 
+from benchmarks.distenv import DistEnv
+
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+def init_process_group(env: DistEnv, device: torch.device, *, backend: str) -> str:
+    """Join the run's torch.distributed group at the launcher's rendezvous; backend auto: nccl on GPU, gloo on
+    CPU. Returns the backend used."""
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend=backend,
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(minutes=10),
+        **({"device_id": device} if device.type == "cuda" else {}),
+    )
+    return backend
 
 
 class TorchCollectives:

@@ -38,8 +38,8 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log
     run_dir = find_run(tmp_path / "runs" / "t", f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "meta.json", "rank0.jsonl", "rank1.jsonl",
-                                                         "summary.json"], log
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "end_rank0.json", "end_rank1.json",
+                                                         "meta.json", "rank0.jsonl", "rank1.jsonl", "summary.json"], log
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 1
     meta = json.loads((run_dir / "meta.json").read_text())

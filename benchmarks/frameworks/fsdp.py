@@ -1,0 +1,131 @@
+"""PyTorch FSDP2 (torch.distributed.fsdp.fully_shard): NCCL on GPU, gloo on CPU.
+
+Every parameter becomes a DTensor sharded on dim 0 over the ranks (a 1-D device mesh). Each fully_shard
+group (framework.shard_unit) all-gathers its parameters before its forward (and, with
+reshard_after_forward, again before its backward) and reduce-scatters its gradients after backward;
+the optimizer steps on the local shards. The hooks run inside forward and backward: backward() and
+step() are plain calls here.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+from torch.distributed.tensor import DTensor
+
+from benchmarks.adapter_config import Installation
+from benchmarks.commbench import Collective
+from benchmarks.distenv import DistEnv
+from benchmarks.frameworks.base import CommTimer
+from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype, ShardUnit
+from benchmarks.frameworks.torch_collectives import TorchCollectives, init_process_group
+
+
+def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
+    """precision=amp_* with mixed_precision=policy: parameters all-gathered and computed in the amp dtype,
+    gradients reduced in fp32 (reduce_dtype=fp32, as DDP) or in the amp dtype (param); else full precision."""
+    if amp_dtype is None or config.mixed_precision is FSDPMixedPrecision.autocast:
+        return MixedPrecisionPolicy()
+    reduce = torch.float32 if config.reduce_dtype is FSDPReduceDtype.fp32 else amp_dtype
+    return MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=reduce)
+
+
+def shard_groups(model: torch.nn.Module, unit: ShardUnit) -> list[torch.nn.Module]:
+    """The modules fully_shard is applied to, inner ones first and the model last (it takes the rest)."""
+    inner = [m for m in model.children() if any(True for _ in m.parameters())] if unit is ShardUnit.children else []
+    return [*inner, model]
+
+
+class FSDP(TorchCollectives):
+    name: ClassVar[str] = "fsdp"
+
+    def __init__(self, config: FSDPConfig) -> None:
+        config.check()
+        self.config = config
+        self.backend = config.backend  # "auto" until init() knows the device
+        self.rank = self.local_rank = 0
+        self.world_size = 1
+        self._optimizer: torch.optim.Optimizer | None = None
+        self._scaler: ShardedGradScaler | None = None
+        self._policy = MixedPrecisionPolicy()
+        self._num_groups = 0
+
+    @classmethod
+    def installation(cls) -> Installation:
+        ok = dist.is_available()
+        return Installation(ok=ok, detail=f"torch.distributed.fsdp.fully_shard (torch {torch.__version__})",
+                            fix="" if ok else "install a torch build with distributed support (pip install torch)")
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        from benchmarks.commbench import torch_dist
+
+        return torch_dist.collective(device)  # FSDP's collectives are torch.distributed's
+
+    def init(self, env: DistEnv, device: torch.device) -> None:
+        self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
+        self.device = device
+        self.backend = init_process_group(env, device, backend=self.backend)
+
+    def setup(self, model, optimizer, *, amp_dtype):
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        self._policy = mixed_precision_policy(self.config, amp_dtype)
+        # FSDP2 shards contiguous parameters only: channels_last weights go back to NCHW (inputs stay as they are)
+        for parameter in model.parameters():
+            parameter.data = parameter.data.contiguous()
+        groups = shard_groups(model, self.config.shard_unit)
+        for module in groups:
+            fully_shard(module, mesh=mesh, reshard_after_forward=self.config.reshard_after_forward,
+                        mp_policy=self._policy)
+        self._num_groups = len(groups)
+        # fully_shard replaced the parameters by sharded DTensors: the optimizer is rebuilt over them,
+        # same class and settings (one param group, as components.build_model_and_optimizer makes)
+        assert len(optimizer.param_groups) == 1, "one param group"
+        self._optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
+        # float16 needs loss scaling; the sharded scaler agrees on inf/NaN over all ranks' gradient shards
+        self._scaler = ShardedGradScaler(self.device.type) if amp_dtype == torch.float16 else None
+        return model, self._optimizer
+
+    def backward(self, loss: torch.Tensor) -> None:
+        # the groups' reduce-scatters run in backward hooks; the last one is waited for before it returns
+        (self._scaler.scale(loss) if self._scaler else loss).backward()
+
+    def step(self) -> None:
+        assert self._optimizer is not None, "setup() before step()"
+        if self._scaler:
+            self._scaler.step(self._optimizer)
+            self._scaler.update()
+        else:
+            self._optimizer.step()
+        self._optimizer.zero_grad(set_to_none=True)
+
+    def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        # every rank calls this (run.save_params): full_tensor() all-gathers each sharded parameter
+        return {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().cpu()
+                for k, v in model.state_dict().items()}
+
+    def release(self) -> None:
+        self._optimizer = None
+        self._scaler = None
+
+    def comm_timer(self) -> CommTimer | None:
+        return None  # all-gathers and reduce-scatters run on FSDP's own streams inside forward/backward, untimed
+
+    def describe(self) -> dict:
+        dtype = lambda d: None if d is None else str(d).removeprefix("torch.")  # noqa: E731
+        return {
+            "framework": self.name,
+            "backend": self.backend,
+            "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
+            "reshard_after_forward": self.config.reshard_after_forward,
+            "shard_unit": self.config.shard_unit.value,
+            "num_shard_groups": self._num_groups,
+            "param_dtype": dtype(self._policy.param_dtype),  # None: the parameters' own (fp32)
+            "reduce_dtype": dtype(self._policy.reduce_dtype),
+            "weights_format": "contiguous (FSDP2 shards contiguous parameters only)",
+        }

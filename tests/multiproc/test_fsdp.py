@@ -1,0 +1,105 @@
+"""Sharded training for real on 2 CPU ranks (gloo), through `ddlbench run`: FSDP2 (fully_shard) and DDP
+with torch's ZeroRedundancyOptimizer end with DDP's parameters; FSDP's replicas gather to the same
+whole tensors; bf16 goes through MixedPrecisionPolicy; every rank writes its end record."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.models import build_model
+from tests.conftest import ddlbench, read_summary
+
+pytestmark = pytest.mark.multiproc
+
+# small and quick: the same seed and synthetic data for every framework (4 steps in all)
+COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3",
+          "run.log_every=0", "run.save_params=true"]
+_RUNS: dict[tuple[str, ...], Path] = {}
+
+
+def run_once(root: Path, *overrides: str) -> Path:
+    """`ddlbench run` with these overrides, once per test session; returns the run directory."""
+    if overrides not in _RUNS:
+        campaign = f"c{len(_RUNS)}"
+        result = ddlbench("run", *COMMON, *overrides, f"run.root={root}", f"run.campaign={campaign}")
+        assert result.returncode == 0, result.stderr[-4000:]
+        (run_dir,) = (root / campaign).iterdir()
+        _RUNS[overrides] = run_dir
+    return _RUNS[overrides]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("sharded_runs")
+
+
+def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
+    return torch.load(run_dir / f"params_rank{rank}.pt")
+
+
+def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
+    run_dir = run_once(root, "framework=fsdp")
+    assert re.fullmatch(r"fsdp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed" and summary["framework"] == "fsdp"
+    assert (summary["world_size"], summary["num_processes"], summary["measured_samples"]) == (2, 2, 2 * 3 * 4)
+    # no GPU: no device memory to record, in the summary and in each rank's end record
+    assert summary["peak_allocated_bytes"] is None and summary["peak_reserved_bytes_by_rank"] is None
+    framework = json.loads((run_dir / "meta.json").read_text())["framework"]
+    assert framework["backend"] == "gloo" and framework["reshard_after_forward"] is True
+    assert (framework["shard_unit"], framework["num_shard_groups"]) == ("children", 4)  # 2 convs, linear, root
+    assert framework["param_dtype"] is None  # fp32: no mixed-precision policy
+    for rank in (0, 1):
+        lines = [json.loads(line) for line in (run_dir / f"rank{rank}.jsonl").read_text().splitlines()]
+        assert [s["step"] for s in lines[1:]] == [0, 1, 2, 3]
+        assert json.loads((run_dir / f"end_rank{rank}.json").read_text()) == {
+            "schema_version": 1, "rank": rank, "status": "completed", "error": None, "out_of_memory": False,
+            "peak_allocated_bytes": None, "peak_reserved_bytes": None}
+    # whole tensors (full_tensor() gathered the shards) under the plain module's names, equal on both ranks
+    initial = build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).state_dict()
+    p0, p1 = params(run_dir, 0), params(run_dir, 1)
+    assert {k: v.shape for k, v in p0.items()} == {k: v.shape for k, v in initial.items()}
+    for key in p0:
+        assert torch.equal(p0[key], p1[key]), key
+
+
+@pytest.mark.parametrize("overrides", [
+    ("framework=fsdp",),
+    ("framework=fsdp", "framework.reshard_after_forward=false", "framework.shard_unit=root"),
+    ("framework=ddp", "framework.zero_optimizer=true"),
+], ids=["fsdp", "fsdp-no-reshard-root", "ddp-zero"])
+def test_sharded_training_ends_with_ddps_parameters(root, overrides):
+    ddp = params(run_once(root, "framework=ddp"), 0)
+    sharded = params(run_once(root, *overrides), 0)
+    assert sharded.keys() == ddp.keys()
+    for key in ddp:
+        torch.testing.assert_close(sharded[key], ddp[key], rtol=1e-5, atol=1e-6, msg=key)
+    initial = build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).state_dict()
+    assert any(not torch.allclose(ddp[key], initial[key]) for key in ddp)  # training moved the weights
+
+
+def test_zero_optimizer_is_recorded(root):
+    framework = json.loads((run_once(root, "framework=ddp", "framework.zero_optimizer=true") / "meta.json").read_text())
+    assert framework["framework"]["zero_optimizer"] is True and framework["framework"]["ddp_wrapped"] is True
+
+
+def test_fsdp_bf16_goes_through_the_mixed_precision_policy(root):
+    """precision=amp_bf16: bf16 all-gathers and compute, fp32 gradient reduction and fp32 sharded weights;
+    channels_last weights go back to contiguous (FSDP2 shards contiguous parameters only)."""
+    run_dir = run_once(root, "framework=fsdp", "precision=amp_bf16")
+    assert "-amp_bf16-" in run_dir.name and read_summary(run_dir)["status"] == "completed"
+    framework = json.loads((run_dir / "meta.json").read_text())["framework"]
+    assert (framework["param_dtype"], framework["reduce_dtype"]) == ("bfloat16", "float32")
+    assert framework["weights_format"].startswith("contiguous")
+    p0, p1 = params(run_dir, 0), params(run_dir, 1)
+    assert all(v.dtype == torch.float32 for v in p0.values())
+    for key in p0:
+        assert torch.equal(p0[key], p1[key]), key
+    # the same bf16 compute as DDP under autocast (fp32 weights cast at each use), up to rounding
+    ddp = params(run_once(root, "framework=ddp", "precision=amp_bf16"), 0)
+    for key in ddp:
+        torch.testing.assert_close(p0[key], ddp[key], rtol=2e-2, atol=2e-3, msg=key)
