@@ -5,7 +5,8 @@ they count the same runs and print the same figures for the same runs.
     from analysis.campaign_analysis import CampaignAnalysis
     ca = CampaignAnalysis("runs/")
     ca.scaling(mode="weak")      # one row per cell, with efficiency against its curve's baseline
-    ca.breakdown()               # where the time goes, per cell
+    ca.breakdown()               # where the time goes, per cell (phase timers)
+    ca.trace_breakdown()         # the same from the trace window, by kernel class (two denominators)
     ca.excluded()                # runs that do not count, and why
 
 Columns carry units (_s, _ms, _img_s, _share, _pct). A cell is one configuration (`cell_hash`:
@@ -90,6 +91,28 @@ class CampaignAnalysis:
         """breakdown_runs() per cell (mean over repeats)."""
         per_run = self.run_throughput()
         return metrics.breakdown_cells(self.breakdown_runs(), per_run) if not per_run.empty else pd.DataFrame()
+
+    @functools.cache
+    def trace_breakdown_runs(self) -> pd.DataFrame:
+        """Per counted run with a trace window: shares by kernel class of the window's step time (*_pct)
+        and of the run's runtime (*_runtime_pct), mean over ranks (metrics.trace_breakdown_runs)."""
+        counted = self.counted()
+        traces = self.campaign.traces[self.campaign.traces["run_id"].isin(set(counted["run_id"]))]
+        return metrics.trace_breakdown_runs(traces, self.campaign.steps, counted)
+
+    @functools.cache
+    def trace_breakdown(self) -> pd.DataFrame:
+        """trace_breakdown_runs() per cell (mean over repeats)."""
+        per_run, traced = self.run_throughput(), self.trace_breakdown_runs()
+        return metrics.trace_breakdown_cells(traced, per_run) if not traced.empty else pd.DataFrame()
+
+    @functools.cache
+    def timers_vs_trace(self) -> pd.DataFrame:
+        """Per counted run and rank with a trace window: timers against trace over the same steps, and the
+        disagreement in percentage points (metrics.timers_vs_trace)."""
+        counted = set(self.counted()["run_id"])
+        traces = self.campaign.traces[self.campaign.traces["run_id"].isin(counted)]
+        return metrics.timers_vs_trace(traces, self.campaign.steps)
 
     @functools.cache
     def step_stability_runs(self) -> pd.DataFrame:

@@ -1,11 +1,13 @@
 """Run directories (any depth below a root) -> tidy pandas DataFrames.
 
-Tables (column names follow ARCHITECTURE.md):
+Tables (column names follow docs/architecture.md):
 - runs: one row per run directory: `run_id` (path below the root), `status`, `reason`, the
   summary's fields, the resolved config flattened as `config.<key>` and provenance as `meta.<key>`;
 - steps: one row per rank per logged step of every *completed* run (rank<R>.jsonl);
 - telemetry: one row per sample of telemetry*.jsonl (whatever keys are there, flattened);
 - commbench: one row per measurement of commbench*.json (op, size_bytes, algbw_gb_s, ...);
+- traces: one row per rank of every completed run with a trace window (breakdown_rank<R>.json):
+  the window's seconds by class (TRACE_COLUMNS);
 - problems: every line, file or field that was skipped, and why.
 
 Only `status == "completed"` runs are counted; everything else stays in `runs` with its reason.
@@ -22,9 +24,12 @@ is well typed, so metrics and report never check types:
   campaign, repeat, cache) comes from config.yaml and its size from meta.json, the same sources as
   its cell hash, and a summary that disagrees is listed too. A completed summary that leaves the
   run unidentified, or whose world size differs from meta.json's, makes the run `corrupt`;
-- a run counts only with a rank log for every rank 0..world_size-1, each with a measured step;
+- a run counts only with a rank log for every rank 0..world_size-1 (0..num_processes-1 where meta.json
+  says one process drives several GPUs: DataParallel), each with a measured step; summary.json's memory
+  fields are counts (lists of counts or null, per rank, as JSON text);
 - telemetry lines need a finite `t_s` (and integer rank/gpu), commbench measurements their seven
-  fields; other values become plain scalars (lists as JSON text, text as valid UTF-8).
+  fields (and the suite's in_place, wrong and count of the right type where present); other values
+  become plain scalars (lists as JSON text, text as valid UTF-8).
 """
 from __future__ import annotations
 
@@ -57,6 +62,7 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 RANK_LOG = re.compile(r"rank(\d+)\.jsonl$")
 TELEMETRY = re.compile(r"telemetry.*\.jsonl$")
 COMMBENCH = re.compile(r"commbench.*\.json$")
+BREAKDOWN = re.compile(r"breakdown_rank(\d+)\.json$")  # benchmarks/tracereduce.py breakdown_path
 
 # the per-step record written by benchmarks/loop.py (schema_version 1)
 STEP_FIELDS, REQUIRED_STEP_FIELDS = rundir.STEP_FIELDS, rundir.REQUIRED_STEP_FIELDS
@@ -88,7 +94,7 @@ class Campaign:
     telemetry: pd.DataFrame
     commbench: pd.DataFrame
     problems: pd.DataFrame = field(default_factory=pd.DataFrame)
-
+    traces: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRACE_COLUMNS))  # a row per rank
     @property
     def counted(self) -> pd.DataFrame:
         """The runs that count: completed ones."""
@@ -174,6 +180,11 @@ def _is_text(value: Any) -> bool:
     return type(value) is str
 
 
+def _is_counts(value: Any) -> bool:
+    # a per-rank list (summary.json's *_by_rank): integers >= 0, or null where a rank measured none
+    return type(value) is list and len(value) <= MAX_VALUES and all(v is None or _is_count(v) for v in value)
+
+
 def _is_name(value: Any) -> bool:
     # a name Hydra may have written as a number (run.campaign=2026) is that number's text
     return (type(value) is str and value.strip() != "") or _is_count(value)
@@ -188,6 +199,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "flag": (_is_flag, "true or false", bool),
     "text": (_is_text, "a string", _text),
     "name": (_is_name, "a non-empty string", lambda v: _text(str(v))),
+    "counts": (_is_counts, "a list of integers >= 0 or null", lambda v: _json_text(v)),
 }
 STEP_KINDS = {"int64": "count", "bool": "flag", "float64": "seconds"}
 # summary.json fields (rundir.completed_summary / failed_summary) and what each must be
@@ -196,19 +208,34 @@ SUMMARY_FIELDS = {
     "precision": "name", "campaign": "name", "world_size": "size", "num_nodes": "size", "per_gpu_batch": "size",
     "global_batch": "size", "warmup_steps": "count", "repeat": "count", "measured_steps": "count",
     "measured_samples": "count", "time_s": "number", "wall_s": "number", "throughput_img_s": "number",
-    "per_gpu_img_s": "number", "last_loss": "number",
+    "per_gpu_img_s": "number", "last_loss": "number", "runtime_s": "number",
+    # device memory (rundir.memory_summary; null on CPU runs) and a failed run's cause
+    "num_processes": "size", "peak_allocated_bytes": "count", "peak_reserved_bytes": "count",
+    "peak_allocated_bytes_by_rank": "counts", "peak_reserved_bytes_by_rank": "counts", "out_of_memory": "flag",
 }
 # the run's identity columns: from config.yaml (meta.json for the size), as its cell hash is
 SETTINGS = {"framework": ("framework.name", "name"), "loader": ("loader.name", "name"),
             "precision": ("precision.name", "name"), "per_gpu_batch": ("run.per_gpu_batch", "size"),
             "campaign": ("run.campaign", "name"), "repeat": ("run.repeat", "count"), "cache": ("data.cache", "name")}
 SIZE = {"world_size": "size", "num_nodes": "size"}
+# meta.json's process count, where one process drives several GPUs (DataParallel): rank logs 0..num_processes-1
+PROCESSES = "num_processes"
 # what a completed run cannot be counted without
 IDENTIFYING = ("framework", "loader", "model", "precision", "per_gpu_batch")
 # columns of the runs table that a summary.json key must not overwrite
 RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group_hash", "strong_group_hash", "cache"}
+# breakdown_rank<R>.json: the trace breakdown's seconds (benchmarks/tracereduce.py TraceBreakdown) per rank
+TRACE_SECONDS = ("window_s", "compute_s", "conv_s", "gemm_s", "other_compute_s", "memcpy_s", "h2d_s", "comm_total_s",
+                 "comm_overlap_s", "comm_exposed_s", "idle_s")
+TRACE_COLUMNS = ["run_id", "rank", "source", "steps", "first_step", "last_step", *TRACE_SECONDS, "allreduce_s",
+                 "allreduce_exposed_s"]
 COMMBENCH_KINDS = {"op": "name", "backend": "name", "world_size": "size", "size_bytes": "size", "time_s": "seconds",
                    "algbw_gb_s": "seconds", "busbw_gb_s": "seconds"}
+# the collective suite's fields (benchmarks/commbench/suite.py): typed where present, null where absent (files
+# written before the suite, the GPU tests' records) and wrong null where the check was skipped; always columns
+# (nullable: boolean, Int64), so a measurement's placement and check are never a missing key
+COMMBENCH_OPTIONAL_KINDS = {"in_place": "flag", "wrong": "count", "count": "size"}
+COMMBENCH_OPTIONAL_DTYPES = {"in_place": "boolean", "wrong": "Int64", "count": "Int64"}
 
 
 def _checked(value: Any, kind: str) -> tuple[Any, str | None]:
@@ -399,6 +426,10 @@ def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, pro
             row[column], expected = _checked(raw, kind)
             if expected:
                 problems.add(run_id, run_dir / META, None, f"{column} {_shown(raw)} is not {expected}; ignored")
+    if (raw := meta.get(PROCESSES)) is not None:
+        row[PROCESSES], expected = _checked(raw, "size")
+        if expected:
+            problems.add(run_id, run_dir / META, None, f"{PROCESSES} {_shown(raw)} is not {expected}; ignored")
 
 
 def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: _Problems) -> None:
@@ -418,7 +449,7 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: _
             value, expected = _checked(value, SUMMARY_FIELDS[key])
             if expected:
                 problems.add(run_id, path, None, f"{key} {_shown(summary[key])} is not {expected}; ignored")
-            elif key in SIZE:
+            elif key in SIZE or key == PROCESSES:
                 continue  # meta.json's alone, as in the cell hash; _summary_status compares them
             elif row.get(key) is None:
                 row[key] = value
@@ -448,7 +479,10 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
     if unknown:
         return "corrupt", (f"the run's {', '.join(unknown)} unknown: neither {CONFIG} nor {SUMMARY} gives it, "
                            "so it belongs to no cell")
-    return _rank_files_status(rank_files, row["world_size"])
+    processes = row.get(PROCESSES) if row.get(PROCESSES) is not None else row["world_size"]
+    if processes > row["world_size"]:
+        return "corrupt", f"{META} {PROCESSES} {processes} exceeds its world_size {row['world_size']}"
+    return _rank_files_status(rank_files, processes)
 
 
 def _rank_files_status(rank_files: dict[int, Path], world: int) -> tuple[str, str | None]:
@@ -790,8 +824,55 @@ def _run_telemetry(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
     return [record for name in names for record in _read_telemetry(run_dir / name, row["run_id"], problems)]
 
 
+def _trace_record(obj: Any) -> tuple[dict | None, str | None]:
+    """One breakdown_rank<R>.json as a row of the traces table, or why it is none."""
+    if not isinstance(obj, dict):
+        return None, f"a JSON {_json_type(obj)}, expected a trace breakdown (an object)"
+    if (problem := _schema_problem(obj.get("schema_version"), "the breakdown")) is not None:
+        return None, problem
+    trace = obj.get("trace")
+    if not isinstance(trace, dict):
+        return None, f"trace {_shown(trace)} is not an object"
+    row = {"rank": obj.get("rank"), "source": obj.get("source")}
+    if not _is_count(row["rank"]) or not _is_name(row["source"]):
+        return None, f"rank {_shown(row['rank'])} or source {_shown(row['source'])} is not a rank and a name"
+    steps = trace.get("steps")
+    if not isinstance(steps, list) or not steps or not all(_is_count(s) for s in steps):
+        return None, f"steps {_shown(steps)} is not a list of step indexes"
+    row.update(steps=len(steps), first_step=min(steps), last_step=max(steps))
+    for name in TRACE_SECONDS:
+        if not _is_seconds(value := trace.get(name)):
+            return None, f"{name} {_shown(value)} is not seconds (a number >= 0)"
+        row[name] = float(value)
+    for name, source in (("allreduce_s", "collectives_s"), ("allreduce_exposed_s", "collectives_exposed_s")):
+        per_collective = trace.get(source, {})
+        value = per_collective.get("allreduce", 0.0) if isinstance(per_collective, dict) else None
+        if not _is_seconds(value):
+            return None, f"{source} {_shown(per_collective)} is not collective -> seconds"
+        row[name] = float(value)
+    if row["window_s"] <= 0:
+        return None, "window_s is 0: no profiled step"
+    return row, None
+
+
+def _run_traces(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
+    """The rows of a run's breakdown_rank<R>.json files (each rank's sampled or explicit trace window)."""
+    out = []
+    for name in sorted(n for n in os.listdir(run_dir) if BREAKDOWN.fullmatch(n)):
+        obj, error = _read_json(run_dir / name)
+        record, problem = (None, error) if error else _trace_record(obj)
+        if record is not None and record["rank"] != int(BREAKDOWN.fullmatch(name).group(1)):
+            record, problem = None, f"rank {record['rank']} in the file of rank {BREAKDOWN.fullmatch(name).group(1)}"
+        if record is None:
+            problems.add(row["run_id"], run_dir / name, None, f"{problem}; skipped")
+            continue
+        out.append({"run_id": row["run_id"], **record})
+    return out
+
+
 def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
-    """A measurement with its seven fields typed (COMMBENCH_KINDS) and any others as plain cells, or why it is none."""
+    """A measurement with its seven fields typed (COMMBENCH_KINDS), the suite's where present
+    (COMMBENCH_OPTIONAL_KINDS), any others as plain cells; or why it is none."""
     if not isinstance(record, dict):
         return None, f"a JSON {_json_type(record)}, expected a measurement (an object)"
     clean = _flatten(record, "", {})
@@ -799,6 +880,13 @@ def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
         clean[name], expected = _checked(record.get(name), kind)
         if expected:
             return None, f"{name} {_shown(record.get(name))} is not {expected}"
+    for name, kind in COMMBENCH_OPTIONAL_KINDS.items():
+        if record.get(name) is None:
+            clean[name] = None
+            continue
+        clean[name], expected = _checked(record[name], kind)
+        if expected:
+            return None, f"{name} {_shown(record[name])} is not {expected}"
     return clean, None
 
 
@@ -863,6 +951,8 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     # a run demoted while its logs were read must not keep steps
     bad = set(runs.loc[runs["status"] != "completed", "run_id"]) if not steps_of_all_runs else set()
     parts = [p for p in parts if run_ids[p[0]] not in bad]
+    traces = [t for row in rows if row["status"] == "completed" and row["run_id"] not in bad
+              for t in _run_traces(Path(row["run_dir"]), row, problems)]
     commbench: list[dict] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -873,8 +963,12 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     for column in COMMBENCH_FIELDS:
         if column not in commbench_frame:
             commbench_frame[column] = pd.Series(dtype="float64")
+    for column, dtype in COMMBENCH_OPTIONAL_DTYPES.items():
+        commbench_frame[column] = (commbench_frame[column] if column in commbench_frame
+                                   else pd.Series(None, index=commbench_frame.index, dtype="object")).astype(dtype)
     return Campaign(root=root, runs=runs, steps=_steps_frame(parts, run_ids), telemetry=pd.DataFrame(telemetry),
-                    commbench=commbench_frame, problems=problems.frame())
+                    commbench=commbench_frame, problems=problems.frame(),
+                    traces=pd.DataFrame(traces, columns=TRACE_COLUMNS))
 
 
 def load_runs(root: Path) -> pd.DataFrame:
@@ -891,7 +985,8 @@ def load_runs(root: Path) -> pd.DataFrame:
 
 
 INT_COLUMNS = ("world_size", "num_nodes", "per_gpu_batch", "global_batch", "repeat", "measured_steps",
-               "measured_samples", "warmup_steps", "schema_version")
+               "measured_samples", "warmup_steps", "schema_version", "num_processes", "peak_allocated_bytes",
+               "peak_reserved_bytes")
 
 
 def _tidy_runs(rows: list[dict]) -> pd.DataFrame:
@@ -928,7 +1023,7 @@ def _arrow_takes(column: pd.Series) -> bool:
 
 
 def export_parquet(campaign: Campaign, out: Path) -> list[Path]:
-    """Write runs/steps/telemetry/commbench/problems as Parquet files in out (a new or empty folder)."""
+    """Write runs/steps/telemetry/commbench/problems/traces as Parquet files in out (a new or empty folder)."""
     from benchmarks.errors import ConfigError
 
     if not _HAVE_ARROW:
@@ -938,7 +1033,7 @@ def export_parquet(campaign: Campaign, out: Path) -> list[Path]:
         raise ConfigError(f"--parquet {out} is not empty (never overwritten); pass a new folder")
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in ("runs", "steps", "telemetry", "commbench", "problems"):
+    for name in ("runs", "steps", "telemetry", "commbench", "problems", "traces"):
         path = out / f"{name}.parquet"
         _parquet_safe(getattr(campaign, name)).to_parquet(path, index=False)
         written.append(path)

@@ -249,6 +249,114 @@ def _per_cell_mean(per_run_values: pd.DataFrame, per_run: pd.DataFrame, columns:
     return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
 
 
+# the trace breakdown's classes (benchmarks/tracereduce.py) as shares: column -> seconds column(s) of the
+# traces table. compute = conv + gemm + other_compute; compute + copies + comm_exposed + idle = 1
+TRACE_SHARES = {"allreduce_pct": "allreduce_s", "allreduce_exposed_pct": "allreduce_exposed_s",
+                "comm_total_pct": "comm_total_s", "comm_exposed_pct": "comm_exposed_s", "conv_pct": "conv_s",
+                "gemm_pct": "gemm_s", "other_compute_pct": "other_compute_s", "copies_pct": "memcpy_s",
+                "h2d_pct": "h2d_s", "idle_pct": "idle_s"}
+TRACE_RUNTIME = ["allreduce_runtime_pct", "allreduce_exposed_runtime_pct", "conv_runtime_pct",
+                 "compute_runtime_pct", "data_runtime_pct", "startup_runtime_pct"]
+TRACE_PERTURBATION = ["window_slowdown"]
+DISAGREEMENT_PP = 5.0  # timers and trace further apart than this (percentage points) are shown
+
+
+def trace_breakdown_runs(traces: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run with a trace window, where the time of its profiled steps went, by kernel class.
+
+    Two denominators. `*_pct`: share of the window's step time, summed over ranks (TRACE_SHARES).
+    `*_runtime_pct`: share of the run's runtime (summary runtime_s: process start to the last step, so
+    start-up and data loading count), as seed study A's table reads: a class's window share times the
+    rank's summed step_s over ALL its logged steps, over runtime_s (the window stands for every step);
+    data_runtime_pct is the timers' data_s over all steps; startup_runtime_pct what no step holds.
+    Ranks are averaged. Also the number of ranks traced, the window's steps per rank and its source."""
+    if traces.empty:
+        return pd.DataFrame(columns=["run_id", "ranks_traced", "trace_steps", "trace_source",
+                                     *TRACE_SHARES, *TRACE_RUNTIME, *TRACE_PERTURBATION])
+    sums = traces.groupby("run_id", observed=True).agg(
+        ranks_traced=("rank", "nunique"), trace_steps=("steps", "max"), trace_source=("source", "first"),
+        **{col: (col, "sum") for col in ["window_s", *dict.fromkeys(TRACE_SHARES.values()), "compute_s"]})
+    out = pd.DataFrame({"run_id": sums.index.astype(str), "ranks_traced": sums["ranks_traced"].to_numpy(),
+                        "trace_steps": sums["trace_steps"].to_numpy(), "trace_source": sums["trace_source"].to_numpy()})
+    for share, seconds in TRACE_SHARES.items():
+        out[share] = (100 * sums[seconds] / sums["window_s"]).to_numpy()
+    # per rank: all its step time and data time, then the mean over its ranks
+    per_rank = steps.groupby(["run_id", "rank"], observed=True)[["step_s", "data_s"]].sum(min_count=1)
+    per_run = per_rank.groupby(level="run_id", observed=True).mean()
+    per_run.index = per_run.index.astype(str)
+    runtime = runs.set_index("run_id")["runtime_s"] if "runtime_s" in runs else pd.Series(dtype="float64")
+    steps_s = out["run_id"].map(per_run["step_s"]).astype("float64")
+    data_s = out["run_id"].map(per_run["data_s"]).astype("float64")
+    runtime_s = pd.to_numeric(out["run_id"].map(runtime), errors="coerce").astype("float64")
+    runtime_s = runtime_s.where(runtime_s >= steps_s)  # a runtime shorter than its steps is none
+    compute_pct = 100 * (sums["compute_s"] / sums["window_s"]).to_numpy()
+    for name, pct in (("allreduce_runtime_pct", out["allreduce_pct"]),
+                      ("allreduce_exposed_runtime_pct", out["allreduce_exposed_pct"]),
+                      ("conv_runtime_pct", out["conv_pct"]), ("compute_runtime_pct", compute_pct)):
+        out[name] = pct * steps_s / runtime_s
+    out["data_runtime_pct"] = 100 * data_s / runtime_s
+    out["startup_runtime_pct"] = 100 * (runtime_s - steps_s) / runtime_s
+    out["window_slowdown"] = out["run_id"].map(_window_slowdown(traces, steps)).astype("float64")
+    return out.reset_index(drop=True)
+
+
+def _window_slowdown(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
+    """Per run: the window's median step_s over the measured steps' median, mean over ranks. Above 1 the
+    profiler slowed the steps it recorded (a host that records every op can fall behind a fast GPU, which
+    then idles: the window's idle share is inflated by about 1 - 1/slowdown)."""
+    ratios: dict[str, list[float]] = {}
+    by_rank = {key: frame for key, frame in steps.groupby(["run_id", "rank"], observed=True)}
+    for t in traces.itertuples(index=False):
+        frame = by_rank.get((t.run_id, t.rank))
+        if frame is None:
+            continue
+        window = frame.loc[(frame["step"] >= t.first_step) & (frame["step"] <= t.last_step), "step_s"]
+        base = measured(frame)["step_s"]
+        if len(window) and len(base) and base.median() > 0:
+            ratios.setdefault(str(t.run_id), []).append(float(window.median() / base.median()))
+    return pd.Series({run: sum(values) / len(values) for run, values in ratios.items()}, dtype="float64")
+
+
+def trace_breakdown_cells(per_run_trace: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """trace_breakdown_runs() per cell (mean over repeats)."""
+    return _per_cell_mean(per_run_trace, per_run, [*TRACE_SHARES, *TRACE_RUNTIME, *TRACE_PERTURBATION])
+
+
+def timers_vs_trace(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run and rank with a trace window: the phase timers against the trace over the same steps
+    (analysis/breakdown.py compare: compute <-> compute + copies, exposed comm <-> exposed comm,
+    data + other <-> idle, total comm <-> total comm where timed), each as timer_pct / trace_pct, and
+    disagreement_pp, the largest difference in percentage points."""
+    columns = ["run_id", "rank", "disagreement_pp", "worst"]
+    if traces.empty or steps.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    by_rank = {key: frame for key, frame in steps.groupby(["run_id", "rank"], observed=True)}
+    for t in traces.itertuples(index=False):
+        frame = by_rank.get((t.run_id, t.rank))
+        if frame is None:
+            continue
+        window = frame[(frame["step"] >= t.first_step) & (frame["step"] <= t.last_step)]
+        step_s = window["step_s"].sum()
+        if window.empty or not step_s > 0:
+            continue
+        total = lambda name: float(window[name].fillna(0.0).sum()) if name in window else 0.0  # noqa: E731
+        phases = total("fwd_s") + total("bwd_s") + total("opt_s")
+        exposed = total("comm_exposed_s")
+        pairs = {"compute": ((phases - exposed) / step_s, (t.compute_s + t.memcpy_s) / t.window_s),
+                 "comm_exposed": (exposed / step_s, t.comm_exposed_s / t.window_s),
+                 "data+other/idle": ((step_s - phases) / step_s, t.idle_s / t.window_s)}
+        if "comm_s" in window and window["comm_s"].notna().any():
+            pairs["comm_total"] = (total("comm_s") / step_s, t.comm_total_s / t.window_s)
+        worst = max(pairs, key=lambda k: abs(pairs[k][0] - pairs[k][1]))
+        row = {"run_id": str(t.run_id), "rank": int(t.rank), "worst": worst,
+               "disagreement_pp": 100 * abs(pairs[worst][0] - pairs[worst][1])}
+        for name, (timer, trace) in pairs.items():
+            row[f"{name}_timer_pct"], row[f"{name}_trace_pct"] = 100 * timer, 100 * trace
+        rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else columns)
+
+
 SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
 
 
@@ -456,3 +564,17 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s"
         with_ci, f"threshold {threshold:.0%} + 95% CIs", f"threshold {threshold:.0%} (a single repeat: no CI)"))
     order = [c for c in shown if c in out]
     return out.drop(columns="_merge").sort_values(order).reset_index(drop=True)
+
+
+MEMORY = ("peak_allocated_gib", "peak_reserved_gib")
+
+
+def peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (cell_hash): the largest peak allocated and reserved GPU memory over its runs and their
+    ranks, in GiB (summary.json's peak_allocated_bytes / peak_reserved_bytes, each already the largest
+    over a run's ranks); NaN where no run measured one (CPU runs)."""
+    out = pd.DataFrame({"cell_hash": runs["cell_hash"]}) if "cell_hash" in runs else pd.DataFrame(columns=["cell_hash"])
+    for gib, source in zip(MEMORY, ("peak_allocated_bytes", "peak_reserved_bytes")):
+        values = runs[source] if source in runs else pd.Series(pd.NA, index=runs.index)
+        out[gib] = pd.to_numeric(values, errors="coerce").astype("float64") / 2**30
+    return out.groupby("cell_hash", dropna=False)[list(MEMORY)].max().reset_index()

@@ -25,6 +25,10 @@ BREAKDOWN_COLORS = {
     "allreduce": "#D55E00",
     "other": "#BBBBBB",
 }
+# the trace window's kernel classes (plots.trace_breakdown_bars), bottom to top
+TRACE_COLORS = {"start-up": "#999999", "data": "#E69F00", "cuDNN conv": "#0072B2", "GEMM": "#56B4E9",
+                "other compute": "#9ECAE1", "copies": "#F0E442", "allreduce (exposed)": "#D55E00",
+                "other comm (exposed)": "#CC79A7", "idle": "#DDDDDD", "rest": "#F2F2F2"}
 STALL_COLORS = {"interconnect": "#0072B2", "network": "#D55E00", "cpu": "#E69F00", "disk": "#CC79A7"}
 IDEAL_COLOR = "#555555"
 

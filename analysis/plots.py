@@ -19,7 +19,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator, PercentFormatter
 
 from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, HALF_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
-                              framework_color, loader_style)
+                              TRACE_COLORS, framework_color, loader_style)
 
 _NAMES = {"ddp": "PyTorch-DDP", "horovod": "Horovod", "deepspeed": "DeepSpeed", "native": "native",
           "dali": "DALI", "synthetic": "synthetic"}
@@ -266,6 +266,62 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
         ax.set_title(f"{pretty(framework)}, {pretty(loader)}", color=framework_color(framework))
         ax.set_ylabel("share of step time")
     return _finish(fig, axes, title=f"Time breakdown, {model}")
+    return fig
+
+
+# the trace window's classes, bottom to top: (legend name, column of the step-time denominator, of the
+# runtime one or None where that denominator has no such part)
+TRACE_PARTS = [("start-up", None, "startup_runtime_pct"), ("data", None, "data_runtime_pct"),
+               ("cuDNN conv", "conv_pct", "conv_runtime_pct"), ("GEMM", "gemm_pct", None),
+               ("other compute", "other_compute_pct", None), ("copies", "copies_pct", None),
+               ("allreduce (exposed)", "allreduce_exposed_pct", "allreduce_exposed_runtime_pct"),
+               ("other comm (exposed)", None, None), ("idle", "idle_pct", None)]
+
+
+@_paper
+def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
+    """Two panels, one bar per cell (label: framework, loader, model, GPUs, variant): the trace window's
+    classes as shares of step time (left; they add to 100%), and the seed study's reading, shares of the
+    whole runtime (right: start-up, data, cuDNN convolution, exposed allreduce; the rest is other work)."""
+    rows = cells.reset_index(drop=True)
+    labels = [f"{pretty(r.framework)} {pretty(r.loader)} {r.model} {r.world_size} GPU" +
+              (f" [{r.variant}]" if isinstance(getattr(r, "variant", ""), str) and r.variant else "")
+              for r in rows.itertuples(index=False)]
+    height = max(1.8, 0.28 * len(rows) + 1.2)
+    fig = Figure(figsize=(FULL_WIDTH_IN, height))
+    left, right = fig.subplots(1, 2, sharey=True)
+    y = np.arange(len(rows))
+    rest = rows["comm_exposed_pct"].fillna(0) - rows["allreduce_exposed_pct"].fillna(0)
+    for ax, which in ((left, 1), (right, 2)):
+        start = np.zeros(len(rows))
+        for name, step_col, runtime_col in TRACE_PARTS:
+            if which == 1:
+                values = rest.clip(lower=0).to_numpy(float) if name == "other comm (exposed)" else (
+                    rows[step_col].to_numpy(float) if step_col else None)
+            else:
+                values = rows[runtime_col].to_numpy(float) if runtime_col else None
+            if values is None:
+                continue
+            values = np.nan_to_num(values)
+            ax.barh(y, values, 0.7, left=start, color=TRACE_COLORS[name], label=name, linewidth=0)
+            start += values
+        if which == 2:
+            ax.barh(y, np.clip(100 - start, 0, None), 0.7, left=start, color=TRACE_COLORS["rest"],
+                    label="rest (other work)", linewidth=0)
+        ax.set_xlim(0, 100)
+        ax.xaxis.set_major_formatter(PercentFormatter())
+        ax.set_xlabel("share of step time (trace window)" if which == 1 else "share of runtime (start-up included)")
+    left.set_yticks(y, labels)
+    left.invert_yaxis()
+    handles, names = {}, []
+    for ax in (left, right):
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            if name not in handles:
+                handles[name] = handle
+                names.append(name)
+    fig.legend([handles[n] for n in names], names, loc="lower center", ncols=min(5, len(names)),
+               bbox_to_anchor=(0.5, 1.0))
+    fig.suptitle("Where the time goes, from the trace window", y=1.08)
     return fig
 
 

@@ -136,7 +136,17 @@ def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -
 
 
 SCALING_COLUMNS = [*metrics.CELL, "variant", "num_repeats", "throughput_img_s", "throughput_img_s_ci_low",
-                   "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency", "baseline_gpus"]
+                   "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency", "baseline_gpus", *metrics.MEMORY]
+
+
+def _with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
+    """cells with each cell's peak GPU memory in GiB (metrics.peak_memory); '-' where none was measured (CPU)."""
+    if "cell_hash" not in cells:
+        return cells
+    out = cells.merge(metrics.peak_memory(counted), on="cell_hash", how="left")
+    for column in metrics.MEMORY:
+        out[column] = out[column].astype(object).where(out[column].notna(), "-")
+    return out
 
 
 def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -173,8 +183,11 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         blocks.append(Block("text", (
             f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
             "smallest GPU count of its curve; empty where the curve has no smaller GPU count.")))
-        blocks.append(Block("table", _percent(_shown(scaled, SCALING_COLUMNS), ["efficiency"]).rename(
-            columns={"efficiency": "efficiency_pct"})))
+        blocks.append(Block("text", (
+            "peak_allocated_gib / peak_reserved_gib: the largest peak GPU memory over the cell's runs and ranks "
+            "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs.")))
+        blocks.append(Block("table", _percent(_shown(_with_memory(scaled, counted), SCALING_COLUMNS),
+                                              ["efficiency"]).rename(columns={"efficiency": "efficiency_pct"})))
         _figure(blocks, figures, "throughput_vs_gpus", lambda: plots.throughput_vs_gpus(cells),
                 "Throughput vs GPUs (log-log), one curve per configuration; dotted: ideal linear scaling from each "
                 "curve's smallest GPU count.")
@@ -200,6 +213,7 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         blocks.append(Block("table", _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]),
                                               metrics.SHARES).rename(
             columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
+        _trace_section(blocks, figures, analysis, reference)
         stability = analysis.step_stability()
         blocks.append(Block("text", (
             f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
@@ -261,6 +275,83 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         blocks.append(Block("heading", "Skipped lines and files"))
         blocks.append(Block("table", campaign.problems))
     return blocks, figures
+
+
+TRACE_CONFIG = [*metrics.CELL, "variant"]
+# the seed's layout (study A's table: % of runtime) from the trace window: its column -> this campaign's
+SEED_LAYOUT = {"allreduce_pct": "allreduce_exposed_runtime_pct", "data_pct": "data_runtime_pct",
+               "cudnn_pct": "conv_runtime_pct"}
+
+
+def seed_layout(traced: pd.DataFrame, reference: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per traced cell in seed study A's layout: AllReduce % (exposed), data % and cuDNN %
+    (convolution kernels) of the runtime, for every framework x loader x GPU count; with a reference,
+    its values beside the PyTorch-DDP cells that match one of its cells (model, loader, GPUs)."""
+    keep = [c for c in ["model", "framework", "loader", "world_size", "num_nodes", "precision", "per_gpu_batch",
+                        "variant"] if c in traced]
+    out = traced[keep].rename(columns={"world_size": "gpus"}).copy()
+    for seed, here in SEED_LAYOUT.items():
+        out[seed] = traced[here].astype("float64")
+    if reference is not None:
+        ref = reference.rename(columns={c: f"{c}_ref" for c in ("allreduce_pct", "data_pct", "compute_pct")})
+        ddp = out["framework"] == "ddp"
+        out = out.assign(gpus=out["gpus"].astype(int)).merge(ref, on=REFERENCE_KEY, how="left")
+        for column in ("allreduce_pct_ref", "data_pct_ref", "compute_pct_ref"):
+            out[column] = out[column].where(ddp.to_numpy())
+    return out.sort_values([c for c in ["model", "framework", "loader", "gpus"] if c in out], kind="stable",
+                           key=lambda col: col.map(plots._model_key) if col.name == "model" else col).reset_index(drop=True)
+
+
+def _trace_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis,
+                   reference: pd.DataFrame | None) -> None:
+    """The trace window's breakdown by kernel class (both denominators), the seed's layout, and where
+    timers and trace disagree; nothing when no run has a trace window."""
+    traced = analysis.trace_breakdown()
+    if traced.empty:
+        return
+    blocks.append(Block("heading", "Where the time goes: the trace window"))
+    blocks.append(Block("text", (
+        "From each run's profiler window (run.trace: a few steps after the measured ones on every rank, on by "
+        "default on GPUs; or run.profile_steps), kernels classified by name: cuDNN convolution (conv), GEMM, "
+        "other compute, copies (h2d: host-to-device), collectives (allreduce: total, and exposed: not hidden "
+        "behind compute or copies; comm: every collective) and idle. Shares of the window's step time, mean "
+        "over ranks and repeats; compute + copies + exposed comm + idle = 100%. window_slowdown: the window's "
+        "median step against the measured steps' (1.00: the profiler left the steps as they were; above, the "
+        "host, recording every op, fell behind the GPU, which then idled: idle_pct is inflated by about "
+        "1 - 1/window_slowdown).")))
+    blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES,
+                                                 *metrics.TRACE_PERTURBATION]).round(3)))
+    blocks.append(Block("text", (
+        "The same as shares of the whole runtime (summary runtime_s: process start to the last step, so start-up "
+        "and data loading count), which is how seed study A's table reads: a class's window share times the "
+        "rank's step time over all its steps, over the runtime; data from the phase timers; start-up: what no "
+        "step holds.")))
+    blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_RUNTIME]).round(1)))
+    _figure(blocks, figures, "trace_breakdown", lambda: plots.trace_breakdown_bars(traced),
+            "Where the time goes from the trace window: shares of step time (left) and of the runtime (right).")
+    layout = seed_layout(traced, reference)
+    blocks.append(Block("text", (
+        "In seed study A's layout, % of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
+        "batch), cudnn_pct (cuDNN convolution kernels), for each framework, loader and GPU count"
+        + (f"; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
+           "compute_pct is cuDNN time)." if reference is not None else "; --reference aach2023 adds the study's "
+                                                                     "values beside them."))))
+    blocks.append(Block("table", layout.round(1)))
+    disagree = analysis.timers_vs_trace()
+    if not disagree.empty:
+        far = disagree[disagree["disagreement_pp"] > metrics.DISAGREEMENT_PP]
+        shown = ["run_id", "rank", "disagreement_pp", "worst",
+                 *[c for c in disagree.columns if c.endswith(("_timer_pct", "_trace_pct"))]]
+        if far.empty:
+            blocks.append(Block("text", (
+                f"Timers and trace agree within {metrics.DISAGREEMENT_PP:g} percentage points on every traced rank "
+                f"({len(disagree)}; largest {disagree['disagreement_pp'].max():.1f} pp).")))
+        else:
+            _table_if_rows(blocks, far[shown].round(1), (
+                f"Timers and trace disagree by more than {metrics.DISAGREEMENT_PP:g} percentage points on "
+                f"{len(far)} of {len(disagree)} traced ranks (same steps; compute <-> compute + copies, exposed "
+                "comm <-> exposed comm, data + other <-> idle): trust the trace for the split, the timers for "
+                "the step time."))
 
 
 # Seed study A's breakdown (aach2023): AllReduce, data and compute are stacked as parts of one runtime (they sum

@@ -1,21 +1,25 @@
 """One rank of a benchmark run: environment -> components -> loop -> run directory."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import affinity, components, distenv, rundir, runlog, telemetry
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import node_layout
 from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
-from benchmarks.profiling import make_profiler
+from benchmarks.profiling import make_profiler, plan_window, reduce_trace
 from benchmarks.validate import validate
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -39,18 +43,39 @@ def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
     return torch.device("cpu")
 
 
+def _peak_memory(device: torch.device, num_devices: int) -> dict[str, int]:
+    """The rank's peak allocated and reserved bytes since it started (CUDA's caching allocator), the largest
+    over the devices it drives; {} on a CPU."""
+    if device.type != "cuda":
+        return {}
+    indexes = range(device.index, device.index + num_devices)
+    return {"peak_allocated_bytes": max(torch.cuda.max_memory_allocated(i) for i in indexes),
+            "peak_reserved_bytes": max(torch.cuda.max_memory_reserved(i) for i in indexes)}
+
+
+def _write_end(run_dir: Path, *, env: distenv.DistEnv, device: torch.device, error: BaseException | None = None) -> None:
+    """end_rank<R>.json (rundir.end_record): the rank's peak device memory and, after a failure, its error
+    (not writing it then, on a full disk or a broken CUDA context, never hides the run's own error)."""
+    try:
+        rundir.write_json_atomic(rundir.end_path(run_dir, env.rank), rundir.end_record(
+            rank=env.rank, peaks=_peak_memory(device, env.devices_per_rank), error=error))
+    except (OSError, RuntimeError):
+        if error is None:
+            raise
+
+
 def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader,
                       cache_evict: dict | None = None) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
     OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
     rundir.write_json_atomic(run_dir / rundir.META, {
         "schema_version": rundir.SCHEMA_VERSION, "started": rundir.now_iso(),
-        "argv": sys.argv, "launcher": env.source, "world_size": env.world_size,
+        "argv": sys.argv, "launcher": env.source, "world_size": env.num_devices, "num_processes": env.world_size,
         "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
         "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
         "env": runlog.environment_provenance(), "framework": framework.describe(),
         "loader": loader.describe(), **({"cache_evict": cache_evict} if cache_evict else {}),
-        "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.world_size, num_nodes=env.num_nodes),
+        "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
     })
 
 
@@ -67,12 +92,13 @@ def _note_short_last_step(num_samples: int | None, *, world_size: int, per_gpu_b
 
 
 def _summary(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, warmup: int, wall_s: float,
-             last_loss: float) -> dict:
+             last_loss: float, runtime_s: float) -> dict:
     """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
-    key = rundir.identity(settings(cfg), world_size=env.world_size, num_nodes=env.num_nodes)
+    key = rundir.identity(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes)
     return rundir.completed_summary(
-        key=key, measured=rundir.throughput_of_run(run_dir, world_size=env.world_size), wall_s=wall_s,
-        last_loss=last_loss, warmup_steps=warmup, repeat=cfg.run.repeat,
+        key=key, measured=rundir.throughput_of_run(run_dir, world_size=env.num_devices, num_processes=env.world_size),
+        num_processes=env.world_size, memory=rundir.memory_of_run(run_dir, num_processes=env.world_size), wall_s=wall_s,
+        last_loss=last_loss, warmup_steps=warmup, repeat=cfg.run.repeat, runtime_s=runtime_s,
         names={"framework": cfg.framework.name, "loader": cfg.loader.name,
                "model": rundir.model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
                "per_gpu_batch": cfg.run.per_gpu_batch, "campaign": cfg.run.campaign})
@@ -80,13 +106,14 @@ def _summary(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, warmup: in
 
 def run(cfg: DictConfig) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
-    env = distenv.from_environ()
+    # world_size counts processes; a single-process framework (DataParallel) drives several devices each
+    env = dataclasses.replace(distenv.from_environ(), devices_per_rank=node_layout(cfg)[1])
     # first, before any thread starts (validate's CUDA probe, DALI, NCCL, loader workers): they inherit it
     cpus = affinity.bind(cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size,
                          launched_by=env.source)
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
-    run_dir = resolve_run_dir(cfg, world_size=env.world_size, num_nodes=env.num_nodes)
+    run_dir = resolve_run_dir(cfg, world_size=env.num_devices, num_nodes=env.num_nodes)
     if env.rank == 0 and rundir.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
     if cfg.system.device == "cpu":
@@ -104,7 +131,8 @@ def run(cfg: DictConfig) -> int:
         framework.barrier()  # the directory exists before any rank opens its log
         log = runlog.RankLog(run_dir, env.rank)
         loader = loader_option.build(LoaderContext(
-            rank=env.rank, world_size=env.world_size, device=device, per_gpu_batch=cfg.run.per_gpu_batch,
+            rank=env.rank, world_size=env.world_size, device=device,
+            per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
             seed=cfg.run.seed, num_classes=cfg.model.num_classes, image_size=cfg.model.image_size,
             channels_last=cfg.precision.channels_last, data_path=cfg.data.path,
         ))
@@ -121,11 +149,11 @@ def run(cfg: DictConfig) -> int:
                    "pid": os.getpid(), "cpus": affinity.compact(cpus), "steps_per_epoch": len(loader)})
         if env.rank == 0:
             _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
-            _note_short_last_step(getattr(loader, "num_samples", None), world_size=env.world_size,
+            _note_short_last_step(loader.num_samples, world_size=env.world_size,
                                   per_gpu_batch=cfg.run.per_gpu_batch, steps_per_epoch=len(loader))
             print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
-        profiler = make_profiler(cfg.run.profile_steps, total_steps=warmup + measured, run_dir=run_dir,
-                                 rank=env.rank, device=device)
+        window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
+        profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
         if cfg.run.telemetry_hz > 0:
             sampler = telemetry.start_sampler(run_dir, rank=env.rank, hz=cfg.run.telemetry_hz,
                                               gpu=telemetry.gpu_identity(device))
@@ -133,21 +161,31 @@ def run(cfg: DictConfig) -> int:
             profiler.start()
         result = train(
             framework=framework, model=model, loader=loader, device=device, log=log, profiler=profiler,
-            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every, amp_dtype=amp_dtype),
+            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured + (window.extra_steps if window else 0),
+                          log_every=cfg.run.log_every, amp_dtype=amp_dtype),
         )
+        # from the process start (imports, process group, builds, warm-up) to the last step
+        runtime_local_s = time.time() - psutil.Process().create_time()
+        if window is not None:
+            reduce_trace(window, run_dir=run_dir, rank=env.rank)
         # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
         wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
+        runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
         if cfg.run.save_params:
             torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
+        _write_end(run_dir, env=env, device=device)
         log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
-            summary = _summary(cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss)
+            summary = _summary(cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss,
+                               runtime_s=runtime_s)
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
             print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.world_size} rank(s) "
                   f"({summary['per_gpu_img_s']:,.1f} per rank) -> {run_dir}", flush=True)
         return 0
     except BaseException as error:
+        if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)
+            _write_end(run_dir, env=env, device=device, error=error)
         if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary("Ctrl-C")
                                      if isinstance(error, KeyboardInterrupt) else rundir.failed_summary(error))

@@ -71,7 +71,7 @@ def train(
     timer = make_step_timer(device)
     comm_timer = framework.comm_timer()
     # a comm timer that reads its events late is asked when the step's own times are read
-    comm_late = comm_timer is not None and getattr(comm_timer, "reads_late", False)
+    comm_late = comm_timer is not None and comm_timer.reads_late
     autocast = (
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
         if plan.amp_dtype is not None else contextlib.nullcontext

@@ -1,18 +1,26 @@
-"""The profiler window (run.profile_steps=[first, last]): a torch.profiler trace per rank of those
-global steps, written to <run dir>/trace/rank<R>.pt.trace.json.gz when the window closes.
+"""The profiler window: a torch.profiler trace per rank of a few global steps, reduced on the rank to
+<run dir>/breakdown_rank<R>.json (benchmarks/tracereduce.py: kernel classes, interval union for overlap).
 
-The trace is reduced by analysis/breakdown.py (kernel classes, interval union for overlap) and set
-beside the phase timers of the same steps. Outside the window the profiler is stopped, so the
-measured steps before and after it pay nothing; steps inside it are slower, so they are logged with
-profiled=true and left out of the throughput (benchmarks/rundir.py), as is the trace export.
+Two ways to get one:
+- the sampled window (run.trace=auto: on for GPU runs): run.trace_steps steps added AFTER the measured
+  ones (plus the profiler's own warm-up step before them), on every rank. At the end, so that no
+  measured step waits for a rank that is still writing its trace; the raw trace is deleted once
+  reduced unless run.keep_trace=true;
+- an explicit window (run.profile_steps=[first, last]) inside the run's steps; its raw trace
+  (<run dir>/trace/rank<R>.pt.trace.json.gz) is kept, for HTA, Perfetto or TensorBoard.
+Steps the profiler covers are slower, so they are logged with profiled=true and left out of the
+throughput (benchmarks/rundir.py), as is the trace export; outside the window the profiler does not run.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from benchmarks import rundir, tracereduce
 from benchmarks.errors import ConfigError
 
 TRACE_DIR = "trace"
@@ -85,9 +93,51 @@ class StepProfiler:
             self._profile.stop()
 
 
-def make_profiler(profile_steps: Sequence[int] | None, *, total_steps: int, run_dir: Path, rank: int,
-                  device: torch.device) -> StepProfiler | None:
-    window = check_window(profile_steps, total_steps=total_steps)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window:
+    """The profiled steps [first, last] of a run, the steps it adds after the measured ones, and whether the
+    raw trace stays once reduced."""
+
+    first: int
+    last: int
+    extra_steps: int
+    keep_trace: bool
+    source: str  # "sampled" (run.trace) or "profile_steps"
+
+
+def plan_window(run, *, device_type: str, warmup: int, measured: int) -> Window | None:
+    """The window for a run's config (cfg.run) and step counts, or None when nothing is traced."""
+    if run.profile_steps is not None:
+        first, last = check_window(run.profile_steps, total_steps=warmup + measured)
+        return Window(first=first, last=last, extra_steps=0, keep_trace=True, source="profile_steps")
+    if run.trace_steps < 1 or not run.trace.enabled(device_type):
+        return None
+    # step warmup + measured is the profiler's warm-up step; the traced ones follow it
+    first = warmup + measured + 1
+    return Window(first=first, last=first + run.trace_steps - 1, extra_steps=1 + run.trace_steps,
+                  keep_trace=bool(run.keep_trace), source="sampled")
+
+
+def make_profiler(window: Window | None, *, run_dir: Path, rank: int, device: torch.device) -> StepProfiler | None:
     if window is None:
         return None
-    return StepProfiler(first=window[0], last=window[1], path=trace_path(run_dir, rank), device=device)
+    return StepProfiler(first=window.first, last=window.last, path=trace_path(run_dir, rank), device=device)
+
+
+def reduce_trace(window: Window, *, run_dir: Path, rank: int) -> Path:
+    """Reduce this rank's trace of the window to breakdown_rank<R>.json (and delete the raw trace unless
+    it is kept). Runs after the last step: its time is in no measured step."""
+    start = time.perf_counter()
+    raw = trace_path(run_dir, rank)
+    breakdown = tracereduce.trace_breakdown(tracereduce.read_trace(raw))
+    out = tracereduce.breakdown_path(run_dir, rank)
+    rundir.write_json_atomic(out, {
+        "schema_version": tracereduce.BREAKDOWN_SCHEMA_VERSION, "rank": rank, "source": window.source,
+        "window_steps": [window.first, window.last], "reduce_s": time.perf_counter() - start,
+        "raw_trace": raw.name if window.keep_trace else None, "trace": breakdown.record(),
+    })
+    if not window.keep_trace:
+        raw.unlink()
+        if not any(raw.parent.iterdir()):
+            raw.parent.rmdir()
+    return out

@@ -11,6 +11,7 @@ analysis groups runs with it.
 - The directory name is readable and exact: `<framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>-
   <cell hash>-r<repeat>`; the hash (`cell_hash`) is 8 hex digits of SHA-256 over the key.
 - STEP_FIELDS is the per-step record the loop writes to rank<R>.jsonl and analysis reads.
+- `end_record` is what each rank writes when it stops (end_rank<R>.json: its peak device memory, its error).
 - `completed_summary`, `failed_summary`, `interrupted_summary` build summary.json; `state` reads it.
 - `throughput` is THE throughput definition (docs/analysis.md), over the rank logs.
 """
@@ -20,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,11 +33,12 @@ CONFIG = "config.yaml"
 HASH_DIGITS = 8
 
 # settings that never change what is measured: where a run is written, which repeat it is, what it
-# prints, the campaign grid that planned it and the Slurm bookkeeping of its job (account, time limit,
-# node cap). system.ranks_per_node is the local layout: the run key holds world_size and num_nodes
-# instead, which is what the ranks really were.
-NOT_IDENTITY = ("run.repeat", "run.dir", "run.root", "run.log_every", "run.save_params", "campaign", "experiment",
-                "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes")
+# prints and keeps (run.keep_trace: the raw trace beside its breakdown), the campaign grid that planned
+# it and the Slurm bookkeeping of its job (account, time limit, node cap). system.ranks_per_node is the
+# local layout: the run key holds world_size and num_nodes instead, which is what the ranks really were.
+NOT_IDENTITY = ("run.repeat", "run.dir", "run.root", "run.log_every", "run.save_params", "run.keep_trace", "campaign",
+                "experiment", "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes",
+                "system.hosts")
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")
 
@@ -47,6 +50,12 @@ STEP_FIELDS: dict[str, str] = {
     "bwd_s": "float64", "opt_s": "float64", "step_s": "float64", "host_data_s": "float64", "host_step_s": "float64",
 }
 REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
+# end_rank<R>.json (end_record), written by each rank when it stops: field -> type; the peaks are null on a CPU
+END_FIELDS: dict[str, str] = {"rank": "int64", "status": "str", "error": "str", "out_of_memory": "bool",
+                              "peak_allocated_bytes": "int64", "peak_reserved_bytes": "int64"}
+# summary.json's memory fields: the largest peak over the ranks, and each rank's (lists in rank order)
+MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes")
+MEMORY_BY_RANK_FIELDS = tuple(f"{name}_by_rank" for name in MEMORY_FIELDS)
 STATES = ("completed", "failed", "interrupted", "incomplete", "missing")
 
 
@@ -171,21 +180,91 @@ def now_iso() -> str:
 
 
 def completed_summary(*, key: Mapping[str, Any], measured: Mapping[str, Any], wall_s: float, last_loss: float,
-                      warmup_steps: int, repeat: int, names: Mapping[str, Any]) -> dict:
+                      warmup_steps: int, repeat: int, names: Mapping[str, Any], runtime_s: float | None = None,
+                      num_processes: int | None = None, memory: Mapping[str, Any] | None = None) -> dict:
     """summary.json of a completed run: the run key's hash, the names tables show, and `measured`
-    (throughput() over the rank logs); wall_s is the measured window's wall time, kept for reference."""
+    (throughput() over the rank logs); wall_s is the measured window's wall time, kept for reference;
+    runtime_s the slowest rank's time from its process start to its last step (start-up included: the
+    denominator of the breakdown's "share of runtime"). world_size counts GPUs (processes x devices per
+    process: FrameworkConfig.local_layout), num_processes the rank logs (default one per GPU); `memory`
+    is memory_summary() of the ranks' end records (null on CPUs)."""
     world = int(key["world_size"])
     return {
         "schema_version": SCHEMA_VERSION, "status": "completed", "finished": now_iso(),
         "cell_hash": key_hash(key), **names, "world_size": world, "num_nodes": int(key["num_nodes"]),
         "global_batch": int(names["per_gpu_batch"]) * world, "warmup_steps": warmup_steps, **measured,
         "wall_s": wall_s, "last_loss": last_loss, "repeat": repeat,
+        **({"runtime_s": runtime_s} if runtime_s is not None else {}),
+        "num_processes": world if num_processes is None else int(num_processes),
+        **(memory_summary([]) if memory is None else memory),
     }
 
 
+def is_out_of_memory(error: BaseException | str) -> bool:
+    """A device allocation failed: torch.OutOfMemoryError (CUDA's caching allocator), or a library's error
+    that says so (NCCL, cuDNN: 'out of memory'). Torch-free: by the error's name and text."""
+    name = "" if isinstance(error, str) else type(error).__name__
+    return name == "OutOfMemoryError" or "out of memory" in str(error).lower()
+
+
 def failed_summary(error: BaseException | str, **extra: Any) -> dict:
+    """summary.json of a run that raised; out_of_memory tells a batch that did not fit from other failures."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return {"schema_version": SCHEMA_VERSION, "status": "failed", "finished": now_iso(), "error": text, **extra}
+    return {"schema_version": SCHEMA_VERSION, "status": "failed", "finished": now_iso(), "error": text,
+            "out_of_memory": is_out_of_memory(error), **extra}
+
+
+# --- the rank's end record and its peak device memory ----------------------------------------
+
+def end_path(run_dir: Path, rank: int) -> Path:
+    """end_rank<R>.json: what rank R says when it stops (end_record), beside its rank log."""
+    return Path(run_dir) / f"end_rank{rank}.json"
+
+
+def end_record(*, rank: int, peaks: Mapping[str, int | None], error: BaseException | None = None) -> dict:
+    """end_rank<R>.json: the rank's peak allocated and reserved device memory in bytes over the whole run
+    (null on a CPU) and, when it failed, its error and whether it ran out of memory (END_FIELDS)."""
+    return {"schema_version": SCHEMA_VERSION, "rank": int(rank), "status": "completed" if error is None else "failed",
+            "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
+            "out_of_memory": error is not None and is_out_of_memory(error),
+            **{name: peaks.get(name) for name in MEMORY_FIELDS}}
+
+
+def read_end_record(run_dir: Path, rank: int) -> dict | None:
+    """Rank `rank`'s end record, or None when it wrote none (it was killed) or it is unreadable."""
+    try:
+        record = json.loads(end_path(run_dir, rank).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def memory_summary(ends: list[dict | None]) -> dict:
+    """summary.json's memory fields from the ranks' end records (in rank order): the largest peak over the
+    ranks (what a batch must fit in) and each rank's; null where no rank measured one (CPU runs)."""
+    out: dict[str, Any] = {}
+    for name, by_rank in zip(MEMORY_FIELDS, MEMORY_BY_RANK_FIELDS):
+        values = [end.get(name) if end is not None else None for end in ends]
+        values = [v if type(v) is int and v >= 0 else None for v in values]
+        known = [v for v in values if v is not None]
+        out[name] = max(known) if known else None
+        out[by_rank] = values if known else None
+    return out
+
+
+def memory_of_run(path: Path, *, num_processes: int) -> dict:
+    """memory_summary() over end_rank0..end_rank<P-1>.json (rank 0 calls it after the last barrier)."""
+    return memory_summary([read_end_record(path, r) for r in range(num_processes)])
+
+
+def ran_out_of_memory(path: Path) -> bool:
+    """The run stopped because a rank ran out of device memory: its summary or any rank's end record says so
+    (the launcher may kill rank 0 after another rank failed, before it writes a summary)."""
+    summary = read_summary(path) or {}
+    if summary.get("status") == "failed" and summary.get("out_of_memory") is True:
+        return True
+    ranks = (int(m.group(1)) for p in path.glob("end_rank*.json") if (m := re.fullmatch(r"end_rank(\d+)\.json", p.name)))
+    return any((end := read_end_record(path, rank)) is not None and end.get("out_of_memory") is True for rank in ranks)
 
 
 def interrupted_summary(signal_name: str, **extra: Any) -> dict:
@@ -201,10 +280,12 @@ def is_measured(record: Mapping[str, Any]) -> bool:
     return not record.get("warmup") and not record.get("profiled", False)
 
 
-def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]]) -> dict[str, float | int]:
+def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]], *,
+               world_size: int | None = None) -> dict[str, float | int]:
     """THE throughput of a run, from its step records (the same figure analysis computes):
     per measured step the slowest rank's step_s, time_s = their sum, throughput_img_s = global samples
-    over the measured steps / time_s, per_gpu_img_s = throughput_img_s / ranks."""
+    over the measured steps / time_s, per_gpu_img_s = throughput_img_s / world_size (the GPUs; by default
+    the ranks, one per GPU, but DataParallel's one process drives several)."""
     step_s: dict[int, float] = {}
     samples: dict[int, int] = {}
     for records in records_by_rank.values():
@@ -216,7 +297,7 @@ def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]]) -> di
     time_s = sum(step_s.values())
     total = sum(samples.values())
     thr = total / time_s if time_s > 0 else float("nan")
-    ranks = max(1, len(records_by_rank))
+    ranks = max(1, len(records_by_rank) if world_size is None else int(world_size))
     return {"measured_steps": len(step_s), "measured_samples": total, "time_s": time_s,
             "throughput_img_s": thr, "per_gpu_img_s": thr / ranks}
 
@@ -236,9 +317,11 @@ def read_step_records(path: Path) -> list[dict]:
     return records
 
 
-def throughput_of_run(path: Path, *, world_size: int) -> dict[str, float | int]:
-    """throughput() over rank0..rank<W-1>.jsonl of a run directory (rank 0 calls it after the last barrier)."""
-    return throughput({r: read_step_records(path / f"rank{r}.jsonl") for r in range(world_size)})
+def throughput_of_run(path: Path, *, world_size: int, num_processes: int | None = None) -> dict[str, float | int]:
+    """throughput() over rank0..rank<P-1>.jsonl of a run directory (rank 0 calls it after the last barrier);
+    P = num_processes, by default one per GPU (world_size)."""
+    processes = world_size if num_processes is None else num_processes
+    return throughput({r: read_step_records(path / f"rank{r}.jsonl") for r in range(processes)}, world_size=world_size)
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

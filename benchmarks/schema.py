@@ -29,6 +29,18 @@ class AmpDtype(Choice):
     float16 = "float16"
 
 
+class TraceMode(Choice):
+    """run.trace: the sampled profiler window. auto = on for GPU runs, off on CPU (a CPU rank's profiler
+    costs more of a small step, and the phase timers already see gloo's collectives there)."""
+
+    auto = "auto"
+    on = "on"
+    off = "off"
+
+    def enabled(self, device_type: str) -> bool:
+        return device_type == "cuda" if self is TraceMode.auto else self is TraceMode.on
+
+
 @dataclass
 class PrecisionConfig:
     name: str = MISSING
@@ -56,6 +68,9 @@ class SystemConfig:
     master_addr_suffix: str = ""  # appended to the first host name (JUWELS: "i" selects the InfiniBand address)
     sbatch_args: list[str] = field(default_factory=list)  # extra sbatch flags, e.g. [--constraint=a100]
     mpirun_args: list[str] = field(default_factory=list)  # extra mpirun flags (launcher: mpirun)
+    # --- several hosts without Slurm (launchers/local.py HOSTS; docs/commbench.md) ---
+    # each host runs ranks_per_node ranks; the first holds the rendezvous. []: this machine only
+    hosts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +112,12 @@ class RunConfig:
     dir: str | None = None  # explicit run directory; default derived from the config
     # torch.profiler window [first, last] (global step indexes, inclusive): traces in <run dir>/trace/
     profile_steps: list[int] | None = None
+    # the sampled trace window (benchmarks/profiling.py): run.trace_steps profiled steps after the measured
+    # ones on every rank, reduced on the rank to breakdown_rank<R>.json; not measured. Ignored when
+    # run.profile_steps sets a window
+    trace: TraceMode = TraceMode.auto
+    trace_steps: int = 5
+    keep_trace: bool = False  # keep the sampled window's raw trace/rank<R>.pt.trace.json.gz too
     telemetry_hz: float = 0.0  # NVML/psutil samples per second into telemetry_rank<R>.jsonl; 0: off
 
 

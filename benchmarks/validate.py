@@ -12,7 +12,8 @@ from benchmarks.errors import ConfigError
 def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     """Raise ConfigError (one line: key, value, fix) for a config that cannot run."""
     run = cfg.run
-    for key, minimum in (("per_gpu_batch", 1), ("steps", 1), ("warmup_steps", 0), ("repeat", 0), ("log_every", 0)):
+    for key, minimum in (("per_gpu_batch", 1), ("steps", 1), ("warmup_steps", 0), ("repeat", 0), ("log_every", 0),
+                         ("trace_steps", 0)):
         if run[key] < minimum:
             raise ConfigError(f"run.{key}={run[key]} must be >= {minimum}")
     if run.epochs is not None and run.epochs < 1:

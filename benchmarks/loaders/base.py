@@ -28,6 +28,8 @@ class LoaderContext:
 class EpochLoader(Protocol):
     """Yields (images, labels) already on ctx.device; the same len() on every rank."""
 
+    num_samples: int  # the samples one epoch covers over all ranks (the dataset, or synthetic's virtual size)
+
     def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...

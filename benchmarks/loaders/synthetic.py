@@ -22,7 +22,7 @@ def synthetic_sample(sample_id: int, *, seed: int, image_size: int, num_classes:
 class SyntheticEpoch:
     def __init__(self, ctx: LoaderContext, *, num_batches: int, samples_per_epoch: int) -> None:
         self.ctx = ctx
-        self.samples_per_epoch = samples_per_epoch
+        self.num_samples = samples_per_epoch
         order = list(range(samples_per_epoch))
         self._num_steps = len(
             shard_batches(order, rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch)
@@ -53,7 +53,7 @@ class SyntheticEpoch:
         pass  # the same batches every epoch: there is nothing to shuffle
 
     def describe(self) -> dict:
-        return {"loader": "synthetic", "num_batches": len(self.batches), "samples_per_epoch": self.samples_per_epoch}
+        return {"loader": "synthetic", "num_batches": len(self.batches), "samples_per_epoch": self.num_samples}
 
 
 class SyntheticLoader:

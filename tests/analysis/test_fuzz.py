@@ -82,10 +82,18 @@ def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: in
                         "proc_cpu_percent": 90.0, "rss_bytes": 10**9 + i, "disk_read_bytes_s": 0.0}
                        for i in range(5)]
             (run_dir / f"telemetry_rank{rank}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+            # and the trace window's breakdown (benchmarks/profiling.py reduce_trace), of profiled step 3
+            rundir.write_json_atomic(run_dir / f"breakdown_rank{rank}.json", {
+                "schema_version": 1, "rank": rank, "source": "profile_steps", "window_steps": [3, 3], "reduce_s": 0.1,
+                "raw_trace": None, "trace": {
+                    "window_s": 0.04, "compute_s": 0.03, "memcpy_s": 0.001, "comm_total_s": 0.004,
+                    "comm_overlap_s": 0.003, "comm_exposed_s": 0.001, "idle_s": 0.008, "steps": [3], "conv_s": 0.02,
+                    "gemm_s": 0.005, "other_compute_s": 0.005, "h2d_s": 0.001, "collectives_s": {"allreduce": 0.004},
+                    "collectives_exposed_s": {"allreduce": 0.001}}})
     key = rundir.identity(cfg, world_size=world, num_nodes=1)
     summary = rundir.completed_summary(
         key=key, measured=rundir.throughput_of_run(run_dir, world_size=world), wall_s=0.2, last_loss=4.6,
-        warmup_steps=WARMUP, repeat=repeat, names={"framework": framework, "loader": loader, "model": "resnet50",
+        runtime_s=3.0, warmup_steps=WARMUP, repeat=repeat, names={"framework": framework, "loader": loader, "model": "resnet50",
                                                    "precision": "amp_bf16", "per_gpu_batch": 4, "campaign": "fuzz"})
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
     return run_dir
@@ -131,6 +139,12 @@ def _keys(obj, prefix=()) -> list[tuple]:
         for index, value in enumerate(obj):
             paths += _keys(value, (*prefix, index))
     return paths
+
+
+def _get(obj, path: tuple):
+    for part in path:
+        obj = obj[part]
+    return obj
 
 
 def _set(obj, path: tuple, value, *, delete: bool = False):
@@ -180,8 +194,9 @@ def document_edit(draw, path: Path, data: bytes) -> bytes:
     if path.suffix == ".yaml":
         cfg = yaml.safe_load(data)
         where = draw(st.sampled_from(_keys(cfg)))
-        if not delete and not draw(st.integers(0, 3)):  # sometimes a key that is not there yet
-            where = (*where[:-1], draw(st.text(max_size=6))) if where else where
+        # sometimes a key that is not there yet (of a mapping: a list has no named keys)
+        if not delete and not draw(st.integers(0, 3)) and where and isinstance(_get(cfg, where[:-1]), dict):
+            where = (*where[:-1], draw(st.text(max_size=6)))
         try:
             return yaml.safe_dump(_set(cfg, where, value, delete=delete), allow_unicode=False).encode()
         except (yaml.YAMLError, UnicodeEncodeError):  # a value YAML cannot write: write it as JSON (also YAML)
@@ -285,6 +300,12 @@ def check_steps(steps: pd.DataFrame, counted: pd.DataFrame) -> None:
 
 
 def check_telemetry_and_commbench(campaign: load.Campaign) -> None:
+    traces = campaign.traces
+    assert list(traces.columns) == load.TRACE_COLUMNS
+    if not traces.empty:
+        assert set(traces["run_id"]) <= set(campaign.counted["run_id"]), "traces only of counted runs"
+        seconds = traces[[*load.TRACE_SECONDS, "allreduce_s", "allreduce_exposed_s"]].astype("float64")
+        assert np.isfinite(seconds).all().all() and (seconds >= 0).all().all() and (traces["window_s"] > 0).all()
     telemetry = campaign.telemetry
     if not telemetry.empty:
         assert np.isfinite(telemetry["t_s"].astype("float64")).all()
@@ -317,7 +338,7 @@ def test_the_valid_campaign_counts_every_run(tmp_path):
     campaign = load_quietly(tmp_path)
     check_campaign(campaign, run_dirs)
     assert set(campaign.runs["status"]) == {"completed"} and campaign.problems.empty
-    assert len(campaign.steps) == STEPS * (1 + 2 + 2) and len(campaign.telemetry) == 10
+    assert len(campaign.steps) == STEPS * (1 + 2 + 2) and len(campaign.telemetry) == 10 and len(campaign.traces) == 2
     same_reading(campaign, load_quietly(tmp_path, arrow=False))
 
 

@@ -35,7 +35,10 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
         assert [s["profiled"] for s in steps] == [False, True, True, True, True]
         for s in steps:  # every step, also the ones read at the end, has its own comm times
             assert 0 < s["comm_s"] and 0 <= s["comm_exposed_s"] <= s["bwd_s"] + 1e-6
-        assert (run_dir / "trace" / f"rank{rank}.pt.trace.json.gz").stat().st_size > 0
+        assert (run_dir / "trace" / f"rank{rank}.pt.trace.json.gz").stat().st_size > 0  # an explicit window keeps it
+        reduced = json.loads((run_dir / f"breakdown_rank{rank}.json").read_text())
+        assert reduced["source"] == "profile_steps" and reduced["raw_trace"] == f"rank{rank}.pt.trace.json.gz"
+        assert reduced["trace"]["steps"] == [2, 3, 4] and reduced["trace"]["collectives_s"]["allreduce"] > 0
         samples = [json.loads(line) for line in (run_dir / f"telemetry_rank{rank}.jsonl").read_text().splitlines()]
         assert samples and all(s["rank"] == rank and s["rss_bytes"] > 0 for s in samples)
         timer, trace, pairs = run_breakdown(run_dir, rank)
@@ -53,3 +56,35 @@ def test_comm_timer_off_leaves_the_fields_out(tmp_path):
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     steps = [json.loads(line) for line in (run_dir / "rank0.jsonl").read_text().splitlines()[1:]]
     assert steps and all("comm_s" not in s and "comm_exposed_s" not in s for s in steps)
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep):
+    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3",
+                      f"run.root={tmp_path}", "run.trace=on", "run.trace_steps=2", f"run.keep_trace={str(keep).lower()}",
+                      timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["measured_steps"] == 3  # the window is added after them, not taken from them
+    for rank in (0, 1):
+        steps = [json.loads(line) for line in (run_dir / f"rank{rank}.jsonl").read_text().splitlines()[1:]]
+        assert [s["step"] for s in steps] == list(range(7))  # 1 warm-up, 3 measured, profiler warm-up, 2 traced
+        assert [s["profiled"] for s in steps] == [False] * 4 + [True] * 3
+        reduced = json.loads((run_dir / f"breakdown_rank{rank}.json").read_text())
+        assert reduced["source"] == "sampled" and reduced["window_steps"] == [5, 6]
+        assert reduced["trace"]["steps"] == [5, 6] and reduced["trace"]["window_s"] > 0
+        assert reduced["raw_trace"] == (f"rank{rank}.pt.trace.json.gz" if keep else None)
+        timer, trace, pairs = run_breakdown(run_dir, rank)  # from the breakdown file: the same steps
+        assert timer.steps == trace.steps == [5, 6]
+    assert (run_dir / "trace").is_dir() == keep
+
+
+@pytest.mark.multiproc
+def test_no_sampled_window_on_cpu_by_default(tmp_path):
+    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=2",
+                      f"run.root={tmp_path}", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
+    assert not list(run_dir.glob("breakdown_rank*.json")) and not (run_dir / "trace").exists()

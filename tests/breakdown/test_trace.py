@@ -1,6 +1,7 @@
 """Kernel classification and overlap: a recorded CPU/gloo trace (with its timer logs) and a small GPU-shaped trace."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,49 @@ def test_timers_and_trace_of_the_same_run_agree_within_5_points(rank):
     # and the same through the separate pieces
     records = read_step_records(GOLDEN / f"rank{rank}.jsonl")
     assert compare(timer_breakdown(records, steps=trace.steps), trace) == pairs
+
+
+def fine_gpu_trace() -> dict:
+    """One 100 us step: conv, GEMM, other compute, an H2D copy, an all-reduce partly hidden, an all-gather."""
+    return {"traceEvents": [
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": 100},
+        kernel("Memcpy HtoD (Pinned -> Device)", 0, 10, cat="gpu_memcpy"),  # the batch: h2d
+        kernel("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", 10, 20),  # conv, not GEMM
+        kernel("nchwToNhwcKernel", 30, 5),  # cuDNN's layout transform: conv
+        kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 35, 10),  # GEMM
+        kernel("void at::native::vectorized_elementwise_kernel<4, ...>", 45, 15),  # other compute
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 50, 30),  # 10 hidden (50-60), 20 exposed
+        kernel("ncclDevKernel_AllGather_RING_LL", 85, 5),  # exposed
+        kernel("Memcpy DtoD (Device -> Device)", 92, 4, cat="gpu_memcpy"),  # a copy, not h2d
+    ]}
+
+
+def test_fine_classes_of_a_gpu_trace():
+    from benchmarks.tracereduce import collective_name, compute_kind
+
+    assert compute_kind("sm80_xmma_wgrad_implicit_gemm_indexed_f16f16") == "conv"
+    assert compute_kind("cudnn::bn_fw_tr_1C11_kernel_NCHW") == "other_compute"  # cuDNN, but no convolution
+    assert compute_kind("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn") == "gemm"
+    assert compute_kind("cutlass::Kernel2<cutlass_80_tensorop_s1688gemm>") == "gemm"
+    # names seen on an H200 (ResNet-50, bf16, channels_last)
+    assert compute_kind("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc>") == "conv"
+    assert compute_kind("sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64") == "conv"
+    assert compute_kind("void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, true>") == "conv"
+    assert compute_kind("nvjet_sm90_tst_128x128_64x6_1x2_h_bz_splitK_NTT") == "gemm"
+    assert compute_kind("void at::native::batch_norm_collect_statistics_channels_last_kernel<>") == "other_compute"
+    assert compute_kind("void at::native::batch_norm_collect_statistics_kernel") == "other_compute"
+    assert [collective_name(n) for n in ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", "ncclKernel_Broadcast_RING_LL",
+                                         "ncclDevKernel_SendRecv", "gloo:all_reduce", "c10d::allgather_")] == \
+        ["reducescatter", "broadcast", "sendrecv", "allreduce", "allgather"]
+    b = trace_breakdown(fine_gpu_trace())
+    us = pytest.approx
+    assert b.conv_s == us(25e-6) and b.gemm_s == us(10e-6) and b.other_compute_s == us(15e-6)
+    assert b.conv_s + b.gemm_s + b.other_compute_s == us(b.compute_s)
+    assert b.h2d_s == us(10e-6) and b.memcpy_s == us(14e-6)
+    assert b.collectives_s == {"allgather": us(5e-6), "allreduce": us(30e-6)}
+    assert b.collectives_exposed_s == {"allgather": us(5e-6), "allreduce": us(20e-6)}
+    assert b.allreduce_s == us(30e-6) and b.allreduce_exposed_s == us(20e-6)
+    assert b.comm_exposed_s == us(25e-6) and b.idle_s == us(100e-6 - 50e-6 - 14e-6 - 25e-6)
+    shares = b.shares()
+    assert shares["compute"] + shares["memcpy"] + shares["comm_exposed"] + shares["idle"] == us(1.0)
+    assert json.loads(json.dumps(b.record()))["collectives_s"]["allreduce"] == us(30e-6)
