@@ -25,8 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # the trace reduction is the run's record format too (breakdown_rank<R>.json): it lives below both
-from benchmarks.tracereduce import (CLASSES, TraceBreakdown, breakdown_path, classify, intersect, length,  # noqa: F401
-                                    read_trace, step_windows, subtract, trace_breakdown, union)
+from benchmarks.tracereduce import TraceBreakdown, breakdown_path, read_trace, trace_breakdown
 
 # --- the phase timers --------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from analysis.breakdown import read_trace, trace_breakdown
+from benchmarks.tracereduce import read_trace, trace_breakdown
 
 
 def hta_overlap_pct(trace_file: Path, rank: int) -> dict[str, float]:

@@ -333,9 +333,9 @@ def _trace_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
     blocks.append(Block("text", (
         "In seed study A's layout, % of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
         "batch), cudnn_pct (cuDNN convolution kernels), for each framework, loader and GPU count"
-        + (f"; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
+        + ("; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
            "compute_pct is cuDNN time)." if reference is not None else "; --reference aach2023 adds the study's "
-                                                                     "values beside them."))))
+                                                                    "values beside them."))))
     blocks.append(Block("table", layout.round(1)))
     disagree = analysis.timers_vs_trace()
     if not disagree.empty:

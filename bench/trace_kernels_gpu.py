@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from benchmarks.models import build_model
-from benchmarks.tracereduce import classify, collective_name, compute_kind, read_trace, trace_breakdown
+from benchmarks.tracereduce import classify, compute_kind, read_trace, trace_breakdown
 
 
 def main() -> None:

@@ -46,6 +46,31 @@ def find_run(parent: Path, name: str) -> Path:
     return parent / matches[0]
 
 
+class RunsOnce:
+    """`ddlbench run` with a test file's common overrides plus a test's own, once per set of overrides in a
+    session (several tests read one run); call it with the root and the overrides, get the run directory."""
+
+    def __init__(self, common: list[str]) -> None:
+        self.common = common
+        self.runs: dict[tuple[str, ...], Path] = {}
+
+    def __call__(self, root: Path, *overrides: str) -> Path:
+        if overrides not in self.runs:
+            campaign = f"c{len(self.runs)}"
+            result = ddlbench("run", *self.common, *overrides, f"run.root={root}", f"run.campaign={campaign}")
+            assert result.returncode == 0, result.stderr[-4000:]
+            (run_dir,) = (root / campaign).iterdir()
+            self.runs[overrides] = run_dir
+        return self.runs[overrides]
+
+
+def read_params(run_dir: Path, rank: int) -> dict:
+    """params_rank<R>.pt of a run with run.save_params=true."""
+    import torch
+
+    return torch.load(run_dir / f"params_rank{rank}.pt")
+
+
 def read_summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 

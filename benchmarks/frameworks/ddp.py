@@ -11,11 +11,10 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DDPConfig
-from benchmarks.frameworks.torch_collectives import TorchCollectives, init_process_group
+from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives, init_process_group
 
 
 class AllreduceTimer:
@@ -110,7 +109,7 @@ def zero_redundancy(optimizer: torch.optim.Optimizer) -> ZeroRedundancyOptimizer
     return ZeroRedundancyOptimizer(group["params"], optimizer_class=type(optimizer), **optimizer.defaults)
 
 
-class DDP(TorchCollectives):
+class DDP(ScaledStep, TorchCollectives):
     name: ClassVar[str] = "ddp"
 
     def __init__(self, config: DDPConfig) -> None:
@@ -130,12 +129,6 @@ class DDP(TorchCollectives):
         ok = dist.is_available() and bool(backends)
         return Installation(ok=ok, detail=f"torch.distributed {torch.__version__}: {', '.join(backends) or 'no backend'}",
                             fix="" if ok else "install a torch build with distributed support (pip install torch)")
-
-    @classmethod
-    def commbench_collective(cls, device: torch.device) -> Collective:
-        from benchmarks.commbench import torch_dist
-
-        return torch_dist.collective(device)  # DDP's all-reduce is torch.distributed's
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
@@ -170,18 +163,9 @@ class DDP(TorchCollectives):
         # DDP's hooks all-reduce gradient buckets during backward; the last bucket is waited for here
         if self._comm is not None:
             self._comm.begin_step()
-        (self._scaler.scale(loss) if self._scaler else loss).backward()
+        self.scaled_backward(loss)
         if self._comm is not None:
             self._comm.end_step()
-
-    def step(self) -> None:
-        assert self._optimizer is not None, "setup() before step()"
-        if self._scaler:
-            self._scaler.step(self._optimizer)
-            self._scaler.update()
-        else:
-            self._optimizer.step()
-        self._optimizer.zero_grad(set_to_none=True)
 
     def release(self) -> None:
         # shutdown() (TorchCollectives: barrier, release, destroy): the comm hook's state, the optimizer

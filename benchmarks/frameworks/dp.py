@@ -14,15 +14,14 @@ import torch
 from torch.nn import DataParallel
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DPConfig
-from benchmarks.frameworks.torch_collectives import TorchCollectives
+from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
 
 
-class DP(TorchCollectives):
+class DP(ScaledStep, TorchCollectives):
     name: ClassVar[str] = "dp"
 
     def __init__(self, config: DPConfig) -> None:
@@ -37,12 +36,6 @@ class DP(TorchCollectives):
     @classmethod
     def installation(cls) -> Installation:
         return Installation(ok=True, detail=f"torch.nn.DataParallel (torch {torch.__version__})")
-
-    @classmethod
-    def commbench_collective(cls, device: torch.device) -> Collective:
-        from benchmarks.commbench import torch_dist
-
-        return torch_dist.collective(device)  # the group commbench creates: DataParallel has none of its own
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         if env.world_size != 1:
@@ -64,16 +57,7 @@ class DP(TorchCollectives):
         return DataParallel(model, device_ids=self.device_ids or None), optimizer
 
     def backward(self, loss: torch.Tensor) -> None:
-        (self._scaler.scale(loss) if self._scaler else loss).backward()
-
-    def step(self) -> None:
-        assert self._optimizer is not None, "setup() before step()"
-        if self._scaler:
-            self._scaler.step(self._optimizer)
-            self._scaler.update()
-        else:
-            self._optimizer.step()
-        self._optimizer.zero_grad(set_to_none=True)
+        self.scaled_backward(loss)
 
     def release(self) -> None:
         self._optimizer = None

@@ -18,11 +18,10 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 from torch.distributed.tensor import DTensor
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype, ShardUnit
-from benchmarks.frameworks.torch_collectives import TorchCollectives, init_process_group
+from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives, init_process_group
 
 
 def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
@@ -40,7 +39,7 @@ def shard_groups(model: torch.nn.Module, unit: ShardUnit) -> list[torch.nn.Modul
     return [*inner, model]
 
 
-class FSDP(TorchCollectives):
+class FSDP(ScaledStep, TorchCollectives):
     name: ClassVar[str] = "fsdp"
 
     def __init__(self, config: FSDPConfig) -> None:
@@ -59,12 +58,6 @@ class FSDP(TorchCollectives):
         ok = dist.is_available()
         return Installation(ok=ok, detail=f"torch.distributed.fsdp.fully_shard (torch {torch.__version__})",
                             fix="" if ok else "install a torch build with distributed support (pip install torch)")
-
-    @classmethod
-    def commbench_collective(cls, device: torch.device) -> Collective:
-        from benchmarks.commbench import torch_dist
-
-        return torch_dist.collective(device)  # FSDP's collectives are torch.distributed's
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
@@ -92,16 +85,7 @@ class FSDP(TorchCollectives):
 
     def backward(self, loss: torch.Tensor) -> None:
         # the groups' reduce-scatters run in backward hooks; the last one is waited for before it returns
-        (self._scaler.scale(loss) if self._scaler else loss).backward()
-
-    def step(self) -> None:
-        assert self._optimizer is not None, "setup() before step()"
-        if self._scaler:
-            self._scaler.step(self._optimizer)
-            self._scaler.update()
-        else:
-            self._optimizer.step()
-        self._optimizer.zero_grad(set_to_none=True)
+        self.scaled_backward(loss)
 
     def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
         # every rank calls this (run.save_params): full_tensor() all-gathers each sharded parameter

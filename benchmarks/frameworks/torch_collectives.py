@@ -1,4 +1,5 @@
-"""barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP, FSDP, DP and DeepSpeed."""
+"""barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP, FSDP, DP and DeepSpeed; and
+the optimizer step with an optional gradient scaler, shared by the frameworks that leave the step to torch."""
 from __future__ import annotations
 
 import gc
@@ -9,6 +10,7 @@ from typing import ClassVar
 import torch
 import torch.distributed as dist
 
+from benchmarks.commbench import Collective
 from benchmarks.distenv import DistEnv
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -37,6 +39,13 @@ class TorchCollectives:
     @classmethod
     def commbench_join(cls) -> tuple[int, int, int]:
         raise NotImplementedError(f"{cls.name} runs on the torch.distributed group commbench creates")
+
+    @classmethod
+    def commbench_collective(cls, device: torch.device) -> Collective:
+        """torch.distributed's collectives on commbench's group: what DDP, FSDP and DP communicate through."""
+        from benchmarks.commbench import torch_dist
+
+        return torch_dist.collective(device)
 
     def barrier(self) -> None:
         if dist.is_initialized():
@@ -76,3 +85,23 @@ class TorchCollectives:
         gc.collect()
         dist.destroy_process_group()
         gc.collect()
+
+
+class ScaledStep:
+    """backward and step for the frameworks that leave the optimizer to torch (DDP, FSDP, DP): under float16
+    a gradient scaler (`_scaler`, set by setup()) scales the loss and unscales before the step."""
+
+    _optimizer: torch.optim.Optimizer | None
+    _scaler: torch.amp.GradScaler | None
+
+    def scaled_backward(self, loss: torch.Tensor) -> None:
+        (self._scaler.scale(loss) if self._scaler else loss).backward()
+
+    def step(self) -> None:
+        assert self._optimizer is not None, "setup() before step()"
+        if self._scaler:
+            self._scaler.step(self._optimizer)
+            self._scaler.update()
+        else:
+            self._optimizer.step()
+        self._optimizer.zero_grad(set_to_none=True)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.breakdown import (disagreement_pp, intersect, length, read_step_records, subtract,
-                                timer_breakdown, union)
+from analysis.breakdown import disagreement_pp, read_step_records, timer_breakdown
 from benchmarks.frameworks.ddp import comm_total_exposed
+from benchmarks.tracereduce import intersect, length, subtract, union
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "traces" / "ddp-gloo-g2"
 

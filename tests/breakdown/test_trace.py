@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.breakdown import (classify, compare, disagreement_pp, read_step_records, read_trace, run_breakdown,
-                                step_windows, timer_breakdown, trace_breakdown)
+from analysis.breakdown import compare, disagreement_pp, read_step_records, run_breakdown, timer_breakdown
+from benchmarks.tracereduce import classify, read_trace, step_windows, trace_breakdown
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "traces" / "ddp-gloo-g2"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, ddlbench, find_run, read_summary
+from tests.conftest import REPO, RunsOnce, ddlbench, find_run, read_params, read_summary
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.multiproc]
 
@@ -23,18 +23,7 @@ needs_deepspeed = pytest.mark.skipif(
 # small and quick: the same seed and synthetic data for every framework
 COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=8", "run.warmup_steps=1", "run.steps=3",
           "run.log_every=0", "run.save_params=true"]
-_RUNS: dict[tuple[str, ...], Path] = {}
-
-
-def run_once(root: Path, *overrides: str) -> Path:
-    """`ddlbench run` with these overrides, once per test session; returns the run directory."""
-    if overrides not in _RUNS:
-        campaign = f"c{len(_RUNS)}"
-        result = ddlbench("run", *COMMON, *overrides, f"run.root={root}", f"run.campaign={campaign}")
-        assert result.returncode == 0, result.stderr[-4000:]
-        (run_dir,) = (root / campaign).iterdir()
-        _RUNS[overrides] = run_dir
-    return _RUNS[overrides]
+run_once = RunsOnce(COMMON)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +32,7 @@ def root(tmp_path_factory) -> Path:
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
-    return torch.load(run_dir / f"params_rank{rank}.pt")
+    return read_params(run_dir, rank)
 
 
 @needs_deepspeed

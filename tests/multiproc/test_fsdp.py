@@ -11,25 +11,14 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-from tests.conftest import ddlbench, read_summary
+from tests.conftest import RunsOnce, read_params, read_summary
 
 pytestmark = pytest.mark.multiproc
 
 # small and quick: the same seed and synthetic data for every framework (4 steps in all)
 COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3",
           "run.log_every=0", "run.save_params=true"]
-_RUNS: dict[tuple[str, ...], Path] = {}
-
-
-def run_once(root: Path, *overrides: str) -> Path:
-    """`ddlbench run` with these overrides, once per test session; returns the run directory."""
-    if overrides not in _RUNS:
-        campaign = f"c{len(_RUNS)}"
-        result = ddlbench("run", *COMMON, *overrides, f"run.root={root}", f"run.campaign={campaign}")
-        assert result.returncode == 0, result.stderr[-4000:]
-        (run_dir,) = (root / campaign).iterdir()
-        _RUNS[overrides] = run_dir
-    return _RUNS[overrides]
+run_once = RunsOnce(COMMON)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +27,7 @@ def root(tmp_path_factory) -> Path:
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
-    return torch.load(run_dir / f"params_rank{rank}.pt")
+    return read_params(run_dir, rank)
 
 
 def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
