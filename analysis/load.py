@@ -33,6 +33,7 @@ is well typed, so metrics and report never check types:
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -49,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import rundir
+from benchmarks.tracereduce import TraceBreakdown
 
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
     import pyarrow as pa
@@ -225,8 +227,8 @@ IDENTIFYING = ("framework", "loader", "model", "precision", "per_gpu_batch")
 # columns of the runs table that a summary.json key must not overwrite
 RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group_hash", "strong_group_hash", "cache"}
 # breakdown_rank<R>.json: the trace breakdown's seconds (benchmarks/tracereduce.py TraceBreakdown) per rank
-TRACE_SECONDS = ("window_s", "compute_s", "conv_s", "gemm_s", "other_compute_s", "memcpy_s", "h2d_s", "comm_total_s",
-                 "comm_overlap_s", "comm_exposed_s", "idle_s")
+TRACE_SECONDS = tuple(f.name for f in dataclasses.fields(TraceBreakdown)
+                      if f.name.endswith("_s") and not f.name.startswith("collectives"))
 TRACE_COLUMNS = ["run_id", "rank", "source", "steps", "first_step", "last_step", *TRACE_SECONDS, "allreduce_s",
                  "allreduce_exposed_s"]
 COMMBENCH_KINDS = {"op": "name", "backend": "name", "world_size": "size", "size_bytes": "size", "time_s": "seconds",

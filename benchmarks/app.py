@@ -150,7 +150,8 @@ def run(cfg: DictConfig) -> int:
         if env.rank == 0:
             _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
             _note_short_last_step(loader.num_samples, world_size=env.world_size,
-                                  per_gpu_batch=cfg.run.per_gpu_batch, steps_per_epoch=len(loader))
+                                  per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+                                  steps_per_epoch=len(loader))
             print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
         profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
@@ -161,11 +162,12 @@ def run(cfg: DictConfig) -> int:
             profiler.start()
         result = train(
             framework=framework, model=model, loader=loader, device=device, log=log, profiler=profiler,
-            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured + (window.extra_steps if window else 0),
-                          log_every=cfg.run.log_every, amp_dtype=amp_dtype),
+            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every,
+                          amp_dtype=amp_dtype, trailing_steps=window.extra_steps if window else 0),
         )
-        # from the process start (imports, process group, builds, warm-up) to the last step
-        runtime_local_s = time.time() - psutil.Process().create_time()
+        # from the process start (imports, process group, builds, warm-up) to the last step, without the
+        # trace export (the ranks' own work, not the run's)
+        runtime_local_s = time.time() - psutil.Process().create_time() - (profiler.export_s if profiler else 0.0)
         if window is not None:
             reduce_trace(window, run_dir=run_dir, rank=env.rank)
         # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
@@ -180,8 +182,9 @@ def run(cfg: DictConfig) -> int:
             summary = _summary(cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss,
                                runtime_s=runtime_s)
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
-            print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.world_size} rank(s) "
-                  f"({summary['per_gpu_img_s']:,.1f} per rank) -> {run_dir}", flush=True)
+            unit = "GPU" if device.type == "cuda" else "rank"
+            print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.num_devices} {unit}(s) "
+                  f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}", flush=True)
         return 0
     except BaseException as error:
         if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)

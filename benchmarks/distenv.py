@@ -81,7 +81,8 @@ def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
     addr = env.get("MASTER_ADDR")
     if "RANK" in env and "WORLD_SIZE" in env:
         world = _int(env, "WORLD_SIZE")
-        local_world = int(env.get("LOCAL_WORLD_SIZE", world))
+        # DeepSpeed's launcher exports LOCAL_SIZE where torchrun exports LOCAL_WORLD_SIZE
+        local_world = int(env.get("LOCAL_WORLD_SIZE", env.get("LOCAL_SIZE", world)))
         return DistEnv(
             rank=_int(env, "RANK"),
             local_rank=int(env.get("LOCAL_RANK", 0)),

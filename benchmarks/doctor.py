@@ -65,6 +65,7 @@ CHECKS: list[Callable[[], Check]] = [
     _module("hydra", "hydra-core", "pip install -e ."),
     *(_adapter("framework", option) for option in FRAMEWORKS),
     *(_adapter("loader", option) for option in LOADERS),
+    _module("mpi4py", "mpi4py", "pip install -e '.[mpi]' (make mpi): commbench --backends mpi"),
     _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev"),
     _program("srun", "slurm/local_cluster.sh up (a local test cluster) or load your site's Slurm module"),
 ]

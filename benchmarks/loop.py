@@ -29,6 +29,7 @@ class LoopPlan:
     measured_steps: int  # steps after warm-up
     log_every: int
     amp_dtype: torch.dtype | None
+    trailing_steps: int = 0  # steps after the measured ones, not timed as the window (the trace window)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -76,7 +77,9 @@ def train(
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
         if plan.amp_dtype is not None else contextlib.nullcontext
     )
-    total = plan.warmup_steps + plan.measured_steps
+    measured_end = plan.warmup_steps + plan.measured_steps
+    total = measured_end + plan.trailing_steps
+    wall_s = None
     step = epoch = 0
     recent: list[dict] = []
     pending: deque[dict] = deque()
@@ -111,6 +114,9 @@ def train(
                 synchronize(device)
                 framework.barrier()
                 t_start = time.perf_counter()
+            if step == measured_end and wall_s is None:  # the steps after it (a trace window) are not in its wall time
+                synchronize(device)
+                wall_s = time.perf_counter() - t_start
             timer.start_step()
             t_host = time.perf_counter()
             try:
@@ -134,7 +140,7 @@ def train(
             if profiler is not None:
                 profiler.step()
             samples = int(labels.shape[0])
-            if step >= plan.warmup_steps:
+            if plan.warmup_steps <= step < measured_end:
                 measured_samples += samples
             # the timer hands back a step's times only once its events completed: pair them in order
             record = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
@@ -151,7 +157,8 @@ def train(
         if step_in_epoch == 0:
             raise RuntimeError("the loader yielded no batch in a whole epoch")
     synchronize(device)
-    wall_s = time.perf_counter() - t_start
+    if wall_s is None:
+        wall_s = time.perf_counter() - t_start
     write([complete(times) for times in timer.flush()])
     return LoopResult(
         measured_steps=plan.measured_steps,

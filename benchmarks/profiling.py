@@ -63,11 +63,14 @@ class StepProfiler:
         self._step = 0
         self._running = False
         self.written = False
+        self.export_s = 0.0  # the trace export's seconds (runtime_s leaves them out)
 
     def _export(self, prof) -> None:
+        start = time.perf_counter()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(self.path))  # .gz: torch writes it compressed
         self.written = True
+        self.export_s = time.perf_counter() - start
 
     def covers(self, step: int) -> bool:
         """Whether the profiler runs during this global step (its warm-up step included): such a step

@@ -37,8 +37,7 @@ HASH_DIGITS = 8
 # it and the Slurm bookkeeping of its job (account, time limit, node cap). system.ranks_per_node is the
 # local layout: the run key holds world_size and num_nodes instead, which is what the ranks really were.
 NOT_IDENTITY = ("run.repeat", "run.dir", "run.root", "run.log_every", "run.save_params", "run.keep_trace", "campaign",
-                "experiment", "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes",
-                "system.hosts")
+                "experiment", "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes")
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")
 

@@ -68,9 +68,6 @@ class SystemConfig:
     master_addr_suffix: str = ""  # appended to the first host name (JUWELS: "i" selects the InfiniBand address)
     sbatch_args: list[str] = field(default_factory=list)  # extra sbatch flags, e.g. [--constraint=a100]
     mpirun_args: list[str] = field(default_factory=list)  # extra mpirun flags (launcher: mpirun)
-    # --- several hosts without Slurm (launchers/local.py HOSTS; docs/commbench.md) ---
-    # each host runs ranks_per_node ranks; the first holds the rendezvous. []: this machine only
-    hosts: list[str] = field(default_factory=list)
 
 
 @dataclass

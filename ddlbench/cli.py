@@ -159,7 +159,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
 
     def fits(batch: int) -> bool:
         overrides = [*args.overrides, f"run.per_gpu_batch={batch}", "run.warmup_steps=1", f"run.steps={args.steps}",
-                     "run.epochs=null", "run.log_every=0", f"run.campaign={args.campaign}"]
+                     "run.epochs=null", "run.log_every=0", "run.trace=off", f"run.campaign={args.campaign}"]
         probe_cfg = compose(overrides)
         overrides.append(f"run.repeat={next_free_repeat(probe_cfg, world_size=nproc * devices)}")
         run_dir = resolve_run_dir(compose(overrides), world_size=nproc * devices, num_nodes=1)

@@ -56,6 +56,7 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
     """The composed base config and every cell of its campaign grid (impossible ones carry `problem`)."""
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
+    from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.validate import validate
 
     if not any(o.startswith("experiment=") for o in overrides):
@@ -81,9 +82,13 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
             validate(cell_cfg, check_device=False)
         except ConfigError as error:
             problem = str(error)
+        single_process = cell_cfg is not None and FRAMEWORKS[cell_cfg.framework.name].SINGLE_PROCESS
         for num_gpus in camp.gpus:
             nodes, per_node, size_problem = layout(int(num_gpus), ranks_per_node=system.ranks_per_node,
                                                   max_nodes=system.max_nodes)
+            if single_process and nodes > 1 and size_problem is None:  # DataParallel: one process, one node
+                size_problem = (f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
+                                f"{num_gpus} GPUs need {nodes} nodes")
             for r in range(camp.repeats):
                 repeat = cfg.run.repeat + r
                 run_dir = None

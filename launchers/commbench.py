@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.adapter_config import config_default
-from benchmarks.commbench import BACKENDS, DEFAULT_OPS, MPI, OPS, framework_of, parse_ops, rendezvous_of
+from benchmarks.commbench import BACKENDS, MPI, add_sweep_arguments, framework_of, parse_ops, rendezvous_of
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
@@ -135,7 +135,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     write_hostfile = None
     if hosts:
         port = args.master_port or DEFAULT_HOSTS_PORT
-        if hostfile is None and launcher in ("mpirun", "deepspeed"):  # they read one: written beside the results
+        if hostfile is None and launcher in local.READS_HOSTFILE:  # written beside the results
             write_hostfile = out.with_suffix(".hostfile").resolve()
             hostfile = str(write_hostfile)
         launches = hosts_commands(launcher=launcher, hosts=hosts, nproc_per_host=nproc, master_port=port,
@@ -172,18 +172,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("commbench", help="collective suite (nccl-tests' busbw and table, checked), GPU P2P matrix, "
                                          "concurrent H2D bandwidth (JSON)")
     p.add_argument("--nproc", type=int, default=2, help="ranks per host (one per GPU on GPU machines)")
-    p.add_argument("--backends", default="torch",
-                   help="comma list: torch, deepspeed (one launch); horovod, mpi (each alone)")
-    p.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
-    p.add_argument("--placement", choices=("both", "out", "in"), default="both",
-                   help="out of place, in place, or both (nccl-tests' two column groups)")
-    p.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
-    p.add_argument("--min-bytes", type=int, default=1024)
-    p.add_argument("--max-bytes", type=int, default=None, help="largest size; default 4 GiB on GPU, 4 MiB on CPU")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
-    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
+    add_sweep_arguments(p)
     p.add_argument("--hosts", default=None, help="comma list of hosts (no Slurm); the first holds the rendezvous")
     p.add_argument("--hostfile", default=None, help="hosts as lines '<host> slots=<ranks per host>' (no Slurm)")
     p.add_argument("--node-rank", type=int, default=None, help="this host's place in --hosts (torchrun, deepspeed)")

@@ -67,6 +67,7 @@ def local_command(
 HOSTS = Registry(key="framework.local_launcher")
 # launchers whose argv is run on every host (one per node_rank); the others run once, on hosts[0]
 RUNS_ON_EVERY_HOST = frozenset({"torchrun", "deepspeed"})
+READS_HOSTFILE = frozenset({"mpirun", "deepspeed"})  # they take the hosts as a file, not on the command line
 
 
 def _head(shape: JobShape) -> str:
@@ -160,7 +161,7 @@ def hosts_shape(*, hosts: Sequence[str], ranks_per_node: int, master_port: int, 
                 hostfile: str | None = None, as_root: bool | None = None, mpirun_args: Sequence[str] = ()) -> JobShape:
     """ranks_per_node ranks on each of `hosts`; hosts[0] holds the rendezvous at master_port."""
     if len(set(hosts)) != len(hosts) or not hosts:
-        raise ConfigError(f"system.hosts={list(hosts)} must name each host once; e.g. system.hosts=[node1,node2]")
+        raise ConfigError(f"hosts {list(hosts)} must name each host once; e.g. --hosts node1,node2")
     if ranks_per_node < 1:
         raise ConfigError(f"system.ranks_per_node={ranks_per_node} must be >= 1 (ranks on each host)")
     if not 0 <= node_rank < len(hosts):
@@ -182,7 +183,8 @@ def hosts_commands(launcher: str, shape: JobShape, program: RankProgram) -> list
 def hosts_training_commands(*, launcher: str, hosts: Sequence[str], ranks_per_node: int, master_port: int,
                             overrides: Sequence[str], hostfile: str | None = None,
                             as_root: bool | None = None) -> list[tuple[str, list[str]]]:
-    """(host, argv) of a training run over system.hosts with the launcher named by framework.local_launcher."""
+    """(host, argv) of a training run over `hosts` with the launcher named by framework.local_launcher (not yet
+    started by `ddlbench run`, which starts ranks on this machine; the namespace tests run them)."""
     shape = hosts_shape(hosts=hosts, ranks_per_node=ranks_per_node, master_port=master_port, hostfile=hostfile,
                         as_root=as_root)
     return hosts_commands(launcher, shape, training(overrides))

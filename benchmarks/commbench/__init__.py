@@ -40,6 +40,26 @@ BACKENDS = (*FRAMEWORK_OF, MPI)
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 DEFAULT_OPS = ("all_reduce",)  # what commbench measured before the suite; --ops all for every op
+PLACEMENTS = {"both": (False, True), "out": (False,), "in": (True,)}
+
+
+def add_sweep_arguments(parser) -> None:
+    """The sweep's options, shared by `ddlbench commbench` (launchers/commbench.py) and its ranks
+    (`python -m benchmarks.commbench`): one home for their defaults."""
+    parser.add_argument("--backends", default="torch",
+                        help=f"comma list of {', '.join(BACKENDS)}: torch and deepspeed share one launch; "
+                             "horovod and mpi run alone")
+    parser.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
+    parser.add_argument("--placement", choices=tuple(PLACEMENTS), default="both",
+                        help="out of place, in place, or both (nccl-tests' two column groups)")
+    parser.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
+    parser.add_argument("--min-bytes", type=int, default=KIB)
+    parser.add_argument("--max-bytes", type=int, default=None,
+                        help=f"largest size; default {GPU_MAX_BYTES} B on GPU, {CPU_MAX_BYTES} B on CPU")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
+    parser.add_argument("--iters", type=int, default=20, help="timed calls per size")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
 ROOT = 0  # broadcast's root
 REDUCING = {"all_reduce", "reduce_scatter"}  # sum; the others have no redop ("none", as nccl-tests prints)
 

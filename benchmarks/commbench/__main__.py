@@ -3,32 +3,22 @@ JSON and prints nccl-tests' table."""
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from pathlib import Path
 
 import torch
 
-from benchmarks.commbench import (BACKENDS, CPU_MAX_BYTES, DEFAULT_OPS, GPU_MAX_BYTES, KIB, MPI, OPS, framework_of,
-                                  parse_ops, rendezvous_of, sizes)
+from benchmarks.commbench import (BACKENDS, CPU_MAX_BYTES, GPU_MAX_BYTES, MPI, OPS, PLACEMENTS, add_sweep_arguments,
+                                  framework_of, parse_ops, rendezvous_of, sizes)
 from benchmarks.frameworks.configs import Rendezvous
-
-PLACEMENTS = {"both": (False, True), "out": (False,), "in": (True,)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.commbench")
     p.add_argument("--out", required=True, help="JSON file to write (rank 0); never overwritten")
-    p.add_argument("--backends", default="torch", help=f"comma list of {', '.join(BACKENDS)}")
-    p.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
-    p.add_argument("--placement", choices=tuple(PLACEMENTS), default="both", help="out of place, in place, or both")
-    p.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
-    p.add_argument("--min-bytes", type=int, default=KIB)
-    p.add_argument("--max-bytes", type=int, default=None, help=f"default {GPU_MAX_BYTES} on GPU, {CPU_MAX_BYTES} on CPU")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
-    p.add_argument("--iters", type=int, default=20, help="timed calls per size")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
+    add_sweep_arguments(p)
     return p.parse_args(argv)
 
 
@@ -42,8 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     adapters = {backend: _adapter(backend) for backend in backends}
     records: list[dict] = []
     tables: list[str] = []
-    skipped: list[str] = []
     own = [b for b in backends if rendezvous_of(b) is Rendezvous.own]
+    # refused before any rank joins a group: every rank sees the same files and installation
+    if Path(args.out).exists():
+        return _refuse(f"--out {args.out} exists (never overwritten); pass another --out")
+    for backend, cls in adapters.items():
+        if not (found := cls.installation()).ok:
+            return _refuse(f"--backends {backend}: {found.detail}; {found.fix}")
 
     def measure(backend: str, comm, device: torch.device, size_list: list[int]) -> None:
         rows = suite.sweep(comm, ops=ops, device=device, size_list=size_list, warmup=args.warmup, iters=args.iters,
@@ -75,9 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         rank, world = dist.get_rank(), dist.get_world_size()
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
         for backend, cls in adapters.items():
-            if not (found := cls.installation()).ok:
-                skipped.append(f"{backend}: {found.detail} ({found.fix})")
-                continue
             comm = cls.commbench_collective(device)
             measure(backend, comm, device, size_list)
             if rank == 0:
@@ -97,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 records += gathered
                 records += [m.record() for m in gpu.p2p_matrix()]
             dist.barrier(group=host_group)
+    bad = 0
     if rank == 0:
         host = socket.gethostname()
         for record in records:
@@ -106,18 +99,23 @@ def main(argv: list[str] | None = None) -> int:
         others = [r for r in records if r["op"] not in OPS]
         if others:
             print(format_table(others), flush=True)
-        for line in skipped:
-            print(f"[commbench] skipped {line}", file=sys.stderr)
         bad = sum(r["wrong"] or 0 for r in records if "wrong" in r)
-        if bad:
-            print(f"[commbench] {bad} wrong output element(s): see #wrong above", file=sys.stderr)
+        if bad:  # a collective that computes wrong values is a finding: the command fails, as nccl-tests' check does
+            print(f"ddlbench: error: {bad} wrong output element(s): see #wrong above", file=sys.stderr)
         print(f"[commbench] wrote {len(records)} measurements to {args.out}", file=sys.stderr, flush=True)
     if not own:
         import torch.distributed as dist
 
         dist.barrier()  # no rank tears its connections down while rank 0 still writes the results
         dist.destroy_process_group()
-    return 0
+    return 1 if rank == 0 and bad else 0
+
+
+def _refuse(message: str) -> int:
+    """One line from the first rank (the others exit with it): a ConfigError's exit code, 2."""
+    if os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0"))) == "0":
+        print(f"ddlbench: error: {message}", file=sys.stderr, flush=True)
+    return 2
 
 
 def _adapter(backend: str) -> type:

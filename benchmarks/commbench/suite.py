@@ -158,7 +158,8 @@ def sweep(comm: Collective, *, ops: list[str], device: torch.device, size_list: 
                                check=check)
                 found[in_place] = _measurement(comm, op, name, lay, in_place=in_place, done=done, device=device,
                                                warmup=warmup, iters=iters)
-            rows.append(Row(op=name, layout=lay, out_of_place=found[False], in_place=found[True]))
+            if found[False] or found[True]:  # an op without the asked placement (e.g. in place) has no row
+                rows.append(Row(op=name, layout=lay, out_of_place=found[False], in_place=found[True]))
     return rows
 
 

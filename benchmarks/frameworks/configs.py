@@ -42,7 +42,7 @@ class CommTimer(Choice):
     """framework.comm_timer: time the framework's collectives (total and exposed) per step.
 
     auto times them on CPU runs only: on CUDA every framework's timer costs throughput (docs/breakdown.md,
-    docs/horovod.md), and a profiler window (run.profile_steps) gives the breakdown there instead."""
+    docs/horovod.md), and the trace window (run.trace, on by default there) gives the breakdown instead."""
 
     auto = "auto"
     on = "on"

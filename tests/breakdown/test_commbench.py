@@ -126,6 +126,22 @@ def test_the_check_counts_wrong_elements():
                             **kw)
     assert all(r.out_of_place.extra["wrong"] is None for r in unchecked)
     assert suite.sweep(_one_rank(None), ops=["all_reduce"], **kw) == []  # the library lacks it: no row
+    # in place only, for an op that has no in-place form: no row (not an empty one the table trips on)
+    no_in_place = _one_rank(Op(out_of_place=_copy, in_place=None))
+    assert suite.sweep(no_in_place, ops=["all_reduce"], placements=(True,), **kw) == []
+    from benchmarks.commbench.__main__ import format_nccl_tests
+
+    assert format_nccl_tests([], backend="gloo", world_size=1, device="cpu", lacks=["all_reduce (in place)"])
+
+
+def test_the_ranks_refuse_an_existing_out_file(tmp_path, capsys):
+    from benchmarks.commbench.__main__ import main
+
+    out = tmp_path / "old.json"
+    out.write_text("[]")
+    assert main(["--out", str(out), "--backends", "torch"]) == 2
+    assert capsys.readouterr().err.strip() == f"ddlbench: error: --out {out} exists (never overwritten); pass another --out"
+    assert out.read_text() == "[]"
 
 
 def test_the_table_has_nccl_tests_columns():

@@ -65,3 +65,8 @@ def test_horovodrun_gloo_sets_only_horovod_variables():
     })
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size, env.num_nodes) == (3, 4, 1, 2, 2)
     assert env.source == "horovodrun"
+
+
+def test_deepspeeds_launcher_names_the_local_size_local_size():
+    env = from_environ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_SIZE": "1", "MASTER_ADDR": "a"})
+    assert (env.world_size, env.local_world_size, env.num_nodes) == (2, 1, 2)

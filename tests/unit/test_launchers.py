@@ -165,6 +165,15 @@ def test_layout(gpus, expected):
     assert campaign.layout(gpus, ranks_per_node=4, max_nodes=936) == expected
 
 
+def test_a_single_process_framework_is_planned_on_one_node_only(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    _, cells = campaign.plan(["experiment=aach2023_scaling", "system=juwels_booster", "campaign.axes.framework=[dp]",
+                              "campaign.gpus=[4,8]"])
+    assert {c.problem for c in cells if c.num_gpus == 4} == {None}
+    assert {c.problem for c in cells if c.num_gpus == 8} == {
+        "framework=dp drives one node's GPUs from one process; 8 GPUs need 2 nodes"}
+
+
 def test_aach2023_grid_on_juwels(monkeypatch, tmp_path):
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
     cfg, cells = campaign.plan(["experiment=aach2023_scaling", "system=juwels_booster"])

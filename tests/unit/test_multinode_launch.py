@@ -97,7 +97,7 @@ def test_bad_hostfiles_say_what_to_write(text, message):
 
 
 def test_shape_errors_name_the_key():
-    with pytest.raises(ConfigError, match=r"^system.hosts=\['a', 'a'\] must name each host once"):
+    with pytest.raises(ConfigError, match=r"^hosts \['a', 'a'\] must name each host once"):
         local.hosts_shape(hosts=["a", "a"], ranks_per_node=1, master_port=1)
     with pytest.raises(ConfigError, match=r"^--node-rank 2 is not a host of \['a', 'b'\]; give 0..1"):
         local.hosts_shape(hosts=["a", "b"], ranks_per_node=1, master_port=1, node_rank=2)
