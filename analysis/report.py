@@ -65,13 +65,36 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+# how a column name reads as a header (the markdown keeps the names): rates anywhere, units at the end
+_HEADER_RATES = (("_img_s", "_img/s"), ("_gb_s", "_GB/s"))
+_HEADER_UNITS = (("_pct", " %"), ("_ms", " ms"), ("_gib", " GiB"), ("_s", " s"), ("_pp", " pp"))
+_HEADER_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "ci": "CI", "h2d": "H2D"}
+
+
+def header(column: object) -> str:
+    """A column name as a table header: per_gpu_img_s -> 'per GPU img/s', allreduce_pct -> 'allreduce %'."""
+    text, unit = str(column), ""
+    for rate, shown in _HEADER_RATES:
+        text = text.replace(rate, shown)
+    for suffix, shown in _HEADER_UNITS:
+        if text.endswith(suffix) and len(text) > len(suffix):
+            text, unit = text[: -len(suffix)], shown
+            break
+    return " ".join(_HEADER_WORDS.get(w, w) for w in text.split("_")) + unit
+
+
 def html_table(frame: pd.DataFrame) -> str:
+    """A table that scrolls inside its own box when it is wider than the page; numbers right, text left."""
     if frame.empty:
         return "<p><em>none</em></p>"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+               for c in frame.columns]
+    head = "".join(f'<th title="{html.escape(str(c))}">{html.escape(header(c))}</th>' for c in frame.columns)
+    rows = "".join("<tr>" + "".join(f'<td class="{"num" if n else "txt"}">{html.escape(_fmt(v))}</td>'
+                                    for v, n in zip(row, numeric)) + "</tr>"
                    for row in frame.itertuples(index=False))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+
 
 
 def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -488,9 +511,12 @@ def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: 
             links = " ".join(f'<a href="{html.escape(f)}">{Path(f).suffix[1:]}</a>' for f in files[1:])
             body.append(f'<figure><img src="{html.escape(files[0])}" alt="{html.escape(caption)}">'
                         f"<figcaption>{html.escape(caption)} {links}</figcaption></figure>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-             "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}"
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+             ".scroll{max-width:100%;overflow-x:auto;margin:1em 0}"
+             "table{border-collapse:collapse;font-size:12px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}"
+             "th{background:#f3f3f3;text-align:center;position:sticky;top:0}"
+             "td.num{text-align:right;font-variant-numeric:tabular-nums}td.txt{text-align:left}"
              "img{max-width:100%}figcaption{font-size:12px;color:#555}")
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

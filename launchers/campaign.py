@@ -97,6 +97,11 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
                 cells.append(Cell(choices=choices, num_gpus=int(num_gpus), num_nodes=nodes, ranks_per_node=per_node,
                                   repeat=repeat, run_dir=run_dir, problem=problem or size_problem))
     check_distinct(cells)
+    causes = {c.problem for c in cells}
+    if len(cells) > 1 and None not in causes and len(causes) <= 3:
+        # a few causes for the whole grid (an unset data path, a missing package): one line, not one per cell
+        raise ConfigError(f"every one of the {len(cells)} cells of experiment={experiment} is impossible: "
+                          + "; ".join(sorted(causes)))
     return cfg, cells
 
 

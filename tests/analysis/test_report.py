@@ -146,3 +146,17 @@ def test_synthlogs_command(tmp_path, capsys):
     assert main(["synthlogs", "--out", str(tmp_path / "s"), "--steps", "5", "--warmup", "1"]) == 0
     assert "16 runs" in capsys.readouterr().out
     assert main(["synthlogs", "--out", str(tmp_path / "s")]) == 2  # never overwritten
+
+
+def test_html_tables_scroll_align_and_read_well():
+    import pandas as pd
+
+    from analysis.report import header, html_table
+
+    assert [header(c) for c in ("per_gpu_img_s", "throughput_img_s_ci_low", "allreduce_exposed_pct", "busbw_gb_s",
+                                "framework")] == ["per GPU img/s", "throughput img/s CI low", "allreduce exposed %",
+                                                  "busbw GB/s", "framework"]
+    out = html_table(pd.DataFrame({"framework": ["ddp"], "per_gpu_img_s": [4701.9]}))
+    assert out.startswith('<div class="scroll"><table>')  # a wide table scrolls in its box, not the page
+    assert '<th title="per_gpu_img_s">per GPU img/s</th>' in out
+    assert '<td class="txt">ddp</td>' in out and '<td class="num">4,702</td>' in out

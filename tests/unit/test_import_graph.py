@@ -4,6 +4,7 @@ Analysis and launch planning import without torch; horovod, deepspeed and DALI o
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,7 @@ def test_analysis_and_launch_planning_import_without_torch():
     code = (f"import importlib, sys\nfor m in {TORCH_FREE!r}: importlib.import_module(m)\n"
             "from launchers.campaign import plan\nplan(['experiment=aach2023_scaling', 'system=juwels_booster'])\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "DDLBENCH_IMAGENET": str(REPO)}  # the grid's data path: any folder
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout
