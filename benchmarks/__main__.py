@@ -25,5 +25,18 @@ def main(cfg: DictConfig) -> None:
     exit_rank(code)  # not interpreter finalization: benchmarks/rankexit.py says why
 
 
+def refuse_multirun(argv: list[str]) -> str | None:
+    """Hydra's multirun would run the ranks' program once per combination in one process, outside the
+    launchers and the run directories: a sweep is a campaign (experiment files' campaign: axes)."""
+    if any(a in ("-m", "--multirun") or a.startswith("--multirun=") for a in argv):
+        return ("ddlbench: error: -m/--multirun is not supported (one process would run every combination, outside "
+                "the launchers); sweep with 'ddlbench campaign plan experiment=NAME' (conf/experiment/*.yaml "
+                "campaign.axes) or one 'ddlbench run' per setting")
+    return None
+
+
 if __name__ == "__main__":
+    if (message := refuse_multirun(sys.argv[1:])) is not None:
+        print(message, file=sys.stderr)
+        sys.exit(2)
     main()
