@@ -11,10 +11,9 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.adapter_config import Installation
-from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DDPConfig
-from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives, init_process_group
+from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
 
 
 class AllreduceTimer:
@@ -129,11 +128,6 @@ class DDP(ScaledStep, TorchCollectives):
         ok = dist.is_available() and bool(backends)
         return Installation(ok=ok, detail=f"torch.distributed {torch.__version__}: {', '.join(backends) or 'no backend'}",
                             fix="" if ok else "install a torch build with distributed support (pip install torch)")
-
-    def init(self, env: DistEnv, device: torch.device) -> None:
-        self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
-        self.device = device
-        self.backend = init_process_group(env, device, backend=self.backend)
 
     def setup(self, model, optimizer, *, amp_dtype):
         # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none

@@ -18,10 +18,9 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 from torch.distributed.tensor import DTensor
 
 from benchmarks.adapter_config import Installation
-from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype, ShardUnit
-from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives, init_process_group
+from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
 
 
 def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
@@ -58,11 +57,6 @@ class FSDP(ScaledStep, TorchCollectives):
         ok = dist.is_available()
         return Installation(ok=ok, detail=f"torch.distributed.fsdp.fully_shard (torch {torch.__version__})",
                             fix="" if ok else "install a torch build with distributed support (pip install torch)")
-
-    def init(self, env: DistEnv, device: torch.device) -> None:
-        self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
-        self.device = device
-        self.backend = init_process_group(env, device, backend=self.backend)
 
     def setup(self, model, optimizer, *, amp_dtype):
         mesh = init_device_mesh(self.device.type, (self.world_size,))

@@ -35,6 +35,13 @@ def init_process_group(env: DistEnv, device: torch.device, *, backend: str) -> s
 class TorchCollectives:
     name: ClassVar[str]
     device: torch.device
+    backend: str  # a torch.distributed backend name, or "auto" until init()
+
+    def init(self, env: DistEnv, device: torch.device) -> None:
+        """Join the run's torch.distributed group (DDP, FSDP); DeepSpeed and DP start theirs themselves."""
+        self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
+        self.device = device
+        self.backend = init_process_group(env, device, backend=self.backend)
 
     @classmethod
     def commbench_join(cls) -> tuple[int, int, int]:

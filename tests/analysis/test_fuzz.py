@@ -342,9 +342,8 @@ def test_the_valid_campaign_counts_every_run(tmp_path):
     same_reading(campaign, load_quietly(tmp_path, arrow=False))
 
 
-@FUZZ
-@given(edits=corrupted_campaign(kinds=("bytes",)))
-def test_fuzzed_bytes_never_crash_loading(edits):
+def check_both_readers(edits: dict[str, bytes]) -> None:
+    """The corrupted campaign loads with pyarrow and without, each well formed, both alike."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dirs = apply(Path(tmp), edits)
         fast = load_quietly(Path(tmp))
@@ -352,18 +351,18 @@ def test_fuzzed_bytes_never_crash_loading(edits):
         slow = load_quietly(Path(tmp), arrow=False)
         check_campaign(slow, run_dirs)
         same_reading(fast, slow)
+
+
+@FUZZ
+@given(edits=corrupted_campaign(kinds=("bytes",)))
+def test_fuzzed_bytes_never_crash_loading(edits):
+    check_both_readers(edits)
 
 
 @FUZZ
 @given(edits=corrupted_campaign(kinds=("document",)))
 def test_fuzzed_values_never_crash_loading(edits):
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dirs = apply(Path(tmp), edits)
-        fast = load_quietly(Path(tmp))
-        check_campaign(fast, run_dirs)
-        slow = load_quietly(Path(tmp), arrow=False)
-        check_campaign(slow, run_dirs)
-        same_reading(fast, slow)
+    check_both_readers(edits)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
