@@ -339,9 +339,10 @@ def _trace_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
         "other compute, copies (h2d: host-to-device), collectives (allreduce: total, and exposed: not hidden "
         "behind compute or copies; comm: every collective) and idle. Shares of the window's step time, mean "
         "over ranks and repeats; compute + copies + exposed comm + idle = 100%. window_slowdown: the window's "
-        "median step against the measured steps' (1.00: the profiler left the steps as they were; above, the "
-        "host, recording every op, fell behind the GPU, which then idled: idle_pct is inflated by about "
-        "1 - 1/window_slowdown).")))
+        "median step against the measured steps' (1.00: the profiler left the steps as they were; above, it "
+        "slowed them: a host that records every op (an explicit window, or a CPU run) can fall behind the GPU, "
+        "which then idles, so idle_pct is inflated by about 1 - 1/window_slowdown; the sampled window on GPUs "
+        "records device activity only).")))
     blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES,
                                                  *metrics.TRACE_PERTURBATION]).round(3)))
     blocks.append(Block("text", (

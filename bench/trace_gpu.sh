@@ -5,11 +5,13 @@
 #      measured ones (goal >= 0.99);
 #   2. the breakdown for DDP (wrapped on one GPU, so its all-reduce runs), Horovod and DeepSpeed x ResNet-50
 #      and ResNet-152, synthetic data: the report's trace tables (both denominators, the seed's layout,
-#      timers against trace).
+#      timers against trace); the sampled window records device activity only;
+#   3. for contrast, ResNet-152 with an explicit window (run.profile_steps), which records the host ops too.
 # Carry [".devwheels/base", ".devwheels/deepspeed", ".devwheels/horovod"] (tools/fetch_*_device_inputs.sh):
 # DeepSpeed is installed from its wheel, Horovod built with NCCL there (about 2 minutes on 16 cores).
 #   bash bench/trace_gpu.sh      (logs and the report under $OUT)
 # Knobs: ROUNDS (3) WARMUP (20) STEPS (100) MODELS ("50 152") FRAMEWORKS ("ddp horovod deepspeed")
+#        HOST_OPS_FRAMEWORKS ("horovod"; "" for none)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
@@ -18,6 +20,7 @@ source bench/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 FRAMEWORKS=${FRAMEWORKS:-ddp horovod deepspeed}
+HOST_OPS_FRAMEWORKS=${HOST_OPS_FRAMEWORKS:-horovod}
 if [[ " $FRAMEWORKS " == *" deepspeed "* ]] && ! "$PY" -c 'import deepspeed' 2>/dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/deepspeed/*.whl
 fi
@@ -49,6 +52,13 @@ for depth in ${MODELS:-50 152}; do
     done
 done
 
+echo "== the same with host ops recorded (an explicit window inside the measured steps), for contrast"
+for fw in $HOST_OPS_FRAMEWORKS; do
+    w=${WARMUP:-20}
+    echo "$fw resnet152, run.profile_steps=[$((w + 10)),$((w + 14))]"
+    run run.campaign=host_ops "framework=$fw" model.depth=152 "run.profile_steps=[$((w + 10)),$((w + 14))]"
+done
+
 "$PY" - "$ROOT" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
@@ -70,5 +80,8 @@ if on and off:
           + ", ".join(f"{a / b:.4f}" for a, b in zip(on, off)) + ")")
 EOF
 echo "== report (trace tables)"
-"$PY" -m ddlbench report "$ROOT/breakdown" --out "$OUT/report" --formats png --reference aach2023 2>&1 | tail -1
-sed -n '/^## Where the time goes: the trace window/,/^## /p' "$OUT/report/report.md" | grep -v "^!\|^_" | head -60
+for campaign in breakdown host_ops; do
+    [[ -d $ROOT/$campaign ]] || continue
+    "$PY" -m ddlbench report "$ROOT/$campaign" --out "$OUT/report_$campaign" --formats png --reference aach2023 2>&1 | tail -1
+    sed -n '/^## Where the time goes: the trace window/,/^## Step-time/p' "$OUT/report_$campaign/report.md" | grep -v "^!\|^_" | head -80
+done

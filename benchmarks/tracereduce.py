@@ -213,17 +213,23 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
     events = trace["traceEvents"]
     device_trace = any(e.get("cat") == "kernel" for e in events)
     windows = step_windows(trace)
-    chosen = sorted(windows if steps is None else [s for s in steps if s in windows])
-    if not chosen:
-        raise ValueError(f"the trace has no ProfilerStep window for steps {list(steps or [])}; it has {sorted(windows)}")
-    # from the first chosen step's start to the last one's end, like the timers' summed step_s
-    # (device-side step marks leave the gaps between steps out of every single step)
-    window = [(min(windows[s][0] for s in chosen), max(windows[s][1] for s in chosen))]
-    if device_trace and not any(e.get("cat") == "gpu_user_annotation" for e in events):
-        # no device-side step marks: the device work of the window is what ran on it in between
-        spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
-                 if classify(e, device_trace=True)]
-        window = union([(min(s for s, _ in spans), max(e for _, e in spans))]) if spans else window
+    device_spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
+                    if device_trace and classify(e, device_trace=True)]
+    if not windows and device_spans and steps is not None:
+        # a device-only trace (no host ops, so no step marks): the steps are the profiler's schedule and
+        # the window the device's work from its first event to its last
+        chosen = sorted(steps)
+        window = [(min(s for s, _ in device_spans), max(e for _, e in device_spans))]
+    else:
+        chosen = sorted(windows if steps is None else [s for s in steps if s in windows])
+        if not chosen:
+            raise ValueError(f"the trace has no ProfilerStep window for steps {list(steps or [])}; it has {sorted(windows)}")
+        # from the first chosen step's start to the last one's end, like the timers' summed step_s
+        # (device-side step marks leave the gaps between steps out of every single step)
+        window = [(min(windows[s][0] for s in chosen), max(windows[s][1] for s in chosen))]
+        if device_spans and not any(e.get("cat") == "gpu_user_annotation" for e in events):
+            # no device-side step marks: the device work of the window is what ran on it in between
+            window = [(min(s for s, _ in device_spans), max(e for _, e in device_spans))]
     by_class: dict[str, list[Interval]] = {c: [] for c in CLASSES}
     by_compute: dict[str, list[Interval]] = {"conv": [], "gemm": [], "other_compute": []}
     by_collective: dict[str, list[Interval]] = {}

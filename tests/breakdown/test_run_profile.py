@@ -88,3 +88,18 @@ def test_no_sampled_window_on_cpu_by_default(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     assert not list(run_dir.glob("breakdown_rank*.json")) and not (run_dir / "trace").exists()
+
+
+def test_the_sampled_window_records_host_ops_only_off_the_gpu():
+    """On a GPU the sampled window records device activity alone (the breakdown reads nothing else, and
+    recording every host op can starve a fast GPU); an explicit window and CPU runs keep the host ops."""
+    from types import SimpleNamespace
+
+    from benchmarks.profiling import plan_window
+    from benchmarks.schema import TraceMode
+
+    run = SimpleNamespace(profile_steps=None, trace_steps=3, trace=TraceMode.on, keep_trace=False)
+    assert plan_window(run, device_type="cuda", warmup=2, measured=4).host_ops is False
+    assert plan_window(run, device_type="cpu", warmup=2, measured=4).host_ops is True
+    explicit = SimpleNamespace(profile_steps=[2, 3], trace_steps=3, trace=TraceMode.on, keep_trace=False)
+    assert plan_window(explicit, device_type="cuda", warmup=2, measured=4).host_ops is True

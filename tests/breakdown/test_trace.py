@@ -135,3 +135,15 @@ def test_fine_classes_of_a_gpu_trace():
     shares = b.shares()
     assert shares["compute"] + shares["memcpy"] + shares["comm_exposed"] + shares["idle"] == us(1.0)
     assert json.loads(json.dumps(b.record()))["collectives_s"]["allreduce"] == us(30e-6)
+
+
+def test_a_device_only_trace_takes_its_steps_from_the_schedule():
+    """The sampled window on a GPU records device activity only: no ProfilerStep marks, so the caller
+    names the steps and the window is the device's work from its first event to its last."""
+    trace = {"traceEvents": [e for e in gpu_trace()["traceEvents"] if e["cat"] not in ("gpu_user_annotation", "cpu_op")]}
+    b = trace_breakdown(trace, steps=range(4, 6))
+    assert b.steps == [4, 5]
+    assert b.window_s == pytest.approx(200e-6)  # 0 .. 200: the first kernel to the last
+    assert b.comm_exposed_s == pytest.approx(30e-6) and b.idle_s == pytest.approx(40e-6)
+    with pytest.raises(ValueError, match="no ProfilerStep window"):
+        trace_breakdown(trace)  # without the schedule's steps there is no window
