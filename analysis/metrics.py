@@ -578,3 +578,24 @@ def peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
         values = runs[source] if source in runs else pd.Series(pd.NA, index=runs.index)
         out[gib] = pd.to_numeric(values, errors="coerce").astype("float64") / 2**30
     return out.groupby("cell_hash", dropna=False)[list(MEMORY)].max().reset_index()
+
+
+# what a loader's CPU work and queue depth are set to (config.yaml), shown next to its figures
+LOADER_SETTINGS = ["num_workers", "num_threads", "prefetch_factor", "prefetch_queue_depth", "prefetch_batches",
+                   "pin_memory", "reader", "decoder_device", "hw_decoder_load", "augment"]
+
+
+def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct loader configuration over the runs: the loader, the rank's CPUs
+    (system.cpus_per_rank), the settings of LOADER_SETTINGS it has, and how many runs used it."""
+    columns = {f"config.loader.{name}": name for name in LOADER_SETTINGS if f"config.loader.{name}" in runs}
+    if "loader" not in runs or runs.empty:
+        return pd.DataFrame(columns=["loader", "cpus_per_rank", "runs"])
+    frame = runs[["loader", *(["config.system.cpus_per_rank"] if "config.system.cpus_per_rank" in runs else []),
+                  *columns]].rename(columns={**columns, "config.system.cpus_per_rank": "cpus_per_rank"})
+    whole = lambda v: int(v) if isinstance(v, float) and v.is_integer() else v  # noqa: E731 (a NaN column holds floats)
+    frame = frame.dropna(subset=["loader"]).astype(object).where(frame.notna(), "-").map(whole)
+    keys = list(frame.columns)
+    table = frame.groupby(keys, dropna=False, sort=True).size().reset_index(name="runs")
+    # a setting no loader of these runs has is no column
+    return table.loc[:, [c for c in table.columns if not (table[c].astype(str) == "-").all()]]

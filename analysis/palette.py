@@ -14,9 +14,12 @@ FRAMEWORK_COLORS = {
 _SPARE = ["#56B4E9", "#F0E442", "#000000", "#999999"]
 LOADER_STYLES = {  # (line style, marker)
     "native": ("-", "o"),
+    "native_gpu": ("-", "v"),
     "dali": ("--", "s"),
+    "dali-tfrecord": ("--", "P"),
     "synthetic": (":", "^"),
 }
+LOADER_COLORS = {"native": "#0072B2", "native_gpu": "#009E73", "dali": "#D55E00", "dali-tfrecord": "#CC79A7"}
 # breakdown parts, bottom to top of a stacked bar
 BREAKDOWN_COLORS = {
     "data": "#E69F00",
@@ -49,6 +52,11 @@ def framework_color(name: str) -> str:
     if name in FRAMEWORK_COLORS:
         return FRAMEWORK_COLORS[name]
     return _SPARE[sum(map(ord, str(name))) % len(_SPARE)]
+
+
+def loader_color(name: str) -> str:
+    """A loader's colour where a figure compares loaders (loaderbench)."""
+    return LOADER_COLORS.get(name, _SPARE[sum(map(ord, str(name))) % len(_SPARE)])
 
 
 def loader_style(name: str) -> tuple[str, str]:

@@ -197,6 +197,13 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
 
     blocks.append(Block("heading", "What was run, on what"))
     blocks.append(Block("table", _provenance(runs)))
+    loaders = metrics.loader_settings(counted)
+    if loaders["loader"].isin(["native", "native_gpu", "dali"]).any():
+        blocks.append(Block("text", (
+            "Each loader's settings (config.yaml): its CPU workers (native, native_gpu: DataLoader worker "
+            "processes; dali: threads) against the rank's CPUs (system.cpus_per_rank; the default gives every "
+            "loader the rank's CPUs less one), its queue depth, and its decoder.")))
+        blocks.append(Block("table", loaders))
 
     per_run = analysis.run_throughput()
     if not per_run.empty:

@@ -43,15 +43,15 @@ from benchmarks.loaders.base import LoaderContext  # noqa: E402
 
 # --- data -----------------------------------------------------------------------------------------
 
-def _write_jpegs(job: tuple[str, int, int, int, int]) -> int:
+def _write_jpegs(job: tuple[str, int, int, int, int, int]) -> int:
     from benchmarks.data.synth import class_image
 
-    root, class_id, first, count, num_classes = job
+    root, class_id, first, count, num_classes, quality = job
     folder = Path(root) / f"class_{class_id:05d}"
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(first, first + count):
         image = class_image(class_id, index, num_classes=num_classes, width=500, height=375, seed=0)
-        image.save(folder / f"{index:07d}.jpg", quality=90)
+        image.save(folder / f"{index:07d}.jpg", quality=quality)
     return count
 
 
@@ -63,7 +63,8 @@ def _write_shard(job: tuple[str, list[tuple[str, int, str]]]) -> int:
     return len(samples)
 
 
-def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classes: int, num_shards: int) -> None:
+def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classes: int, num_shards: int,
+              quality: int = 90) -> None:
     """An ImageFolder of `num_images` 500x375 JPEGs and the same images as TFRecord shards (parallel)."""
     import numpy as np
 
@@ -76,7 +77,7 @@ def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classe
     # whole batches on 1 and 2 GPUs. 4,100 (41 per class) added a 4-image last step to each 16-step
     # epoch, which cost ~1 point of the DALI/synthetic ratio on 1 H200 and more on 2.
     sizes = [num_images // num_classes + (c < num_images % num_classes) for c in range(num_classes)]
-    jobs = [(str(jpeg_dir), c, first, min(64, size - first), num_classes)
+    jobs = [(str(jpeg_dir), c, first, min(64, size - first), num_classes, quality)
             for c, size in enumerate(sizes) for first in range(0, size, 64)]
     start = time.perf_counter()
     with multiprocessing.Pool(os.cpu_count()) as pool:
@@ -97,22 +98,9 @@ def make_data(jpeg_dir: Path, tfrecord_dir: Path, *, num_images: int, num_classe
 
 def loader_img_s(option, ctx: LoaderContext, *, warmup: int, batches: int) -> float:
     """Batches/s of a loader alone, times the batch, between two synchronisations after warm-up."""
-    epoch_loader = option.build(ctx)
-    done, epoch, start, samples = 0, 0, 0.0, 0
-    while done < warmup + batches:
-        epoch_loader.set_epoch(epoch)
-        for images, labels in epoch_loader:
-            if done == warmup:
-                torch.cuda.synchronize(ctx.device)
-                start, samples = time.perf_counter(), 0
-            samples += int(labels.shape[0])
-            done += 1
-            if done == warmup + batches:
-                break
-        epoch += 1
-    torch.cuda.synchronize(ctx.device)
-    assert images.device.type == "cuda" and images.dtype == torch.float32
-    return samples / (time.perf_counter() - start)
+    from benchmarks.loaderbench import loader_img_s as measure
+
+    return measure(option.build(ctx), ctx.device, warmup=warmup, batches=batches)[0]
 
 
 def run_loaders(args: argparse.Namespace) -> dict[str, float]:
@@ -237,7 +225,9 @@ def main() -> None:
     parser.add_argument("--make-data", type=int, default=0, metavar="N", help="first write N synthetic JPEGs + TFRecords")
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--only", choices=("all", "loaders", "train"), default="all")
+    parser.add_argument("--quality", type=int, default=90, help="JPEG quality of --make-data (94: ~97 KB per image)")
+    parser.add_argument("--only", choices=("all", "loaders", "train", "data"), default="all",
+                        help="data: only --make-data")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs for the training runs (loaders use one)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--dali-threads", type=int, default=None,
@@ -276,7 +266,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("dali_gpu: no CUDA GPU here; this benchmark is for the GPU machine (tests cover the CPU path)")
     if args.make_data:
-        make_data(args.data, args.data_tfrecord, num_images=args.make_data, num_classes=args.classes, num_shards=args.shards)
+        make_data(args.data, args.data_tfrecord, num_images=args.make_data, num_classes=args.classes, num_shards=args.shards,
+                  quality=args.quality)
     figures: dict[str, dict[str, float]] = {}
     if args.only in ("all", "loaders"):
         figures["loader_img_s"] = run_loaders(args)

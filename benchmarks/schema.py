@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from benchmarks.adapter_config import Choice
 from benchmarks.frameworks import configs as framework_configs
@@ -135,6 +135,8 @@ class Config:
 def register() -> None:
     """Put every schema in the ConfigStore (idempotent): the root, each adapter option's config as
     <option>_schema (framework and loader) or model_schema, and the run-wide groups."""
+    if not OmegaConf.has_resolver(loader_configs.LOADER_CPUS_RESOLVER):
+        OmegaConf.register_new_resolver(loader_configs.LOADER_CPUS_RESOLVER, loader_configs.loader_cpus)
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     for group, options in (("framework", framework_configs.CONFIGS), ("loader", loader_configs.CONFIGS)):

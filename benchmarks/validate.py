@@ -52,3 +52,19 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
                 f"use system.ranks_per_node={available} or fewer"
             )
+
+
+def warnings(cfg: DictConfig) -> list[str]:
+    """One-line warnings about a config that runs but measures less than it seems to: a loader given
+    far fewer CPU workers than the rank has CPUs (benchmarks/loaders/configs.py: one rule for every loader)."""
+    from benchmarks.loaders.configs import loader_cpus
+
+    out = []
+    workers = adapter_config(cfg.loader).cpu_workers()
+    fair = loader_cpus(cfg.system.cpus_per_rank)
+    if workers is not None and workers[1] < fair / 2:
+        key, value = workers
+        out.append(f"{key}={value} gives loader={cfg.loader.name} {value} of the rank's {cfg.system.cpus_per_rank} CPUs "
+                   f"(system.cpus_per_rank): its figures are a handicapped loader's, not a fair comparison; leave "
+                   f"the default ({fair}: the rank's CPUs less one) or pass {key}={fair}")
+    return out

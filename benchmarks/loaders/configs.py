@@ -1,9 +1,13 @@
-"""The settings of every loader adapter (synthetic, native, dali). Torch-free.
+"""The settings of every loader adapter (synthetic, native, native_gpu, dali). Torch-free.
 
 Kept apart from the loader modules (which import torch, and DALI lazily) so that Hydra's ConfigStore,
 validate() and campaign planning use them without torch: see benchmarks/adapter_config.py. Each
 dataclass is the one home of its defaults, its `name` and its adapter class (`_target_`);
 conf/loader/<name>.yaml only makes the option selectable (its defaults list) and says what it is.
+
+One rule sizes every loader's CPU work (native and native_gpu's DataLoader workers, DALI's threads): the
+rank's CPUs (system.cpus_per_rank) less one for the training process itself, LOADER_CPUS. A loader
+given far fewer is a handicap, not a comparison: validate.warnings() says so before launch.
 """
 from __future__ import annotations
 
@@ -32,6 +36,17 @@ class DecoderDevice(Choice):
     cpu = "cpu"
 
 
+def loader_cpus(cpus_per_rank: int) -> int:
+    """The CPU workers (or threads) a loader gets by default: the rank's CPUs less the one its training
+    process needs, at least 1."""
+    return max(1, int(cpus_per_rank) - 1)
+
+
+# the OmegaConf resolver benchmarks/schema.py registers, and the default of every loader's worker count
+LOADER_CPUS_RESOLVER = "ddlbench.loader_cpus"
+LOADER_CPUS = II(f"{LOADER_CPUS_RESOLVER}:${{system.cpus_per_rank}}")
+
+
 @dataclass
 class LoaderConfig(AdapterConfig):
     """What every loader option has: the adapter class (`_target_`), its name, and whether it reads data.path."""
@@ -40,6 +55,10 @@ class LoaderConfig(AdapterConfig):
     _target_: str = MISSING
     name: str = MISSING
     needs_data: bool = True
+
+    def cpu_workers(self) -> tuple[str, int] | None:
+        """(key, value) of the setting that gives this loader CPU workers or threads; None if it has none."""
+        return None
 
 
 @dataclass
@@ -63,10 +82,10 @@ class NativeLoaderConfig(LoaderConfig):
 
     _target_: str = "benchmarks.loaders.native.NativeLoader"
     name: str = "native"
-    num_workers: int = 2
-    pin_memory: bool = True
-    persistent_workers: bool = True
-    prefetch_factor: int = 2
+    num_workers: int = LOADER_CPUS  # worker processes: the rank's CPUs less one (0: load in the training process)
+    pin_memory: bool = True  # page-locked batches, copied to the GPU without blocking the host
+    persistent_workers: bool = True  # workers live across epochs
+    prefetch_factor: int = 2  # batches each worker prepares ahead (PyTorch's default)
     shuffle: bool = True
     augment: bool = True  # RandomResizedCrop + flip; False: resize + centre crop (deterministic)
     timeout_s: float = 120.0  # a stuck worker fails the run instead of hanging it
@@ -75,6 +94,26 @@ class NativeLoaderConfig(LoaderConfig):
         self.at_least("num_workers", 0)
         self.at_least("prefetch_factor", 1)
         self.at_least("timeout_s", 0, hint=" (seconds a worker may take per batch; 0: no limit)")
+
+    def cpu_workers(self) -> tuple[str, int] | None:
+        return self.key("num_workers"), self.num_workers
+
+
+@dataclass
+class NativeGpuLoaderConfig(NativeLoaderConfig):
+    """Plain PyTorch, JPEGs decoded on the GPU: DataLoader workers read the encoded bytes; decoding
+    (torchvision.io.decode_jpeg on CUDA: nvJPEG, the hardware decoder where the GPU has one), random
+    resized crop, flip and normalisation run batched on the run's device, on a stream of their own,
+    prefetch_batches ahead of training. On a CPU run the same steps run on the CPU."""
+
+    _target_: str = "benchmarks.loaders.native_gpu.NativeGpuLoader"
+    name: str = "native_gpu"
+    pin_memory: bool = False  # the encoded bytes go to nvJPEG, which stages them itself
+    prefetch_batches: int = 2  # batches decoded ahead on the device (their own stream)
+
+    def check(self) -> None:
+        super().check()
+        self.at_least("prefetch_batches", 1)
 
 
 @dataclass
@@ -86,8 +125,8 @@ class DaliLoaderConfig(LoaderConfig):
     reader: DaliReader = DaliReader.file
     decoder_device: DecoderDevice = DecoderDevice.auto
     hw_decoder_load: float = 0.65  # share of images for the hardware JPEG decoder (mixed only)
-    # DALI CPU worker threads per rank: the system's CPUs per rank (Huffman decoding of the mixed decoder runs here)
-    num_threads: int = II("system.cpus_per_rank")
+    # DALI CPU worker threads per rank: the rank's CPUs less one (Huffman decoding of the mixed decoder runs here)
+    num_threads: int = LOADER_CPUS
     prefetch_queue_depth: int = 4  # batches DALI prepares ahead (docs/dali.md: why 4)
     shuffle: bool = True  # reader random_shuffle (global list shuffle + a buffer of initial_fill samples)
     augment: bool = True  # random resized crop + flip; False: resize 256/224 + centre crop
@@ -105,6 +144,10 @@ class DaliLoaderConfig(LoaderConfig):
         for name in ("num_threads", "prefetch_queue_depth", "initial_fill"):
             self.at_least(name, 1)
 
+    def cpu_workers(self) -> tuple[str, int] | None:
+        return self.key("num_threads"), self.num_threads
+
 
 # every loader option's config (benchmarks/schema.py registers them as <name>_schema)
-CONFIGS: dict[str, type[LoaderConfig]] = {c.name: c for c in (SyntheticLoaderConfig, NativeLoaderConfig, DaliLoaderConfig)}
+CONFIGS: dict[str, type[LoaderConfig]] = {
+    c.name: c for c in (SyntheticLoaderConfig, NativeLoaderConfig, NativeGpuLoaderConfig, DaliLoaderConfig)}

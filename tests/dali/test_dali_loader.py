@@ -185,3 +185,19 @@ def test_wrong_cuda_flavour_names_the_wheel_to_install(monkeypatch):
                                           r"pip uninstall nvidia-dali-cuda130 && pip install nvidia-dali-cuda120"):
         dali._import_dali(need_gpu=True)
     dali._import_dali(need_gpu=False)  # a CPU run does not care which CUDA the wheel was built for
+
+
+def test_dali_crops_and_flips_are_distributed_as_the_native_loader_draws_them(compose, tmp_path):
+    """Equal augmentation across loaders: on the same gradient images (tests/loaders/augment_probe.py)
+    the crop areas, aspects and flip rate of DALI's random resized crop match torchvision's."""
+    from tests.loaders.augment_probe import crops_of, ks_statistic, write_probe_folder
+
+    probe = write_probe_folder(tmp_path)
+    ctx = loader_context(per_gpu_batch=10, data_path=probe, image_size=64, num_classes=1)
+    native, dali = (crops_of(build(compose, loader, ctx), epochs=6) for loader in ("native", "dali-file"))
+    assert len(native) == len(dali) == 300
+    for index, what in ((0, "area share"), (1, "aspect")):
+        gap = ks_statistic([c[index] for c in native], [c[index] for c in dali])
+        assert gap < 0.15, f"{what}: KS statistic {gap:.3f}"
+    rates = [sum(c[2] for c in crops) / len(crops) for crops in (native, dali)]
+    assert abs(rates[0] - rates[1]) < 0.12 and all(0.35 < r < 0.65 for r in rates), rates

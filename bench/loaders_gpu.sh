@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One device call (nvidia-h200): the loaders side by side on the same JPEGs (4,096 of 500x375, ~97 KB:
+# quality 94), ResNet-50 bf16 batch 256 on one GPU:
+#   1. `ddlbench loaderbench`: each loader alone at 2, 8 and 15 workers/threads, and the decode ceilings;
+#   2. training fed by synthetic, DALI, native (the fair default: the rank's CPUs less one) and native_gpu
+#      (nvJPEG on the GPU), ROUNDS interleaved rounds, and native at the old default of 2 workers once;
+#      ratios to synthetic (goals: native_gpu >= 0.90, native >= 0.35); the report's loader settings and
+#      trace window (DALI's copies and idle, issue 17).
+# DALI: stage .devwheels/dali-slim/part.00 and part.01 into /tmp/stage in two calls before this one
+# (each: carry [".devwheels/dali-slim/part.0N"], command: mkdir -p /tmp/stage && cp .devwheels/dali-slim/part.0N /tmp/stage/),
+# then carry [".devwheels/dali-slim/part.02", ".devwheels/base"] here. Without DALI its cases are skipped.
+#   bash bench/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
+# Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+source bench/device_env.sh
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+date -u +"%Y-%m-%dT%H:%M:%SZ"
+tools/dali_slim.sh install 2>&1 | tail -1
+LOADERS=(synthetic native native_gpu)
+LB_LOADERS=native,native_gpu
+if "$PY" -c 'import nvidia.dali' 2>/dev/null; then
+    LOADERS=(synthetic dali native native_gpu)
+    LB_LOADERS=native,native_gpu,dali,dali-tfrecord
+else
+    echo "DALI does not import: its cases are skipped"
+fi
+DATA=/tmp/ddl_jpeg
+[[ -d $DATA ]] || "$PY" bench/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
+"$PY" -c "import os, sys; s = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]; print(f'{len(s)} JPEGs, mean {sum(s) / len(s) / 1e3:.0f} KB')" "$DATA"
+
+echo "== loaders alone"
+"$PY" -m ddlbench loaderbench system=h200 "data.path=$DATA" run.per_gpu_batch=256 --loaders "$LB_LOADERS" \
+    --tfrecord "${DATA}_tfrecord" --workers "${LB_WORKERS:-2,8,15}" --batches 10 --warmup 3 --out "$OUT/loaderbench" 2>&1 \
+    | grep -v "^\[ddlbench\] loaderbench \|Warning\|warn("
+
+ROOT=$OUT/runs
+COMMON=(system=h200 precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=256 "run.warmup_steps=${WARMUP:-15}"
+        "run.steps=${STEPS:-60}" run.log_every=0 "run.root=$ROOT" run.campaign=loaders "data.path=$DATA")
+run() { "$PY" -m ddlbench run "${COMMON[@]}" "$@" 2>&1 | grep -E "done:|rror|warning" | sed 's/ -> .*//'; }
+echo "== training, interleaved rounds"
+for round in $(seq 0 $(( ${ROUNDS:-2} - 1 ))); do
+    for loader in "${LOADERS[@]}"; do
+        echo "round $round $loader"
+        run "loader=$loader" "run.repeat=$round"
+    done
+done
+echo "native at the old default, 2 workers"
+run loader=native loader.num_workers=2
+
+"$PY" - "$ROOT/loaders" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+
+by = {}
+for d in sorted(Path(sys.argv[1]).iterdir()):
+    s = json.loads((d / "summary.json").read_text()) if (d / "summary.json").exists() else {}
+    if s.get("status") != "completed":
+        print(f"{d.name}: {s.get('status', 'no summary')}")
+        continue
+    cfg = (d / "config.yaml").read_text()
+    label = s["loader"] + (" (2 workers)" if s["loader"] == "native" and "num_workers: 2\n" in cfg else "")
+    by.setdefault(label, []).append(s["throughput_img_s"])
+base = statistics.median(by["synthetic"])
+for label, values in by.items():
+    m = statistics.median(values)
+    print(f"RESULT train resnet50 bf16 b256 1xH200 {label:<22} {m:>8,.1f} img/s  ratio {m / base:.3f}  "
+          f"runs {', '.join(f'{v:,.1f}' for v in values)}")
+PY
+echo "== report"
+"$PY" -m ddlbench report "$ROOT/loaders" --out "$OUT/report" --formats png 2>&1 | tail -1
+sed -n '/^Each loader.s settings/,/^## Throughput/p' "$OUT/report/report.md" | grep "^|"
+sed -n '/^## Where the time goes: the trace window/,/^The same as shares/p' "$OUT/report/report.md" | grep "^|"
+grep -A3 "^Timers and trace" "$OUT/report/report.md" | head -3

@@ -1,0 +1,203 @@
+"""Loaders alone (`ddlbench loaderbench`): img/s each loader delivers on the rank's device, ready for
+training (normalised float NCHW), at 1 .. the rank's CPUs of workers or threads, and the decode
+ceilings they can reach; no model runs. Where each loader saturates, and where its CPU work does.
+
+Every case is the loader option exactly as a run builds it (the composed config with loader=NAME and its
+worker key set), timed between two device synchronisations after warm-up batches. Ceilings: `cpu_decode`
+is what one CPU worker does per second (open, decode, random resized crop, flip: the native loader's
+per-image work; workers x this is the most N workers can give); `device_decode` is batched decode_jpeg
+plus the crop/flip/normalise on the run's device (loader=native_gpu's device work without file reading).
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from omegaconf import DictConfig
+
+from benchmarks.errors import ConfigError
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import loader_cpus
+
+LOADERS = ("native", "native_gpu", "dali", "dali-tfrecord")
+DEFAULT_LOADERS = ("native", "native_gpu", "dali")
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One case: a loader at a worker (or thread) count, or a ceiling (workers: None)."""
+
+    case: str  # native, native_gpu, dali, dali-tfrecord; or cpu_decode, device_decode
+    workers: int | None
+    img_s: float
+    images: int  # timed images
+    device: str
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+def worker_counts(cpus_per_rank: int) -> list[int]:
+    """1, 2, 4, ... up to the default (the rank's CPUs less one), which is always the last."""
+    fair = loader_cpus(cpus_per_rank)
+    counts = [1]
+    while counts[-1] * 2 < fair:
+        counts.append(counts[-1] * 2)
+    return counts if counts[-1] == fair else [*counts, fair]
+
+
+def loader_overrides(case: str, workers: int, *, tfrecord_path: str | None) -> list[str]:
+    """The overrides that make `case` at `workers` workers or threads."""
+    if case in ("native", "native_gpu"):
+        return [f"loader={case}", f"loader.num_workers={workers}"]
+    if case == "dali":
+        return ["loader=dali", "loader.reader=file", f"loader.num_threads={workers}"]
+    if case == "dali-tfrecord":
+        if not tfrecord_path:
+            raise ConfigError("loaderbench case dali-tfrecord needs --tfrecord DIR (a folder from 'ddlbench data convert')")
+        return ["loader=dali", "loader.reader=tfrecord", f"loader.num_threads={workers}", f"data.path={tfrecord_path}"]
+    raise ConfigError(f"loaderbench: {case!r} is no loader case; choose from {', '.join(LOADERS)}")
+
+
+def context(cfg: DictConfig, device: torch.device) -> LoaderContext:
+    return LoaderContext(rank=0, world_size=1, device=device, per_gpu_batch=int(cfg.run.per_gpu_batch), seed=int(cfg.run.seed),
+                         num_classes=int(cfg.model.num_classes), image_size=int(cfg.model.image_size),
+                         channels_last=bool(cfg.precision.channels_last), data_path=cfg.data.path)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def loader_img_s(epoch_loader, device: torch.device, *, warmup: int, batches: int) -> tuple[float, int]:
+    """(img/s, images timed) of a built loader alone: `batches` batches after `warmup`, epochs as needed."""
+    done, epoch, start, samples = 0, 0, 0.0, 0
+    while done < warmup + batches:
+        epoch_loader.set_epoch(epoch)
+        for _, labels in epoch_loader:
+            if done == warmup:
+                synchronize(device)
+                start, samples = time.perf_counter(), 0
+            samples += int(labels.shape[0])
+            done += 1
+            if done == warmup + batches:
+                break
+        epoch += 1
+    synchronize(device)
+    return samples / (time.perf_counter() - start), samples
+
+
+def _jpeg_files(path: str, limit: int) -> list[str]:
+    files = []
+    for root, _, names in sorted(os.walk(path)):
+        files += [os.path.join(root, n) for n in sorted(names) if n.lower().endswith((".jpg", ".jpeg"))]
+        if len(files) >= limit:
+            break
+    if not files:
+        raise ConfigError(f"data.path={path} holds no .jpg files for the decode ceilings; pass an ImageFolder of JPEGs")
+    return files[:limit]
+
+
+def cpu_decode_img_s(files: Sequence[str], *, image_size: int, seconds: float = 2.0) -> float:
+    """One CPU worker's img/s doing the native loader's per-image work (PIL decode, random resized crop,
+    flip, to a uint8 tensor), in this process on one thread."""
+    from PIL import Image
+
+    from benchmarks.loaders.native import image_transform
+
+    transform = image_transform(image_size, augment=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            with Image.open(files[count % len(files)]) as image:
+                transform(image.convert("RGB"))
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def device_decode_img_s(files: Sequence[str], device: torch.device, *, batch: int, image_size: int,
+                        batches: int = 10) -> float:
+    """Batched decode_jpeg + crop/flip/normalise on `device` (loader=native_gpu's device work), the bytes
+    already in memory."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    from benchmarks.loaders.native import to_model_input
+    from benchmarks.loaders.native_gpu import transform_batch
+
+    encoded = [torch.frombuffer(bytearray(open(f, "rb").read()), dtype=torch.uint8) for f in files]
+    chunks = [[encoded[(i * batch + j) % len(encoded)] for j in range(batch)] for i in range(batches + 2)]
+    rng = random.Random(0)
+
+    def one(chunk):
+        images = transform_batch(decode_jpeg(chunk, mode=ImageReadMode.RGB, device=device), size=image_size,
+                                 augment=True, rng=rng)
+        return to_model_input(images, device, channels_last=True)
+
+    for chunk in chunks[:2]:
+        one(chunk)
+    synchronize(device)
+    start = time.perf_counter()
+    for chunk in chunks[2:]:
+        one(chunk)
+    synchronize(device)
+    return batches * batch / (time.perf_counter() - start)
+
+
+def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cases: Sequence[str],
+            workers: Sequence[int], warmup: int, batches: int, tfrecord_path: str | None,
+            progress: Callable[[Measurement], None] = lambda m: None) -> list[Measurement]:
+    """Every case at every worker count, then the ceilings. cfg_for(overrides) composes the config of a
+    case (the user's overrides plus the case's); base is the user's own."""
+    from benchmarks.components import build_loader
+    from benchmarks.validate import validate
+
+    device = torch.device("cuda", 0) if base.system.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    out: list[Measurement] = []
+    for case in cases:
+        for count in workers:
+            cfg = cfg_for(loader_overrides(case, count, tfrecord_path=tfrecord_path))
+            validate(cfg)
+            epoch_loader = build_loader(cfg).build(context(cfg, device))
+            img_s, images = loader_img_s(epoch_loader, device, warmup=warmup, batches=batches)
+            del epoch_loader  # its workers or DALI pipeline go before the next case starts its own
+            out.append(Measurement(case=case, workers=count, img_s=img_s, images=images, device=device.type))
+            progress(out[-1])
+    files = _jpeg_files(base.data.path, limit=512)
+    size, batch = int(base.model.image_size), int(base.run.per_gpu_batch)
+    out.append(Measurement(case="cpu_decode", workers=1, img_s=cpu_decode_img_s(files, image_size=size), images=0,
+                           device="cpu"))
+    progress(out[-1])
+    out.append(Measurement(case="device_decode", workers=None, device=device.type, images=batch * 10,
+                           img_s=device_decode_img_s(files, device, batch=batch, image_size=size)))
+    progress(out[-1])
+    return out
+
+
+def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> str:
+    """The measurements as a text table: loader cases by worker count, then the ceilings."""
+    rows = [("case", "workers", "img/s", "img/s per worker", "device")]
+    for m in measurements:
+        per = "-" if not m.workers else f"{m.img_s / m.workers:,.0f}"
+        rows.append((m.case, "-" if m.workers is None else str(m.workers), f"{m.img_s:,.0f}", per, m.device))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    return "\n".join([*lines, "", f"cpu_decode: one worker (x workers: the most native can reach); device_decode: "
+                      f"batched decode_jpeg + crop/flip/normalise on the device; the rank has {cpus_per_rank} CPUs, "
+                      f"the loaders' default is {loader_cpus(cpus_per_rank)}"])
+
+
+def print_progress(m: Measurement) -> None:
+    workers = "" if m.workers is None else f" x{m.workers}"
+    print(f"[ddlbench] loaderbench {m.case}{workers}: {m.img_s:,.0f} img/s", file=sys.stderr, flush=True)

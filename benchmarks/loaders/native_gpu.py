@@ -1,0 +1,236 @@
+"""Plain PyTorch with JPEGs decoded on the GPU (loader=native_gpu): no DALI.
+
+DataLoader workers only read the files' bytes (the sharding contract of the native loader: the same
+ShardedBatchSampler). A thread of the training process takes each batch of encoded JPEGs and, on a CUDA
+stream of its own, decodes it in one batched call (torchvision.io.decode_jpeg on the device: nvJPEG,
+with the hardware decoder on A100/H100/H200), crops, resizes, flips and normalises it, then records an
+event. The thread works prefetch_batches ahead; training's stream waits on a batch's event (no host
+wait) and record_stream() tells the caching allocator that training's stream uses the batch, so its
+memory is not handed out again before that work is done. Decoding overlaps training.
+
+Augmentation contract (the native and DALI loaders' too): augment=true -> random resized crop (area
+8-100%, aspect 3/4-4/3, torchvision's RandomResizedCrop algorithm, random_resized_crop_box) resized to
+image_size with antialiased bilinear interpolation, then a horizontal flip with p=0.5; augment=false ->
+the shorter side resized to image_size*256/224 and a centre crop. Normalised with native.to_model_input.
+On a CPU run the same steps run on the CPU (what the tests cover).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import queue
+import random
+import threading
+from collections.abc import Iterator
+
+import torch
+
+from benchmarks.adapter_config import Installation
+from benchmarks.errors import ConfigError
+from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import NativeGpuLoaderConfig
+from benchmarks.loaders.native import ShardedBatchSampler, to_model_input
+
+JPEG_SUFFIXES = (".jpg", ".jpeg")
+CROP_AREA = (0.08, 1.0)
+CROP_ASPECT = (3 / 4, 4 / 3)
+_END = object()  # the producer thread's last item of an epoch
+
+
+def random_resized_crop_box(height: int, width: int, rng: random.Random, *, area: tuple[float, float] = CROP_AREA,
+                            aspect: tuple[float, float] = CROP_ASPECT) -> tuple[int, int, int, int]:
+    """(top, left, crop height, crop width) as torchvision's RandomResizedCrop draws them: up to 10 tries
+    of an area share uniform in `area` and an aspect ratio log-uniform in `aspect` that fit the image,
+    else the largest centred crop with the aspect clamped into the range."""
+    image_area = height * width
+    log_low, log_high = math.log(aspect[0]), math.log(aspect[1])
+    for _ in range(10):
+        target = image_area * rng.uniform(*area)
+        ratio = math.exp(rng.uniform(log_low, log_high))
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            return rng.randint(0, height - h), rng.randint(0, width - w), h, w
+    if width / height < aspect[0]:
+        w, h = width, round(width / aspect[0])
+    elif width / height > aspect[1]:
+        h, w = height, round(height * aspect[1])
+    else:
+        h, w = height, width
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+def centre_box(height: int, width: int, *, size: int) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """The evaluation transform: ((resized height, width) with the shorter side size*256/224, and the
+    centred size x size box in it as (top, left, height, width))."""
+    short = size * 256 // 224
+    if height <= width:
+        resized = (short, int(short * width / height))
+    else:
+        resized = (int(short * height / width), short)
+    top, left = round((resized[0] - size) / 2), round((resized[1] - size) / 2)
+    return resized, (top, left, size, size)
+
+
+def _resize(image_u8: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """CHW uint8 -> 1CHW float at `size`, antialiased bilinear (as PIL resizes)."""
+    return torch.nn.functional.interpolate(image_u8[None].float(), size=size, mode="bilinear", antialias=True,
+                                           align_corners=False)
+
+
+def transform_batch(images: list[torch.Tensor], *, size: int, augment: bool, rng: random.Random) -> torch.Tensor:
+    """Decoded CHW uint8 RGB images (any sizes, on one device) -> an NCHW float batch (0..255) of size x size:
+    random resized crop + flip, or resize + centre crop. Flips are drawn after all the crops."""
+    resized = []
+    for image in images:
+        height, width = image.shape[1:]
+        if augment:
+            top, left, h, w = random_resized_crop_box(height, width, rng)
+            resized.append(_resize(image[:, top:top + h, left:left + w], (size, size)))
+        else:
+            shape, (top, left, h, w) = centre_box(height, width, size=size)
+            resized.append(_resize(image, shape)[:, :, top:top + h, left:left + w])
+    out = torch.cat(resized)  # one copy for the batch
+    if augment:
+        flips = [i for i in range(len(images)) if rng.random() < 0.5]
+        if flips:
+            index = torch.tensor(flips, device=out.device)
+            out[index] = out[index].flip(-1)
+    return out
+
+
+def read_bytes(path: str) -> bytes:
+    """A file's bytes (what the workers read: no decoding there)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def collate_encoded(batch: list[tuple[bytes, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch of (bytes, label) -> (all the bytes in one uint8 tensor, each file's length, labels): one
+    tensor crosses from the worker in shared memory, not one per JPEG (split_encoded undoes it)."""
+    lengths = torch.tensor([len(data) for data, _ in batch], dtype=torch.int64)
+    joined = torch.frombuffer(bytearray(b"".join(data for data, _ in batch)), dtype=torch.uint8)
+    return joined, lengths, torch.tensor([label for _, label in batch], dtype=torch.int64)
+
+
+def split_encoded(joined: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+    """The JPEGs of a collated batch, as contiguous 1-D views."""
+    return list(torch.split(joined, lengths.tolist()))
+
+
+class NativeGpuEpoch:
+    def __init__(self, ctx: LoaderContext, loader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict):
+        self.ctx, self.loader, self.sampler = ctx, loader, sampler
+        self.num_samples, self.knobs = num_samples, knobs
+        self.cuda = ctx.device.type == "cuda"
+        self.stream = torch.cuda.Stream(ctx.device) if self.cuda else None
+        # the crops' and flips' random numbers: per rank, apart from torch's generators (which training uses)
+        self.rng = random.Random(ctx.seed * 1_000 + ctx.rank)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def _decode(self, encoded: list[torch.Tensor]) -> torch.Tensor:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.ctx.device)
+        return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=self.rng)
+
+    def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
+        """The decode thread: every batch of the epoch decoded and transformed on self.stream, with the
+        event training's stream waits on; then _END (or the exception that stopped it)."""
+        def put(item) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            if self.cuda:
+                torch.cuda.set_device(self.ctx.device)  # the current device is per thread
+            with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
+                for joined, lengths, labels in batches:
+                    images = to_model_input(self._decode(split_encoded(joined, lengths)), self.ctx.device, channels_last=self.ctx.channels_last)
+                    labels = labels.to(self.ctx.device, non_blocking=True)
+                    event = None
+                    if self.cuda:
+                        event = torch.cuda.Event()
+                        event.record(self.stream)
+                    if not put((images, labels, event)):
+                        return
+        except BaseException as error:  # handed to the training thread, which raises it
+            put(error)
+            return
+        put(_END)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        ready: queue.Queue = queue.Queue(maxsize=self.knobs["prefetch_batches"])
+        stop = threading.Event()
+        thread = threading.Thread(target=self._produce, args=(iter(self.loader), ready, stop), daemon=True,
+                                  name=f"native_gpu-decode-rank{self.ctx.rank}")
+        thread.start()
+        try:
+            while True:
+                item = ready.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                images, labels, event = item
+                if event is not None:
+                    current = torch.cuda.current_stream(self.ctx.device)
+                    current.wait_event(event)  # the GPU waits for the batch, the host does not
+                    images.record_stream(current)  # allocated on the decode stream, used on this one
+                    labels.record_stream(current)
+                yield images, labels
+        finally:
+            stop.set()
+            thread.join()
+
+    def describe(self) -> dict:
+        return {"loader": "native_gpu", "num_samples": self.num_samples, "cpu_count": os.cpu_count(),
+                "decode_device": self.ctx.device.type, **self.knobs}
+
+
+class NativeGpuLoader:
+    @classmethod
+    def installation(cls) -> Installation:
+        import torchvision
+
+        return Installation(ok=True, detail=f"torchvision {torchvision.__version__} (decode_jpeg on CUDA: nvJPEG)")
+
+    def __init__(self, config: NativeGpuLoaderConfig) -> None:
+        config.check()
+        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
+
+    def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import DatasetFolder
+
+        path = ctx.data_path
+        if not path or not os.path.isdir(path):
+            raise ConfigError(f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
+                              "and pass data.path=DIR")
+        try:
+            dataset = DatasetFolder(path, loader=read_bytes, extensions=JPEG_SUFFIXES)
+        except FileNotFoundError as error:  # no class folder, or no JPEG in any
+            raise ConfigError(f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
+                              "ImageFolder (<class>/<image>.jpg); use loader=native for other formats") from None
+        k = self.knobs
+        sampler = ShardedBatchSampler(len(dataset), rank=ctx.rank, world_size=ctx.world_size,
+                                      per_gpu_batch=ctx.per_gpu_batch, seed=ctx.seed, shuffle=k["shuffle"])
+        workers = k["num_workers"]
+        loader = DataLoader(
+            dataset, batch_sampler=sampler, num_workers=workers, collate_fn=collate_encoded,
+            pin_memory=k["pin_memory"] and ctx.device.type == "cuda",
+            persistent_workers=k["persistent_workers"] and workers > 0,
+            prefetch_factor=k["prefetch_factor"] if workers > 0 else None,
+            timeout=k["timeout_s"] if workers > 0 else 0,
+        )
+        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), dict(k))
