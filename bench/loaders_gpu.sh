@@ -10,7 +10,7 @@
 # (each: carry [".devwheels/dali-slim/part.0N"], command: mkdir -p /tmp/stage && cp .devwheels/dali-slim/part.0N /tmp/stage/),
 # then carry [".devwheels/dali-slim/part.02", ".devwheels/base"] here. Without DALI its cases are skipped.
 #   bash bench/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
-# Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15)
+# Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15) OLD_DEFAULT (1: also native at 2 workers)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
@@ -47,8 +47,10 @@ for round in $(seq 0 $(( ${ROUNDS:-2} - 1 ))); do
         run "loader=$loader" "run.repeat=$round"
     done
 done
-echo "native at the old default, 2 workers"
-run loader=native loader.num_workers=2
+if [[ ${OLD_DEFAULT:-1} == 1 ]]; then
+    echo "native at the old default, 2 workers"
+    run loader=native loader.num_workers=2
+fi
 
 "$PY" - "$ROOT/loaders" <<'PY'
 import json, statistics, sys

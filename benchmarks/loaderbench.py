@@ -165,15 +165,7 @@ def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cas
     if device.type == "cuda":
         torch.cuda.set_device(device)
     out: list[Measurement] = []
-    for case in cases:
-        for count in workers:
-            cfg = cfg_for(loader_overrides(case, count, tfrecord_path=tfrecord_path))
-            validate(cfg)
-            epoch_loader = build_loader(cfg).build(context(cfg, device))
-            img_s, images = loader_img_s(epoch_loader, device, warmup=warmup, batches=batches)
-            del epoch_loader  # its workers or DALI pipeline go before the next case starts its own
-            out.append(Measurement(case=case, workers=count, img_s=img_s, images=images, device=device.type))
-            progress(out[-1])
+    # the ceilings first, while no loader's workers or threads share the machine
     files = _jpeg_files(base.data.path, limit=512)
     size, batch = int(base.model.image_size), int(base.run.per_gpu_batch)
     out.append(Measurement(case="cpu_decode", workers=1, img_s=cpu_decode_img_s(files, image_size=size), images=0,
@@ -182,15 +174,36 @@ def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cas
     out.append(Measurement(case="device_decode", workers=None, device=device.type, images=batch * 10,
                            img_s=device_decode_img_s(files, device, batch=batch, image_size=size)))
     progress(out[-1])
+    for case in cases:
+        for count in workers:
+            cfg = cfg_for(loader_overrides(case, count, tfrecord_path=tfrecord_path))
+            validate(cfg)
+            queued = queue_depth(cfg.loader, workers=count)
+            epoch_loader = build_loader(cfg).build(context(cfg, device))
+            # a loader starts with its queue full: warm-up drains it, and the timed batches are many times
+            # more than it holds, or a full queue reads as speed (15 workers x 2 = 30 batches ready)
+            img_s, images = loader_img_s(epoch_loader, device, warmup=max(warmup, queued),
+                                         batches=max(batches, 5 * queued))
+            del epoch_loader  # its workers or DALI pipeline go before the next case starts its own
+            out.append(Measurement(case=case, workers=count, img_s=img_s, images=images, device=device.type))
+            progress(out[-1])
     return out
+
+
+def queue_depth(loader: DictConfig, *, workers: int) -> int:
+    """Batches a loader prepares ahead: DataLoader workers x prefetch_factor (plus native_gpu's decoded
+    batches), or DALI's prefetch_queue_depth."""
+    return (workers * int(loader.get("prefetch_factor", 0) or 0) + int(loader.get("prefetch_batches", 0) or 0)
+            + int(loader.get("prefetch_queue_depth", 0) or 0))
 
 
 def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> str:
     """The measurements as a text table: loader cases by worker count, then the ceilings."""
-    rows = [("case", "workers", "img/s", "img/s per worker", "device")]
+    rows = [("case", "workers", "img/s", "img/s per worker", "images timed", "device")]
     for m in measurements:
         per = "-" if not m.workers else f"{m.img_s / m.workers:,.0f}"
-        rows.append((m.case, "-" if m.workers is None else str(m.workers), f"{m.img_s:,.0f}", per, m.device))
+        rows.append((m.case, "-" if m.workers is None else str(m.workers), f"{m.img_s:,.0f}", per,
+                     f"{m.images:,}" if m.images else "-", m.device))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     return "\n".join([*lines, "", f"cpu_decode: one worker (x workers: the most native can reach); device_decode: "

@@ -10,8 +10,9 @@ memory is not handed out again before that work is done. Decoding overlaps train
 
 Augmentation contract (the native and DALI loaders' too): augment=true -> random resized crop (area
 8-100%, aspect 3/4-4/3, torchvision's RandomResizedCrop algorithm, random_resized_crop_box) resized to
-image_size with antialiased bilinear interpolation, then a horizontal flip with p=0.5; augment=false ->
-the shorter side resized to image_size*256/224 and a centre crop. Normalised with native.to_model_input.
+image_size (one torchvision.ops.roi_align over the batch, antialiased: transform_batch), then a
+horizontal flip with p=0.5; augment=false -> the shorter side resized to image_size*256/224 and a centre
+crop. Normalised with native.to_model_input.
 On a CPU run the same steps run on the CPU (what the tests cover).
 """
 from __future__ import annotations
@@ -72,30 +73,55 @@ def centre_box(height: int, width: int, *, size: int) -> tuple[tuple[int, int], 
     return resized, (top, left, size, size)
 
 
-def _resize(image_u8: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """CHW uint8 -> 1CHW float at `size`, antialiased bilinear (as PIL resizes)."""
-    return torch.nn.functional.interpolate(image_u8[None].float(), size=size, mode="bilinear", antialias=True,
-                                           align_corners=False)
+def crop_boxes(shapes: list[tuple[int, int]], *, size: int, augment: bool, rng: random.Random) -> list[tuple[int, int, int, int]]:
+    """Per image (height, width), the region of it that becomes the size x size output, as (top, left,
+    height, width) in its own pixels: the random resized crop, or for evaluation the centre crop of the
+    image resized to a shorter side of size*256/224, taken back to the image's scale."""
+    boxes = []
+    for height, width in shapes:
+        if augment:
+            boxes.append(random_resized_crop_box(height, width, rng))
+            continue
+        (resized_h, resized_w), (top, left, h, w) = centre_box(height, width, size=size)
+        sy, sx = height / resized_h, width / resized_w
+        boxes.append((top * sy, left * sx, h * sy, w * sx))
+    return boxes
+
+
+def _batched(images: list[torch.Tensor]) -> torch.Tensor:
+    """The decoded images as one NCHW half-precision batch: stacked when they share a shape, else each
+    copied into the top-left corner of a zero batch of the largest height and width."""
+    if all(image.shape == images[0].shape for image in images):
+        return torch.stack(images).half()
+    height, width = max(i.shape[1] for i in images), max(i.shape[2] for i in images)
+    batch = torch.zeros((len(images), 3, height, width), dtype=torch.uint8, device=images[0].device)
+    for n, image in enumerate(images):
+        batch[n, :, :image.shape[1], :image.shape[2]] = image
+    return batch.half()
 
 
 def transform_batch(images: list[torch.Tensor], *, size: int, augment: bool, rng: random.Random) -> torch.Tensor:
     """Decoded CHW uint8 RGB images (any sizes, on one device) -> an NCHW float batch (0..255) of size x size:
-    random resized crop + flip, or resize + centre crop. Flips are drawn after all the crops."""
-    resized = []
-    for image in images:
-        height, width = image.shape[1:]
-        if augment:
-            top, left, h, w = random_resized_crop_box(height, width, rng)
-            resized.append(_resize(image[:, top:top + h, left:left + w], (size, size)))
-        else:
-            shape, (top, left, h, w) = centre_box(height, width, size=size)
-            resized.append(_resize(image, shape)[:, :, top:top + h, left:left + w])
-    out = torch.cat(resized)  # one copy for the batch
+    random resized crop + flip, or resize + centre crop. Every crop and resize is one roi_align over the
+    batch: each output pixel averages bilinear samples over its share of the crop (as many per axis as the
+    crop is larger than the output), so shrinking is antialiased, as PIL's resize is. Flips are drawn after
+    all the crops. A few kernels per batch, not per image: the thread that runs this shares the GIL and
+    the GPU with training."""
+    from torchvision.ops import roi_align
+
+    boxes = crop_boxes([tuple(i.shape[1:]) for i in images], size=size, augment=augment, rng=rng)
+    rois = torch.tensor([[n, left, top, left + w, top + h] for n, (top, left, h, w) in enumerate(boxes)],
+                        dtype=torch.float16 if images[0].is_cuda else torch.float32)
+    batch = _batched(images)
+    if not batch.is_cuda:
+        batch = batch.float()  # half-precision roi_align runs on CUDA only
+    out = roi_align(batch, rois.to(batch.device, batch.dtype, non_blocking=True), output_size=(size, size),
+                    spatial_scale=1.0, sampling_ratio=-1, aligned=True).float()
     if augment:
-        flips = [i for i in range(len(images)) if rng.random() < 0.5]
-        if flips:
-            index = torch.tensor(flips, device=out.device)
-            out[index] = out[index].flip(-1)
+        flips = [rng.random() < 0.5 for _ in images]
+        if any(flips):
+            mask = torch.tensor(flips, device=out.device).view(-1, 1, 1, 1)
+            out = torch.where(mask, out.flip(-1), out)
     return out
 
 
@@ -123,7 +149,9 @@ class NativeGpuEpoch:
         self.ctx, self.loader, self.sampler = ctx, loader, sampler
         self.num_samples, self.knobs = num_samples, knobs
         self.cuda = ctx.device.type == "cuda"
-        self.stream = torch.cuda.Stream(ctx.device) if self.cuda else None
+        # a high-priority stream: its few kernels per batch go ahead of training's queued ones, so a batch is
+        # ready before training waits for it
+        self.stream = torch.cuda.Stream(ctx.device, priority=-1) if self.cuda else None
         # the crops' and flips' random numbers: per rank, apart from torch's generators (which training uses)
         self.rng = random.Random(ctx.seed * 1_000 + ctx.rank)
 
