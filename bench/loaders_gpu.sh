@@ -11,6 +11,7 @@
 # then carry [".devwheels/dali-slim/part.02", ".devwheels/base"] here. Without DALI its cases are skipped.
 #   bash bench/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
 # Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15) OLD_DEFAULT (1: also native at 2 workers)
+#        TRAIN_LOADERS ("synthetic dali native native_gpu") LB_LOADERS_ONLY (loaderbench's --loaders)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
@@ -27,6 +28,8 @@ if "$PY" -c 'import nvidia.dali' 2>/dev/null; then
 else
     echo "DALI does not import: its cases are skipped"
 fi
+[[ -n ${TRAIN_LOADERS:-} ]] && read -ra LOADERS <<< "$TRAIN_LOADERS"
+LB_LOADERS=${LB_LOADERS_ONLY:-$LB_LOADERS}
 DATA=/tmp/ddl_jpeg
 [[ -d $DATA ]] || "$PY" bench/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
 "$PY" -c "import os, sys; s = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]; print(f'{len(s)} JPEGs, mean {sum(s) / len(s) / 1e3:.0f} KB')" "$DATA"

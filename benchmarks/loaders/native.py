@@ -5,6 +5,7 @@ is converted to float and normalised (cheaper there than in every worker).
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
@@ -52,11 +53,18 @@ def image_transform(image_size: int, *, augment: bool):
     return T.Compose([T.Resize(image_size * 256 // 224), T.CenterCrop(image_size), T.PILToTensor()])
 
 
+@functools.cache
+def _mean_std(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The normalisation constants on a device, made once (not a host-to-device copy per batch)."""
+    return (torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1),
+            torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1))
+
+
 def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_last: bool) -> torch.Tensor:
-    """uint8 NCHW batch -> normalised float32 on the device (shared by loaders that deliver uint8)."""
+    """uint8 (or 0..255 float) NCHW batch -> normalised float32 on the device (shared by the loaders that
+    deliver pixels: native, native_gpu)."""
     images = images_u8.to(device, non_blocking=True).float()
-    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    mean, std = _mean_std(device)
     images = (images - mean) / std
     return images.contiguous(memory_format=torch.channels_last) if channels_last else images
 

@@ -22,6 +22,7 @@ import math
 import os
 import queue
 import random
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -34,6 +35,10 @@ from benchmarks.loaders.configs import NativeGpuLoaderConfig
 from benchmarks.loaders.native import ShardedBatchSampler, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
+# The decode thread shares the GIL with training's thread, which holds it while it queues a step. A
+# thread that gives the GIL up (in decode_jpeg, roi_align) waits up to the interpreter's switch interval
+# (5 ms) to get it back, several times a batch; 0.5 ms keeps a batch's decoding from waiting tens of ms.
+SWITCH_INTERVAL_S = 0.0005
 CROP_AREA = (0.08, 1.0)
 CROP_ASPECT = (3 / 4, 4 / 3)
 _END = object()  # the producer thread's last item of an epoch
@@ -154,6 +159,8 @@ class NativeGpuEpoch:
         self.stream = torch.cuda.Stream(ctx.device, priority=-1) if self.cuda else None
         # the crops' and flips' random numbers: per rank, apart from torch's generators (which training uses)
         self.rng = random.Random(ctx.seed * 1_000 + ctx.rank)
+        if self.cuda:  # process-wide; a rank process runs one loader
+            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -223,7 +230,7 @@ class NativeGpuEpoch:
 
     def describe(self) -> dict:
         return {"loader": "native_gpu", "num_samples": self.num_samples, "cpu_count": os.cpu_count(),
-                "decode_device": self.ctx.device.type, **self.knobs}
+                "decode_device": self.ctx.device.type, "switch_interval_s": sys.getswitchinterval(), **self.knobs}
 
 
 class NativeGpuLoader:
