@@ -91,6 +91,25 @@ class NativeEpoch:
         return {"loader": "native", "num_samples": self.num_samples, "cpu_count": os.cpu_count(), **self.knobs}
 
 
+def sharded_dataloader(dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None) -> tuple[DataLoader, ShardedBatchSampler]:
+    """This rank's DataLoader over `dataset` by the sharding contract, with the native knobs (workers,
+    pinning, prefetch, timeout), and its sampler (set_epoch goes there)."""
+    sampler = ShardedBatchSampler(len(dataset), rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch,
+                                  seed=ctx.seed, shuffle=knobs["shuffle"])
+    workers = knobs["num_workers"]
+    loader = DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        num_workers=workers,
+        collate_fn=collate_fn,
+        pin_memory=knobs["pin_memory"] and ctx.device.type == "cuda",
+        persistent_workers=knobs["persistent_workers"] and workers > 0,
+        prefetch_factor=knobs["prefetch_factor"] if workers > 0 else None,
+        timeout=knobs["timeout_s"] if workers > 0 else 0,
+    )
+    return loader, sampler
+
+
 class NativeLoader:
     @classmethod
     def installation(cls) -> Installation:
@@ -110,20 +129,6 @@ class NativeLoader:
                 f"data.path={ctx.data_path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "and pass data.path=DIR"
             )
-        k = self.knobs
-        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=k["augment"]))
-        sampler = ShardedBatchSampler(
-            len(dataset), rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch,
-            seed=ctx.seed, shuffle=k["shuffle"],
-        )
-        workers = k["num_workers"]
-        loader = DataLoader(
-            dataset,
-            batch_sampler=sampler,
-            num_workers=workers,
-            pin_memory=k["pin_memory"] and ctx.device.type == "cuda",
-            persistent_workers=k["persistent_workers"] and workers > 0,
-            prefetch_factor=k["prefetch_factor"] if workers > 0 else None,
-            timeout=k["timeout_s"] if workers > 0 else 0,
-        )
-        return NativeEpoch(ctx, loader, sampler, len(dataset), dict(k))
+        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=self.knobs["augment"]))
+        loader, sampler = sharded_dataloader(dataset, ctx, self.knobs)
+        return NativeEpoch(ctx, loader, sampler, len(dataset), dict(self.knobs))

@@ -32,7 +32,7 @@ from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import NativeGpuLoaderConfig
-from benchmarks.loaders.native import ShardedBatchSampler, to_model_input
+from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 # The decode thread shares the GIL with training's thread, which holds it while it queues a step. A
@@ -245,7 +245,6 @@ class NativeGpuLoader:
         self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
 
     def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
-        from torch.utils.data import DataLoader
         from torchvision.datasets import DatasetFolder
 
         path = ctx.data_path
@@ -257,15 +256,5 @@ class NativeGpuLoader:
         except FileNotFoundError as error:  # no class folder, or no JPEG in any
             raise ConfigError(f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
                               "ImageFolder (<class>/<image>.jpg); use loader=native for other formats") from None
-        k = self.knobs
-        sampler = ShardedBatchSampler(len(dataset), rank=ctx.rank, world_size=ctx.world_size,
-                                      per_gpu_batch=ctx.per_gpu_batch, seed=ctx.seed, shuffle=k["shuffle"])
-        workers = k["num_workers"]
-        loader = DataLoader(
-            dataset, batch_sampler=sampler, num_workers=workers, collate_fn=collate_encoded,
-            pin_memory=k["pin_memory"] and ctx.device.type == "cuda",
-            persistent_workers=k["persistent_workers"] and workers > 0,
-            prefetch_factor=k["prefetch_factor"] if workers > 0 else None,
-            timeout=k["timeout_s"] if workers > 0 else 0,
-        )
-        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), dict(k))
+        loader, sampler = sharded_dataloader(dataset, ctx, self.knobs, collate_fn=collate_encoded)
+        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), dict(self.knobs))
