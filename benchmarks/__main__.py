@@ -6,14 +6,15 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from benchmarks import schema
+from benchmarks import resources, schema
 from benchmarks.errors import ConfigError
 from benchmarks.rankexit import exit_rank
 
 schema.register()
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base=None)
+# the shipped configs (benchmarks/resources.py), found relative to this package wherever it is installed
+@hydra.main(config_path="_shipped/conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from benchmarks.app import run
 
@@ -38,5 +39,10 @@ def refuse_multirun(argv: list[str]) -> str | None:
 if __name__ == "__main__":
     if (message := refuse_multirun(sys.argv[1:])) is not None:
         print(message, file=sys.stderr)
+        sys.exit(2)
+    try:
+        sys.argv += resources.search_path_override()  # the user's own options (DDLBENCH_CONFIG)
+    except ConfigError as error:
+        print(f"ddlbench: error: {error}", file=sys.stderr)
         sys.exit(2)
     main()

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from omegaconf import DictConfig
 
-from benchmarks import schema
+from benchmarks import resources, schema
 from benchmarks.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = resources.conf_dir()
 GROUPS = ("framework", "loader", "model", "precision", "system", "experiment")
 # keys and values of overrides: what Hydra's grammar needs and nothing a shell would act on
 _SAFE_OVERRIDE = re.compile(r"^[A-Za-z0-9_./@-]+=[A-Za-z0-9_.,:/@+\-\[\] ]*$")
@@ -19,8 +18,9 @@ _NEW_ENV_VAR = re.compile(r"^\+system\.env\.[A-Z_][A-Z0-9_]*=")
 
 
 def options(group: str) -> list[str]:
-    """The selectable options of a config group (its YAML files)."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    """The selectable options of a config group (its YAML files, shipped and the user's own)."""
+    folders = [CONF_DIR, *filter(None, [resources.user_conf_dir()])]
+    return sorted({p.stem for folder in folders for p in (folder / group).glob("*.yaml")})
 
 
 def check_override(override: str) -> None:
@@ -85,10 +85,11 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     for override in overrides:
         check_override(override)
     schema.register()
+    search_path = resources.search_path_override()  # a bad DDLBENCH_CONFIG: its own one-line error
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+            cfg = hydra_compose(config_name="config", overrides=[*overrides, *search_path])
     except Exception as error:  # Hydra and OmegaConf raise many types; all are bad input here
         raise ConfigError(_explain(error, overrides)) from None
     _check_env_values(cfg, overrides)

@@ -21,12 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks import resources
 from benchmarks.config import check_override
 from benchmarks.errors import ConfigError
 from launchers import local
 from launchers.registry import JobShape, RankProgram, Registry, training
 
-RUN_SCRIPT = Path(__file__).resolve().parent.parent / "slurm" / "run.sh"
+RUN_SCRIPT = resources.slurm_script()
 # variables of another launcher that would make distenv ignore the Slurm/MPI ones
 _FOREIGN_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 

@@ -30,10 +30,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import resources
 from benchmarks.errors import ConfigError
 
 ROLES = ("gpu1", "node", "nodes", "warm", "cold")
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf" / "stash"
+CONF_DIR = resources.conf_dir() / "stash"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
