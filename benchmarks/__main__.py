@@ -1,6 +1,7 @@
 """Hydra app, run on every rank: python -m benchmarks framework=ddp loader=native model.depth=50"""
 from __future__ import annotations
 
+import signal
 import sys
 
 import hydra
@@ -23,7 +24,15 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
         code = 2
-    exit_rank(code)  # not interpreter finalization: benchmarks/rankexit.py says why
+    except KeyboardInterrupt as interrupt:  # the run directory says so (app.run); no traceback
+        print(f"ddlbench: interrupted ({str(interrupt) or 'SIGINT'})", file=sys.stderr)
+        code = 130
+    exit_rank(code)
+
+
+def _interrupt(signum, _frame) -> None:
+    """SIGTERM (Slurm at the time limit, a launcher stopping its ranks) ends a rank as Ctrl-C does."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)  # not interpreter finalization: benchmarks/rankexit.py says why
 
 
 def refuse_multirun(argv: list[str]) -> str | None:
@@ -40,6 +49,7 @@ if __name__ == "__main__":
     if (message := refuse_multirun(sys.argv[1:])) is not None:
         print(message, file=sys.stderr)
         sys.exit(2)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         sys.argv += resources.search_path_override()  # the user's own options (DDLBENCH_CONFIG)
     except ConfigError as error:

@@ -190,7 +190,8 @@ def run(cfg: DictConfig) -> int:
         if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)
             _write_end(run_dir, env=env, device=device, error=error)
         if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary("Ctrl-C")
+            # KeyboardInterrupt: Ctrl-C, or SIGTERM (benchmarks/__main__.py raises it for that too)
+            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary(str(error) or "SIGINT")
                                      if isinstance(error, KeyboardInterrupt) else rundir.failed_summary(error))
         raise
     finally:

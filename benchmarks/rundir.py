@@ -152,6 +152,24 @@ def holds_a_run(path: Path) -> bool:
         p.name in (SUMMARY, META, CONFIG) or p.name.startswith("rank") for p in path.iterdir())
 
 
+ATTIC = "attic"  # <campaign>/attic/: failed or interrupted runs moved out of their cell's place
+
+
+def move_aside(path: Path, attic: Path) -> Path:
+    """Move a finished-but-not-completed run directory into `attic` as <name>.<timestamp> (never lost, never
+    counted in its cell's place) and return where it went."""
+    import time
+
+    attic.mkdir(parents=True, exist_ok=True)
+    target = attic / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}"
+    k = 1
+    while target.exists():
+        k += 1
+        target = attic / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}-{k}"
+    path.rename(target)
+    return target
+
+
 def read_summary(path: Path) -> dict | None:
     """summary.json of a run directory, or None when there is none or it is unreadable."""
     try:

@@ -1,7 +1,9 @@
 """Cross-field checks on a composed config: ConfigError before any process group exists."""
 from __future__ import annotations
 
+import functools
 import os
+from pathlib import Path
 
 from omegaconf import DictConfig
 
@@ -68,3 +70,73 @@ def warnings(cfg: DictConfig) -> list[str]:
                    f"(system.cpus_per_rank): its figures are a handicapped loader's, not a fair comparison; leave "
                    f"the default ({fair}: the rank's CPUs less one) or pass {key}={fair}")
     return out
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def check_data(cfg: DictConfig, *, world_size: int) -> None:
+    """What the submit host can tell about the data set before any rank starts (the ranks do not scan it:
+    on a parallel file system a thousand ranks listing a million files is a load of its own): it holds
+    the loader's files, enough of them for one step of every rank (world_size x run.per_gpu_batch), and
+    they can be read. Counting stops once there are enough."""
+    if not cfg.loader.needs_data or cfg.data.path is None:
+        return
+    root = os.path.abspath(cfg.data.path)
+    needed = world_size * int(cfg.run.per_gpu_batch)
+    if cfg.loader.get("reader") == "tfrecord":
+        files, count = _tfrecord_samples(root, needed)
+        what = "TFRecord samples (lines of the .idx files)"
+    else:
+        suffixes = (".jpg", ".jpeg") if cfg.loader.name == "native_gpu" else IMAGE_SUFFIXES
+        files, count = _imagefolder_samples(root, needed, suffixes)
+        what = f"images ({', '.join(suffixes)}) in class folders"
+    if count == 0:
+        fix = ("write them with 'ddlbench data convert --from IMAGEFOLDER --out DIR'" if what.startswith("TFRecord")
+               else "pass an ImageFolder (<class>/<image>.jpg), e.g. from 'ddlbench data synth --out DIR'")
+        raise ConfigError(f"data.path={cfg.data.path} holds no {what} for loader={cfg.loader.name}; {fix}")
+    if count < needed:
+        raise ConfigError(f"data.path={cfg.data.path} holds {count} samples, but one step of {world_size} rank(s) at "
+                          f"run.per_gpu_batch={cfg.run.per_gpu_batch} needs {needed}; use fewer GPUs, a smaller "
+                          "run.per_gpu_batch or a larger data set")
+    try:
+        with open(files[0], "rb") as f:
+            f.read(16)
+    except OSError as error:
+        raise ConfigError(f"data.path={cfg.data.path}: {files[0]} cannot be read ({error.strerror}); fix the "
+                          "permissions (the ranks read every file) or pass another data.path") from None
+
+
+@functools.lru_cache(maxsize=256)  # a campaign checks one data set for many cells
+def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...]) -> tuple[list[str], int]:
+    first, count = [], 0
+    try:
+        classes = sorted(e.path for e in os.scandir(root) if e.is_dir())
+    except OSError:
+        return [], 0
+    for folder in classes:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.lower().endswith(suffixes):
+                    count += 1
+                    if not first:
+                        first.append(entry.path)
+                    if count >= needed:
+                        return first, count
+    return first, count
+
+
+@functools.lru_cache(maxsize=256)
+def _tfrecord_samples(root: str, needed: int) -> tuple[list[str], int]:
+    from benchmarks.data.tfrecord import find_tfrecords
+
+    pairs, count = find_tfrecords(Path(root)), 0
+    for record, index in pairs:
+        if not index.is_file():
+            raise ConfigError(f"data.path={root}: {record.name} has no DALI index {index.name}; write it with "
+                              f"'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')")
+        with open(index, "rb") as f:
+            count += sum(1 for _ in f)
+        if count >= needed:
+            break
+    return [str(record) for record, _ in pairs], count

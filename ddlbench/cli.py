@@ -6,7 +6,6 @@ import contextlib
 import os
 import shlex
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -47,8 +46,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.rundir import holds_a_run
-    from benchmarks.validate import validate, warnings
+    from benchmarks import rundir
+    from benchmarks.validate import check_data, validate, warnings
     from launchers.local import local_command
+    from launchers.supervise import INTERRUPTED_EXIT, run_launcher
 
     cfg = compose(args.overrides)
     validate(cfg)
@@ -61,12 +62,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     components.build_loader(cfg)
     nproc, devices_per_process = node_layout(cfg)
     world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
+    check_data(cfg, world_size=world_size)
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=1)
     if holds_a_run(run_dir):
-        raise ConfigError(
-            f"run directory {run_dir} already holds a run (never overwritten); pass "
-            f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
-        )
+        state = rundir.state(run_dir)
+        if state not in ("failed", "interrupted"):
+            raise ConfigError(
+                f"run directory {run_dir} already holds a {state} run (never overwritten); pass "
+                f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
+            )
+        # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
+        moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
+        print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
     argv = local_command(
         launcher=cfg.framework.local_launcher, nproc=nproc, master_port=_free_port(),
         overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
@@ -75,11 +82,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
-    code = subprocess.run(argv, env=env).returncode
-    if code != 0:
+    code = run_launcher(argv, env=env, run_dir=run_dir)
+    if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
-        return code
-    return 0
+    return code
 
 
 def max_batch_search(fits, *, start: int, limit: int) -> tuple[int | None, int | None]:
@@ -433,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before or after a launcher ran (a run's own interruption: launchers/supervise.py)
+        print("ddlbench: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
-    from benchmarks.validate import validate
+    from benchmarks.validate import check_data, validate
 
     if not any(o.startswith("experiment=") for o in overrides):
         raise ConfigError(f"campaign needs experiment=<name>; choose one of: {', '.join(options('experiment'))}")
@@ -89,6 +89,11 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
             if single_process and nodes > 1 and size_problem is None:  # DataParallel: one process, one node
                 size_problem = (f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
                                 f"{num_gpus} GPUs need {nodes} nodes")
+            if problem is None and size_problem is None:
+                try:  # the data set holds one step of this many GPUs (counted once per size: validate.py)
+                    check_data(cell_cfg, world_size=int(num_gpus))
+                except ConfigError as error:
+                    size_problem = str(error)
             for r in range(camp.repeats):
                 repeat = cfg.run.repeat + r
                 run_dir = None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.config import check_override
+from launchers.supervise import INTERRUPTED_EXIT, run_launcher
 from benchmarks.errors import ConfigError
 from launchers import local
 from launchers.registry import JobShape, RankProgram, Registry, training
@@ -166,7 +166,7 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
-    from benchmarks.validate import validate
+    from benchmarks.validate import check_data, validate
 
     environ = dict(os.environ if environ is None else environ)
     if cells_file is not None:
@@ -189,6 +189,7 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
         cfg = compose(overrides)
         ntasks = per_node = 1
         world_size = node_layout(cfg)[1]
+    check_data(cfg, world_size=world_size)  # once, on the batch host: the ranks do not scan the data set
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=nodes).resolve()
     if rundir.holds_a_run(run_dir):
         raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
@@ -205,14 +206,13 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
           f"MASTER_PORT={env['MASTER_PORT']}\n[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
     if dry_run:
         return 0
-    code = subprocess.run(argv, env=env).returncode
-    summary = run_dir / rundir.SUMMARY
-    status = _summary_status(summary)
+    # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/supervise.py)
+    code = run_launcher(argv, env=env, run_dir=run_dir, own_group=False, slurm_job_id=job_id)
+    if code == INTERRUPTED_EXIT:
+        return code
+    status = _summary_status(run_dir / rundir.SUMMARY)
     if code != 0 or status != "completed":
         reason = f"{argv[0]} exited with {code} (a rank failed)" if code else f"summary status is {status!r}"
-        if run_dir.is_dir() and status is None:
-            # the ranks died before writing one: say so, so that no reader mistakes it for running
-            rundir.write_json_atomic(summary, rundir.failed_summary(reason, slurm_job_id=job_id))
         print(f"ddlbench: error: job {job_id} failed: {reason}; logs in {run_dir} and the job's output file",
               file=sys.stderr)
         return code or 1

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchmarks import rundir
 from launchers import scheduler
 from launchers.campaign import Cell, job_overrides
 
@@ -116,10 +117,8 @@ def submit(argv: list[str], *, logs: Path, cells: Sequence[str], array: bool = F
 
 def move_aside(cell: Cell, state: str, logs: Path) -> None:
     """Never overwrite a run: keep a failed one for the post-mortem, out of the cell's place."""
-    attic = logs / "attic" / f"{cell.name}.{time.strftime('%Y%m%dT%H%M%S')}"
-    attic.parent.mkdir(parents=True, exist_ok=True)
-    cell.run_dir.rename(attic)
-    print(f"[ddlbench] {cell.name} was {state}: moved to {attic}", file=sys.stderr)
+    moved = rundir.move_aside(cell.run_dir, logs / rundir.ATTIC)
+    print(f"[ddlbench] {cell.name} was {state}: moved to {moved}", file=sys.stderr)
 
 
 def new_cells_file(logs: Path, cell: Cell) -> Path:
@@ -144,7 +143,6 @@ def by_shape(todo: list[tuple[Cell, str]]) -> list[list[tuple[Cell, str]]]:
 
 def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
     """(cell, state, detail): impossible | pending | running, or the run directory's rundir.state."""
-    from benchmarks import rundir
 
     jobs = queued_jobs(cfg.run.campaign)
     submitted = ledger(cfg)

@@ -28,10 +28,13 @@ class Arch(Choice):
 # the depths torchvision builds, per family that has a depth
 DEPTHS: dict[str, tuple[int, ...]] = {"resnet": (18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
 _FAMILY = {"resnet": "ResNet", "vgg": "VGG"}
+# the smallest image a family's layers take: VGG's five max-pools halve it to 1 pixel at 32
+MIN_IMAGE_SIZE: dict[str, int] = {"vgg": 32}
 
 
 def check_depth(arch: str, depth: int | None) -> None:
-    """ConfigError unless `depth` is one the family builds (families without a depth ignore it)."""
+    """ConfigError unless `depth` is one the family builds (families without a depth ignore it: an
+    experiment that picks model.arch=simple_cnn over the default ResNet keeps its depth)."""
     allowed = DEPTHS.get(str(arch))
     if allowed is not None and depth not in allowed:
         raise ConfigError(f"model.depth={depth} is not a {_FAMILY[str(arch)]} depth; choose one of {list(allowed)} "
@@ -52,6 +55,7 @@ class ModelConfig(AdapterConfig):
     def check(self) -> None:
         check_depth(self.arch, self.depth)
         self.at_least("num_classes", 1)
-        self.at_least("image_size", 1)
+        self.at_least("image_size", MIN_IMAGE_SIZE.get(str(self.arch), 1),
+                      hint=f" for model.arch={self.arch}" if str(self.arch) in MIN_IMAGE_SIZE else "")
 
 

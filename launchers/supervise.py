@@ -1,0 +1,118 @@
+"""Run a launcher (torchrun, horovodrun, mpirun, deepspeed, srun) and stand by its run directory.
+
+- Its output passes through line by line. Once the run is interrupted, the rest goes to
+  <run dir>/interrupt.log: the ranks' and launchers' tracebacks of an interruption are kept, not shown.
+- Ctrl-C or SIGTERM (Slurm's time limit, `kill`) interrupts the run: the launcher and its ranks are
+  signalled (SIGINT, then SIGTERM after `grace_s`, then SIGKILL), the run is marked `interrupted` and one
+  line says so. A retry of the same cell is allowed: `ddlbench run` moves an interrupted or failed run
+  into <campaign>/attic/.
+- A launcher that exits non-zero while no summary.json was written (rank 0 killed, by the OOM killer
+  for one) leaves a failed summary written here, under every launcher.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from benchmarks import rundir
+
+INTERRUPT_LOG = "interrupt.log"
+INTERRUPTED_EXIT = 130
+
+
+class _Interrupted(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _raise_on(signum, _frame) -> None:
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+class _Output:
+    """Copies the launcher's stderr to ours until the run is interrupted, then into the run's interrupt.log."""
+
+    def __init__(self, stream, run_dir: Path) -> None:
+        self.stream, self.run_dir = stream, run_dir
+        self.quiet = threading.Event()
+        self.thread = threading.Thread(target=self._copy, daemon=True, name="launcher-stderr")
+        self.thread.start()
+
+    def _copy(self) -> None:
+        log = None
+        for line in iter(self.stream.readline, b""):
+            if not self.quiet.is_set():
+                sys.stderr.buffer.write(line)
+                sys.stderr.buffer.flush()
+                continue
+            if log is None and self.run_dir.is_dir():
+                log = open(self.run_dir / INTERRUPT_LOG, "ab")
+            if log is not None:
+                log.write(line)
+        if log is not None:
+            log.close()
+
+    def join(self, timeout_s: float) -> None:
+        self.thread.join(timeout_s)
+
+
+def run_launcher(argv: Sequence[str], *, env: Mapping[str, str], run_dir: Path, own_group: bool = True,
+                 grace_s: float = 10.0, **summary_extra) -> int:
+    """Run `argv` to its end; the exit code (INTERRUPTED_EXIT after an interruption). own_group: the
+    launcher and its ranks get a process group of their own, which this process signals (local
+    launchers); else only the launcher is signalled (srun passes signals on to its tasks)."""
+    previous = {s: signal.signal(s, _raise_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    process = subprocess.Popen(list(argv), env=dict(env), stderr=subprocess.PIPE, start_new_session=own_group)
+    output = _Output(process.stderr, run_dir)
+    interrupted = None
+    try:
+        try:
+            code = process.wait()
+        except _Interrupted as signalled:
+            interrupted = signalled.name
+            output.quiet.set()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the clean-up short
+            code = _stop(process, own_group=own_group, grace_s=grace_s)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    output.join(5.0)
+    summary = rundir.read_summary(run_dir) if run_dir.is_dir() else None
+    if interrupted is not None:
+        if run_dir.is_dir() and (summary is None or summary.get("status") != "interrupted"):
+            # what a rank wrote (a collective's error once its peers stopped) follows from the interruption
+            extra = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
+            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary(interrupted, **extra,
+                                                                                          **summary_extra))
+        where = f"; its logs are in {run_dir} ({INTERRUPT_LOG}: the ranks' last words)" if run_dir.is_dir() else ""
+        print(f"[ddlbench] interrupted ({interrupted}): the run is marked interrupted{where}; the same command "
+              "runs the cell again", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
+    if code != 0 and run_dir.is_dir() and summary is None:
+        rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(
+            f"{Path(argv[0]).name} exited with code {code} and no rank wrote a summary (rank 0 was killed, "
+            "e.g. by the out-of-memory killer, or died before it could)", **summary_extra))
+    return code
+
+
+def _stop(process: subprocess.Popen, *, own_group: bool, grace_s: float) -> int:
+    """SIGINT, then SIGTERM after grace_s, then SIGKILL: the launcher's exit code (negative: a signal)."""
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            if own_group:
+                os.killpg(process.pid, sig)
+            else:
+                process.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            return process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.wait()
