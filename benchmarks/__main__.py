@@ -39,9 +39,9 @@ def refuse_multirun(argv: list[str]) -> str | None:
     """Hydra's multirun would run the ranks' program once per combination in one process, outside the
     launchers and the run directories: a sweep is a campaign (experiment files' campaign: axes)."""
     if any(a in ("-m", "--multirun") or a.startswith("--multirun=") for a in argv):
-        return ("ddlbench: error: -m/--multirun is not supported (one process would run every combination, outside "
-                "the launchers); sweep with 'ddlbench campaign plan experiment=NAME' (conf/experiment/*.yaml "
-                "campaign.axes) or one 'ddlbench run' per setting")
+        return ("ddlbench: error: -m/--multirun is not supported here (one process would run every combination, "
+                "outside the launchers); use 'ddlbench run -m a=1,2 ...' (one launched run per combination) or a "
+                "campaign (conf/experiment/*.yaml campaign.axes)")
     return None
 
 

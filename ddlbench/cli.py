@@ -38,6 +38,55 @@ def next_free_repeat(cfg, *, world_size: int) -> int:
     return flat["run.repeat"]
 
 
+def split_sweep(value: str) -> list[str]:
+    """A sweep value's choices: split at the commas outside brackets ("8,16" -> 8, 16; "[1,2],[4]" -> [1,2], [4])."""
+    parts, depth, current = [], 0, ""
+    for char in value:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
+
+
+def sweep(overrides: list[str]) -> list[list[str]]:
+    """Every combination of the overrides' comma-separated choices (Hydra's sweep syntax), in order."""
+    import itertools
+
+    choices = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        choices.append([f"{key}{sep}{v}" for v in split_sweep(value)] if sep else [override])
+    return [list(combo) for combo in itertools.product(*choices)]
+
+
+def cmd_run_multirun(args: argparse.Namespace) -> int:
+    """ddlbench run -m: every combination, each validated before the first starts, then one after the other,
+    one run directory each; a summary line per run at the end."""
+    combos = sweep(args.overrides)
+    for combo in combos:  # bad input in any combination stops before anything runs
+        code = cmd_run(argparse.Namespace(overrides=combo, dry_run=True, quiet=True))
+        if code:
+            return code
+    if args.dry_run:
+        print(f"[ddlbench] multirun: {len(combos)} run(s) valid", file=sys.stderr)
+        return 0
+    results = []
+    for k, combo in enumerate(combos, 1):
+        varying = [o for o, original in zip(combo, args.overrides) if o != original or "," in original]
+        print(f"[ddlbench] multirun {k}/{len(combos)}: {' '.join(varying) or '(the base)'}", file=sys.stderr, flush=True)
+        code = cmd_run(argparse.Namespace(overrides=combo, dry_run=False))
+        results.append((" ".join(varying), code))
+        if code == 130:
+            break  # interrupted: the rest does not start
+    failed = [r for r in results if r[1]]
+    print(f"[ddlbench] multirun: {len(results) - len(failed)} of {len(combos)} run(s) completed"
+          + "".join(f"\n  exit {code}: {what}" for what, code in failed), file=sys.stderr)
+    return 130 if results and results[-1][1] == 130 else (1 if failed else 0)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
@@ -51,7 +100,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from launchers.local import local_command
     from launchers.supervise import INTERRUPTED_EXIT, run_launcher
 
+    if getattr(args, "multirun", False):
+        return cmd_run_multirun(args)
+    ambiguous = [o for o in args.overrides if "=" in o and len(split_sweep(o.partition("=")[2])) > 1]
+    if ambiguous:
+        raise ConfigError(f"override {ambiguous[0]!r} lists several values; pass -m to run each combination "
+                          "(ddlbench run -m ...), or one value")
     cfg = compose(args.overrides)
+    if getattr(args, "cfg", None):
+        from omegaconf import OmegaConf
+
+        print(OmegaConf.to_yaml(cfg, resolve=args.resolve), end="")
+        return 0
     validate(cfg)
     for warning in warnings(cfg):
         print(f"[ddlbench] warning: {warning}", file=sys.stderr, flush=True)
@@ -79,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
     )
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
-    print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+    if not getattr(args, "quiet", False):
+        print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
     code = run_launcher(argv, env=env, run_dir=run_dir)
@@ -339,6 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native model.depth=50")
     p.add_argument("--dry-run", action="store_true", help="validate and print the launch command only")
+    p.add_argument("-m", "--multirun", action="store_true",
+                   help="run every combination of comma-separated values (a=1,2 b=x,y: 4 runs), one run directory each; "
+                        "all are validated before the first starts")
+    p.add_argument("--cfg", choices=("job",), default=None, help="print the composed config and exit (as Hydra's --cfg job)")
+    p.add_argument("--resolve", action="store_true", help="with --cfg: fill in interpolations")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("data", help="make datasets")
@@ -429,6 +495,10 @@ def build_parser() -> argparse.ArgumentParser:
     from launchers.stash import add_parser as add_stash_parser
 
     add_stash_parser(sub)  # ddlbench stash plan|run|report|netns-clean (launchers/stash.py, analysis/stash.py)
+
+    from ddlbench.completion import add_parser as add_completion_parser
+
+    add_completion_parser(sub, commands=sorted(sub.choices))  # ddlbench completion bash
     return parser
 
 
