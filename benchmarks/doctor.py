@@ -18,11 +18,11 @@ class Check:
     fix: str = ""
 
 
-def _torch() -> Check:
-    import torch
+def torch() -> Check:
+    import torch as torch_module
 
-    gpus = torch.cuda.device_count()
-    return Check("torch", True, f"{torch.__version__}, CUDA {torch.version.cuda}, {gpus} GPU(s) visible")
+    gpus = torch_module.cuda.device_count()
+    return Check("torch", True, f"{torch_module.__version__}, CUDA {torch_module.version.cuda}, {gpus} GPU(s) visible")
 
 
 def _adapter(group: str, option: str) -> Callable[[], Check]:
@@ -38,7 +38,7 @@ def _adapter(group: str, option: str) -> Callable[[], Check]:
 
 
 def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
-    def check() -> Check:
+    def check() -> Check:  # named by `label` (below), as its line is
         if importlib.util.find_spec(name) is None:
             return Check(label, False, "not installed", fix)
         from importlib import metadata
@@ -49,6 +49,7 @@ def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
             version = "installed"
         return Check(label, True, version)
 
+    check.__name__ = label
     return check
 
 
@@ -57,12 +58,13 @@ def _program(name: str, fix: str) -> Callable[[], Check]:
         path = shutil.which(name)
         return Check(name, path is not None, path or "not on PATH", "" if path else fix)
 
+    check.__name__ = name
     return check
 
 
 CHECKS: list[Callable[[], Check]] = [
-    _torch,
-    _module("hydra", "hydra-core", "pip install -e ."),
+    torch,
+    _module("hydra", "hydra-core", "pip install -e . (make test installs everything)"),
     *(_adapter("framework", option) for option in FRAMEWORKS),
     *(_adapter("loader", option) for option in LOADERS),
     _module("mpi4py", "mpi4py", "pip install -e '.[mpi]' (make mpi): commbench --backends mpi"),
@@ -71,9 +73,21 @@ CHECKS: list[Callable[[], Check]] = [
 ]
 
 
-def run_checks() -> list[Check]:
+def needed_by(cfg) -> set[str]:
+    """The checks a composed config's run needs: torch, Hydra, its framework and loader, and mpirun when
+    its launcher is mpirun."""
+    names = {"torch", "hydra-core", f"framework={cfg.framework.name}", f"loader={cfg.loader.name}"}
+    if str(cfg.framework.get("local_launcher", "")) == "mpirun":
+        names.add("mpirun")
+    return names
+
+
+def run_checks(only: set[str] | None = None) -> list[Check]:
+    """Every check, or those named in `only` (Check.name)."""
     results = []
     for check in CHECKS:
+        if only is not None and getattr(check, "__name__", "") not in only:
+            continue
         try:
             results.append(check())
         except Exception as error:  # a broken install is a finding, not a crash of the doctor

@@ -48,12 +48,23 @@ def plan_steps(*, warmup_steps: int, steps: int, epochs: int | None, steps_per_e
     return min(warmup_steps, total - 1), total - min(warmup_steps, total - 1)
 
 
+def eta_text(seconds: float) -> str:
+    """Seconds as 42s, 3m05s or 2h03m."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 def _progress(step: int, total: int, epoch: int, records: list[dict], samples: int, world: int) -> None:
     step_s = sum(r["step_s"] for r in records) / len(records)
     data_share = sum(r["data_s"] for r in records) / max(1e-12, sum(r["step_s"] for r in records))
     print(
         f"[ddlbench] step {step}/{total} epoch {epoch} | {samples * world / step_s:,.0f} img/s "
-        f"(~{samples / step_s:,.0f} per rank) | step {step_s * 1e3:.1f} ms | data {data_share:.0%}",
+        f"(~{samples / step_s:,.0f} per rank) | step {step_s * 1e3:.1f} ms | data {data_share:.0%} | "
+        f"ETA {eta_text((total - step) * step_s)}",
         file=sys.stderr, flush=True,
     )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import socket
 import sys
 from pathlib import Path
@@ -98,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks import rundir
     from benchmarks.validate import check_data, validate, warnings
     from launchers.local import local_command
-    from launchers.supervise import INTERRUPTED_EXIT, run_launcher
+    from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
     if getattr(args, "multirun", False):
         return cmd_run_multirun(args)
@@ -140,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
     if not getattr(args, "quiet", False):
-        print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+        announce(argv, dry_run=args.dry_run)
     if args.dry_run:
         return 0
     code = run_launcher(argv, env=env, run_dir=run_dir)
@@ -361,9 +360,15 @@ def cmd_data_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from benchmarks.doctor import format_checks, run_checks
+    """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
+    from benchmarks.doctor import format_checks, needed_by, run_checks
 
-    checks = run_checks()
+    if args.overrides:
+        from benchmarks.config import compose
+
+        checks = run_checks(needed_by(compose(args.overrides)))
+    else:
+        checks = run_checks()
     print(format_checks(checks))
     missing = [c.name for c in checks if not c.ok]
     if missing:  # a script (or CI) can tell a machine that lacks parts
@@ -476,7 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_analysis_parsers(sub)  # ddlbench report | compare | synthlogs
 
-    p = sub.add_parser("doctor", help="what this machine can run, and how to fix what it cannot")
+    p = sub.add_parser("doctor", help="what this machine can run, and how to fix what it cannot",
+                       epilog="example:\n  ddlbench doctor framework=horovod loader=dali   # exit 1 if that run lacks a part",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("overrides", nargs="*", help="the run's overrides: check only what it needs (default: everything)")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("demo", help="end to end on CPU: synthetic JPEGs, 2-rank DDP runs, results table")

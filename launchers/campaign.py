@@ -52,8 +52,10 @@ def job_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("campaign.")]
 
 
-def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
-    """The composed base config and every cell of its campaign grid (impossible ones carry `problem`)."""
+def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object, list[Cell]]:
+    """The composed base config and every cell of its campaign grid (impossible ones carry `problem`).
+    check_data_set: also whether the data set feeds one step of each cell's GPUs (validate.check_data);
+    `campaign submit` asks, on the submit host; `plan` and `status` may run where the data is not."""
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
@@ -89,7 +91,7 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
             if single_process and nodes > 1 and size_problem is None:  # DataParallel: one process, one node
                 size_problem = (f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
                                 f"{num_gpus} GPUs need {nodes} nodes")
-            if problem is None and size_problem is None:
+            if check_data_set and problem is None and size_problem is None:
                 try:  # the data set holds one step of this many GPUs (counted once per size: validate.py)
                     check_data(cell_cfg, world_size=int(num_gpus))
                 except ConfigError as error:

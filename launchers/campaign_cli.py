@@ -58,7 +58,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit the missing and failed cells: one job each, at most --max-jobs of this campaign queued at
     once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
-    cfg, cells = plan(args.overrides)
+    cfg, cells = plan(args.overrides, check_data_set=True)
     rows = submit.cell_states(cfg, cells)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))

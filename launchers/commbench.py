@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shlex
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from benchmarks.adapter_config import config_default
 from benchmarks.commbench import BACKENDS, MPI, add_sweep_arguments, framework_of, parse_ops, rendezvous_of
 from benchmarks.errors import ConfigError
+from launchers.supervise import announce
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
 from launchers import local
@@ -156,7 +156,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
         argv = commbench_command(launcher=launcher, nproc=nproc, master_port=port, rank_args=rank_args)
-    print(f"[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+    announce(argv, dry_run=args.dry_run)
     if args.dry_run:
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.config import check_override
-from launchers.supervise import INTERRUPTED_EXIT, run_launcher
+from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 from benchmarks.errors import ConfigError
 from launchers import local
 from launchers.registry import JobShape, RankProgram, Registry, training
@@ -203,7 +202,8 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     env = rank_environment(environ, system_env=cfg.system.env,
                            addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix), port=master_port(job_id))
     print(f"[ddlbench] job {job_id}: {ntasks} rank(s) on {nodes} node(s), MASTER_ADDR={env['MASTER_ADDR']} "
-          f"MASTER_PORT={env['MASTER_PORT']}\n[ddlbench] {shlex.join(argv)}", file=sys.stderr, flush=True)
+          f"MASTER_PORT={env['MASTER_PORT']}", file=sys.stderr, flush=True)
+    announce(argv, dry_run=dry_run)
     if dry_run:
         return 0
     # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/supervise.py)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.errors import ConfigError
+from launchers.supervise import announce
 
 ROLES = ("gpu1", "node", "nodes", "warm", "cold")
 CONF_DIR = resources.conf_dir() / "stash"
@@ -260,7 +261,7 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
                                        overrides=run.overrides, master_port=_free_port(), env=env)
         else:
             argv = local_argv(cfg, run, master_port=_free_port())
-            print(f"[ddlbench] stash {run.role} r{run.repeat}: {shlex.join(argv)}", file=sys.stderr, flush=True)
+            announce(argv, dry_run=dry_run, label=f"stash {run.role} r{run.repeat}: ")
             if dry_run:
                 continue
             code = subprocess.run(argv, env=env).returncode

@@ -116,3 +116,14 @@ def _stop(process: subprocess.Popen, *, own_group: bool, grace_s: float) -> int:
         except subprocess.TimeoutExpired:
             continue
     return process.wait()
+
+
+def announce(argv: Sequence[str], *, dry_run: bool, label: str = "") -> None:
+    """The launch command: a dry run prints it bare on stdout (to read or to paste); a real launch says it on
+    stderr, beside the ranks' output."""
+    import shlex
+
+    if dry_run:
+        print(shlex.join(argv), flush=True)
+    else:
+        print(f"[ddlbench] {label}{shlex.join(argv)}", file=sys.stderr, flush=True)

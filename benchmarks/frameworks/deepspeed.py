@@ -26,7 +26,7 @@ from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DeepSpeedConfig
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
-INSTALL_HINT = "pip install -e '.[deepspeed]'"
+INSTALL_HINT = "make deepspeed (pip install -e '.[deepspeed]')"
 # where DeepSpeed's op builder puts anything it compiles: outside the checkout, kept between runs
 EXTENSIONS_DIR = Path.home() / ".cache" / "ddlbench" / "torch_extensions"
 _UNCOMPILED_OPS = ("deepspeed_shm_comm",)

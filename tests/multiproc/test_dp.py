@@ -55,7 +55,7 @@ def test_dp_dry_run_starts_one_process(tmp_path):
     result = ddlbench("run", "framework=dp", "model=simple_cnn", "system.ranks_per_node=2", f"run.root={tmp_path}",
                       "--dry-run")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "--nproc-per-node=1 " in result.stderr and "-g1-n1-b32-" in result.stderr
+    assert "--nproc-per-node=1 " in result.stdout and "-g1-n1-b32-" in result.stdout  # a dry run: stdout
 
 
 def test_the_slurm_launch_starts_one_task_for_the_allocations_gpus(tmp_path, capsys):
@@ -64,8 +64,8 @@ def test_the_slurm_launch_starts_one_task_for_the_allocations_gpus(tmp_path, cap
 
     job = {"SLURM_JOB_ID": "5", "SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1"}
     assert launch(["framework=dp", "system=generic_8gpu", f"run.root={tmp_path}"], dry_run=True, environ=job) == 0
-    err = capsys.readouterr().err
-    assert " --ntasks=1 --ntasks-per-node=1 " in err and " system.ranks_per_node=4 run.dir=" in err
-    assert "/dp-synthetic-resnet50-fp32-g4-n1-b32-" in err  # g<W>: the 4 GPUs the one process drives
+    out = capsys.readouterr().out  # a dry run's command
+    assert " --ntasks=1 --ntasks-per-node=1 " in out and " system.ranks_per_node=4 run.dir=" in out
+    assert "/dp-synthetic-resnet50-fp32-g4-n1-b32-" in out  # g<W>: the 4 GPUs the one process drives
     with pytest.raises(ConfigError, match="framework=dp is one process on one node but the job has 2 nodes"):
         launch(["framework=dp", "system=generic_8gpu"], dry_run=True, environ={**job, "SLURM_JOB_NUM_NODES": "2"})

@@ -123,11 +123,12 @@ def test_launch_dry_run_in_a_fake_allocation(tmp_path, capsys):
     environ = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "vm"}
     code = slurm.launch(["system=slurm_cpu", f"run.root={tmp_path}", "run.campaign=t"], dry_run=True, environ=environ)
     assert code == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err, out = captured.err, captured.out  # the job's facts on stderr, a dry run's command on stdout
     assert "MASTER_ADDR=vm MASTER_PORT=20007" in err
     assert re.search(rf"run\.dir={re.escape(str(tmp_path))}/t/ddp-synthetic-resnet50-fp32-g4-n1-b32-[0-9a-f]{{8}}-r0(\s|$)",
-                     err), err
-    assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in err
+                     out), out
+    assert "srun --mpi=pmix --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 --kill-on-bad-exit=1" in out
 
 
 def test_an_array_task_takes_its_line_of_the_cells_file(tmp_path, capsys):
@@ -138,8 +139,8 @@ def test_an_array_task_takes_its_line_of_the_cells_file(tmp_path, capsys):
     assert slurm.main(["launch", f"--cells={cells}", "--dry-run", f"run.root={tmp_path}", "run.campaign=t"]) == 2
     assert "(SLURM_ARRAY_TASK_ID unset)" in capsys.readouterr().err  # parsed; this process is no array task
     assert slurm.launch([f"run.root={tmp_path}", "run.campaign=t"], dry_run=True, environ=environ, cells_file=cells) == 0
-    err = capsys.readouterr().err
-    assert re.search(r"/t/ddp-synthetic-resnet50-fp32-g2-n1-b32-[0-9a-f]{8}-r1(\s|$)", err), err
+    out = capsys.readouterr().out
+    assert re.search(r"/t/ddp-synthetic-resnet50-fp32-g2-n1-b32-[0-9a-f]{8}-r1(\s|$)", out), out
     with pytest.raises(ConfigError, match=r"has 2 cells but SLURM_ARRAY_TASK_ID=5; submit with --array=0-1$"):
         slurm.array_task_overrides(cells, {"SLURM_ARRAY_TASK_ID": "5"})
     with pytest.raises(ConfigError, match=r"needs a job array task \(SLURM_ARRAY_TASK_ID unset\)"):
@@ -223,9 +224,9 @@ def test_launch_takes_cpus_per_task_from_the_allocation(tmp_path, capsys):
     environ = {"SLURM_JOB_ID": "8", "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "6",
                "SLURM_JOB_NODELIST": "jwb[0012-0013]"}
     assert slurm.launch(["system=juwels_booster", f"run.root={tmp_path}"], dry_run=True, environ=environ) == 0
-    err = capsys.readouterr().err
-    assert "MASTER_ADDR=jwb0012i MASTER_PORT=20008" in err
-    assert "srun --mpi=pspmix --ntasks=8 --ntasks-per-node=4 --cpus-per-task=6 --kill-on-bad-exit=1 " in err
+    captured = capsys.readouterr()
+    assert "MASTER_ADDR=jwb0012i MASTER_PORT=20008" in captured.err
+    assert "srun --mpi=pspmix --ntasks=8 --ntasks-per-node=4 --cpus-per-task=6 --kill-on-bad-exit=1 " in captured.out
 
 
 def test_launch_refuses_more_ranks_than_gpus(tmp_path):

@@ -124,8 +124,8 @@ def test_commbench_cli_across_hosts(tmp_path):
                     "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "--rdzv-endpoint=10.0.0.1:29500 --rdzv-id=ddlbench-29500 --rdzv-conf=is_host=0 --local-addr=10.0.0.2" \
-        in done.stderr
+        in done.stdout
     hostfile = tmp_path / "hosts"
     hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n")
     done = ddlbench("commbench", "--hostfile", str(hostfile), "--backends", "horovod", "--out", str(out), "--dry-run")
-    assert done.returncode == 0 and "-np 4 -H 10.0.0.1:2,10.0.0.2:2 --gloo" in done.stderr, done.stderr
+    assert done.returncode == 0 and "-np 4 -H 10.0.0.1:2,10.0.0.2:2 --gloo" in done.stdout, done.stderr

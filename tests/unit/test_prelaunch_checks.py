@@ -60,7 +60,7 @@ def test_an_unreadable_file_is_named(compose, folder, monkeypatch):
         check_data(compose(["loader=native", f"data.path={folder}", "run.per_gpu_batch=1"]), world_size=1)
 
 
-def test_a_campaign_names_the_sizes_the_data_set_cannot_feed(folder, tmp_path, monkeypatch, capsys):
+def test_a_campaign_submit_names_the_sizes_the_data_set_cannot_feed(folder, tmp_path, monkeypatch, capsys):
     """A user's own experiment (DDLBENCH_CONFIG) over 1 and 2 ranks at batch 6 on 8 images: 2 ranks
     need 12, so that cell is impossible, with the data set's reason."""
     from ddlbench.cli import main
@@ -70,7 +70,12 @@ def test_a_campaign_names_the_sizes_the_data_set_cannot_feed(folder, tmp_path, m
         "# @package _global_\nmodel:\n  arch: simple_cnn\nrun:\n  campaign: tiny\n  per_gpu_batch: 6\n"
         "campaign:\n  gpus: [1, 2]\n  repeats: 1\n  axes:\n    loader: [native]\n")
     monkeypatch.setenv("DDLBENCH_CONFIG", str(tmp_path))
-    code = main(["campaign", "plan", "experiment=tiny", "system=slurm_cpu", f"data.path={folder}"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "2 cells: 1 impossible, 1 planned" in out and "holds 8 samples" in out, out
+    from launchers.campaign import plan
+
+    overrides = ["experiment=tiny", "system=slurm_cpu", f"data.path={folder}"]
+    _, cells = plan(overrides, check_data_set=True)  # as `campaign submit` plans, on the submit host
+    assert [c.problem is None for c in cells] == [True, False] and "holds 8 samples" in cells[1].problem
+    assert all(c.problem is None for c in plan(overrides)[1])  # `plan` may run where the data is not
+    code = main(["campaign", "submit", *overrides, "--dry-run"])
+    out = capsys.readouterr()
+    assert code == 0 and out.out.count("sbatch") == 1, out

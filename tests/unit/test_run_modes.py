@@ -63,3 +63,30 @@ def test_the_bash_script_completes_after_an_equals_sign(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.split() == ["horovod"], out  # what follows the '=' (bash splits words there)
+
+
+def test_progress_gives_an_eta():
+    from benchmarks.loop import eta_text
+
+    assert [eta_text(s) for s in (4.4, 65, 3 * 3600 + 125)] == ["4s", "1m05s", "3h02m"]
+
+
+def test_doctor_checks_what_the_given_run_needs_and_exits_1_when_it_lacks_it(monkeypatch, capsys):
+    import shutil
+
+    from ddlbench.cli import main
+
+    assert main(["doctor", "framework=ddp", "loader=synthetic"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[1] for line in lines] == ["torch", "hydra-core", "framework=ddp", "loader=synthetic"]
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "mpirun" else real_which(name))
+    assert main(["doctor", "framework=horovod", "framework.local_launcher=mpirun"]) == 1
+    out = capsys.readouterr()
+    assert "MISS mpirun" in out.out and "apt-get install openmpi-bin" in out.out and "1 missing: mpirun" in out.err
+
+
+def test_dry_runs_print_the_command_on_stdout(tmp_path):
+    result = ddlbench("run", "--dry-run", "model=simple_cnn", f"run.root={tmp_path}")
+    assert result.returncode == 0 and result.stdout.startswith(sys.executable) and "-m benchmarks" in result.stdout
+    assert "[ddlbench]" not in result.stdout
