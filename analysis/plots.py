@@ -18,8 +18,18 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator, PercentFormatter
 
-from analysis.palette import (BREAKDOWN_COLORS, FULL_WIDTH_IN, HALF_WIDTH_IN, IDEAL_COLOR, PAPER_RC, STALL_COLORS,
-                              TRACE_COLORS, framework_color, loader_color, loader_style)
+from analysis.palette import (
+    BREAKDOWN_COLORS,
+    FULL_WIDTH_IN,
+    HALF_WIDTH_IN,
+    IDEAL_COLOR,
+    PAPER_RC,
+    STALL_COLORS,
+    TRACE_COLORS,
+    framework_color,
+    loader_color,
+    loader_style,
+)
 
 _NAMES = {"ddp": "PyTorch-DDP", "horovod": "Horovod", "deepspeed": "DeepSpeed", "native": "native",
           "dali": "DALI", "synthetic": "synthetic", "native_gpu": "native (GPU decode)",
@@ -544,7 +554,7 @@ def commbench_curves(commbench: pd.DataFrame) -> Figure:
     styles = ["-", "--", ":", "-."]
     backends = sorted(data["backend"].dropna().unique()) if "backend" in keys else []
     for ax, op in zip(axes, ops):
-        for i, key in enumerate(curves):
+        for key in curves:
             mask = (data["op"] == op) & (data["world_size"] == key[0])
             if len(key) > 1:
                 mask &= data["backend"] == key[1]

@@ -165,8 +165,8 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
         if net_link:  # an emulated link: netem's delay comes on top of the path's own latency
             inter = {"bandwidth_gb_s": net_link["bandwidth_gb_s"], "latency_us": intra["latency_us"] + net_link["latency_us"]}
         for column, layers in (("estimate_s", view["num_layers"]), ("estimate_buckets_s", view["num_buckets"])):
-            def t(l):
-                return comm_time_s(num_layers=layers, grad_bytes=view["grad_bytes"], world_size=int(r["world_size"]), **l)
+            def t(link):
+                return comm_time_s(num_layers=layers, grad_bytes=view["grad_bytes"], world_size=int(r["world_size"]), **link)
             out.at[i, column] = steps * (t(intra) if r["stall"] == "interconnect" else t(inter) - t(intra))
     return out
 

@@ -95,8 +95,8 @@ def bench_cells(gpus_per_node: int = 4) -> list[SynthCell]:
 
 def small_cells() -> list[SynthCell]:
     """A tiny campaign (tests, demos): two frameworks x two loaders x 1/2/4 ranks, and the broken kinds."""
-    cells = [SynthCell(f, l, "resnet50", n, 1 if n < 4 else 2) for f in ("ddp", "horovod")
-             for l in ("native", "dali") for n in (1, 2, 4)]
+    cells = [SynthCell(f, loader, "resnet50", n, 1 if n < 4 else 2) for f in ("ddp", "horovod")
+             for loader in ("native", "dali") for n in (1, 2, 4)]
     cells += [SynthCell("ddp", "native", "resnet50", 2, 1, repeat=1, fate="failed"),
               SynthCell("ddp", "native", "resnet50", 2, 1, repeat=2, fate="truncated"),
               SynthCell("ddp", "dali", "resnet50", 2, 1, repeat=1, fate="corrupt_line", telemetry=True),

@@ -40,7 +40,6 @@ import torch  # noqa: E402
 
 from benchmarks.loaders.base import LoaderContext  # noqa: E402
 
-
 # --- data -----------------------------------------------------------------------------------------
 
 def _write_jpegs(job: tuple[str, int, int, int, int, int]) -> int:

@@ -89,12 +89,11 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
-    from benchmarks import affinity, components
+    from benchmarks import affinity, components, rundir
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.rundir import holds_a_run
-    from benchmarks import rundir
     from benchmarks.validate import check_data, validate, warnings
     from launchers.local import local_command
     from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher

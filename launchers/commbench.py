@@ -16,11 +16,11 @@ from pathlib import Path
 from benchmarks.adapter_config import config_default
 from benchmarks.commbench import BACKENDS, MPI, add_sweep_arguments, framework_of, parse_ops, rendezvous_of
 from benchmarks.errors import ConfigError
-from launchers.supervise import announce
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
 from launchers import local
 from launchers.registry import RankProgram
+from launchers.supervise import announce
 
 MODULE = "benchmarks.commbench"
 MPI_FIX = "pip install 'ddlbench[mpi]' (mpi4py; needs an MPI library, e.g. apt-get install -y openmpi-bin)"

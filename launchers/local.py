@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from benchmarks.errors import ConfigError
-
 from launchers.registry import JobShape, RankProgram, Registry, training
 
 LAUNCHERS = Registry(key="framework.local_launcher")

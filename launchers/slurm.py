@@ -21,10 +21,10 @@ from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.config import check_override
-from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 from benchmarks.errors import ConfigError
 from launchers import local
 from launchers.registry import JobShape, RankProgram, Registry, training
+from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
 RUN_SCRIPT = resources.slurm_script()
 # variables of another launcher that would make distenv ignore the Slurm/MPI ones

@@ -10,8 +10,19 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.commbench import (BACKENDS, CPU_MAX_BYTES, GPU_MAX_BYTES, MPI, OPS, PLACEMENTS, add_sweep_arguments,
-                                  framework_of, parse_ops, rendezvous_of, sizes)
+from benchmarks.commbench import (
+    BACKENDS,
+    CPU_MAX_BYTES,
+    GPU_MAX_BYTES,
+    MPI,
+    OPS,
+    PLACEMENTS,
+    add_sweep_arguments,
+    framework_of,
+    parse_ops,
+    rendezvous_of,
+    sizes,
+)
 from benchmarks.frameworks.configs import Rendezvous
 
 

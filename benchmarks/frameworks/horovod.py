@@ -18,6 +18,7 @@ from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import HorovodConfig
 
+
 def _import_horovod() -> Any:
     try:
         import horovod.torch as hvd

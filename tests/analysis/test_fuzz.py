@@ -282,7 +282,7 @@ def check_steps(steps: pd.DataFrame, counted: pd.DataFrame) -> None:
         if dtype == "int64":
             assert pd.api.types.is_integer_dtype(kind), (name, kind)
         elif dtype == "bool":
-            assert kind == bool, (name, kind)
+            assert pd.api.types.is_bool_dtype(kind), (name, kind)
         else:
             assert kind == "float64", (name, kind)
     for name in rundir.REQUIRED_STEP_FIELDS:
@@ -433,7 +433,7 @@ RARE = {  # name -> (edit of the 2-rank run, its status afterwards, words in its
                               "schema_version [1]"),
     "schema_version true": (_edit_json("meta.json", lambda s: {**s, "schema_version": True}), "unsupported",
                             "schema_version True"),
-    "header schema_version an object": (_edit_line(0, 0, lambda l: json.dumps({**json.loads(l), "schema_version": {}})),
+    "header schema_version an object": (_edit_line(0, 0, lambda line: json.dumps({**json.loads(line), "schema_version": {}})),
                                         "unsupported", "schema_version {}"),
     "summary run_id": (_edit_json("summary.json", lambda s: {**s, "run_id": "elsewhere", "reason": 5}), "completed",
                        "would overwrite the runs table's own column"),

@@ -9,8 +9,8 @@ import pytest
 
 from analysis import metrics, plots
 from analysis.load import load_reference
-from analysis.report import reference_comparison
 from analysis.palette import framework_color
+from analysis.report import reference_comparison
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_reference_figure_has_every_model_and_loader_and_the_overlay(tables):
     fig = plots.reference_breakdown(reference)
     _render(fig)
     titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
-    assert titles == {f"{m}, {l}" for m in ("resnet50", "resnet101", "resnet152") for l in ("DALI", "native")}
+    assert titles == {f"{m}, {loader}" for m in ("resnet50", "resnet101", "resnet152") for loader in ("DALI", "native")}
     # resnet50, DALI at 512 GPUs: 43.48 % allreduce, the third bar segment (data, compute, allreduce, other)
     ax = next(ax for ax in fig.axes if ax.get_title() == "resnet50, DALI")
     assert ax.patches[2 * 9 + 7].get_height() == pytest.approx(43.48)  # 9 GPU counts per part

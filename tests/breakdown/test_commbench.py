@@ -8,11 +8,18 @@ import sys
 
 import pytest
 
-from benchmarks.commbench import (OPS, Collective, Op, allreduce_busbw_factor, allreduce_measurement, bus_factor,
-                                  layout, sizes)
+from benchmarks.commbench import (
+    OPS,
+    Collective,
+    Op,
+    allreduce_busbw_factor,
+    allreduce_measurement,
+    bus_factor,
+    layout,
+    sizes,
+)
 from benchmarks.errors import ConfigError
 from launchers.commbench import check_backends, commbench_command
-
 from tests.conftest import ddlbench
 
 RECORD_FIELDS = {"op", "backend", "world_size", "size_bytes", "time_s", "algbw_gb_s", "busbw_gb_s"}

@@ -8,7 +8,6 @@ import pytest
 from analysis.breakdown import run_breakdown
 from benchmarks.errors import ConfigError
 from benchmarks.profiling import check_window
-
 from tests.conftest import ddlbench, find_run
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-
 from tests.conftest import ddlbench, find_run, read_summary
 
 pytestmark = pytest.mark.multiproc

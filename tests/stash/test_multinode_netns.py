@@ -14,7 +14,6 @@ import pytest
 
 from launchers import local, netns
 from launchers.registry import RankProgram, training
-
 from tests.conftest import REPO
 from tests.stash.test_netns import _capabilities
 

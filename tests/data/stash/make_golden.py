@@ -27,7 +27,7 @@ BATCH = 4
 
 def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
-    for role, (loader, cache, world, nodes, repeats) in ROLES.items():
+    for loader, cache, world, nodes, repeats in ROLES.values():
         for repeat, ranks in repeats.items():
             name = f"ddp-{loader}-simple_cnn-g{world}-n{nodes}-b{BATCH}-r{repeat}"
             run = OUT / ("cold-cache" if cache == "cold" else "") / name
