@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
+.PHONY: demo test lint venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -22,9 +22,14 @@ venv: $(VENV)/.ok
 demo: venv
 	$(VENV)/bin/ddlbench demo
 
-# everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI
-test: venv deepspeed dali horovod mpi slurm-up
+# everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI;
+# the lint (ruff check and ruff format --check, configured in pyproject.toml) comes first (about a second)
+test: lint deepspeed dali horovod mpi slurm-up
 	$(PY) -m pytest -q tests
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # DS_BUILD_OPS=0: a pure-python install (~10 s); the adapter needs no compiled op (torch optimizer,
 # shm_comm marked unavailable), so nothing is JIT-built at run time either

@@ -17,6 +17,7 @@ on CPU and GPU traces, and on GPU traces is the same reduction as HTA's comm/com
 
 Pure functions (dicts/lists in, dataclasses out) plus two readers; no plotting.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,11 @@ from benchmarks.tracereduce import TraceBreakdown, breakdown_path, read_trace, t
 
 # --- the phase timers --------------------------------------------------------------------------
 
+
 @dataclass(slots=True, kw_only=True)
 class TimerBreakdown:
     """Sums over the chosen steps (seconds), and shares of step_s (data + compute + comm_exposed + other = 1)."""
+
     step_s: float
     data_s: float
     compute_s: float
@@ -42,16 +45,23 @@ class TimerBreakdown:
 
     def shares(self) -> dict[str, float]:
         w = self.step_s or float("nan")
-        return {"data": self.data_s / w, "compute": self.compute_s / w, "comm_exposed": self.comm_exposed_s / w,
-                "other": self.other_s / w,
-                "comm_total": float("nan") if self.comm_total_s is None else self.comm_total_s / w}
+        return {
+            "data": self.data_s / w,
+            "compute": self.compute_s / w,
+            "comm_exposed": self.comm_exposed_s / w,
+            "other": self.other_s / w,
+            "comm_total": float("nan") if self.comm_total_s is None else self.comm_total_s / w,
+        }
 
 
 def timer_breakdown(records: Iterable[dict], *, steps: Sequence[int] | None = None) -> TimerBreakdown:
     """Step records (rank<R>.jsonl lines) -> the breakdown over `steps` (default: the measured ones)."""
     wanted = None if steps is None else set(steps)
-    rows = [r for r in records if "step_s" in r and
-            (r["step"] in wanted if wanted is not None else not r.get("warmup", False))]
+    rows = [
+        r
+        for r in records
+        if "step_s" in r and (r["step"] in wanted if wanted is not None else not r.get("warmup", False))
+    ]
     if not rows:
         raise ValueError(f"no step record for steps {sorted(wanted) if wanted else 'measured'}")
     total = lambda key: sum(float(r.get(key) or 0.0) for r in rows)  # noqa: E731
@@ -59,9 +69,13 @@ def timer_breakdown(records: Iterable[dict], *, steps: Sequence[int] | None = No
     exposed = total("comm_exposed_s")
     has_comm = any(r.get("comm_s") is not None for r in rows)
     return TimerBreakdown(
-        step_s=total("step_s"), data_s=total("data_s"), compute_s=phases - exposed,
-        comm_total_s=total("comm_s") if has_comm else None, comm_exposed_s=exposed,
-        other_s=total("step_s") - total("data_s") - phases, steps=sorted(r["step"] for r in rows),
+        step_s=total("step_s"),
+        data_s=total("data_s"),
+        compute_s=phases - exposed,
+        comm_total_s=total("comm_s") if has_comm else None,
+        comm_exposed_s=exposed,
+        other_s=total("step_s") - total("data_s") - phases,
+        steps=sorted(r["step"] for r in rows),
     )
 
 
@@ -72,6 +86,7 @@ def read_step_records(path: Path) -> list[dict]:
 
 
 # --- agreement ---------------------------------------------------------------------------------
+
 
 def compare(timer: TimerBreakdown, trace: TraceBreakdown) -> dict[str, tuple[float, float]]:
     """Category -> (timer share, trace share), for the categories both sources measure."""
@@ -99,7 +114,9 @@ def rank_trace_breakdown(run_dir: Path, rank: int = 0) -> TraceBreakdown:
     return trace_breakdown(read_trace(Path(run_dir) / "trace" / f"rank{rank}.pt.trace.json.gz"))
 
 
-def run_breakdown(run_dir: Path, rank: int = 0) -> tuple[TimerBreakdown, TraceBreakdown, dict[str, tuple[float, float]]]:
+def run_breakdown(
+    run_dir: Path, rank: int = 0
+) -> tuple[TimerBreakdown, TraceBreakdown, dict[str, tuple[float, float]]]:
     """Timer and trace breakdown of one rank of a run with a profiler window, over the profiled steps."""
     run_dir = Path(run_dir)
     trace = rank_trace_breakdown(run_dir, rank)
@@ -108,8 +125,10 @@ def run_breakdown(run_dir: Path, rank: int = 0) -> tuple[TimerBreakdown, TraceBr
 
 
 def format_side_by_side(timer: TimerBreakdown, trace: TraceBreakdown, pairs: dict[str, tuple[float, float]]) -> str:
-    lines = [f"steps {trace.steps[0]}..{trace.steps[-1]}: timers {timer.step_s * 1e3:.1f} ms, trace window {trace.window_s * 1e3:.1f} ms",
-             f"{'category':<18}{'timers':>9}{'trace':>9}{'diff pp':>9}"]
+    lines = [
+        f"steps {trace.steps[0]}..{trace.steps[-1]}: timers {timer.step_s * 1e3:.1f} ms, trace window {trace.window_s * 1e3:.1f} ms",
+        f"{'category':<18}{'timers':>9}{'trace':>9}{'diff pp':>9}",
+    ]
     for name, (a, b) in pairs.items():
         lines.append(f"{name:<18}{a:>9.1%}{b:>9.1%}{(a - b) * 100:>+9.1f}")
     lines.append(f"agreement: max |diff| = {disagreement_pp(pairs):.1f} pp (goal <= 5)")
@@ -126,8 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     timer, trace, pairs = run_breakdown(Path(args.run_dir), args.rank)
     if args.json:
-        print(json.dumps({"timer": asdict(timer), "trace": asdict(trace), "pairs": pairs,
-                          "disagreement_pp": disagreement_pp(pairs)}))
+        print(
+            json.dumps(
+                {
+                    "timer": asdict(timer),
+                    "trace": asdict(trace),
+                    "pairs": pairs,
+                    "disagreement_pp": disagreement_pp(pairs),
+                }
+            )
+        )
     else:
         print(format_side_by_side(timer, trace, pairs))
     return 0

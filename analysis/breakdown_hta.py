@@ -5,6 +5,7 @@ HTA is imported only here. It is a cross-check, not the source of the breakdown:
 traces it has nothing to offer (temporal and idle breakdowns raise, comm/comp overlap is NaN),
 see analysis/breakdown.py. Run: python -m analysis.breakdown_hta <run dir> [--rank R]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,12 @@ def hta_overlap_pct(trace_file: Path, rank: int) -> dict[str, float]:
         overlap = analysis.get_comm_comp_overlap(visualize=False)
         temporal = analysis.get_temporal_breakdown(visualize=False)
     row = temporal.iloc[0]
-    return {"comp_comm_overlap_pct": float(overlap["comp_comm_overlap_pctg"].iloc[0]),
-            "idle_pct": float(row.get("idle_time_pctg", float("nan"))),
-            "compute_pct": float(row.get("compute_time_pctg", float("nan"))),
-            "non_compute_pct": float(row.get("non_compute_time_pctg", float("nan")))}
+    return {
+        "comp_comm_overlap_pct": float(overlap["comp_comm_overlap_pctg"].iloc[0]),
+        "idle_pct": float(row.get("idle_time_pctg", float("nan"))),
+        "compute_pct": float(row.get("compute_time_pctg", float("nan"))),
+        "non_compute_pct": float(row.get("non_compute_time_pctg", float("nan"))),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     # HTA drops the last profiler step and counts over all steps; ours covers every ProfilerStep window
     ours_overlap = 100 * ours.comm_overlap_s / ours.comm_total_s if ours.comm_total_s else float("nan")
     print(f"comm/comp overlap: HTA {hta['comp_comm_overlap_pct']:.1f}% | ours {ours_overlap:.1f}%")
-    print(f"HTA temporal: compute {hta['compute_pct']:.1f}% non-compute {hta['non_compute_pct']:.1f}% "
-          f"idle {hta['idle_pct']:.1f}% | ours compute {100 * ours.shares()['compute']:.1f}% "
-          f"idle {100 * ours.shares()['idle']:.1f}%")
+    print(
+        f"HTA temporal: compute {hta['compute_pct']:.1f}% non-compute {hta['non_compute_pct']:.1f}% "
+        f"idle {hta['idle_pct']:.1f}% | ours compute {100 * ours.shares()['compute']:.1f}% "
+        f"idle {100 * ours.shares()['idle']:.1f}%"
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ Columns carry units (_s, _ms, _img_s, _share, _pct). A cell is one configuration
 every setting + world size + nodes, benchmarks/rundir.py); `variant` names the settings that tell
 apart cells which look the same in a table. Results are computed once and cached.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,7 +49,10 @@ class CampaignAnalysis:
         """The runs no table counts, each with its reason (run_id, status, reason)."""
         runs = self.campaign.runs
         out = runs[~runs["run_id"].isin(set(self.counted()["run_id"]))][["run_id", "status", "reason"]].copy()
-        out.loc[out["status"] == "completed", ["status", "reason"]] = ["incomplete", "no measured step in the rank logs"]
+        out.loc[out["status"] == "completed", ["status", "reason"]] = [
+            "incomplete",
+            "no measured step in the rank logs",
+        ]
         return out.reset_index(drop=True)
 
     def problems(self) -> pd.DataFrame:
@@ -151,20 +155,30 @@ class CampaignAnalysis:
         tables = []
         for analysis, keys in ((self, key_a), (candidate, key_b)):
             per_run = analysis.run_throughput()
-            per_run = per_run.merge(pd.DataFrame({"run_id": analysis.runs()["run_id"].astype(str), "match_key": keys}),
-                                    on="run_id", how="left")
+            per_run = per_run.merge(
+                pd.DataFrame({"run_id": analysis.runs()["run_id"].astype(str), "match_key": keys}),
+                on="run_id",
+                how="left",
+            )
             stats = metrics.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
             shown = per_run.groupby("match_key")[[c for c in [*metrics.CELL, "variant"] if c in per_run]].first()
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
         a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)
         counted_b = set(b_cells["match_key"]) if not b_cells.empty else set()
-        incomplete = set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
+        incomplete = (
+            set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
+        )
         return metrics.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
 
     # --- export -----------------------------------------------------------------------------------
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The computed tables by name (what `results --csv/--parquet` writes; --parquet adds the raw rows)."""
-        return {"throughput_runs": self.run_throughput(), "cells_weak": self.scaling("weak"),
-                "cells_strong": self.scaling("strong"), "breakdown_cells": self.breakdown(),
-                "step_stability_cells": self.step_stability(), "excluded_runs": self.excluded()}
+        return {
+            "throughput_runs": self.run_throughput(),
+            "cells_weak": self.scaling("weak"),
+            "cells_strong": self.scaling("strong"),
+            "breakdown_cells": self.breakdown(),
+            "step_stability_cells": self.step_stability(),
+            "excluded_runs": self.excluded(),
+        }

@@ -1,4 +1,5 @@
 """The analysis subcommands of `ddlbench`: report, compare, synthlogs (registered by ddlbench/cli.py)."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,11 +29,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     one_line_warnings()
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
-    timings = build_report(Path(args.runs_dir), Path(args.out), reference=args.reference, formats=formats,
-                           parquet=args.parquet, jobs=args.jobs)
-    print(f"[ddlbench] report of {timings['num_runs']} runs ({timings['num_counted']} counted, "
-          f"{timings['num_step_rows']:,} step records, {timings['num_figures']} figures) -> "
-          f"{Path(args.out) / 'report.md'} and report.html")
+    timings = build_report(
+        Path(args.runs_dir),
+        Path(args.out),
+        reference=args.reference,
+        formats=formats,
+        parquet=args.parquet,
+        jobs=args.jobs,
+    )
+    print(
+        f"[ddlbench] report of {timings['num_runs']} runs ({timings['num_counted']} counted, "
+        f"{timings['num_step_rows']:,} step records, {timings['num_figures']} figures) -> "
+        f"{Path(args.out) / 'report.md'} and report.html"
+    )
     return 0
 
 
@@ -53,10 +62,14 @@ def cmd_synthlogs(args: argparse.Namespace) -> int:
     from analysis.synthlogs import bench_cells, small_cells, write_campaign
 
     cells = bench_cells() if args.size == "bench" else small_cells()
-    stats = write_campaign(Path(args.out), cells, steps=args.steps, warmup_steps=args.warmup, seed=args.seed,
-                           campaign=args.campaign)
-    print(f"[ddlbench] wrote {stats.num_runs} runs, {stats.num_ranks} ranks, {stats.num_step_rows:,} step records "
-          f"({stats.num_bytes / 2**20:,.1f} MiB; {stats.fates}) to {Path(args.out) / args.campaign}", file=sys.stdout)
+    stats = write_campaign(
+        Path(args.out), cells, steps=args.steps, warmup_steps=args.warmup, seed=args.seed, campaign=args.campaign
+    )
+    print(
+        f"[ddlbench] wrote {stats.num_runs} runs, {stats.num_ranks} ranks, {stats.num_step_rows:,} step records "
+        f"({stats.num_bytes / 2**20:,.1f} MiB; {stats.fates}) to {Path(args.out) / args.campaign}",
+        file=sys.stdout,
+    )
     return 0
 
 
@@ -64,27 +77,43 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("report", help="markdown + HTML report with tables and figures of a runs directory")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
     p.add_argument("--out", required=True, help="new folder for report.md, report.html, figures/ (never overwritten)")
-    p.add_argument("--reference", choices=("aach2023",), help="overlay a shipped reference (seed study A's DDP breakdown)")
+    p.add_argument(
+        "--reference", choices=("aach2023",), help="overlay a shipped reference (seed study A's DDP breakdown)"
+    )
     p.add_argument("--formats", default="png,svg", help="figure formats: png plus svg and/or pdf (default png,svg)")
     p.add_argument("--parquet", action="store_true", help="also export the tables as Parquet into OUT/parquet")
     p.add_argument("--jobs", type=int, default=None, help="processes drawing figures (default: one per CPU)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="per-cell throughput deltas of campaign B against campaign A "
-                                       "(exit 1 on a regression or a cell of A missing in B)")
+    p = sub.add_parser(
+        "compare",
+        help="per-cell throughput deltas of campaign B against campaign A "
+        "(exit 1 on a regression or a cell of A missing in B)",
+    )
     p.add_argument("a", metavar="A", help="baseline runs directory")
     p.add_argument("b", metavar="B", help="runs directory to check")
-    p.add_argument("--threshold", type=float, default=5.0,
-                   help="flag cells slower by more than this percentage (default 5), and, where both sides have "
-                        "repeats, whose 95%% confidence intervals do not overlap")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="do not fail on cells of A that B lacks or did not complete (they are still listed)")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        help="flag cells slower by more than this percentage (default 5), and, where both sides have "
+        "repeats, whose 95%% confidence intervals do not overlap",
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="do not fail on cells of A that B lacks or did not complete (they are still listed)",
+    )
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("synthlogs", help="write a synthetic campaign of run directories (tests, speed benchmark)")
     p.add_argument("--out", required=True, help="new folder (never overwritten)")
-    p.add_argument("--size", choices=("small", "bench"), default="small",
-                   help="small: 16 runs of 1-4 ranks; bench: 55 runs, 1024 ranks")
+    p.add_argument(
+        "--size",
+        choices=("small", "bench"),
+        default="small",
+        help="small: 16 runs of 1-4 ranks; bench: 55 runs, 1024 ranks",
+    )
     p.add_argument("--steps", type=int, default=500, help="steps per rank, warmup included")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)

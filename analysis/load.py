@@ -31,6 +31,7 @@ is well typed, so metrics and report never check types:
   fields (and the suite's in_place, wrong and count of the right type where present); other values
   become plain scalars (lists as JSON text, text as valid UTF-8).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -97,6 +98,7 @@ class Campaign:
     commbench: pd.DataFrame
     problems: pd.DataFrame = field(default_factory=pd.DataFrame)
     traces: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRACE_COLUMNS))  # a row per rank
+
     @property
     def counted(self) -> pd.DataFrame:
         """The runs that count: completed ones."""
@@ -131,6 +133,7 @@ class _Problems:
 
 
 # --- values: what a field must be, and plain scalars for table cells -----------------------------
+
 
 def _text(value: str) -> str:
     """Valid UTF-8 text: a lone surrogate (JSON's "\\ud800", an odd file name) becomes a backslash escape."""
@@ -206,19 +209,46 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
 STEP_KINDS = {"int64": "count", "bool": "flag", "float64": "seconds"}
 # summary.json fields (rundir.completed_summary / failed_summary) and what each must be
 SUMMARY_FIELDS = {
-    "status": "text", "finished": "text", "error": "text", "framework": "name", "loader": "name", "model": "name",
-    "precision": "name", "campaign": "name", "world_size": "size", "num_nodes": "size", "per_gpu_batch": "size",
-    "global_batch": "size", "warmup_steps": "count", "repeat": "count", "measured_steps": "count",
-    "measured_samples": "count", "time_s": "number", "wall_s": "number", "throughput_img_s": "number",
-    "per_gpu_img_s": "number", "last_loss": "number", "runtime_s": "number",
+    "status": "text",
+    "finished": "text",
+    "error": "text",
+    "framework": "name",
+    "loader": "name",
+    "model": "name",
+    "precision": "name",
+    "campaign": "name",
+    "world_size": "size",
+    "num_nodes": "size",
+    "per_gpu_batch": "size",
+    "global_batch": "size",
+    "warmup_steps": "count",
+    "repeat": "count",
+    "measured_steps": "count",
+    "measured_samples": "count",
+    "time_s": "number",
+    "wall_s": "number",
+    "throughput_img_s": "number",
+    "per_gpu_img_s": "number",
+    "last_loss": "number",
+    "runtime_s": "number",
     # device memory (rundir.memory_summary; null on CPU runs) and a failed run's cause
-    "num_processes": "size", "peak_allocated_bytes": "count", "peak_reserved_bytes": "count",
-    "peak_allocated_bytes_by_rank": "counts", "peak_reserved_bytes_by_rank": "counts", "out_of_memory": "flag",
+    "num_processes": "size",
+    "peak_allocated_bytes": "count",
+    "peak_reserved_bytes": "count",
+    "peak_allocated_bytes_by_rank": "counts",
+    "peak_reserved_bytes_by_rank": "counts",
+    "out_of_memory": "flag",
 }
 # the run's identity columns: from config.yaml (meta.json for the size), as its cell hash is
-SETTINGS = {"framework": ("framework.name", "name"), "loader": ("loader.name", "name"),
-            "precision": ("precision.name", "name"), "per_gpu_batch": ("run.per_gpu_batch", "size"),
-            "campaign": ("run.campaign", "name"), "repeat": ("run.repeat", "count"), "cache": ("data.cache", "name")}
+SETTINGS = {
+    "framework": ("framework.name", "name"),
+    "loader": ("loader.name", "name"),
+    "precision": ("precision.name", "name"),
+    "per_gpu_batch": ("run.per_gpu_batch", "size"),
+    "campaign": ("run.campaign", "name"),
+    "repeat": ("run.repeat", "count"),
+    "cache": ("data.cache", "name"),
+}
 SIZE = {"world_size": "size", "num_nodes": "size"}
 # meta.json's process count, where one process drives several GPUs (DataParallel): rank logs 0..num_processes-1
 PROCESSES = "num_processes"
@@ -227,12 +257,29 @@ IDENTIFYING = ("framework", "loader", "model", "precision", "per_gpu_batch")
 # columns of the runs table that a summary.json key must not overwrite
 RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group_hash", "strong_group_hash", "cache"}
 # breakdown_rank<R>.json: the trace breakdown's seconds (benchmarks/tracereduce.py TraceBreakdown) per rank
-TRACE_SECONDS = tuple(f.name for f in dataclasses.fields(TraceBreakdown)
-                      if f.name.endswith("_s") and not f.name.startswith("collectives"))
-TRACE_COLUMNS = ["run_id", "rank", "source", "steps", "first_step", "last_step", *TRACE_SECONDS, "allreduce_s",
-                 "allreduce_exposed_s"]
-COMMBENCH_KINDS = {"op": "name", "backend": "name", "world_size": "size", "size_bytes": "size", "time_s": "seconds",
-                   "algbw_gb_s": "seconds", "busbw_gb_s": "seconds"}
+TRACE_SECONDS = tuple(
+    f.name for f in dataclasses.fields(TraceBreakdown) if f.name.endswith("_s") and not f.name.startswith("collectives")
+)
+TRACE_COLUMNS = [
+    "run_id",
+    "rank",
+    "source",
+    "steps",
+    "first_step",
+    "last_step",
+    *TRACE_SECONDS,
+    "allreduce_s",
+    "allreduce_exposed_s",
+]
+COMMBENCH_KINDS = {
+    "op": "name",
+    "backend": "name",
+    "world_size": "size",
+    "size_bytes": "size",
+    "time_s": "seconds",
+    "algbw_gb_s": "seconds",
+    "busbw_gb_s": "seconds",
+}
 # the collective suite's fields (benchmarks/commbench/suite.py): typed where present, null where absent (files
 # written before the suite, the GPU tests' records) and wrong null where the check was skipped; always columns
 # (nullable: boolean, Int64), so a measurement's placement and check are never a missing key
@@ -287,10 +334,12 @@ def _shape_problem(obj: Any, name: str) -> str | None:
 
 def _json_type(value: Any) -> str:
     return {dict: "object", list: "list", str: "string", bool: "true/false", type(None): "null"}.get(
-        type(value), "number")
+        type(value), "number"
+    )
 
 
 # --- run directories ---------------------------------------------------------------------------
+
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Every directory below root (root included) that looks like a run: meta.json, summary.json or a rank log."""
@@ -363,9 +412,11 @@ def _identify(row: dict, cfg: dict | None) -> str | None:
     if not (_is_size(world) and _is_size(nodes)):
         return f"{META} has no world_size and num_nodes (integers >= 1): the run's size is unknown, so it belongs to no cell"
     try:  # settings no run writes raise: a list of mappings, a YAML date as a key, an infinite batch
-        row.update(cell_hash=rundir.cell_hash(cfg, world_size=world, num_nodes=nodes),
-                   group_hash=rundir.group_hash(cfg, world_size=world, mode="weak"),
-                   strong_group_hash=rundir.group_hash(cfg, world_size=world, mode="strong"))
+        row.update(
+            cell_hash=rundir.cell_hash(cfg, world_size=world, num_nodes=nodes),
+            group_hash=rundir.group_hash(cfg, world_size=world, mode="weak"),
+            strong_group_hash=rundir.group_hash(cfg, world_size=world, mode="strong"),
+        )
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         return f"{CONFIG} holds settings no run writes ({error}), so the run belongs to no cell"
     return None
@@ -375,8 +426,10 @@ def _schema_problem(version: Any, where: str) -> str | None:
     if _is_count(version) and version in SUPPORTED_SCHEMA_VERSIONS:
         return None
     allowed = ", ".join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))
-    return (f"schema_version {_shown(version)} in {where} is not supported (this ddlbench reads {allowed}); "
-            f"analyse it with the ddlbench version that wrote it")
+    return (
+        f"schema_version {_shown(version)} in {where} is not supported (this ddlbench reads {allowed}); "
+        f"analyse it with the ddlbench version that wrote it"
+    )
 
 
 def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, problems: _Problems) -> dict | None:
@@ -417,7 +470,9 @@ def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, pro
         return
     meta, error = _read_json(run_dir / META)
     if not isinstance(meta, dict):
-        problems.add(run_id, run_dir / META, None, error or f"{META} holds a JSON {_json_type(meta)}, expected an object")
+        problems.add(
+            run_id, run_dir / META, None, error or f"{META} holds a JSON {_json_type(meta)}, expected an object"
+        )
         return
     row["meta.schema_version"] = _scalar(meta.get("schema_version"))
     _flatten({k: v for k, v in meta.items() if k != "schema_version"}, "meta.", row, META_SKIP)
@@ -456,8 +511,12 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: _
             elif row.get(key) is None:
                 row[key] = value
             elif row[key] != value:
-                problems.add(run_id, path, None, f"{key} {_shown(value)} differs from {CONFIG}'s {_shown(row[key])}; "
-                                                 f"{CONFIG}'s is used")
+                problems.add(
+                    run_id,
+                    path,
+                    None,
+                    f"{key} {_shown(value)} differs from {CONFIG}'s {_shown(row[key])}; {CONFIG}'s is used",
+                )
         elif type(value) in (str, bool, float) or (type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX):
             row[key] = _scalar(value)  # a field this version does not know: kept when it is a plain scalar
 
@@ -467,20 +526,26 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
     status = summary.get("status")
     if status in ("failed", "interrupted"):
         error = summary.get("error")
-        return status, f"{status}: {_one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}"
+        return (
+            status,
+            f"{status}: {_one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}",
+        )
     if status != "completed":
-        return "corrupt", (f"{SUMMARY} status {_shown(status)} is not one a run writes (completed, failed, "
-                           "interrupted)")
+        return "corrupt", (
+            f"{SUMMARY} status {_shown(status)} is not one a run writes (completed, failed, interrupted)"
+        )
     if (problem := _identify(row, cfg)) is not None:
         return "corrupt", problem
     for column in SIZE:
         if _is_size(summary.get(column)) and summary[column] != row[column]:
-            return "corrupt", (f"{SUMMARY} {column} {summary[column]} but {META} {row[column]}: which size ran "
-                               "is unknown")
+            return "corrupt", (
+                f"{SUMMARY} {column} {summary[column]} but {META} {row[column]}: which size ran is unknown"
+            )
     unknown = [c for c in IDENTIFYING if row.get(c) is None]
     if unknown:
-        return "corrupt", (f"the run's {', '.join(unknown)} unknown: neither {CONFIG} nor {SUMMARY} gives it, "
-                           "so it belongs to no cell")
+        return "corrupt", (
+            f"the run's {', '.join(unknown)} unknown: neither {CONFIG} nor {SUMMARY} gives it, so it belongs to no cell"
+        )
     processes = row.get(PROCESSES) if row.get(PROCESSES) is not None else row["world_size"]
     if processes > row["world_size"]:
         return "corrupt", f"{META} {PROCESSES} {processes} exceeds its world_size {row['world_size']}"
@@ -503,8 +568,10 @@ def _rank_files_status(rank_files: dict[int, Path], world: int) -> tuple[str, st
                 missing.append(rank)
             rank += 1
         more = world - len(rank_files) - len(missing)
-        return "incomplete", (f"no rank log for rank(s) {', '.join(map(str, missing))}{f' and {more} more' if more else ''}"
-                              f" of world_size {world}")
+        return "incomplete", (
+            f"no rank log for rank(s) {', '.join(map(str, missing))}{f' and {more} more' if more else ''}"
+            f" of world_size {world}"
+        )
     return "completed", None
 
 
@@ -517,15 +584,24 @@ def _rank_files(run_dir: Path, names: list[str], run_id: str, problems: _Problem
         if name == f"rank{int(m.group(1))}.jsonl":
             files[int(m.group(1))] = run_dir / name
         else:
-            problems.add(run_id, run_dir / name, None, "not a rank log name the app writes (rank<R>.jsonl, R without "
-                                                       "leading zeros); skipped")
+            problems.add(
+                run_id,
+                run_dir / name,
+                None,
+                "not a rank log name the app writes (rank<R>.jsonl, R without leading zeros); skipped",
+            )
     return files
 
 
 def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict[int, Path]]:
     run_id = _text(run_dir.relative_to(root).as_posix() if run_dir != root else run_dir.name)
-    row: dict[str, Any] = {"run_id": run_id, "run_dir": str(run_dir), "cell": _text(run_dir.name),
-                           "status": None, "reason": None}
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "run_dir": str(run_dir),
+        "cell": _text(run_dir.name),
+        "status": None,
+        "reason": None,
+    }
     try:
         names = os.listdir(run_dir)
     except OSError as error:
@@ -558,6 +634,7 @@ def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict
 
 
 # --- rank logs ---------------------------------------------------------------------------------
+
 
 def _json_line(line: bytes) -> tuple[Any, str | None]:
     """One log line's JSON (invalid UTF-8 replaced: Arrow ignores it in the fields nobody reads), or why not."""
@@ -613,8 +690,9 @@ def _parse_lines_python(body: bytes, first_line: int, run_id: str, path: Path, p
         seen.add(record["step"])
         records.append(record)
     if bad:
-        warnings.warn(_text(f"{path}: skipped {len(bad)} unreadable line(s): {'; '.join(bad[:3])}"), LogWarning,
-                      stacklevel=4)
+        warnings.warn(
+            _text(f"{path}: skipped {len(bad)} unreadable line(s): {'; '.join(bad[:3])}"), LogWarning, stacklevel=4
+        )
     return records
 
 
@@ -633,8 +711,14 @@ def _arrow_steps(body: bytes, counts: list[int]):
     rising within each rank. None otherwise (then the line-by-line reader finds and names the bad lines).
     Blank lines, carriage returns (Arrow splits lines at them) and a last line without its newline
     always go line by line."""
-    if not counts or min(counts) < 1 or not body.endswith(b"\n") or body.startswith(b"\n") or b"\n\n" in body \
-            or b"\r" in body:
+    if (
+        not counts
+        or min(counts) < 1
+        or not body.endswith(b"\n")
+        or body.startswith(b"\n")
+        or b"\n\n" in body
+        or b"\r" in body
+    ):
         return None
     try:
         table = pa_json.read_json(io.BytesIO(body), read_options=_READ, parse_options=_PARSE)
@@ -660,7 +744,7 @@ def _arrow_steps(body: bytes, counts: list[int]):
 
 def _split_header(data: bytes, run_id: str, path: Path, problems: _Problems) -> tuple[dict | None, bytes]:
     newline = data.find(b"\n")
-    head, body = (data, b"") if newline < 0 else (data[:newline], data[newline + 1:])
+    head, body = (data, b"") if newline < 0 else (data[:newline], data[newline + 1 :])
     header, _ = _json_line(head.removeprefix(BOM))
     if not isinstance(header, dict) or header.get("kind") != "header":
         problems.add(run_id, path, 1, "no header line (kind=header, schema_version)")
@@ -753,15 +837,17 @@ def _steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFra
     """(run index, steps with a rank column) parts -> one DataFrame with a categorical run_id."""
     columns = ["run_id", "rank", *STEP_FIELDS]
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="object" if c == "run_id" else STEP_FIELDS.get(c, "int32"))
-                             for c in columns})
+        return pd.DataFrame(
+            {c: pd.Series(dtype="object" if c == "run_id" else STEP_FIELDS.get(c, "int32")) for c in columns}
+        )
     if _HAVE_ARROW:
         tables = [t.append_column("run_index", pa.repeat(pa.scalar(i, pa.int32()), len(t))) for i, t in parts]
         frame = pa.concat_tables(tables).to_pandas(types_mapper=_PANDAS_TYPES.get)
     else:
         records = [r for _, steps in parts for r in steps]
-        frame = pd.DataFrame({name: pd.Series([r[name] for r in records], dtype="object")
-                              for name in [*STEP_FIELDS, "rank"]})
+        frame = pd.DataFrame(
+            {name: pd.Series([r[name] for r in records], dtype="object") for name in [*STEP_FIELDS, "rank"]}
+        )
         frame["run_index"] = np.repeat(np.array([i for i, _ in parts], dtype="int32"), [len(s) for _, s in parts])
     frame = _typed_steps(frame)
     frame.insert(0, "run_id", pd.Categorical.from_codes(frame.pop("run_index").to_numpy(), categories=run_ids))
@@ -770,6 +856,7 @@ def _steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFra
 
 
 # --- telemetry and commbench -------------------------------------------------------------------
+
 
 def _telemetry_record(record: Any) -> tuple[dict | None, str | None]:
     """A telemetry sample as plain cells, or why it is none: it needs a finite t_s, and rank and gpu
@@ -820,8 +907,12 @@ def _run_telemetry(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
     names = sorted(n for n in os.listdir(run_dir) if TELEMETRY.match(n))
     if names and not _is_size(row.get("world_size")):
         for name in names:
-            problems.add(row["run_id"], run_dir / name, None, f"telemetry of a run without a world_size (an integer "
-                                                              f">= 1) in {META}; skipped")
+            problems.add(
+                row["run_id"],
+                run_dir / name,
+                None,
+                f"telemetry of a run without a world_size (an integer >= 1) in {META}; skipped",
+            )
         return []
     return [record for name in names for record in _read_telemetry(run_dir / name, row["run_id"], problems)]
 
@@ -913,6 +1004,7 @@ def _read_commbench(path: Path, root: Path, problems: _Problems) -> list[dict]:
 
 # --- the entry points --------------------------------------------------------------------------
 
+
 def _no_measured_step(row: dict, rank_files: dict[int, Path], parts: list, measured: set[int]) -> str | None:
     """Why a completed run's logs do not count: no step at all, or a rank without a measured step."""
     if not parts:
@@ -953,8 +1045,12 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     # a run demoted while its logs were read must not keep steps
     bad = set(runs.loc[runs["status"] != "completed", "run_id"]) if not steps_of_all_runs else set()
     parts = [p for p in parts if run_ids[p[0]] not in bad]
-    traces = [t for row in rows if row["status"] == "completed" and row["run_id"] not in bad
-              for t in _run_traces(Path(row["run_dir"]), row, problems)]
+    traces = [
+        t
+        for row in rows
+        if row["status"] == "completed" and row["run_id"] not in bad
+        for t in _run_traces(Path(row["run_dir"]), row, problems)
+    ]
     commbench: list[dict] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -966,11 +1062,20 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         if column not in commbench_frame:
             commbench_frame[column] = pd.Series(dtype="float64")
     for column, dtype in COMMBENCH_OPTIONAL_DTYPES.items():
-        commbench_frame[column] = (commbench_frame[column] if column in commbench_frame
-                                   else pd.Series(None, index=commbench_frame.index, dtype="object")).astype(dtype)
-    return Campaign(root=root, runs=runs, steps=_steps_frame(parts, run_ids), telemetry=pd.DataFrame(telemetry),
-                    commbench=commbench_frame, problems=problems.frame(),
-                    traces=pd.DataFrame(traces, columns=TRACE_COLUMNS))
+        commbench_frame[column] = (
+            commbench_frame[column]
+            if column in commbench_frame
+            else pd.Series(None, index=commbench_frame.index, dtype="object")
+        ).astype(dtype)
+    return Campaign(
+        root=root,
+        runs=runs,
+        steps=_steps_frame(parts, run_ids),
+        telemetry=pd.DataFrame(telemetry),
+        commbench=commbench_frame,
+        problems=problems.frame(),
+        traces=pd.DataFrame(traces, columns=TRACE_COLUMNS),
+    )
 
 
 def load_runs(root: Path) -> pd.DataFrame:
@@ -986,9 +1091,20 @@ def load_runs(root: Path) -> pd.DataFrame:
     return _tidy_runs(rows)
 
 
-INT_COLUMNS = ("world_size", "num_nodes", "per_gpu_batch", "global_batch", "repeat", "measured_steps",
-               "measured_samples", "warmup_steps", "schema_version", "num_processes", "peak_allocated_bytes",
-               "peak_reserved_bytes")
+INT_COLUMNS = (
+    "world_size",
+    "num_nodes",
+    "per_gpu_batch",
+    "global_batch",
+    "repeat",
+    "measured_steps",
+    "measured_samples",
+    "warmup_steps",
+    "schema_version",
+    "num_processes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+)
 
 
 def _tidy_runs(rows: list[dict]) -> pd.DataFrame:

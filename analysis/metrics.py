@@ -3,6 +3,7 @@
 Names and definitions are docs/architecture.md's (in full: docs/analysis.md). Pandas 3.0 and 3.1 both: no groupby.apply that returns
 frames; per-group work is done with agg/transform and merges.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,22 +20,108 @@ CELL = [*SCALING_GROUP, "world_size", "num_nodes"]
 IDENTITY = ["cell_hash", "group_hash", "strong_group_hash"]
 CARRIED = [*CELL, "variant", "global_batch", "campaign", "cache", *IDENTITY[1:]]
 PHASES = ["data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s", "host_data_s"]
-SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share",
-          "host_data_share"]
+SHARES = ["data_share", "compute_share", "allreduce_share", "allreduce_exposed_share", "other_share", "host_data_share"]
 # Stash pairing: same per-GPU batch and per-GPU samples (and the same software stack)
 STASH_PAIR = ["framework", "model", "precision", "per_gpu_batch", "per_gpu_samples"]
 
 # two-sided Student t quantiles t_{1-(1-c)/2, df} for df = 1..30; beyond that the normal quantile
 _T_TABLE = {
-    0.90: [6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761,
-           1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701,
-           1.699, 1.697],
-    0.95: [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-           2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-           2.045, 2.042],
-    0.99: [63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977,
-           2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763,
-           2.756, 2.750],
+    0.90: [
+        6.314,
+        2.920,
+        2.353,
+        2.132,
+        2.015,
+        1.943,
+        1.895,
+        1.860,
+        1.833,
+        1.812,
+        1.796,
+        1.782,
+        1.771,
+        1.761,
+        1.753,
+        1.746,
+        1.740,
+        1.734,
+        1.729,
+        1.725,
+        1.721,
+        1.717,
+        1.714,
+        1.711,
+        1.708,
+        1.706,
+        1.703,
+        1.701,
+        1.699,
+        1.697,
+    ],
+    0.95: [
+        12.706,
+        4.303,
+        3.182,
+        2.776,
+        2.571,
+        2.447,
+        2.365,
+        2.306,
+        2.262,
+        2.228,
+        2.201,
+        2.179,
+        2.160,
+        2.145,
+        2.131,
+        2.120,
+        2.110,
+        2.101,
+        2.093,
+        2.086,
+        2.080,
+        2.074,
+        2.069,
+        2.064,
+        2.060,
+        2.056,
+        2.052,
+        2.048,
+        2.045,
+        2.042,
+    ],
+    0.99: [
+        63.657,
+        9.925,
+        5.841,
+        4.604,
+        4.032,
+        3.707,
+        3.499,
+        3.355,
+        3.250,
+        3.169,
+        3.106,
+        3.055,
+        3.012,
+        2.977,
+        2.947,
+        2.921,
+        2.898,
+        2.878,
+        2.861,
+        2.845,
+        2.831,
+        2.819,
+        2.807,
+        2.797,
+        2.787,
+        2.779,
+        2.771,
+        2.763,
+        2.756,
+        2.750,
+    ],
 }
 _Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
 
@@ -58,12 +145,14 @@ def measured(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _setting_text(values: pd.Series) -> pd.Series:
     """Settings as text, as a user writes them: 2 not 2.0 (a column with gaps is float), '' for unset."""
+
     def text(value: object) -> str:
         if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
             return ""
         if isinstance(value, float) and value.is_integer():
             return str(int(value))
         return str(value)
+
     return values.map(text).astype("object")
 
 
@@ -73,29 +162,43 @@ def variants(runs: pd.DataFrame) -> pd.Series:
     Settings are the config.* columns of the run key (rundir.is_identity_key)."""
     from benchmarks.rundir import is_identity_key
 
-    columns = [c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config."):])]
+    columns = [c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :])]
     if runs.empty or not columns:
         return pd.Series("", index=runs.index, dtype="object")
     shown = [c for c in SCALING_GROUP if c in runs]
     text = runs[columns].apply(_setting_text)
-    varying = [c for c in columns
-               if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()] \
-        if shown else columns
+    varying = (
+        [
+            c
+            for c in columns
+            if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()
+        ]
+        if shown
+        else columns
+    )
     # a profile's name stands for the settings it brings (system.name=h200, not its 15 keys), unless
     # a setting was changed under the same name
     groups = [runs[k].astype("string") for k in shown]
-    named = {c[:-len(".name")] for c in varying if c.count(".") == 2 and c.endswith(".name")}  # config.<group>.name
+    named = {c[: -len(".name")] for c in varying if c.count(".") == 2 and c.endswith(".name")}  # config.<group>.name
 
     def group(column: str) -> str:
         return ".".join(column.split(".")[:2])
 
-    varying = [c for c in varying if group(c) not in named or c == f"{group(c)}.name" or
-               (text.groupby([*groups, text[f"{group(c)}.name"]], dropna=False)[c].nunique() > 1).any()]
+    varying = [
+        c
+        for c in varying
+        if group(c) not in named
+        or c == f"{group(c)}.name"
+        or (text.groupby([*groups, text[f"{group(c)}.name"]], dropna=False)[c].nunique() > 1).any()
+    ]
     if not varying:
         return pd.Series("", index=runs.index, dtype="object")
-    parts = [(c[len("config."):], text[c].to_numpy()) for c in varying]
-    return pd.Series([", ".join(f"{k}={v[i]}" for k, v in parts if v[i] not in ("", "None"))
-                      for i in range(len(runs))], index=runs.index, dtype="object")
+    parts = [(c[len("config.") :], text[c].to_numpy()) for c in varying]
+    return pd.Series(
+        [", ".join(f"{k}={v[i]}" for k, v in parts if v[i] not in ("", "None")) for i in range(len(runs))],
+        index=runs.index,
+        dtype="object",
+    )
 
 
 def step_times(steps: pd.DataFrame) -> pd.DataFrame:
@@ -112,10 +215,17 @@ def run_throughput(steps: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.
     time, which also holds the gaps between steps) as summary_throughput_img_s.
     """
     per_step = step_times(steps)
-    per_run = per_step.groupby("run_id", observed=True).agg(
-        measured_steps=("step", "size"), measured_samples=("samples", "sum"), time_s=("step_s", "sum"),
-        step_s_median=("step_s", "median"), num_ranks=("num_ranks", "max"),
-    ).reset_index()
+    per_run = (
+        per_step.groupby("run_id", observed=True)
+        .agg(
+            measured_steps=("step", "size"),
+            measured_samples=("samples", "sum"),
+            time_s=("step_s", "sum"),
+            step_s_median=("step_s", "median"),
+            num_ranks=("num_ranks", "max"),
+        )
+        .reset_index()
+    )
     per_run["run_id"] = per_run["run_id"].astype(str)
     per_run["throughput_img_s"] = per_run["measured_samples"] / per_run["time_s"]
     if runs is None:
@@ -142,20 +252,32 @@ def _by_cell(frame: pd.DataFrame) -> list[str]:
 def _carried(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """One row per cell of the columns that describe it (equal over a cell's runs)."""
     keep = [c for c in CARRIED if c in frame and c not in by]
-    return frame.groupby(by, dropna=False, observed=True)[keep].first().reset_index() if keep else \
-        frame[by].drop_duplicates()
+    return (
+        frame.groupby(by, dropna=False, observed=True)[keep].first().reset_index()
+        if keep
+        else frame[by].drop_duplicates()
+    )
 
 
-def repeat_stats(per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: list[str] | None = None,
-                 confidence: float = 0.95) -> pd.DataFrame:
+def repeat_stats(
+    per_run: pd.DataFrame, *, value: str = "throughput_img_s", by: list[str] | None = None, confidence: float = 0.95
+) -> pd.DataFrame:
     """Per cell: median, mean and a Student-t confidence interval of the mean of `value` over repeats
     (ci_low/ci_high; NaN with a single repeat: one run says nothing about its noise)."""
     by = by or _by_cell(per_run)
     stats = per_run.groupby(by, dropna=False, observed=True)[value].agg(["median", "mean", "std", "size"]).reset_index()
     half = t_quantile(stats["size"].to_numpy() - 1, confidence=confidence) * stats["std"] / np.sqrt(stats["size"])
     stats["ci_low"], stats["ci_high"] = stats["mean"] - half, stats["mean"] + half
-    return stats.rename(columns={"median": f"{value}_median", "mean": f"{value}_mean", "std": f"{value}_std",
-                                 "size": "num_repeats", "ci_low": f"{value}_ci_low", "ci_high": f"{value}_ci_high"})
+    return stats.rename(
+        columns={
+            "median": f"{value}_median",
+            "mean": f"{value}_mean",
+            "std": f"{value}_std",
+            "size": "num_repeats",
+            "ci_low": f"{value}_ci_low",
+            "ci_high": f"{value}_ci_high",
+        }
+    )
 
 
 def cells(per_run: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
@@ -190,8 +312,11 @@ def scaling(cell_table: pd.DataFrame, *, mode: str = "weak", baseline_world_size
         out[key] = pd.util.hash_pandas_object(out[[c for c in shown if c in out]].astype("string"), index=False)
     keys = out[key]
     sizes = out.groupby(keys, dropna=False)["world_size"].transform("nunique")
-    n0 = out.groupby(keys, dropna=False)["world_size"].transform("min") if baseline_world_size is None \
+    n0 = (
+        out.groupby(keys, dropna=False)["world_size"].transform("min")
+        if baseline_world_size is None
         else pd.Series(baseline_world_size, index=out.index)
+    )
     at_n0 = out["world_size"] == n0
     base_thr = out["throughput_img_s"].where(at_n0).groupby(keys, dropna=False).transform("max")
     base_thr = base_thr.where(sizes > 1)
@@ -223,16 +348,18 @@ def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
     compute = sums[["fwd_s", "bwd_s", "opt_s"]].sum(axis=1, min_count=1) - exposed
     data = sums["data_s"].fillna(0.0)
     step = sums["step_s"]
-    out = pd.DataFrame({
-        "run_id": sums.index.astype(str),
-        "data_share": (data / step).to_numpy(),
-        "compute_share": (compute / step).to_numpy(),
-        "allreduce_share": (sums["comm_s"] / step).to_numpy(),
-        "allreduce_exposed_share": (sums["comm_exposed_s"] / step).to_numpy(),
-        "other_share": ((step - data - compute - exposed) / step).to_numpy(),
-        "host_data_share": (sums["host_data_s"] / step).to_numpy(),
-        "comm_measured": sums["comm_s"].notna().to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "run_id": sums.index.astype(str),
+            "data_share": (data / step).to_numpy(),
+            "compute_share": (compute / step).to_numpy(),
+            "allreduce_share": (sums["comm_s"] / step).to_numpy(),
+            "allreduce_exposed_share": (sums["comm_exposed_s"] / step).to_numpy(),
+            "other_share": ((step - data - compute - exposed) / step).to_numpy(),
+            "host_data_share": (sums["host_data_s"] / step).to_numpy(),
+            "comm_measured": sums["comm_s"].notna().to_numpy(),
+        }
+    )
     return out.reset_index(drop=True)
 
 
@@ -251,12 +378,26 @@ def _per_cell_mean(per_run_values: pd.DataFrame, per_run: pd.DataFrame, columns:
 
 # the trace breakdown's classes (benchmarks/tracereduce.py) as shares: column -> seconds column(s) of the
 # traces table. compute = conv + gemm + other_compute; compute + copies + comm_exposed + idle = 1
-TRACE_SHARES = {"allreduce_pct": "allreduce_s", "allreduce_exposed_pct": "allreduce_exposed_s",
-                "comm_total_pct": "comm_total_s", "comm_exposed_pct": "comm_exposed_s", "conv_pct": "conv_s",
-                "gemm_pct": "gemm_s", "other_compute_pct": "other_compute_s", "copies_pct": "memcpy_s",
-                "h2d_pct": "h2d_s", "idle_pct": "idle_s"}
-TRACE_RUNTIME = ["allreduce_runtime_pct", "allreduce_exposed_runtime_pct", "conv_runtime_pct",
-                 "compute_runtime_pct", "data_runtime_pct", "startup_runtime_pct"]
+TRACE_SHARES = {
+    "allreduce_pct": "allreduce_s",
+    "allreduce_exposed_pct": "allreduce_exposed_s",
+    "comm_total_pct": "comm_total_s",
+    "comm_exposed_pct": "comm_exposed_s",
+    "conv_pct": "conv_s",
+    "gemm_pct": "gemm_s",
+    "other_compute_pct": "other_compute_s",
+    "copies_pct": "memcpy_s",
+    "h2d_pct": "h2d_s",
+    "idle_pct": "idle_s",
+}
+TRACE_RUNTIME = [
+    "allreduce_runtime_pct",
+    "allreduce_exposed_runtime_pct",
+    "conv_runtime_pct",
+    "compute_runtime_pct",
+    "data_runtime_pct",
+    "startup_runtime_pct",
+]
 TRACE_PERTURBATION = ["window_slowdown"]
 DISAGREEMENT_PP = 5.0  # timers and trace further apart than this (percentage points) are shown
 
@@ -271,13 +412,31 @@ def trace_breakdown_runs(traces: pd.DataFrame, steps: pd.DataFrame, runs: pd.Dat
     data_runtime_pct is the timers' data_s over all steps; startup_runtime_pct what no step holds.
     Ranks are averaged. Also the number of ranks traced, the window's steps per rank and its source."""
     if traces.empty:
-        return pd.DataFrame(columns=["run_id", "ranks_traced", "trace_steps", "trace_source",
-                                     *TRACE_SHARES, *TRACE_RUNTIME, *TRACE_PERTURBATION])
+        return pd.DataFrame(
+            columns=[
+                "run_id",
+                "ranks_traced",
+                "trace_steps",
+                "trace_source",
+                *TRACE_SHARES,
+                *TRACE_RUNTIME,
+                *TRACE_PERTURBATION,
+            ]
+        )
     sums = traces.groupby("run_id", observed=True).agg(
-        ranks_traced=("rank", "nunique"), trace_steps=("steps", "max"), trace_source=("source", "first"),
-        **{col: (col, "sum") for col in ["window_s", *dict.fromkeys(TRACE_SHARES.values()), "compute_s"]})
-    out = pd.DataFrame({"run_id": sums.index.astype(str), "ranks_traced": sums["ranks_traced"].to_numpy(),
-                        "trace_steps": sums["trace_steps"].to_numpy(), "trace_source": sums["trace_source"].to_numpy()})
+        ranks_traced=("rank", "nunique"),
+        trace_steps=("steps", "max"),
+        trace_source=("source", "first"),
+        **{col: (col, "sum") for col in ["window_s", *dict.fromkeys(TRACE_SHARES.values()), "compute_s"]},
+    )
+    out = pd.DataFrame(
+        {
+            "run_id": sums.index.astype(str),
+            "ranks_traced": sums["ranks_traced"].to_numpy(),
+            "trace_steps": sums["trace_steps"].to_numpy(),
+            "trace_source": sums["trace_source"].to_numpy(),
+        }
+    )
     for share, seconds in TRACE_SHARES.items():
         out[share] = (100 * sums[seconds] / sums["window_s"]).to_numpy()
     # per rank: all its step time and data time, then the mean over its ranks
@@ -290,9 +449,12 @@ def trace_breakdown_runs(traces: pd.DataFrame, steps: pd.DataFrame, runs: pd.Dat
     runtime_s = pd.to_numeric(out["run_id"].map(runtime), errors="coerce").astype("float64")
     runtime_s = runtime_s.where(runtime_s >= steps_s)  # a runtime shorter than its steps is none
     compute_pct = 100 * (sums["compute_s"] / sums["window_s"]).to_numpy()
-    for name, pct in (("allreduce_runtime_pct", out["allreduce_pct"]),
-                      ("allreduce_exposed_runtime_pct", out["allreduce_exposed_pct"]),
-                      ("conv_runtime_pct", out["conv_pct"]), ("compute_runtime_pct", compute_pct)):
+    for name, pct in (
+        ("allreduce_runtime_pct", out["allreduce_pct"]),
+        ("allreduce_exposed_runtime_pct", out["allreduce_exposed_pct"]),
+        ("conv_runtime_pct", out["conv_pct"]),
+        ("compute_runtime_pct", compute_pct),
+    ):
         out[name] = pct * steps_s / runtime_s
     out["data_runtime_pct"] = 100 * data_s / runtime_s
     out["startup_runtime_pct"] = 100 * (runtime_s - steps_s) / runtime_s
@@ -343,14 +505,20 @@ def timers_vs_trace(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         total = lambda name: float(window[name].fillna(0.0).sum()) if name in window else 0.0  # noqa: E731
         phases = total("fwd_s") + total("bwd_s") + total("opt_s")
         exposed = total("comm_exposed_s")
-        pairs = {"compute": ((phases - exposed) / step_s, (t.compute_s + t.memcpy_s) / t.window_s),
-                 "comm_exposed": (exposed / step_s, t.comm_exposed_s / t.window_s),
-                 "data+other/idle": ((step_s - phases) / step_s, t.idle_s / t.window_s)}
+        pairs = {
+            "compute": ((phases - exposed) / step_s, (t.compute_s + t.memcpy_s) / t.window_s),
+            "comm_exposed": (exposed / step_s, t.comm_exposed_s / t.window_s),
+            "data+other/idle": ((step_s - phases) / step_s, t.idle_s / t.window_s),
+        }
         if "comm_s" in window and window["comm_s"].notna().any():
             pairs["comm_total"] = (total("comm_s") / step_s, t.comm_total_s / t.window_s)
         worst = max(pairs, key=lambda k: abs(pairs[k][0] - pairs[k][1]))
-        row = {"run_id": str(t.run_id), "rank": int(t.rank), "worst": worst,
-               "disagreement_pp": 100 * abs(pairs[worst][0] - pairs[worst][1])}
+        row = {
+            "run_id": str(t.run_id),
+            "rank": int(t.rank),
+            "worst": worst,
+            "disagreement_pp": 100 * abs(pairs[worst][0] - pairs[worst][1]),
+        }
         for name, (timer, trace) in pairs.items():
             row[f"{name}_timer_pct"], row[f"{name}_trace_pct"] = 100 * timer, 100 * trace
         rows.append(row)
@@ -370,11 +538,18 @@ def step_stability_runs(steps: pd.DataFrame) -> pd.DataFrame:
     median = per_step.groupby("run_id", observed=True)["step_s"].transform("median")
     slow = per_step["step_s"] > SLOW_STEP_FACTOR * median
     per_step = per_step.assign(slow=slow, excess_s=(per_step["step_s"] - median).where(slow, 0.0))
-    runs = per_step.groupby("run_id", observed=True).agg(
-        step_ms_median=("step_s", "median"), step_ms_p95=("step_s", lambda x: x.quantile(0.95)),
-        step_ms_max=("step_s", "max"), slow_steps_pct=("slow", "mean"), excess_s=("excess_s", "sum"),
-        time_s=("step_s", "sum"),
-    ).reset_index()
+    runs = (
+        per_step.groupby("run_id", observed=True)
+        .agg(
+            step_ms_median=("step_s", "median"),
+            step_ms_p95=("step_s", lambda x: x.quantile(0.95)),
+            step_ms_max=("step_s", "max"),
+            slow_steps_pct=("slow", "mean"),
+            excess_s=("excess_s", "sum"),
+            time_s=("step_s", "sum"),
+        )
+        .reset_index()
+    )
     runs["run_id"] = runs["run_id"].astype(str)
     for column in ("step_ms_median", "step_ms_p95", "step_ms_max"):
         runs[column] *= 1e3
@@ -391,8 +566,9 @@ def step_stability(stability_runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.Da
     return _per_cell_mean(stability_runs, per_run, STABILITY)
 
 
-def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: int = 4,
-                 min_slow_time_pct: float = 1.0) -> pd.DataFrame:
+def jittery_runs(
+    steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: int = 4, min_slow_time_pct: float = 1.0
+) -> pd.DataFrame:
     """The measured step times (slowest rank) of the `limit` runs that lose the most time to slow steps
     (at least min_slow_time_pct; from step_stability_runs' table), with each run's median step and
     slow_time_pct: a timeline figure's data."""
@@ -401,7 +577,8 @@ def jittery_runs(steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: in
     per_step = step_times(steps)
     per_step = per_step.assign(run_id=per_step["run_id"].astype(str))
     return per_step[per_step["run_id"].isin(worst["run_id"])].merge(
-        worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id")
+        worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id"
+    )
 
 
 LOADER_STALL_SHARE = 0.05  # a run whose host waits this share of its step time in the loader is listed
@@ -420,13 +597,23 @@ def loader_stalls(steps: pd.DataFrame, *, min_share: float = LOADER_STALL_SHARE)
     rows = rows.dropna(subset=["host_data_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
     median_step = rows.groupby("run_id")["step_s"].transform("median")
     rows = rows.assign(waited=rows["host_data_s"] > LOADER_WAIT_FACTOR * median_step)
-    per_run = rows.groupby("run_id").agg(host_data_s=("host_data_s", "sum"),
-                                         data_s=("data_s", lambda s: s.sum(min_count=1)),  # NaN: not timed
-                                         step_s=("step_s", "sum"), waited=("waited", "mean"),
-                                         max_wait_s=("host_data_s", "max")).reset_index()
-    out = per_run.assign(host_data_pct=100 * per_run["host_data_s"] / per_run["step_s"],
-                         data_pct=100 * per_run["data_s"] / per_run["step_s"],
-                         waiting_steps_pct=100 * per_run["waited"], max_wait_ms=1e3 * per_run["max_wait_s"])
+    per_run = (
+        rows.groupby("run_id")
+        .agg(
+            host_data_s=("host_data_s", "sum"),
+            data_s=("data_s", lambda s: s.sum(min_count=1)),  # NaN: not timed
+            step_s=("step_s", "sum"),
+            waited=("waited", "mean"),
+            max_wait_s=("host_data_s", "max"),
+        )
+        .reset_index()
+    )
+    out = per_run.assign(
+        host_data_pct=100 * per_run["host_data_s"] / per_run["step_s"],
+        data_pct=100 * per_run["data_s"] / per_run["step_s"],
+        waiting_steps_pct=100 * per_run["waited"],
+        max_wait_ms=1e3 * per_run["max_wait_s"],
+    )
     out = out[out["host_data_pct"] >= 100 * min_share].sort_values("host_data_pct", ascending=False)
     return out[columns].reset_index(drop=True)
 
@@ -449,9 +636,13 @@ def rank_imbalance(steps: pd.DataFrame, *, min_gap_ms: float = 1.0) -> pd.DataFr
     group = long.groupby(["run_id", "phase"], observed=True)["median_s"]
     slowest = long.loc[group.idxmax()].rename(columns={"rank": "slowest_rank", "median_s": "slowest_s"})
     out = slowest.merge(group.min().rename("fastest_s").reset_index(), on=["run_id", "phase"])
-    out = out.assign(slowest_ms=1e3 * out["slowest_s"], fastest_ms=1e3 * out["fastest_s"],
-                     gap_ms=1e3 * (out["slowest_s"] - out["fastest_s"]),
-                     order=out["phase"].map(RANK_PHASES.index), phase=out["phase"].str.removesuffix("_s"))
+    out = out.assign(
+        slowest_ms=1e3 * out["slowest_s"],
+        fastest_ms=1e3 * out["fastest_s"],
+        gap_ms=1e3 * (out["slowest_s"] - out["fastest_s"]),
+        order=out["phase"].map(RANK_PHASES.index),
+        phase=out["phase"].str.removesuffix("_s"),
+    )
     out = out[out["gap_ms"] >= min_gap_ms].sort_values(["run_id", "order"])
     return out[["run_id", "phase", "slowest_rank", "slowest_ms", "fastest_ms", "gap_ms"]].reset_index(drop=True)
 
@@ -468,8 +659,7 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     loader, size, cache and virtual epoch, so they are not one cell; two studies under one root never mix).
     """
     same = [*STASH_PAIR, "campaign"] if "campaign" in per_run else STASH_PAIR
-    columns = ["stall", *same, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s",
-               "stall_s", "stall_pct"]
+    columns = ["stall", *same, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s", "stall_s", "stall_pct"]
     table = per_run.copy()
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     # per-GPU samples can differ in the last digits when logged from floats
@@ -501,7 +691,9 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     out["stall_s"] = out["time_s"] - out["baseline_time_s"]
     out["stall_pct"] = 100.0 * out["stall_s"] / out["baseline_time_s"]
     order = {"interconnect": 0, "network": 1, "cpu": 2, "disk": 3}
-    out = out.sort_values(["stall", "model", "world_size", "num_nodes"], key=lambda s: s.map(order) if s.name == "stall" else s)
+    out = out.sort_values(
+        ["stall", "model", "world_size", "num_nodes"], key=lambda s: s.map(order) if s.name == "stall" else s
+    )
     return out[columns].reset_index(drop=True)
 
 
@@ -513,14 +705,17 @@ def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, p
     from benchmarks.rundir import is_identity_key
 
     def settings(runs: pd.DataFrame) -> set[str]:
-        return {c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config."):])}
+        return {c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :])}
 
     common = sorted((settings(a_runs) & settings(b_runs)) - {"config.run.campaign"}) + ["world_size", "num_nodes"]
 
     def keys(runs: pd.DataFrame) -> pd.Series:
         present = runs.reindex(columns=common).astype("string").fillna("")
-        return pd.util.hash_pandas_object(present, index=False).astype("string").where(
-            runs.reindex(columns=["world_size"])["world_size"].notna())
+        return (
+            pd.util.hash_pandas_object(present, index=False)
+            .astype("string")
+            .where(runs.reindex(columns=["world_size"])["world_size"].notna())
+        )
 
     return keys(a_runs), keys(b_runs), common
 
@@ -528,8 +723,15 @@ def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, p
 COMPARE_FLAGS = ("regression", "improvement", "ok", "missing in B", "incomplete in B", "only in B")
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s", threshold: float = 0.05,
-            higher_is_better: bool = True, incomplete_in_b: frozenset | set = frozenset()) -> pd.DataFrame:
+def compare(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    value: str = "throughput_img_s",
+    threshold: float = 0.05,
+    higher_is_better: bool = True,
+    incomplete_in_b: frozenset | set = frozenset(),
+) -> pd.DataFrame:
     """Per-cell deltas of two campaigns' cell tables (B relative to A), paired on `match_key`.
 
     A difference counts when it exceeds `threshold` (a fraction) AND, where both cells have repeats,
@@ -552,16 +754,33 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, *, value: str = "throughput_img_s"
     out["delta"] = out[f"{value}_b"] - out[f"{value}_a"]
     out["rel_delta"] = out["delta"] / out[f"{value}_a"]
     signed = out["rel_delta"] if higher_is_better else -out["rel_delta"]
-    with_ci = out[[f"{value}_ci_low_a", f"{value}_ci_high_a", f"{value}_ci_low_b", f"{value}_ci_high_b"]].notna().all(axis=1)
-    apart = ~with_ci | (out[f"{value}_ci_high_b"] < out[f"{value}_ci_low_a"]) | \
-        (out[f"{value}_ci_low_b"] > out[f"{value}_ci_high_a"])
+    with_ci = (
+        out[[f"{value}_ci_low_a", f"{value}_ci_high_a", f"{value}_ci_low_b", f"{value}_ci_high_b"]].notna().all(axis=1)
+    )
+    apart = (
+        ~with_ci
+        | (out[f"{value}_ci_high_b"] < out[f"{value}_ci_low_a"])
+        | (out[f"{value}_ci_low_b"] > out[f"{value}_ci_high_a"])
+    )
     a_only = out["_merge"] == "left_only"
     out["flag"] = np.select(
-        [a_only & out["match_key"].isin(incomplete_in_b), a_only, out["_merge"] == "right_only",
-         (signed < -threshold) & apart, (signed > threshold) & apart],
-        ["incomplete in B", "missing in B", "only in B", "regression", "improvement"], default="ok")
-    out["judged_by"] = np.where(out["_merge"] != "both", "", np.where(
-        with_ci, f"threshold {threshold:.0%} + 95% CIs", f"threshold {threshold:.0%} (a single repeat: no CI)"))
+        [
+            a_only & out["match_key"].isin(incomplete_in_b),
+            a_only,
+            out["_merge"] == "right_only",
+            (signed < -threshold) & apart,
+            (signed > threshold) & apart,
+        ],
+        ["incomplete in B", "missing in B", "only in B", "regression", "improvement"],
+        default="ok",
+    )
+    out["judged_by"] = np.where(
+        out["_merge"] != "both",
+        "",
+        np.where(
+            with_ci, f"threshold {threshold:.0%} + 95% CIs", f"threshold {threshold:.0%} (a single repeat: no CI)"
+        ),
+    )
     order = [c for c in shown if c in out]
     return out.drop(columns="_merge").sort_values(order).reset_index(drop=True)
 
@@ -581,8 +800,18 @@ def peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 # what a loader's CPU work and queue depth are set to (config.yaml), shown next to its figures
-LOADER_SETTINGS = ["num_workers", "num_threads", "prefetch_factor", "prefetch_queue_depth", "prefetch_batches",
-                   "pin_memory", "reader", "decoder_device", "hw_decoder_load", "augment"]
+LOADER_SETTINGS = [
+    "num_workers",
+    "num_threads",
+    "prefetch_factor",
+    "prefetch_queue_depth",
+    "prefetch_batches",
+    "pin_memory",
+    "reader",
+    "decoder_device",
+    "hw_decoder_load",
+    "augment",
+]
 
 
 def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
@@ -591,8 +820,9 @@ def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
     columns = {f"config.loader.{name}": name for name in LOADER_SETTINGS if f"config.loader.{name}" in runs}
     if "loader" not in runs or runs.empty:
         return pd.DataFrame(columns=["loader", "cpus_per_rank", "runs"])
-    frame = runs[["loader", *(["config.system.cpus_per_rank"] if "config.system.cpus_per_rank" in runs else []),
-                  *columns]].rename(columns={**columns, "config.system.cpus_per_rank": "cpus_per_rank"})
+    frame = runs[
+        ["loader", *(["config.system.cpus_per_rank"] if "config.system.cpus_per_rank" in runs else []), *columns]
+    ].rename(columns={**columns, "config.system.cpus_per_rank": "cpus_per_rank"})
     whole = lambda v: int(v) if isinstance(v, float) and v.is_integer() else v  # noqa: E731 (a NaN column holds floats)
     frame = frame.dropna(subset=["loader"]).astype(object).where(frame.notna(), "-").map(whole)
     keys = list(frame.columns)

@@ -2,14 +2,15 @@
 
 Okabe-Ito colours (readable for colour-blind readers and in greyscale print).
 """
+
 from __future__ import annotations
 
 FRAMEWORK_COLORS = {
-    "ddp": "#0072B2",        # blue
-    "horovod": "#D55E00",    # vermillion
+    "ddp": "#0072B2",  # blue
+    "horovod": "#D55E00",  # vermillion
     "deepspeed": "#009E73",  # bluish green
-    "fsdp": "#CC79A7",       # reddish purple
-    "dp": "#E69F00",         # orange
+    "fsdp": "#CC79A7",  # reddish purple
+    "dp": "#E69F00",  # orange
 }
 _SPARE = ["#56B4E9", "#F0E442", "#000000", "#999999"]
 LOADER_STYLES = {  # (line style, marker)
@@ -29,19 +30,41 @@ BREAKDOWN_COLORS = {
     "other": "#BBBBBB",
 }
 # the trace window's kernel classes (plots.trace_breakdown_bars), bottom to top
-TRACE_COLORS = {"start-up": "#999999", "data": "#E69F00", "cuDNN conv": "#0072B2", "GEMM": "#56B4E9",
-                "other compute": "#9ECAE1", "copies": "#F0E442", "allreduce (exposed)": "#D55E00",
-                "other comm (exposed)": "#CC79A7", "idle": "#DDDDDD", "rest": "#F2F2F2"}
+TRACE_COLORS = {
+    "start-up": "#999999",
+    "data": "#E69F00",
+    "cuDNN conv": "#0072B2",
+    "GEMM": "#56B4E9",
+    "other compute": "#9ECAE1",
+    "copies": "#F0E442",
+    "allreduce (exposed)": "#D55E00",
+    "other comm (exposed)": "#CC79A7",
+    "idle": "#DDDDDD",
+    "rest": "#F2F2F2",
+}
 STALL_COLORS = {"interconnect": "#0072B2", "network": "#D55E00", "cpu": "#E69F00", "disk": "#CC79A7"}
 IDEAL_COLOR = "#555555"
 
 # paper size: a double-column figure is 7 in wide; 8-9 pt text stays readable when printed
 PAPER_RC = {
-    "figure.dpi": 100, "savefig.dpi": 200, "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
-    "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.4,
-    "lines.markersize": 4, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
-    "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
-    "svg.fonttype": "none", "savefig.bbox": "tight",
+    "figure.dpi": 100,
+    "savefig.dpi": 200,
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 4,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "svg.fonttype": "none",
+    "savefig.bbox": "tight",
 }
 FULL_WIDTH_IN = 7.0
 HALF_WIDTH_IN = 3.4

@@ -3,6 +3,7 @@
 Figures are built on matplotlib.figure.Figure (the Agg canvas, no pyplot state), sized for a paper
 (7 in wide), with one palette (analysis/palette.py): colour = framework, line style = loader.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,16 @@ from analysis.palette import (
     loader_style,
 )
 
-_NAMES = {"ddp": "PyTorch-DDP", "horovod": "Horovod", "deepspeed": "DeepSpeed", "native": "native",
-          "dali": "DALI", "synthetic": "synthetic", "native_gpu": "native (GPU decode)",
-          "dali-tfrecord": "DALI (TFRecord)"}
+_NAMES = {
+    "ddp": "PyTorch-DDP",
+    "horovod": "Horovod",
+    "deepspeed": "DeepSpeed",
+    "native": "native",
+    "dali": "DALI",
+    "synthetic": "synthetic",
+    "native_gpu": "native (GPU decode)",
+    "dali-tfrecord": "DALI (TFRecord)",
+}
 
 
 def _paper(draw):
@@ -44,6 +52,7 @@ def _paper(draw):
     def wrapper(*args, **kwargs):
         with matplotlib.rc_context(PAPER_RC):
             return draw(*args, **kwargs)
+
     return wrapper
 
 
@@ -51,8 +60,9 @@ def pretty(name: object) -> str:
     return _NAMES.get(str(name), str(name))
 
 
-def _panels(num: int, *, ncols: int = 3, row_height_in: float = 2.0,
-            width_in: float = FULL_WIDTH_IN, sharey: bool = False) -> tuple[Figure, list]:
+def _panels(
+    num: int, *, ncols: int = 3, row_height_in: float = 2.0, width_in: float = FULL_WIDTH_IN, sharey: bool = False
+) -> tuple[Figure, list]:
     """A grid of `num` panels; _finish() sizes the margins (a fixed layout: constrained layout
     costs more than the drawing itself on a campaign's worth of figures)."""
     if num == 1 and width_in == FULL_WIDTH_IN:
@@ -68,8 +78,15 @@ def _panels(num: int, *, ncols: int = 3, row_height_in: float = 2.0,
     return fig, axes[:num]
 
 
-def _finish(fig: Figure, axes: list, *, title: str | None = None, legend_cols: int = 4,
-            xlabel_in: float = 0.45, left_in: float = 0.62) -> Figure:
+def _finish(
+    fig: Figure,
+    axes: list,
+    *,
+    title: str | None = None,
+    legend_cols: int = 4,
+    xlabel_in: float = 0.45,
+    left_in: float = 0.62,
+) -> Figure:
     """One legend for the figure below the panels, a title above, margins in inches."""
     handles: dict = {}
     for ax in axes:
@@ -92,13 +109,26 @@ def _finish(fig: Figure, axes: list, *, title: str | None = None, legend_cols: i
     hspace_in, wspace_in = xlabel_in + 0.35, 0.55
     axes_h = (nrows * row_height_in - (nrows - 1) * hspace_in) / nrows
     axes_w = (width - left_in - 0.15 - (ncols - 1) * wspace_in) / ncols
-    fig.subplots_adjust(left=left_in / width, right=1 - 0.15 / width, top=1 - top_in / height,
-                        bottom=(legend_in + xlabel_in) / height,
-                        hspace=hspace_in / max(axes_h, 0.1), wspace=wspace_in / max(axes_w, 0.1))
+    fig.subplots_adjust(
+        left=left_in / width,
+        right=1 - 0.15 / width,
+        top=1 - top_in / height,
+        bottom=(legend_in + xlabel_in) / height,
+        hspace=hspace_in / max(axes_h, 0.1),
+        wspace=wspace_in / max(axes_w, 0.1),
+    )
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, 0.0),
-                   ncols=min(legend_cols, len(handles)), fontsize=PAPER_RC["legend.fontsize"], frameon=False,
-                   handlelength=2.6, columnspacing=1.2)
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncols=min(legend_cols, len(handles)),
+            fontsize=PAPER_RC["legend.fontsize"],
+            frameon=False,
+            handlelength=2.6,
+            columnspacing=1.2,
+        )
     if title:
         fig.suptitle(title, fontsize=PAPER_RC["axes.titlesize"] + 1, y=1 - 0.08 / height, va="top")
     return fig
@@ -170,21 +200,35 @@ _SHORT = {"precision": "", "per_gpu_batch": "b", "global_batch": "B", "variant":
 def _pair_variant(cells: pd.DataFrame) -> pd.Series:
     """A cell's variant without the loader's and the data's own settings: what a DALI cell and its native
     partner share."""
-    return cells["variant"].fillna("").map(
-        lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith(("loader.", "data."))))
+    return (
+        cells["variant"]
+        .fillna("")
+        .map(lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith(("loader.", "data."))))
+    )
 
 
 def _curve_order(rows: pd.DataFrame, varying: list[str]) -> tuple:
     first = rows.iloc[0]
-    return (str(first["framework"]), str(first["loader"]), *(str(first[c]) for c in varying),
-            str(first.get("variant", "")))
+    return (
+        str(first["framework"]),
+        str(first["loader"]),
+        *(str(first[c]) for c in varying),
+        str(first.get("variant", "")),
+    )
 
 
 def _extra_points(ax, extra: pd.DataFrame, y_column: str, *, color: str, marker: str, scale: float = 1.0) -> None:
     """Other node layouts of a curve's GPU counts: hollow markers, so that no cell is hidden."""
     if not extra.empty:
-        ax.plot(extra["world_size"], scale * extra[y_column], linestyle="none", marker=marker, markerfacecolor="white",
-                color=color, label="_other node layout")
+        ax.plot(
+            extra["world_size"],
+            scale * extra[y_column],
+            linestyle="none",
+            marker=marker,
+            markerfacecolor="white",
+            color=color,
+            label="_other node layout",
+        )
 
 
 @_paper
@@ -201,12 +245,15 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
             x, y = rows["world_size"].to_numpy(float), rows["throughput_img_s"].to_numpy(float)
             _extra_points(ax, extra, "throughput_img_s", color=color, marker=marker)
             if "throughput_img_s_ci_low" in rows and rows["throughput_img_s_ci_low"].notna().any():
-                err = np.vstack([y - rows["throughput_img_s_ci_low"].fillna(pd.Series(y, index=rows.index)),
-                                 rows["throughput_img_s_ci_high"].fillna(pd.Series(y, index=rows.index)) - y])
+                err = np.vstack(
+                    [
+                        y - rows["throughput_img_s_ci_low"].fillna(pd.Series(y, index=rows.index)),
+                        rows["throughput_img_s_ci_high"].fillna(pd.Series(y, index=rows.index)) - y,
+                    ]
+                )
                 ax.errorbar(x, y, yerr=np.clip(err, 0, None), fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
             ax.plot(x, y, style, marker=marker, color=color, label=label)
-            ax.plot(x, y[0] * x / x[0], color=color, linestyle=(0, (1, 2)), linewidth=0.8, alpha=0.6,
-                    label="_ideal")
+            ax.plot(x, y[0] * x / x[0], color=color, linestyle=(0, (1, 2)), linewidth=0.8, alpha=0.6, label="_ideal")
         ax.plot([], [], color=IDEAL_COLOR, linestyle=(0, (1, 2)), linewidth=0.8, label="ideal (linear)")
         _gpu_axis(ax, rows_m["world_size"], log_y=True)
         low, high = ax.get_ylim()
@@ -230,8 +277,14 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
             style = loader_style(loader)[0]
             if rows["efficiency"].notna().sum() == 0:
                 continue  # a configuration at one GPU count: no baseline, no efficiency
-            ax.plot(rows["world_size"], 100 * rows["efficiency"], style, marker=marker,
-                    color=framework_color(framework), label=label)
+            ax.plot(
+                rows["world_size"],
+                100 * rows["efficiency"],
+                style,
+                marker=marker,
+                color=framework_color(framework),
+                label=label,
+            )
             _extra_points(ax, extra, "efficiency", color=framework_color(framework), marker=marker, scale=100)
         ax.axhline(100, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
         _gpu_axis(ax, rows_m["world_size"])
@@ -239,15 +292,22 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
         ax.set_ylim(0, top)
         ax.yaxis.set_major_formatter(PercentFormatter())
         baselines = sorted({int(b) for b in rows_m["baseline_gpus"].dropna()}) if "baseline_gpus" in rows_m else []
-        base = f"vs {', '.join(map(str, baselines))} GPU{'s' if baselines != [1] else ''}" if baselines \
+        base = (
+            f"vs {', '.join(map(str, baselines))} GPU{'s' if baselines != [1] else ''}"
+            if baselines
             else "no smaller GPU count: no efficiency"
+        )
         ax.set_title(f"{model} ({mode} scaling, {base})")
         ax.set_ylabel("efficiency")
     return _finish(fig, axes, legend_cols=_legend_cols(axes))
 
 
-BREAKDOWN_PARTS = [("data", "data_share"), ("compute", "compute_share"),
-                   ("allreduce (exposed)", "allreduce_exposed_share"), ("other", "other_share")]
+BREAKDOWN_PARTS = [
+    ("data", "data_share"),
+    ("compute", "compute_share"),
+    ("allreduce (exposed)", "allreduce_exposed_share"),
+    ("other", "other_share"),
+]
 
 
 @_paper
@@ -268,8 +328,16 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
             bottom += values
         total = 100 * rows["allreduce_share"].to_numpy(float)
         if np.isfinite(total).any():
-            ax.plot(x, total, linestyle="none", marker="_", markersize=12, markeredgewidth=1.6, color="black",
-                    label="allreduce (total)")
+            ax.plot(
+                x,
+                total,
+                linestyle="none",
+                marker="_",
+                markersize=12,
+                markeredgewidth=1.6,
+                color="black",
+                label="allreduce (total)",
+            )
         ax.set_xticks(x, [f"{n}" for n in rows["world_size"]])
         ax.set_xlabel("GPUs")
         ax.set_ylim(0, 100)
@@ -282,11 +350,17 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
 
 # the trace window's classes, bottom to top: (legend name, column of the step-time denominator, of the
 # runtime one or None where that denominator has no such part)
-TRACE_PARTS = [("start-up", None, "startup_runtime_pct"), ("data", None, "data_runtime_pct"),
-               ("cuDNN conv", "conv_pct", "conv_runtime_pct"), ("GEMM", "gemm_pct", None),
-               ("other compute", "other_compute_pct", None), ("copies", "copies_pct", None),
-               ("allreduce (exposed)", "allreduce_exposed_pct", "allreduce_exposed_runtime_pct"),
-               ("other comm (exposed)", None, None), ("idle", "idle_pct", None)]
+TRACE_PARTS = [
+    ("start-up", None, "startup_runtime_pct"),
+    ("data", None, "data_runtime_pct"),
+    ("cuDNN conv", "conv_pct", "conv_runtime_pct"),
+    ("GEMM", "gemm_pct", None),
+    ("other compute", "other_compute_pct", None),
+    ("copies", "copies_pct", None),
+    ("allreduce (exposed)", "allreduce_exposed_pct", "allreduce_exposed_runtime_pct"),
+    ("other comm (exposed)", None, None),
+    ("idle", "idle_pct", None),
+]
 
 
 @_paper
@@ -295,9 +369,11 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
     classes as shares of step time (left; they add to 100%), and the seed study's reading, shares of the
     whole runtime (right: start-up, data, cuDNN convolution, exposed allreduce; the rest is other work)."""
     rows = cells.reset_index(drop=True)
-    labels = [f"{pretty(r.framework)} {pretty(r.loader)} {r.model} {r.world_size} GPU" +
-              (f" [{r.variant}]" if isinstance(getattr(r, "variant", ""), str) and r.variant else "")
-              for r in rows.itertuples(index=False)]
+    labels = [
+        f"{pretty(r.framework)} {pretty(r.loader)} {r.model} {r.world_size} GPU"
+        + (f" [{r.variant}]" if isinstance(getattr(r, "variant", ""), str) and r.variant else "")
+        for r in rows.itertuples(index=False)
+    ]
     height = max(1.8, 0.28 * len(rows) + 1.2)
     fig = Figure(figsize=(FULL_WIDTH_IN, height))
     left, right = fig.subplots(1, 2, sharey=True)
@@ -307,8 +383,11 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
         start = np.zeros(len(rows))
         for name, step_col, runtime_col in TRACE_PARTS:
             if which == 1:
-                values = rest.clip(lower=0).to_numpy(float) if name == "other comm (exposed)" else (
-                    rows[step_col].to_numpy(float) if step_col else None)
+                values = (
+                    rest.clip(lower=0).to_numpy(float)
+                    if name == "other comm (exposed)"
+                    else (rows[step_col].to_numpy(float) if step_col else None)
+                )
             else:
                 values = rows[runtime_col].to_numpy(float) if runtime_col else None
             if values is None:
@@ -317,8 +396,15 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
             ax.barh(y, values, 0.7, left=start, color=TRACE_COLORS[name], label=name, linewidth=0)
             start += values
         if which == 2:
-            ax.barh(y, np.clip(100 - start, 0, None), 0.7, left=start, color=TRACE_COLORS["rest"],
-                    label="rest (other work)", linewidth=0)
+            ax.barh(
+                y,
+                np.clip(100 - start, 0, None),
+                0.7,
+                left=start,
+                color=TRACE_COLORS["rest"],
+                label="rest (other work)",
+                linewidth=0,
+            )
         ax.set_xlim(0, 100)
         ax.xaxis.set_major_formatter(PercentFormatter())
         ax.set_xlabel("share of step time (trace window)" if which == 1 else "share of runtime (start-up included)")
@@ -330,27 +416,35 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
             if name not in handles:
                 handles[name] = handle
                 names.append(name)
-    fig.legend([handles[n] for n in names], names, loc="lower center", ncols=min(5, len(names)),
-               bbox_to_anchor=(0.5, 1.0))
+    fig.legend(
+        [handles[n] for n in names], names, loc="lower center", ncols=min(5, len(names)), bbox_to_anchor=(0.5, 1.0)
+    )
     fig.suptitle("Where the time goes, from the trace window", y=1.08)
     return fig
 
 
 # seed study A's parts, bottom to top (the order of breakdown_bars): (legend name, colour, reference column);
 # the rest up to 100% is its "other work"
-REFERENCE_PARTS = [("data", "data", "data_pct"), ("compute", "compute", "compute_pct"),
-                   ("allreduce", "allreduce (exposed)", "allreduce_pct")]
+REFERENCE_PARTS = [
+    ("data", "data", "data_pct"),
+    ("compute", "compute", "compute_pct"),
+    ("allreduce", "allreduce (exposed)", "allreduce_pct"),
+]
 # this campaign's markers: the top of each stacked part (report.reference_comparison), one shape per part
-REFERENCE_MARKERS = [("data", "data_top_pct", "o"), ("compute", "compute_top_pct", "s"),
-                     ("exposed allreduce", "allreduce_top_pct", "D")]
+REFERENCE_MARKERS = [
+    ("data", "data_top_pct", "o"),
+    ("compute", "compute_top_pct", "s"),
+    ("exposed allreduce", "allreduce_top_pct", "D"),
+]
 # one fill per configuration of the campaign where several match one reference cell (greyscale-safe)
 _SERIES_FILLS = ["#000000", "#0072B2", "#CC79A7", "#009E73", "#F0E442", "#FFFFFF"]
 _NO_MATCH = "no cell of this campaign matches a reference cell (model, loader, GPUs)"
 
 
 @_paper
-def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = None,
-                        source: str = "aach2023") -> Figure:
+def reference_breakdown(
+    reference: pd.DataFrame, *, ours: pd.DataFrame | None = None, source: str = "aach2023"
+) -> Figure:
     """The seed study's DDP breakdown (% of runtime) as stacked bars (data, compute, allreduce, the rest),
     one panel per model x loader. `ours` (report.reference_comparison: one row per matching DDP cell,
     `gpus`, `series` and the stacked tops *_top_pct, defined like the seed's parts) adds a marker at the top
@@ -361,8 +455,11 @@ def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = 
     fig, axes = _panels(len(combos), row_height_in=2.1, sharey=True)
     series = list(dict.fromkeys(ours["series"])) if ours is not None and not ours.empty else []  # table order
     marked = ours if series else pd.DataFrame(columns=["model", "loader", "gpus", "series"])
-    fills = {name: _SERIES_FILLS[i % len(_SERIES_FILLS)] for i, name in enumerate(series)} if len(series) > 1 \
+    fills = (
+        {name: _SERIES_FILLS[i % len(_SERIES_FILLS)] for i, name in enumerate(series)}
+        if len(series) > 1
         else {name: "white" for name in series}
+    )
     offsets = {name: (i - (len(series) - 1) / 2) * 0.5 / max(1, len(series) - 1) for i, name in enumerate(series)}
     for ax, (model, loader) in zip(axes, combos):
         rows = reference[(reference["model"] == model) & (reference["loader"] == loader)].sort_values("gpus")
@@ -370,26 +467,59 @@ def reference_breakdown(reference: pd.DataFrame, *, ours: pd.DataFrame | None = 
         bottom = np.zeros(len(rows))
         for label, color, column in REFERENCE_PARTS:
             values = rows[column].to_numpy(float)
-            ax.bar(x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[color], label=f"{label} ({source})",
-                   linewidth=0)
+            ax.bar(
+                x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[color], label=f"{label} ({source})", linewidth=0
+            )
             bottom += values
-        ax.bar(x, 100 - bottom, 0.75, bottom=bottom, color=BREAKDOWN_COLORS["other"], label=f"other ({source})",
-               linewidth=0)
+        ax.bar(
+            x,
+            100 - bottom,
+            0.75,
+            bottom=bottom,
+            color=BREAKDOWN_COLORS["other"],
+            label=f"other ({source})",
+            linewidth=0,
+        )
         mine = marked[(marked["model"] == model) & (marked["loader"] == loader)]
         position = {int(g): i for i, g in enumerate(rows["gpus"])}
         for name, cell in mine.groupby("series", sort=True):
             xs = cell["gpus"].astype(int).map(position).to_numpy(float) + offsets[name]
             for part, column, marker in REFERENCE_MARKERS:
-                ax.plot(xs, cell[column].to_numpy(float), linestyle="none", marker=marker, markersize=4,
-                        markerfacecolor=fills[name], markeredgecolor="black", markeredgewidth=0.8, zorder=5,
-                        label=f"top of {part} (this campaign)" if len(series) == 1 else "_cell")
+                ax.plot(
+                    xs,
+                    cell[column].to_numpy(float),
+                    linestyle="none",
+                    marker=marker,
+                    markersize=4,
+                    markerfacecolor=fills[name],
+                    markeredgecolor="black",
+                    markeredgewidth=0.8,
+                    zorder=5,
+                    label=f"top of {part} (this campaign)" if len(series) == 1 else "_cell",
+                )
         if not mine.empty and len(series) > 1:  # legend: one shape per part, one fill per configuration
             for part, _, marker in REFERENCE_MARKERS:
-                ax.plot([], [], linestyle="none", marker=marker, markerfacecolor="white", markeredgecolor="black",
-                        label=f"top of {part} (this campaign)")
+                ax.plot(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker=marker,
+                    markerfacecolor="white",
+                    markeredgecolor="black",
+                    label=f"top of {part} (this campaign)",
+                )
             for name in series:
-                ax.plot([], [], linestyle="none", marker="o", markersize=6, markerfacecolor=fills[name],
-                        markeredgecolor="black", markeredgewidth=0.8, label=name)
+                ax.plot(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker="o",
+                    markersize=6,
+                    markerfacecolor=fills[name],
+                    markeredgecolor="black",
+                    markeredgewidth=0.8,
+                    label=name,
+                )
         ax.set_xticks(x, [str(g) for g in rows["gpus"]], rotation=90)
         ax.set_xlabel("GPUs")
         ax.set_ylim(0, 108)  # headroom: a marker at 100% is drawn whole, inside the axes
@@ -421,8 +551,13 @@ def dali_vs_native(cells: pd.DataFrame) -> Figure:
     pair = ["model", "framework", "precision", "per_gpu_batch", "pair", "world_size", "num_nodes"]
     pair = [c for c in pair if c in frame]
     sides = {loader: frame[frame["loader"] == loader].set_index(pair) for loader in ("dali", "native")}
-    joined = sides["dali"][["throughput_img_s"]].merge(sides["native"][["throughput_img_s"]], how="inner",
-                                                       left_index=True, right_index=True, suffixes=("_dali", "_native"))
+    joined = sides["dali"][["throughput_img_s"]].merge(
+        sides["native"][["throughput_img_s"]],
+        how="inner",
+        left_index=True,
+        right_index=True,
+        suffixes=("_dali", "_native"),
+    )
     joined = joined.assign(ratio=joined["throughput_img_s_dali"] / joined["throughput_img_s_native"]).reset_index()
     ratio = joined.dropna(subset=["ratio"])
     models = _models(ratio) if not ratio.empty else ["(no DALI/native pairs)"]
@@ -435,8 +570,9 @@ def dali_vs_native(cells: pd.DataFrame) -> Figure:
             key = dict(zip(curve, key))
             rows = rows.sort_values(["world_size", "num_nodes"]).drop_duplicates("world_size")
             label = pretty(key["framework"]) + "".join(f", {_SHORT.get(c, '')}{key[c]}" for c in varying)
-            ax.plot(rows["world_size"], rows["ratio"], "-", marker="o", color=framework_color(key["framework"]),
-                    label=label)
+            ax.plot(
+                rows["world_size"], rows["ratio"], "-", marker="o", color=framework_color(key["framework"]), label=label
+            )
         ax.axhline(1.0, color=IDEAL_COLOR, linewidth=0.8, linestyle=(0, (1, 2)))
         if not rows_m.empty:
             _gpu_axis(ax, rows_m["world_size"])
@@ -451,7 +587,12 @@ def framework_by_depth(cells: pd.DataFrame) -> Figure:
     models (one panel per GPU count): how the ranking moves with model depth."""
     frame = cells[cells["loader"] != "synthetic"]
     frame = frame.sort_values(["num_nodes"]).drop_duplicates(  # one node layout per GPU count: the fewest nodes
-        [c for c in ["framework", "loader", "model", "precision", "per_gpu_batch", "variant", "world_size"] if c in frame])
+        [
+            c
+            for c in ["framework", "loader", "model", "precision", "per_gpu_batch", "variant", "world_size"]
+            if c in frame
+        ]
+    )
     counts = frame.groupby("world_size")["model"].nunique()
     sizes = sorted(counts[counts >= 2].index) or sorted(frame["world_size"].unique())[-1:]
     fig, axes = _panels(len(sizes), row_height_in=2.3)
@@ -469,9 +610,18 @@ def framework_by_depth(cells: pd.DataFrame) -> Figure:
             rows = rows_s[mask].set_index("model")
             values = rows["per_gpu_img_s"].reindex(models).to_numpy(float)
             label = f"{pretty(key['framework'])}, {pretty(key['loader'])}" + "".join(
-                f", {_SHORT.get(c, '')}{key[c]}" for c in varying if key[c])
-            ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, color=framework_color(key["framework"]),
-                   hatch="////" if key["loader"] == "dali" else None, edgecolor="white", linewidth=0.3, label=label)
+                f", {_SHORT.get(c, '')}{key[c]}" for c in varying if key[c]
+            )
+            ax.bar(
+                x + (i - (len(series) - 1) / 2) * width,
+                values,
+                width,
+                color=framework_color(key["framework"]),
+                hatch="////" if key["loader"] == "dali" else None,
+                edgecolor="white",
+                linewidth=0.3,
+                label=label,
+            )
         ax.set_xticks(x, models)
         ax.set_title(f"{size} GPUs")
         ax.set_ylabel("img/s per GPU")
@@ -479,16 +629,35 @@ def framework_by_depth(cells: pd.DataFrame) -> Figure:
     return _finish(fig, axes)
 
 
-TELEMETRY_FIRST = ["gpu_util_percent", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_mem_used_gb", "gpu_power_w",
-                   "power_w", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "nvlink_rx_bytes_s", "cpu_percent",
-                   "cpu_util_pct", "proc_cpu_percent", "disk_read_bytes_s"]
+TELEMETRY_FIRST = [
+    "gpu_util_percent",
+    "gpu_util_pct",
+    "gpu_mem_used_bytes",
+    "gpu_mem_used_gb",
+    "gpu_power_w",
+    "power_w",
+    "pcie_rx_bytes_s",
+    "pcie_tx_bytes_s",
+    "nvlink_rx_bytes_s",
+    "cpu_percent",
+    "cpu_util_pct",
+    "proc_cpu_percent",
+    "disk_read_bytes_s",
+]
 # identifiers, constants and running totals: not worth a timeline
 _TELEMETRY_SKIP = {"t_s", "t_rel_s", "rank", "gpu", "local_rank", "pid", "disk_read_bytes"}
 
 
 def _telemetry_metrics(rows: pd.DataFrame, limit: int) -> list[str]:
-    numeric = [c for c in rows.columns if c not in _TELEMETRY_SKIP and not c.endswith("_total_bytes")
-               and pd.api.types.is_numeric_dtype(rows[c]) and rows[c].notna().any() and rows[c].nunique() > 1]
+    numeric = [
+        c
+        for c in rows.columns
+        if c not in _TELEMETRY_SKIP
+        and not c.endswith("_total_bytes")
+        and pd.api.types.is_numeric_dtype(rows[c])
+        and rows[c].notna().any()
+        and rows[c].nunique() > 1
+    ]
     first = [c for c in TELEMETRY_FIRST if c in numeric]
     return (first + [c for c in numeric if c not in first])[:limit]
 
@@ -511,8 +680,15 @@ def telemetry_timeline(telemetry: pd.DataFrame, *, run_id: str, max_metrics: int
         mean, low, high = grouped.mean(), grouped.min(), grouped.max()
         for ax, metric in zip(axes, metrics):
             scale, unit = (1e-9, " (GB" + ("/s)" if metric.endswith("_s") else ")")) if "bytes" in metric else (1.0, "")
-            ax.fill_between(mean.index, low[metric] * scale, high[metric] * scale, color="#0072B2", alpha=0.2,
-                            linewidth=0, label="min-max over ranks")
+            ax.fill_between(
+                mean.index,
+                low[metric] * scale,
+                high[metric] * scale,
+                color="#0072B2",
+                alpha=0.2,
+                linewidth=0,
+                label="min-max over ranks",
+            )
             ax.plot(mean.index, mean[metric] * scale, color="#0072B2", label="mean over ranks")
             ax.set_title(metric.replace("_bytes_s", "").replace("_bytes", "") + unit)
             ax.set_xlabel("time since first sample (s)")
@@ -531,8 +707,14 @@ def step_timeline(jittery: pd.DataFrame, *, slow_factor: float) -> Figure:
         slow = step_ms > slow_factor * median_ms
         ax.plot(rows["step"], step_ms, color="#0072B2", linewidth=0.9, label="step time (slowest rank)")
         ax.axhline(median_ms, color=IDEAL_COLOR, linestyle="--", linewidth=0.8, label="median")
-        ax.scatter(rows["step"][slow], step_ms[slow], s=9, color="#D55E00", zorder=3,
-                   label=f"slow (> {slow_factor:g} x median)")
+        ax.scatter(
+            rows["step"][slow],
+            step_ms[slow],
+            s=9,
+            color="#D55E00",
+            zorder=3,
+            label=f"slow (> {slow_factor:g} x median)",
+        )
         ax.set_ylim(bottom=0)
         ax.set_title(f"{run_id}\n{rows['slow_time_pct'].iloc[0]:.1f}% of the time in slow steps", fontsize=7)
         ax.set_xlabel("step")
@@ -567,7 +749,7 @@ def commbench_curves(commbench: pd.DataFrame) -> Figure:
             label = f"{int(key[0])} ranks" + (f", {key[1]}" if len(key) > 1 else "")
             ax.plot(rows["size_bytes"], rows["busbw_gb_s"], style, marker=".", color=color, label=label)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(LogLocator(base=2 ** 5))
+        ax.xaxis.set_major_locator(LogLocator(base=2**5))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
         ax.set_xlabel("message size")
@@ -577,7 +759,7 @@ def commbench_curves(commbench: pd.DataFrame) -> Figure:
 
 
 def _bytes_label(value: float, _pos=None) -> str:
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if value >= scale:
             return f"{value / scale:g} {unit}"
     return f"{value:g} B"
@@ -588,8 +770,11 @@ def stash_bars(stalls: pd.DataFrame) -> Figure:
     """Stash stalls in % of the paired baseline's time, one bar per stall and configuration."""
     fig, axes = _panels(1, width_in=min(FULL_WIDTH_IN, 1.6 + 0.75 * len(stalls)), row_height_in=2.4)
     ax = axes[0]
-    labels = [f"{pretty(r.framework)}\n{r.model}\n{pretty(r.loader)}\n{int(r.world_size)} GPUs\n{int(r.num_nodes)} node"
-              + ("s" if int(r.num_nodes) > 1 else "") for r in stalls.itertuples()]
+    labels = [
+        f"{pretty(r.framework)}\n{r.model}\n{pretty(r.loader)}\n{int(r.world_size)} GPUs\n{int(r.num_nodes)} node"
+        + ("s" if int(r.num_nodes) > 1 else "")
+        for r in stalls.itertuples()
+    ]
     x = np.arange(len(stalls))
     bars = ax.bar(x, stalls["stall_pct"], 0.7, color=[STALL_COLORS.get(s, "#999999") for s in stalls["stall"]])
     ax.bar_label(bars, fmt="%.1f%%", fontsize=6, padding=1)
@@ -621,11 +806,13 @@ def loaderbench_curves(measurements: pd.DataFrame) -> Figure:
         ax.plot(rows["workers"], rows["img_s"], style, marker=marker, color=loader_color(str(case)), label=pretty(case))
     ceilings = measurements.set_index("case")["img_s"]
     if "cpu_decode" in ceilings and counts:
-        ax.plot(counts, [ceilings["cpu_decode"] * c for c in counts], ":", color=IDEAL_COLOR,
-                label="CPU decode x workers")
+        ax.plot(
+            counts, [ceilings["cpu_decode"] * c for c in counts], ":", color=IDEAL_COLOR, label="CPU decode x workers"
+        )
     if "device_decode" in ceilings:
-        ax.axhline(ceilings["device_decode"], linestyle="-.", color=IDEAL_COLOR, linewidth=1.0,
-                   label="device decode (batched)")
+        ax.axhline(
+            ceilings["device_decode"], linestyle="-.", color=IDEAL_COLOR, linewidth=1.0, label="device decode (batched)"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(int(c)) for c in counts])
     ax.xaxis.set_minor_locator(NullLocator())

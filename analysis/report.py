@@ -2,6 +2,7 @@
 markdown + static HTML report. Nothing is computed or drawn here; this module only puts things together
 and writes files.
 """
+
 from __future__ import annotations
 
 import html
@@ -38,8 +39,10 @@ class Block:
 def _fresh_dir(out: Path, option: str = "--out") -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{option} {out} already exists and is not empty (a report is never overwritten); "
-                          f"pass a new folder, e.g. {option} {out}-2")
+        raise ConfigError(
+            f"{option} {out} already exists and is not empty (a report is never overwritten); "
+            f"pass a new folder, e.g. {option} {out}-2"
+        )
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -60,8 +63,10 @@ def markdown_table(frame: pd.DataFrame) -> str:
         return "_none_"
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "| " + " | ".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---" for c in frame.columns) + " |"
-    body = ["| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
-            for row in frame.itertuples(index=False)]
+    body = [
+        "| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
+        for row in frame.itertuples(index=False)
+    ]
     return "\n".join([head, rule, *body])
 
 
@@ -87,14 +92,17 @@ def html_table(frame: pd.DataFrame) -> str:
     """A table that scrolls inside its own box when it is wider than the page; numbers right, text left."""
     if frame.empty:
         return "<p><em>none</em></p>"
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
-               for c in frame.columns]
+    numeric = [
+        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
+    ]
     head = "".join(f'<th title="{html.escape(str(c))}">{html.escape(header(c))}</th>' for c in frame.columns)
-    rows = "".join("<tr>" + "".join(f'<td class="{"num" if n else "txt"}">{html.escape(_fmt(v))}</td>'
-                                    for v, n in zip(row, numeric)) + "</tr>"
-                   for row in frame.itertuples(index=False))
+    rows = "".join(
+        "<tr>"
+        + "".join(f'<td class="{"num" if n else "txt"}">{html.escape(_fmt(v))}</td>' for v, n in zip(row, numeric))
+        + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
-
 
 
 def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -107,11 +115,20 @@ def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 # --- what ran, on what ---------------------------------------------------------------------------
 
+
 def _provenance(runs: pd.DataFrame) -> pd.DataFrame:
     """Distinct values of the provenance columns (meta.json) over all runs."""
     rows = []
-    wanted = ["meta.hardware.gpus", "meta.hardware.host", "meta.hardware.cuda", "meta.hardware.nccl",
-              "meta.hardware.platform", "meta.launcher", "meta.git_sha", "meta.git_dirty"]
+    wanted = [
+        "meta.hardware.gpus",
+        "meta.hardware.host",
+        "meta.hardware.cuda",
+        "meta.hardware.nccl",
+        "meta.hardware.platform",
+        "meta.launcher",
+        "meta.git_sha",
+        "meta.git_dirty",
+    ]
     wanted += sorted(c for c in runs.columns if c.startswith("meta.versions."))
     for column in wanted:
         if column not in runs:
@@ -146,6 +163,7 @@ def _short(value: str) -> str:
 
 # --- assembling --------------------------------------------------------------------------------
 
+
 def _table_if_rows(blocks: list[Block], table: pd.DataFrame, text: str) -> None:
     """The paragraph that explains a table, then the table (rounded to 0.1), when it has rows."""
     if not table.empty:
@@ -158,8 +176,18 @@ def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -
     blocks.append(Block("figure", (name, caption)))
 
 
-SCALING_COLUMNS = [*metrics.CELL, "variant", "num_repeats", "throughput_img_s", "throughput_img_s_ci_low",
-                   "throughput_img_s_ci_high", "per_gpu_img_s", "efficiency", "baseline_gpus", *metrics.MEMORY]
+SCALING_COLUMNS = [
+    *metrics.CELL,
+    "variant",
+    "num_repeats",
+    "throughput_img_s",
+    "throughput_img_s_ci_low",
+    "throughput_img_s_ci_high",
+    "per_gpu_img_s",
+    "efficiency",
+    "baseline_gpus",
+    *metrics.MEMORY,
+]
 
 
 def _with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
@@ -178,31 +206,48 @@ def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame[keep]
 
 
-def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
-             reference_name: str | None = None, scaling: str = "weak") -> tuple[list[Block], dict]:
+def assemble(
+    campaign: Campaign,
+    *,
+    reference: pd.DataFrame | None = None,
+    reference_name: str | None = None,
+    scaling: str = "weak",
+) -> tuple[list[Block], dict]:
     """(report blocks, {figure name: Figure}) for one campaign."""
     analysis = CampaignAnalysis(campaign.root, campaign=campaign)
     runs, counted, excluded = campaign.runs, analysis.counted(), analysis.excluded()
     blocks: list[Block] = [Block("heading", f"ddlbench report: {campaign.root}", 1)]
-    blocks.append(Block("text", (
-        f"{len(runs)} run directories, {len(counted)} counted, {len(excluded)} excluded; "
-        f"{len(campaign.steps):,} step records from {campaign.steps['run_id'].nunique() if len(campaign.steps) else 0} "
-        f"runs; {len(campaign.problems)} skipped lines or files. Throughput is recomputed from the rank logs: "
-        "per measured step (not warm-up, not profiled) the slowest rank's step_s, throughput_img_s = global "
-        "samples / their sum (the figure summary.json, `ddlbench results` and `compare` give). A cell is one "
-        "configuration: runs are repeats only when every setting is equal; `variant` names the settings that "
-        "tell apart cells that look alike. Repeats: median, and a 95% Student-t confidence interval of the "
-        "mean (ci_low..ci_high).")))
+    blocks.append(
+        Block(
+            "text",
+            (
+                f"{len(runs)} run directories, {len(counted)} counted, {len(excluded)} excluded; "
+                f"{len(campaign.steps):,} step records from {campaign.steps['run_id'].nunique() if len(campaign.steps) else 0} "
+                f"runs; {len(campaign.problems)} skipped lines or files. Throughput is recomputed from the rank logs: "
+                "per measured step (not warm-up, not profiled) the slowest rank's step_s, throughput_img_s = global "
+                "samples / their sum (the figure summary.json, `ddlbench results` and `compare` give). A cell is one "
+                "configuration: runs are repeats only when every setting is equal; `variant` names the settings that "
+                "tell apart cells that look alike. Repeats: median, and a 95% Student-t confidence interval of the "
+                "mean (ci_low..ci_high)."
+            ),
+        )
+    )
     figures: dict = {}
 
     blocks.append(Block("heading", "What was run, on what"))
     blocks.append(Block("table", _provenance(runs)))
     loaders = metrics.loader_settings(counted)
     if loaders["loader"].isin(["native", "native_gpu", "dali"]).any():
-        blocks.append(Block("text", (
-            "Each loader's settings (config.yaml): its CPU workers (native, native_gpu: DataLoader worker "
-            "processes; dali: threads) against the rank's CPUs (system.cpus_per_rank; the default gives every "
-            "loader the rank's CPUs less one), its queue depth, and its decoder.")))
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "Each loader's settings (config.yaml): its CPU workers (native, native_gpu: DataLoader worker "
+                    "processes; dali: threads) against the rank's CPUs (system.cpus_per_rank; the default gives every "
+                    "loader the rank's CPUs less one), its queue depth, and its decoder."
+                ),
+            )
+        )
         blocks.append(Block("table", loaders))
 
     per_run = analysis.run_throughput()
@@ -210,75 +255,160 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         cells = analysis.cells()
         scaled = analysis.scaling(scaling)
         blocks.append(Block("heading", f"Throughput and {scaling} scaling"))
-        blocks.append(Block("text", (
-            f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
-            "smallest GPU count of its curve; empty where the curve has no smaller GPU count.")))
-        blocks.append(Block("text", (
-            "peak_allocated_gib / peak_reserved_gib: the largest peak GPU memory over the cell's runs and ranks "
-            "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs.")))
-        blocks.append(Block("table", _percent(_shown(_with_memory(scaled, counted), SCALING_COLUMNS),
-                                              ["efficiency"]).rename(columns={"efficiency": "efficiency_pct"})))
-        _figure(blocks, figures, "throughput_vs_gpus", lambda: plots.throughput_vs_gpus(cells),
-                "Throughput vs GPUs (log-log), one curve per configuration; dotted: ideal linear scaling from each "
-                "curve's smallest GPU count.")
+        blocks.append(
+            Block(
+                "text",
+                (
+                    f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
+                    "smallest GPU count of its curve; empty where the curve has no smaller GPU count."
+                ),
+            )
+        )
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "peak_allocated_gib / peak_reserved_gib: the largest peak GPU memory over the cell's runs and ranks "
+                    "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs."
+                ),
+            )
+        )
+        blocks.append(
+            Block(
+                "table",
+                _percent(_shown(_with_memory(scaled, counted), SCALING_COLUMNS), ["efficiency"]).rename(
+                    columns={"efficiency": "efficiency_pct"}
+                ),
+            )
+        )
+        _figure(
+            blocks,
+            figures,
+            "throughput_vs_gpus",
+            lambda: plots.throughput_vs_gpus(cells),
+            "Throughput vs GPUs (log-log), one curve per configuration; dotted: ideal linear scaling from each "
+            "curve's smallest GPU count.",
+        )
         if scaled["efficiency"].notna().any():
-            _figure(blocks, figures, "efficiency_vs_gpus", lambda: plots.efficiency_vs_gpus(scaled),
-                    f"{scaling.capitalize()}-scaling efficiency, one curve per configuration, against its smallest GPU count.")
+            _figure(
+                blocks,
+                figures,
+                "efficiency_vs_gpus",
+                lambda: plots.efficiency_vs_gpus(scaled),
+                f"{scaling.capitalize()}-scaling efficiency, one curve per configuration, against its smallest GPU count.",
+            )
         if {"dali", "native"} <= set(cells["loader"]):
-            _figure(blocks, figures, "dali_vs_native", lambda: plots.dali_vs_native(cells),
-                    "DALI throughput relative to the native loader (above 1: DALI faster).")
+            _figure(
+                blocks,
+                figures,
+                "dali_vs_native",
+                lambda: plots.dali_vs_native(cells),
+                "DALI throughput relative to the native loader (above 1: DALI faster).",
+            )
         if cells["model"].nunique() > 1:
-            _figure(blocks, figures, "framework_by_depth", lambda: plots.framework_by_depth(cells),
-                    "Per-GPU throughput of each framework per model depth (hatched: DALI).")
+            _figure(
+                blocks,
+                figures,
+                "framework_by_depth",
+                lambda: plots.framework_by_depth(cells),
+                "Per-GPU throughput of each framework per model depth (hatched: DALI).",
+            )
 
         shares = analysis.breakdown()
         blocks.append(Block("heading", "Where the time goes"))
-        blocks.append(Block("text", (
-            "Shares of step time over all ranks and measured steps: data (waiting for the next batch: the device on "
-            "GPUs, the host on CPUs), "
-            "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
-            "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
-            "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "
-            "work queued ahead can hide a late batch from data_pct, not from host_data_pct.")))
-        blocks.append(Block("table", _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]),
-                                              metrics.SHARES).rename(
-            columns={c: c.replace("_share", "_pct") for c in metrics.SHARES})))
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "Shares of step time over all ranks and measured steps: data (waiting for the next batch: the device on "
+                    "GPUs, the host on CPUs), "
+                    "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
+                    "allreduce_pct is the total allreduce time, overlapped or not; empty where the framework's "
+                    "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "
+                    "work queued ahead can hide a late batch from data_pct, not from host_data_pct."
+                ),
+            )
+        )
+        blocks.append(
+            Block(
+                "table",
+                _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]), metrics.SHARES).rename(
+                    columns={c: c.replace("_share", "_pct") for c in metrics.SHARES}
+                ),
+            )
+        )
         _trace_section(blocks, figures, analysis, reference)
         stability = analysis.step_stability()
-        blocks.append(Block("text", (
-            f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
-            "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
-            "time (what the run would gain if every step ran at its median).")))
+        blocks.append(
+            Block(
+                "text",
+                (
+                    f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
+                    "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
+                    "time (what the run would gain if every step ran at its median)."
+                ),
+            )
+        )
         blocks.append(Block("table", _shown(stability, [*metrics.CELL, "variant", *metrics.STABILITY]).round(1)))
-        _table_if_rows(blocks, analysis.rank_imbalance(), (
-            "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
-            "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
-            "a run points at the slow rank; a bwd gap after it is the others waiting."))
-        _table_if_rows(blocks, analysis.loader_stalls(), (
-            f"Loader fell behind: runs whose host waited in the loader for at least "
-            f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
-            f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
-            f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
-            f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers."))
+        _table_if_rows(
+            blocks,
+            analysis.rank_imbalance(),
+            (
+                "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
+                "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
+                "a run points at the slow rank; a bwd gap after it is the others waiting."
+            ),
+        )
+        _table_if_rows(
+            blocks,
+            analysis.loader_stalls(),
+            (
+                f"Loader fell behind: runs whose host waited in the loader for at least "
+                f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
+                f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
+                f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
+                f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers."
+            ),
+        )
         jittery = analysis.jittery_runs()
         if not jittery.empty:
-            _figure(blocks, figures, "step_timeline",
-                    lambda: plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR),
-                    "Step time over the measured steps of the runs that lose the most time to slow steps.")
+            _figure(
+                blocks,
+                figures,
+                "step_timeline",
+                lambda: plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR),
+                "Step time over the measured steps of the runs that lose the most time to slow steps.",
+            )
         for model in plots._models(shares):
-            _figure(blocks, figures, f"breakdown_{model}", lambda model=model: plots.breakdown_bars(shares, model=model),
-                    f"Time breakdown per GPU count, {model}.")
+            _figure(
+                blocks,
+                figures,
+                f"breakdown_{model}",
+                lambda model=model: plots.breakdown_bars(shares, model=model),
+                f"Time breakdown per GPU count, {model}.",
+            )
         if reference is not None:
             _reference_section(blocks, figures, reference, reference_name, shares)
 
         stalls = analysis.stash_stalls()
         blocks.append(Block("heading", "Stash stalls"))
         if stalls.empty:
-            blocks.append(Block("text", "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
-                                        "real data warm and cold, same per-GPU batch and samples)."))
+            blocks.append(
+                Block(
+                    "text",
+                    "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
+                    "real data warm and cold, same per-GPU batch and samples).",
+                )
+            )
         else:
             blocks.append(Block("table", stalls.round(3)))
-            _figure(blocks, figures, "stash_stalls", lambda: plots.stash_bars(stalls), "Stash stalls, % of the paired baseline.")
+            _figure(
+                blocks,
+                figures,
+                "stash_stalls",
+                lambda: plots.stash_bars(stalls),
+                "Stash stalls, % of the paired baseline.",
+            )
     elif reference is not None:
         _reference_section(blocks, figures, reference, reference_name, None)
 
@@ -289,15 +419,30 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
         sizes = runs.set_index("run_id")["world_size"] if "world_size" in runs else pd.Series(dtype="float64")
         chosen = sorted(telemetry["run_id"].unique(), key=lambda r: (-float(sizes.get(r, 0) or 0), r))
         if len(chosen) > MAX_TELEMETRY_FIGURES:
-            blocks.append(Block("text", f"{len(chosen)} runs have telemetry; timelines of the "
-                                        f"{MAX_TELEMETRY_FIGURES} with the most GPUs are shown."))
+            blocks.append(
+                Block(
+                    "text",
+                    f"{len(chosen)} runs have telemetry; timelines of the "
+                    f"{MAX_TELEMETRY_FIGURES} with the most GPUs are shown.",
+                )
+            )
         for i, run_id in enumerate(chosen[:MAX_TELEMETRY_FIGURES]):
-            _figure(blocks, figures, f"telemetry_{i}", lambda run_id=run_id: plots.telemetry_timeline(telemetry, run_id=run_id),
-                    f"Telemetry of {run_id}.")
+            _figure(
+                blocks,
+                figures,
+                f"telemetry_{i}",
+                lambda run_id=run_id: plots.telemetry_timeline(telemetry, run_id=run_id),
+                f"Telemetry of {run_id}.",
+            )
     if not campaign.commbench.empty and campaign.commbench["busbw_gb_s"].notna().any():
         blocks.append(Block("heading", "Collective bandwidth (commbench)"))
-        _figure(blocks, figures, "commbench", lambda: plots.commbench_curves(campaign.commbench),
-                "Bus bandwidth vs message size per collective and world size.")
+        _figure(
+            blocks,
+            figures,
+            "commbench",
+            lambda: plots.commbench_curves(campaign.commbench),
+            "Bus bandwidth vs message size per collective and world size.",
+        )
 
     blocks.append(Block("heading", "Excluded runs (not counted)"))
     blocks.append(Block("table", excluded[["run_id", "status", "reason"]].reset_index(drop=True)))
@@ -309,16 +454,22 @@ def assemble(campaign: Campaign, *, reference: pd.DataFrame | None = None,
 
 TRACE_CONFIG = [*metrics.CELL, "variant"]
 # the seed's layout (study A's table: % of runtime) from the trace window: its column -> this campaign's
-SEED_LAYOUT = {"allreduce_pct": "allreduce_exposed_runtime_pct", "data_pct": "data_runtime_pct",
-               "cudnn_pct": "conv_runtime_pct"}
+SEED_LAYOUT = {
+    "allreduce_pct": "allreduce_exposed_runtime_pct",
+    "data_pct": "data_runtime_pct",
+    "cudnn_pct": "conv_runtime_pct",
+}
 
 
 def seed_layout(traced: pd.DataFrame, reference: pd.DataFrame | None) -> pd.DataFrame:
     """One row per traced cell in seed study A's layout: AllReduce % (exposed), data % and cuDNN %
     (convolution kernels) of the runtime, for every framework x loader x GPU count; with a reference,
     its values beside the PyTorch-DDP cells that match one of its cells (model, loader, GPUs)."""
-    keep = [c for c in ["model", "framework", "loader", "world_size", "num_nodes", "precision", "per_gpu_batch",
-                        "variant"] if c in traced]
+    keep = [
+        c
+        for c in ["model", "framework", "loader", "world_size", "num_nodes", "precision", "per_gpu_batch", "variant"]
+        if c in traced
+    ]
     out = traced[keep].rename(columns={"world_size": "gpus"}).copy()
     for seed, here in SEED_LAYOUT.items():
         out[seed] = traced[here].astype("float64")
@@ -328,61 +479,108 @@ def seed_layout(traced: pd.DataFrame, reference: pd.DataFrame | None) -> pd.Data
         out = out.assign(gpus=out["gpus"].astype(int)).merge(ref, on=REFERENCE_KEY, how="left")
         for column in ("allreduce_pct_ref", "data_pct_ref", "compute_pct_ref"):
             out[column] = out[column].where(ddp.to_numpy())
-    return out.sort_values([c for c in ["model", "framework", "loader", "gpus"] if c in out], kind="stable",
-                           key=lambda col: col.map(plots._model_key) if col.name == "model" else col).reset_index(drop=True)
+    return out.sort_values(
+        [c for c in ["model", "framework", "loader", "gpus"] if c in out],
+        kind="stable",
+        key=lambda col: col.map(plots._model_key) if col.name == "model" else col,
+    ).reset_index(drop=True)
 
 
-def _trace_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis,
-                   reference: pd.DataFrame | None) -> None:
+def _trace_section(
+    blocks: list[Block], figures: dict, analysis: CampaignAnalysis, reference: pd.DataFrame | None
+) -> None:
     """The trace window's breakdown by kernel class (both denominators), the seed's layout, and where
     timers and trace disagree; nothing when no run has a trace window."""
     traced = analysis.trace_breakdown()
     if traced.empty:
         return
     blocks.append(Block("heading", "Where the time goes: the trace window"))
-    blocks.append(Block("text", (
-        "From each run's profiler window (run.trace: a few steps after the measured ones on every rank, on by "
-        "default on GPUs; or run.profile_steps), kernels classified by name: cuDNN convolution (conv), GEMM, "
-        "other compute, copies (h2d: host-to-device), collectives (allreduce: total, and exposed: not hidden "
-        "behind compute or copies; comm: every collective) and idle. Shares of the window's step time, mean "
-        "over ranks and repeats; compute + copies + exposed comm + idle = 100%. window_slowdown: the window's "
-        "median step against the measured steps' (1.00: the profiler left the steps as they were; above, it "
-        "slowed them: a host that records every op (an explicit window, or a CPU run) can fall behind the GPU, "
-        "which then idles, so idle_pct is inflated by about 1 - 1/window_slowdown; the sampled window on GPUs "
-        "records device activity only).")))
-    blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES,
-                                                 *metrics.TRACE_PERTURBATION]).round(3)))
-    blocks.append(Block("text", (
-        "The same as shares of the whole runtime (summary runtime_s: process start to the last step, so start-up "
-        "and data loading count), which is how seed study A's table reads: a class's window share times the "
-        "rank's step time over all its steps, over the runtime; data from the phase timers; start-up: what no "
-        "step holds.")))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "From each run's profiler window (run.trace: a few steps after the measured ones on every rank, on by "
+                "default on GPUs; or run.profile_steps), kernels classified by name: cuDNN convolution (conv), GEMM, "
+                "other compute, copies (h2d: host-to-device), collectives (allreduce: total, and exposed: not hidden "
+                "behind compute or copies; comm: every collective) and idle. Shares of the window's step time, mean "
+                "over ranks and repeats; compute + copies + exposed comm + idle = 100%. window_slowdown: the window's "
+                "median step against the measured steps' (1.00: the profiler left the steps as they were; above, it "
+                "slowed them: a host that records every op (an explicit window, or a CPU run) can fall behind the GPU, "
+                "which then idles, so idle_pct is inflated by about 1 - 1/window_slowdown; the sampled window on GPUs "
+                "records device activity only)."
+            ),
+        )
+    )
+    blocks.append(
+        Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES, *metrics.TRACE_PERTURBATION]).round(3))
+    )
+    blocks.append(
+        Block(
+            "text",
+            (
+                "The same as shares of the whole runtime (summary runtime_s: process start to the last step, so start-up "
+                "and data loading count), which is how seed study A's table reads: a class's window share times the "
+                "rank's step time over all its steps, over the runtime; data from the phase timers; start-up: what no "
+                "step holds."
+            ),
+        )
+    )
     blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_RUNTIME]).round(1)))
-    _figure(blocks, figures, "trace_breakdown", lambda: plots.trace_breakdown_bars(traced),
-            "Where the time goes from the trace window: shares of step time (left) and of the runtime (right).")
+    _figure(
+        blocks,
+        figures,
+        "trace_breakdown",
+        lambda: plots.trace_breakdown_bars(traced),
+        "Where the time goes from the trace window: shares of step time (left) and of the runtime (right).",
+    )
     layout = seed_layout(traced, reference)
-    blocks.append(Block("text", (
-        "In seed study A's layout, % of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
-        "batch), cudnn_pct (cuDNN convolution kernels), for each framework, loader and GPU count"
-        + ("; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
-           "compute_pct is cuDNN time)." if reference is not None else "; --reference aach2023 adds the study's "
-                                                                    "values beside them."))))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "In seed study A's layout, % of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
+                "batch), cudnn_pct (cuDNN convolution kernels), for each framework, loader and GPU count"
+                + (
+                    "; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
+                    "compute_pct is cuDNN time)."
+                    if reference is not None
+                    else "; --reference aach2023 adds the study's values beside them."
+                )
+            ),
+        )
+    )
     blocks.append(Block("table", layout.round(1)))
     disagree = analysis.timers_vs_trace()
     if not disagree.empty:
         far = disagree[disagree["disagreement_pp"] > metrics.DISAGREEMENT_PP]
-        shown = ["run_id", "rank", "disagreement_pp", "worst",
-                 *[c for c in disagree.columns if c.endswith(("_timer_pct", "_trace_pct"))]]
+        shown = [
+            "run_id",
+            "rank",
+            "disagreement_pp",
+            "worst",
+            *[c for c in disagree.columns if c.endswith(("_timer_pct", "_trace_pct"))],
+        ]
         if far.empty:
-            blocks.append(Block("text", (
-                f"Timers and trace agree within {metrics.DISAGREEMENT_PP:g} percentage points on every traced rank "
-                f"({len(disagree)}; largest {disagree['disagreement_pp'].max():.1f} pp).")))
+            blocks.append(
+                Block(
+                    "text",
+                    (
+                        f"Timers and trace agree within {metrics.DISAGREEMENT_PP:g} percentage points on every traced rank "
+                        f"({len(disagree)}; largest {disagree['disagreement_pp'].max():.1f} pp)."
+                    ),
+                )
+            )
         else:
-            _table_if_rows(blocks, far[shown].round(1), (
-                f"Timers and trace disagree by more than {metrics.DISAGREEMENT_PP:g} percentage points on "
-                f"{len(far)} of {len(disagree)} traced ranks (same steps; compute <-> compute + copies, exposed "
-                "comm <-> exposed comm, data + other <-> idle): trust the trace for the split, the timers for "
-                "the step time."))
+            _table_if_rows(
+                blocks,
+                far[shown].round(1),
+                (
+                    f"Timers and trace disagree by more than {metrics.DISAGREEMENT_PP:g} percentage points on "
+                    f"{len(far)} of {len(disagree)} traced ranks (same steps; compute <-> compute + copies, exposed "
+                    "comm <-> exposed comm, data + other <-> idle): trust the trace for the split, the timers for "
+                    "the step time."
+                ),
+            )
 
 
 # Seed study A's breakdown (aach2023): AllReduce, data and compute are stacked as parts of one runtime (they sum
@@ -392,11 +590,17 @@ def _trace_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
 # the seed's rest (its compute is cuDNN time, not the rest of the step).
 REFERENCE_KEY = ["model", "loader", "gpus"]
 REFERENCE_SIDES = [  # (reference column, this campaign's share column, its name here); tables add _ref / _here
-    ("allreduce_pct", "allreduce_exposed_share", "allreduce_exposed_pct"), ("data_pct", "data_share", "data_pct"),
-    ("compute_pct", "compute_share", "compute_pct"), ("other_pct", "other_share", "other_pct")]
+    ("allreduce_pct", "allreduce_exposed_share", "allreduce_exposed_pct"),
+    ("data_pct", "data_share", "data_pct"),
+    ("compute_pct", "compute_share", "compute_pct"),
+    ("other_pct", "other_share", "other_pct"),
+]
 _REFERENCE_CONFIG = ["precision", "per_gpu_batch", "num_nodes", "variant"]  # what tells matching cells apart
-_REFERENCE_TABLE = [*REFERENCE_KEY, *_REFERENCE_CONFIG,
-                    *(name for ref, _, here in REFERENCE_SIDES for name in (f"{ref}_ref", f"{here}_here"))]
+_REFERENCE_TABLE = [
+    *REFERENCE_KEY,
+    *_REFERENCE_CONFIG,
+    *(name for ref, _, here in REFERENCE_SIDES for name in (f"{ref}_ref", f"{here}_here")),
+]
 
 
 def reference_comparison(reference: pd.DataFrame, shares: pd.DataFrame | None) -> pd.DataFrame:
@@ -424,13 +628,20 @@ def reference_comparison(reference: pd.DataFrame, shares: pd.DataFrame | None) -
     for ref_column, _, shown in REFERENCE_SIDES:
         out[f"{ref_column}_ref"], out[f"{shown}_here"] = side[ref_column].astype("float64"), here[shown]
     varying = [c for c in _REFERENCE_CONFIG if c in out and out[c].fillna("").astype(str).nunique() > 1]
-    out["series"] = [", ".join(_series_part(c, v) for c, v in zip(varying, values))
-                     for values in out[varying].itertuples(index=False)] if varying else ""
+    out["series"] = (
+        [
+            ", ".join(_series_part(c, v) for c, v in zip(varying, values))
+            for values in out[varying].itertuples(index=False)
+        ]
+        if varying
+        else ""
+    )
     out["data_top_pct"] = here["data_pct"]
     out["compute_top_pct"] = here["data_pct"] + here["compute_pct"]
     out["allreduce_top_pct"] = here["data_pct"] + 100 * side["compute_share"] + here["allreduce_exposed_pct"].fillna(0)
     out = out.sort_values([c for c in [*REFERENCE_KEY[1:], *_REFERENCE_CONFIG] if c in out]).sort_values(
-        "model", key=lambda m: m.map(plots._model_key), kind="stable")
+        "model", key=lambda m: m.map(plots._model_key), kind="stable"
+    )
     return out.reindex(columns=[c for c in columns if c in out]).reset_index(drop=True)
 
 
@@ -446,45 +657,71 @@ def _series_part(column: str, value: object) -> str:
     return text
 
 
-def _reference_section(blocks: list[Block], figures: dict, reference: pd.DataFrame, reference_name: str,
-                       shares: pd.DataFrame | None) -> None:
+def _reference_section(
+    blocks: list[Block], figures: dict, reference: pd.DataFrame, reference_name: str, shares: pd.DataFrame | None
+) -> None:
     """The reference overlay: its breakdown with this campaign's matching DDP cells defined and stacked
     alike (reference_comparison), and the two side by side; says in words when no cell matches. `shares`:
     breakdown cells, None when no run was counted."""
     side = reference_comparison(reference, shares)
     num_ddp = 0 if shares is None or shares.empty else int((shares["framework"] == "ddp").sum())
     blocks.append(Block("heading", f"Compared with {reference_name}"))
-    blocks.append(Block("text", (
-        f"{reference_name} gives PyTorch-DDP's AllReduce, data (I/O) and compute (cuDNN) in % of runtime as parts "
-        "of one runtime, stacked (they sum below 100; the rest is other work). This campaign's DDP cells are "
-        "compared alike: exposed allreduce (communication not hidden behind compute; the total overlaps "
-        "backward, so stacked on compute it counts that time twice), data (waiting for the next batch), "
-        "compute without the exposed allreduce, and other (the rest of the step) kept apart like the "
-        "reference's rest. A cell matches when model, loader and GPU count are equal; several cells matching "
-        "one reference cell (another precision, batch, node count or variant) are each shown.")))
+    blocks.append(
+        Block(
+            "text",
+            (
+                f"{reference_name} gives PyTorch-DDP's AllReduce, data (I/O) and compute (cuDNN) in % of runtime as parts "
+                "of one runtime, stacked (they sum below 100; the rest is other work). This campaign's DDP cells are "
+                "compared alike: exposed allreduce (communication not hidden behind compute; the total overlaps "
+                "backward, so stacked on compute it counts that time twice), data (waiting for the next batch), "
+                "compute without the exposed allreduce, and other (the rest of the step) kept apart like the "
+                "reference's rest. A cell matches when model, loader and GPU count are equal; several cells matching "
+                "one reference cell (another precision, batch, node count or variant) are each shown."
+            ),
+        )
+    )
     if side.empty:
-        blocks.append(Block("text", f"No cell of this campaign matches a reference cell (model, loader, GPUs): "
-                                    f"{num_ddp} PyTorch-DDP cell(s), none at a model, loader and GPU count of "
-                                    f"{reference_name}; the figure shows the reference alone."))
+        blocks.append(
+            Block(
+                "text",
+                f"No cell of this campaign matches a reference cell (model, loader, GPUs): "
+                f"{num_ddp} PyTorch-DDP cell(s), none at a model, loader and GPU count of "
+                f"{reference_name}; the figure shows the reference alone.",
+            )
+        )
     configurations = side["series"].nunique() if not side.empty else 0
-    caption = (f"PyTorch-DDP time breakdown from {reference_name} (bars, bottom to top: data, compute, allreduce, "
-               "the rest up to 100%: other work). ")
+    caption = (
+        f"PyTorch-DDP time breakdown from {reference_name} (bars, bottom to top: data, compute, allreduce, "
+        "the rest up to 100%: other work). "
+    )
     if side.empty:
         caption += "No cell of this campaign matches a reference cell (model, loader, GPUs): no markers."
     else:
-        caption += ("Markers: this campaign's matching DDP cells, stacked the same way: tops of data, of compute "
-                    "(without exposed allreduce) and of exposed allreduce; from there to 100% is ddlbench's other. "
-                    "A missing compute marker: that run did not time its allreduce, so it is inside compute.")
+        caption += (
+            "Markers: this campaign's matching DDP cells, stacked the same way: tops of data, of compute "
+            "(without exposed allreduce) and of exposed allreduce; from there to 100% is ddlbench's other. "
+            "A missing compute marker: that run did not time its allreduce, so it is inside compute."
+        )
         if configurations > 1:
             caption += f" {configurations} configurations match: one fill each (legend), side by side within the bar."
-    _figure(blocks, figures, f"reference_{reference_name}",
-            lambda: plots.reference_breakdown(reference, ours=side, source=reference_name), caption)
+    _figure(
+        blocks,
+        figures,
+        f"reference_{reference_name}",
+        lambda: plots.reference_breakdown(reference, ours=side, source=reference_name),
+        caption,
+    )
     shown = [c for c in _REFERENCE_TABLE if c in side and (c != "variant" or side[c].fillna("").astype(bool).any())]
-    _table_if_rows(blocks, side[shown], (
-        f"{len(side)} of {num_ddp} PyTorch-DDP cells match a reference cell; one row each. *_ref: {reference_name} "
-        "(other_pct_ref: the rest up to 100); *_here: this campaign, mean over repeats, in % of step time. "
-        "allreduce_exposed_pct_here and compute_pct_here are empty where the run did not time its allreduce "
-        "(framework.comm_timer off, the default on GPUs): that time is then inside compute."))
+    _table_if_rows(
+        blocks,
+        side[shown],
+        (
+            f"{len(side)} of {num_ddp} PyTorch-DDP cells match a reference cell; one row each. *_ref: {reference_name} "
+            "(other_pct_ref: the rest up to 100); *_here: this campaign, mean over repeats, in % of step time. "
+            "allreduce_exposed_pct_here and compute_pct_here are empty where the run did not time its allreduce "
+            "(framework.comm_timer off, the default on GPUs): that time is then inside compute."
+        ),
+    )
 
 
 def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> str:
@@ -517,17 +754,23 @@ def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: 
             name, caption = block.content
             files = figure_files[name]
             links = " ".join(f'<a href="{html.escape(f)}">{Path(f).suffix[1:]}</a>' for f in files[1:])
-            body.append(f'<figure><img src="{html.escape(files[0])}" alt="{html.escape(caption)}">'
-                        f"<figcaption>{html.escape(caption)} {links}</figcaption></figure>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-             ".scroll{max-width:100%;overflow-x:auto;margin:1em 0}"
-             "table{border-collapse:collapse;font-size:12px}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}"
-             "th{background:#f3f3f3;text-align:center;position:sticky;top:0}"
-             "td.num{text-align:right;font-variant-numeric:tabular-nums}td.txt{text-align:left}"
-             "img{max-width:100%}figcaption{font-size:12px;color:#555}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+            body.append(
+                f'<figure><img src="{html.escape(files[0])}" alt="{html.escape(caption)}">'
+                f"<figcaption>{html.escape(caption)} {links}</figcaption></figure>"
+            )
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        ".scroll{max-width:100%;overflow-x:auto;margin:1em 0}"
+        "table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}"
+        "th{background:#f3f3f3;text-align:center;position:sticky;top:0}"
+        "td.num{text-align:right;font-variant-numeric:tabular-nums}td.txt{text-align:left}"
+        "img{max-width:100%}figcaption{font-size:12px;color:#555}"
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
 
 
 _PENDING: dict = {}  # name -> draw callable, inherited by forked workers
@@ -549,7 +792,9 @@ def _render(task: tuple[str, str, tuple[str, ...]]) -> tuple[str, list[str], flo
     return name, files, time.process_time() - t
 
 
-def save_figures(figures: dict, out: Path, formats: tuple[str, ...], *, jobs: int | None = None) -> dict[str, list[str]]:
+def save_figures(
+    figures: dict, out: Path, formats: tuple[str, ...], *, jobs: int | None = None
+) -> dict[str, list[str]]:
     """Draw and write each figure once per format into out/figures (PNG first in each list). With
     jobs > 1 figures are drawn in forked worker processes: matplotlib is single-threaded and the
     figures are independent."""
@@ -570,9 +815,15 @@ def save_figures(figures: dict, out: Path, formats: tuple[str, ...], *, jobs: in
     return {name: files for name, files, _ in results}
 
 
-def build_report(runs_dir: Path, out: Path, *, reference: str | None = None,
-                 formats: tuple[str, ...] = ("png", "svg"), parquet: bool = False,
-                 jobs: int | None = None) -> dict[str, float]:
+def build_report(
+    runs_dir: Path,
+    out: Path,
+    *,
+    reference: str | None = None,
+    formats: tuple[str, ...] = ("png", "svg"),
+    parquet: bool = False,
+    jobs: int | None = None,
+) -> dict[str, float]:
     """Load a runs directory, assemble and write out/report.md, out/report.html and out/figures/*;
     returns the time of each stage (seconds) and counts, for the speed benchmark."""
     runs_dir = Path(runs_dir)
@@ -600,8 +851,12 @@ def build_report(runs_dir: Path, out: Path, *, reference: str | None = None,
     if parquet:
         export_parquet(campaign, out / "parquet")
     timings["write_s"] = time.perf_counter() - t
-    timings.update(num_runs=len(campaign.runs), num_counted=len(CampaignAnalysis(runs_dir, campaign=campaign).counted()), num_step_rows=len(campaign.steps),
-                   num_figures=len(figures))
+    timings.update(
+        num_runs=len(campaign.runs),
+        num_counted=len(CampaignAnalysis(runs_dir, campaign=campaign).counted()),
+        num_step_rows=len(campaign.steps),
+        num_figures=len(figures),
+    )
     return timings
 
 
@@ -618,8 +873,18 @@ def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05) -> p
     return analyses[0].compare(analyses[1], threshold=threshold)
 
 
-COMPARE_COLUMNS = [*metrics.CELL, "variant", "throughput_img_s_a", "throughput_img_s_b", "delta", "rel_delta",
-                   "num_repeats_a", "num_repeats_b", "flag", "judged_by"]
+COMPARE_COLUMNS = [
+    *metrics.CELL,
+    "variant",
+    "throughput_img_s_a",
+    "throughput_img_s_b",
+    "delta",
+    "rel_delta",
+    "num_repeats_a",
+    "num_repeats_b",
+    "flag",
+    "judged_by",
+]
 FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
 
 
@@ -629,9 +894,17 @@ def format_compare(table: pd.DataFrame, *, threshold: float) -> str:
     shown["rel_delta"] = (100 * shown["rel_delta"]).round(1).map(lambda v: "" if pd.isna(v) else f"{v:+.1f}%")
     for column in ("throughput_img_s_a", "throughput_img_s_b", "delta"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}")
-    shown = shown.rename(columns={"throughput_img_s_a": "img/s A", "throughput_img_s_b": "img/s B",
-                                  "num_repeats_a": "repeats A", "num_repeats_b": "repeats B"})
+    shown = shown.rename(
+        columns={
+            "throughput_img_s_a": "img/s A",
+            "throughput_img_s_b": "img/s B",
+            "num_repeats_a": "repeats A",
+            "num_repeats_b": "repeats B",
+        }
+    )
     counts = table["flag"].value_counts()
     said = ", ".join(f"{counts.get(flag, 0)} {flag}" for flag in FAILING_FLAGS)
-    return (shown.to_string(index=False, na_rep="") + f"\n\n{said} (throughput_img_s, B relative to A; a change "
-            f"counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap)")
+    return (
+        shown.to_string(index=False, na_rep="") + f"\n\n{said} (throughput_img_s, B relative to A; a change "
+        f"counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap)"
+    )

@@ -2,6 +2,7 @@
 
 Built on CampaignAnalysis, as `report` and `compare` are: the same runs, the same figures.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,15 +13,25 @@ from analysis.campaign_analysis import CampaignAnalysis
 from benchmarks.errors import ConfigError
 
 COLUMNS = {
-    "framework": "framework", "loader": "loader", "model": "model", "precision": "precision",
-    "per_gpu_batch": "batch/GPU", "world_size": "GPUs", "num_nodes": "nodes",
-    "throughput_img_s": "img/s", "per_gpu_img_s": "img/s/GPU", "num_repeats": "repeats",
-    "efficiency": "{mode} eff.", "baseline_gpus": "vs GPUs", "variant": "variant",
+    "framework": "framework",
+    "loader": "loader",
+    "model": "model",
+    "precision": "precision",
+    "per_gpu_batch": "batch/GPU",
+    "world_size": "GPUs",
+    "num_nodes": "nodes",
+    "throughput_img_s": "img/s",
+    "per_gpu_img_s": "img/s/GPU",
+    "num_repeats": "repeats",
+    "efficiency": "{mode} eff.",
+    "baseline_gpus": "vs GPUs",
+    "variant": "variant",
 }
 
 
-def results_table(root: Path, *, mode: str = "weak",
-                  analysis: CampaignAnalysis | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def results_table(
+    root: Path, *, mode: str = "weak", analysis: CampaignAnalysis | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per cell with its efficiency and baseline, runs that were not counted with their reason)."""
     analysis = analysis or CampaignAnalysis(root)
     excluded = analysis.excluded()
@@ -28,7 +39,8 @@ def results_table(root: Path, *, mode: str = "weak",
     if scaled.empty:
         return pd.DataFrame(columns=[c.format(mode=mode) for c in COLUMNS.values()]), excluded
     table = scaled[[c for c in COLUMNS if c in scaled]].rename(
-        columns={k: v.format(mode=mode) for k, v in COLUMNS.items()})
+        columns={k: v.format(mode=mode) for k, v in COLUMNS.items()}
+    )
     if "vs GPUs" in table:
         table["vs GPUs"] = table["vs GPUs"].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     if "variant" in table and not table["variant"].astype(bool).any():
@@ -40,12 +52,19 @@ def format_results(table: pd.DataFrame, excluded: pd.DataFrame, *, mode: str = "
     if table.empty:
         text = "no completed runs"
     else:
-        text = table.to_string(index=False, na_rep="-", formatters={
-            "img/s": "{:,.1f}".format, "img/s/GPU": "{:,.1f}".format,
-            f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
-        })
-        text += (f"\n\n{mode} eff.: {mode}-scaling efficiency against the same configuration on 'vs GPUs' GPUs (the "
-                 "smallest GPU count of its curve); '-': no smaller GPU count to compare with")
+        text = table.to_string(
+            index=False,
+            na_rep="-",
+            formatters={
+                "img/s": "{:,.1f}".format,
+                "img/s/GPU": "{:,.1f}".format,
+                f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
+            },
+        )
+        text += (
+            f"\n\n{mode} eff.: {mode}-scaling efficiency against the same configuration on 'vs GPUs' GPUs (the "
+            "smallest GPU count of its curve); '-': no smaller GPU count to compare with"
+        )
     if not excluded.empty:
         text += f"\n\nnot counted ({len(excluded)}):\n" + excluded.to_string(index=False)
     return text

@@ -9,6 +9,7 @@ seed study's model counts (one all-reduce per layer's gradient, each paying the 
 fuses them into buckets (bucket_cap_mb, first bucket 1 MiB) and Horovod into fusion buffers, which
 lowers the latency term: the bucket count is printed beside L, and the estimate is shown for both.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,14 +44,20 @@ def sync_points(model, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str,
     return {"num_layers": len(grads), "grad_bytes": int(sum(sizes)), "num_buckets": buckets}
 
 
-def model_view(arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str, int]:
+def model_view(
+    arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB
+) -> dict[str, int]:
     """sync_points of the model as the benchmark builds it (benchmarks.models.build_model)."""
     from benchmarks.models import build_model
 
-    return sync_points(build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0), bucket_cap_mb=bucket_cap_mb)
+    return sync_points(
+        build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0), bucket_cap_mb=bucket_cap_mb
+    )
 
 
-def comm_time_s(*, num_layers: int, grad_bytes: float, bandwidth_gb_s: float, latency_us: float, world_size: int) -> float:
+def comm_time_s(
+    *, num_layers: int, grad_bytes: float, bandwidth_gb_s: float, latency_us: float, world_size: int
+) -> float:
     """One step's all-reduce time, T ~ (latency + G/(L*B)) * L, with the ring's 2(N-1)/N bytes per GPU on
     the bandwidth term (0 on one GPU)."""
     if world_size <= 1:
@@ -89,25 +96,41 @@ def stall_table(per_run: pd.DataFrame) -> pd.DataFrame:
     stalls = stalls.copy()
     stalls["per_gpu_samples"] = stalls["per_gpu_samples"].round(6)
     # the test side of each stall; its baseline is the row the stall names (see metrics.stash_stalls)
-    base_of = {"interconnect": ("synthetic", "warm", 1, 1), "network": ("synthetic", "warm", None, 1),
-               "cpu": ("synthetic", "warm", None, None), "disk": (None, "warm", None, None)}
+    base_of = {
+        "interconnect": ("synthetic", "warm", 1, 1),
+        "network": ("synthetic", "warm", None, 1),
+        "cpu": ("synthetic", "warm", None, None),
+        "disk": (None, "warm", None, None),
+    }
     test_cache = {"interconnect": "warm", "network": "warm", "cpu": "warm", "disk": "cold"}
     rows = []
     for r in stalls.itertuples(index=False):
         row = r._asdict()
         pair = {k: row[k] for k in metrics.STASH_PAIR}
         test = reps
-        for k, v in {**pair, "loader": row["loader"], "cache": test_cache[row["stall"]], "world_size": row["world_size"],
-                     "num_nodes": row["num_nodes"]}.items():
+        for k, v in {
+            **pair,
+            "loader": row["loader"],
+            "cache": test_cache[row["stall"]],
+            "world_size": row["world_size"],
+            "num_nodes": row["num_nodes"],
+        }.items():
             test = test[test[k] == v]
         loader, cache, world, nodes = base_of[row["stall"]]
         base = reps
-        for k, v in {**pair, "loader": loader or row["loader"], "cache": cache,
-                     "world_size": world or row["world_size"], "num_nodes": nodes or row["num_nodes"]}.items():
+        for k, v in {
+            **pair,
+            "loader": loader or row["loader"],
+            "cache": cache,
+            "world_size": world or row["world_size"],
+            "num_nodes": nodes or row["num_nodes"],
+        }.items():
             base = base[base[k] == v]
         row["num_repeats"] = int(test["num_repeats"].iloc[0]) if len(test) else 0
         row["baseline_num_repeats"] = int(base["num_repeats"].iloc[0]) if len(base) else 0
-        half = math.hypot(test["time_s_ci"].iloc[0] if len(test) else np.nan, base["time_s_ci"].iloc[0] if len(base) else np.nan)
+        half = math.hypot(
+            test["time_s_ci"].iloc[0] if len(test) else np.nan, base["time_s_ci"].iloc[0] if len(base) else np.nan
+        )
         row["stall_s_ci"] = half
         rows.append(row)
     return pd.DataFrame(rows)
@@ -120,9 +143,15 @@ def cost_table(per_run: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, epoch
     table = per_run.merge(info.astype({"run_id": str}), on="run_id", how="left")
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     key = ["system", "model", "loader", "cache", "per_gpu_batch", "world_size", "num_nodes"]
-    out = table.groupby(key, dropna=False, observed=True).agg(
-        num_repeats=("run_id", "size"), wall_s=("wall_s", "median"), throughput_img_s=("throughput_img_s", "median"),
-    ).reset_index()
+    out = (
+        table.groupby(key, dropna=False, observed=True)
+        .agg(
+            num_repeats=("run_id", "size"),
+            wall_s=("wall_s", "median"),
+            throughput_img_s=("throughput_img_s", "median"),
+        )
+        .reset_index()
+    )
     price = out["system"].map(lambda s: (prices.get(s) or {}).get("price_per_gpu_hour_usd", np.nan)).astype("float64")
     out["price_per_gpu_hour_usd"] = price
     out["usd_per_run"] = price * out["world_size"] * out["wall_s"] / 3600
@@ -135,8 +164,13 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
     """Per stall row: the model's L, G and buckets, and the estimated comm stall over the measured steps
     (interconnect: T(N, interconnect); network: T(N, network) - T(N, interconnect)); NaN for cpu/disk.
     net_link {bandwidth_gb_s, latency_us} replaces the table's network figures (an emulated link)."""
-    cfg_cols = {"config.model.arch": "arch", "config.model.depth": "depth", "config.model.num_classes": "num_classes",
-                "config.system.name": "system", "config.framework.bucket_cap_mb": "bucket_cap_mb"}
+    cfg_cols = {
+        "config.model.arch": "arch",
+        "config.model.depth": "depth",
+        "config.model.num_classes": "num_classes",
+        "config.system.name": "system",
+        "config.framework.bucket_cap_mb": "bucket_cap_mb",
+    }
     present = {k: v for k, v in cfg_cols.items() if k in runs}
     models = runs[["model", *present]].rename(columns=present).drop_duplicates("model").set_index("model")
     views: dict[str, dict] = {}
@@ -149,7 +183,11 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
         m = models.loc[r["model"]]
         if r["model"] not in views:
             depth = None if pd.isna(m.get("depth", np.nan)) else int(m["depth"])
-            cap = float(m["bucket_cap_mb"]) if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"]) else DDP_BUCKET_CAP_MB
+            cap = (
+                float(m["bucket_cap_mb"])
+                if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"])
+                else DDP_BUCKET_CAP_MB
+            )
             views[r["model"]] = model_view(str(m["arch"]), depth, int(m.get("num_classes", 1000)), bucket_cap_mb=cap)
         view = views[r["model"]]
         out.at[i, "num_layers"], out.at[i, "num_buckets"] = view["num_layers"], view["num_buckets"]
@@ -161,12 +199,22 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
             continue
         steps = r["per_gpu_samples"] / r["per_gpu_batch"]
         intra = {"bandwidth_gb_s": link["interconnect_gb_s"], "latency_us": link["interconnect_latency_us"]}
-        inter = {"bandwidth_gb_s": link.get("network_gb_s", np.nan), "latency_us": link.get("network_latency_us", np.nan)}
+        inter = {
+            "bandwidth_gb_s": link.get("network_gb_s", np.nan),
+            "latency_us": link.get("network_latency_us", np.nan),
+        }
         if net_link:  # an emulated link: netem's delay comes on top of the path's own latency
-            inter = {"bandwidth_gb_s": net_link["bandwidth_gb_s"], "latency_us": intra["latency_us"] + net_link["latency_us"]}
+            inter = {
+                "bandwidth_gb_s": net_link["bandwidth_gb_s"],
+                "latency_us": intra["latency_us"] + net_link["latency_us"],
+            }
         for column, layers in (("estimate_s", view["num_layers"]), ("estimate_buckets_s", view["num_buckets"])):
+
             def t(link):
-                return comm_time_s(num_layers=layers, grad_bytes=view["grad_bytes"], world_size=int(r["world_size"]), **link)
+                return comm_time_s(
+                    num_layers=layers, grad_bytes=view["grad_bytes"], world_size=int(r["world_size"]), **link
+                )
+
             out.at[i, column] = steps * (t(intra) if r["stall"] == "interconnect" else t(inter) - t(intra))
     return out
 
@@ -192,20 +240,46 @@ def stash_report(stash, cfg, *, root: Path) -> str:
         lines.append("no paired runs yet: every stall needs both sides (see 'ddlbench stash plan')")
     else:
         table = estimates(stalls, counted, prices, net_link=net_link)
-        show = table[["stall", "model", "per_gpu_batch", "loader", "world_size", "num_nodes", "num_repeats",
-                      "baseline_time_s", "time_s", "stall_s", "stall_s_ci", "stall_pct", "num_layers", "num_buckets",
-                      "grad_mb", "estimate_s", "estimate_buckets_s"]]
-        lines += ["Stalls (T = sum of the slowest rank's measured step times, median over repeats; "
-                  "stall_s_ci = t-interval half widths of both sides combined, NaN with one repeat;",
-                  "estimate_s = steps x (latency + G/(L*B)) * L with L = gradient tensors, "
-                  "estimate_buckets_s with L = DDP buckets; ring bytes 2(N-1)/N x G):",
-                  show.to_string(index=False, float_format=lambda v: f"{v:.4g}"), ""]
+        show = table[
+            [
+                "stall",
+                "model",
+                "per_gpu_batch",
+                "loader",
+                "world_size",
+                "num_nodes",
+                "num_repeats",
+                "baseline_time_s",
+                "time_s",
+                "stall_s",
+                "stall_s_ci",
+                "stall_pct",
+                "num_layers",
+                "num_buckets",
+                "grad_mb",
+                "estimate_s",
+                "estimate_buckets_s",
+            ]
+        ]
+        lines += [
+            "Stalls (T = sum of the slowest rank's measured step times, median over repeats; "
+            "stall_s_ci = t-interval half widths of both sides combined, NaN with one repeat;",
+            "estimate_s = steps x (latency + G/(L*B)) * L with L = gradient tensors, "
+            "estimate_buckets_s with L = DDP buckets; ring bytes 2(N-1)/N x G):",
+            show.to_string(index=False, float_format=lambda v: f"{v:.4g}"),
+            "",
+        ]
         if net_link and (table["stall"] == "network").any():
-            lines.append(f"network estimate uses the emulated link: {stash.net_bandwidth_mbit:g} Mbit/s, "
-                         f"{stash.net_latency_ms:g} ms")
+            lines.append(
+                f"network estimate uses the emulated link: {stash.net_bandwidth_mbit:g} Mbit/s, "
+                f"{stash.net_latency_ms:g} ms"
+            )
     costs = cost_table(per_run, counted, prices, epoch_samples=stash.epoch_samples)
-    lines += ["", f"Cost (price from {stash.prices}; $/epoch for {stash.epoch_samples:,} samples at the measured throughput):",
-              costs.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    lines += [
+        "",
+        f"Cost (price from {stash.prices}; $/epoch for {stash.epoch_samples:,} samples at the measured throughput):",
+        costs.to_string(index=False, float_format=lambda v: f"{v:.4g}"),
+    ]
     missing = sorted(set(costs.loc[costs["price_per_gpu_hour_usd"].isna(), "system"].astype(str)))
     if missing:
         lines.append(f"no price for system {', '.join(missing)}: add it to {stash.prices}")

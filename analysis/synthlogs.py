@@ -7,6 +7,7 @@ time that grows with GPU count and jumps when it leaves the node, partly overlap
 (DDP > Horovod > DeepSpeed); native loading on CPUs is slower than DALI; lognormal jitter per rank
 and occasional straggler steps, so the slowest rank matters.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,13 +66,25 @@ def bench_cells(gpus_per_node: int = 4) -> list[SynthCell]:
     def nodes(n: int) -> int:
         return max(1, math.ceil(n / gpus_per_node))
 
-    fates = {("deepspeed", "native", 64): "failed", ("horovod", "dali", 32): "truncated",
-             ("ddp", "native", 16): "corrupt_line"}
+    fates = {
+        ("deepspeed", "native", 64): "failed",
+        ("horovod", "dali", 32): "truncated",
+        ("ddp", "native", 16): "corrupt_line",
+    }
     for framework in ("ddp", "horovod", "deepspeed"):
         for loader in ("native", "dali"):
             for n in (4, 8, 16, 32, 64):  # 744 ranks
-                cells.append(SynthCell(framework, loader, "resnet50", n, nodes(n),
-                                       fate=fates.get((framework, loader, n), "completed"), telemetry=n == 8))
+                cells.append(
+                    SynthCell(
+                        framework,
+                        loader,
+                        "resnet50",
+                        n,
+                        nodes(n),
+                        fate=fates.get((framework, loader, n), "completed"),
+                        telemetry=n == 8,
+                    )
+                )
     for model in ("resnet101", "resnet152"):  # 240 ranks
         for framework in ("ddp", "horovod", "deepspeed"):
             for n in (8, 32):
@@ -84,9 +97,11 @@ def bench_cells(gpus_per_node: int = 4) -> list[SynthCell]:
         SynthCell("ddp", "dali", "resnet50", 4, 1, cache="cold", repeat=1),
     ]
     for repeat in (2, 3):  # repeats for confidence intervals: 16 + 2 ranks
-        cells += [SynthCell("ddp", "native", "resnet50", 4, 1, repeat=repeat),
-                  SynthCell("ddp", "dali", "resnet50", 4, 1, repeat=repeat),
-                  SynthCell("ddp", "synthetic", "resnet50", 1, 1, repeat=repeat)]
+        cells += [
+            SynthCell("ddp", "native", "resnet50", 4, 1, repeat=repeat),
+            SynthCell("ddp", "dali", "resnet50", 4, 1, repeat=repeat),
+            SynthCell("ddp", "synthetic", "resnet50", 1, 1, repeat=repeat),
+        ]
     cells.append(SynthCell("ddp", "native", "resnet50", 4, 1, repeat=4, fate="truncated"))  # 4 ranks
     cells.append(SynthCell("ddp", "native", "resnet50", 1, 1, repeat=9, fate="schema2"))  # 1 rank
     assert sum(c.world_size for c in cells) == 1024, sum(c.world_size for c in cells)
@@ -95,12 +110,18 @@ def bench_cells(gpus_per_node: int = 4) -> list[SynthCell]:
 
 def small_cells() -> list[SynthCell]:
     """A tiny campaign (tests, demos): two frameworks x two loaders x 1/2/4 ranks, and the broken kinds."""
-    cells = [SynthCell(f, loader, "resnet50", n, 1 if n < 4 else 2) for f in ("ddp", "horovod")
-             for loader in ("native", "dali") for n in (1, 2, 4)]
-    cells += [SynthCell("ddp", "native", "resnet50", 2, 1, repeat=1, fate="failed"),
-              SynthCell("ddp", "native", "resnet50", 2, 1, repeat=2, fate="truncated"),
-              SynthCell("ddp", "dali", "resnet50", 2, 1, repeat=1, fate="corrupt_line", telemetry=True),
-              SynthCell("ddp", "native", "resnet50", 1, 1, repeat=3, fate="schema2")]
+    cells = [
+        SynthCell(f, loader, "resnet50", n, 1 if n < 4 else 2)
+        for f in ("ddp", "horovod")
+        for loader in ("native", "dali")
+        for n in (1, 2, 4)
+    ]
+    cells += [
+        SynthCell("ddp", "native", "resnet50", 2, 1, repeat=1, fate="failed"),
+        SynthCell("ddp", "native", "resnet50", 2, 1, repeat=2, fate="truncated"),
+        SynthCell("ddp", "dali", "resnet50", 2, 1, repeat=1, fate="corrupt_line", telemetry=True),
+        SynthCell("ddp", "native", "resnet50", 1, 1, repeat=3, fate="schema2"),
+    ]
     return cells
 
 
@@ -134,39 +155,65 @@ def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[
     slow = rng.random(steps) < 0.01
     if slow.any():
         step[rng.integers(0, n, size=slow.sum()), np.flatnonzero(slow)] *= 1.5
-    return {"data_s": data, "fwd_s": fwd, "bwd_s": bwd, "opt_s": opt, "comm_s": comm,
-            "comm_exposed_s": exposed, "step_s": step}
+    return {
+        "data_s": data,
+        "fwd_s": fwd,
+        "bwd_s": bwd,
+        "opt_s": opt,
+        "comm_s": comm,
+        "comm_exposed_s": exposed,
+        "step_s": step,
+    }
 
 
-def _lines(rank: int, cell: SynthCell, phases: dict[str, np.ndarray], steps: int, warmup: int,
-           steps_per_epoch: int, comm_measured: bool) -> list[str]:
+def _lines(
+    rank: int,
+    cell: SynthCell,
+    phases: dict[str, np.ndarray],
+    steps: int,
+    warmup: int,
+    steps_per_epoch: int,
+    comm_measured: bool,
+) -> list[str]:
     cols = {k: v[rank].tolist() for k, v in phases.items()}
     b = cell.per_gpu_batch
     out = []
-    data, fwd, bwd, opt, comm, exp, step = (cols[k] for k in ("data_s", "fwd_s", "bwd_s", "opt_s", "comm_s",
-                                                               "comm_exposed_s", "step_s"))
+    data, fwd, bwd, opt, comm, exp, step = (
+        cols[k] for k in ("data_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "step_s")
+    )
     for i in range(steps):
-        comm_text = f"{comm[i]:.6g},\"comm_exposed_s\":{exp[i]:.6g}" if comm_measured else "null,\"comm_exposed_s\":null"
+        comm_text = f'{comm[i]:.6g},"comm_exposed_s":{exp[i]:.6g}' if comm_measured else 'null,"comm_exposed_s":null'
         out.append(
             f'{{"step":{i},"epoch":{i // steps_per_epoch},"step_in_epoch":{i % steps_per_epoch},"samples":{b},'
             f'"warmup":{"true" if i < warmup else "false"},"comm_s":{comm_text},"data_s":{data[i]:.6g},'
-            f'"fwd_s":{fwd[i]:.6g},"bwd_s":{bwd[i]:.6g},"opt_s":{opt[i]:.6g},"step_s":{step[i]:.6g}}}\n')
+            f'"fwd_s":{fwd[i]:.6g},"bwd_s":{bwd[i]:.6g},"opt_s":{opt[i]:.6g},"step_s":{step[i]:.6g}}}\n'
+        )
     return out
 
 
 def _config_yaml(cell: SynthCell, campaign: str, steps: int, warmup: int, gpus_per_node: int) -> str:
     depth = "".join(ch for ch in cell.model if ch.isdigit()) or "null"
-    return (f"framework:\n  name: {cell.framework}\nloader:\n  name: {cell.loader}\nmodel:\n  arch: resnet\n"
-            f"  depth: {depth}\nprecision:\n  name: amp_bf16\ndata:\n  path: /p/scratch/imagenet\n"
-            f"  cache: {cell.cache}\nsystem:\n  name: juwels_booster\n  device: cuda\n"
-            f"  ranks_per_node: {gpus_per_node}\n  gpus_per_node: {gpus_per_node}\n"
-            f"run:\n  campaign: {campaign}\n  repeat: {cell.repeat}\n  per_gpu_batch: {cell.per_gpu_batch}\n"
-            f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n")
+    return (
+        f"framework:\n  name: {cell.framework}\nloader:\n  name: {cell.loader}\nmodel:\n  arch: resnet\n"
+        f"  depth: {depth}\nprecision:\n  name: amp_bf16\ndata:\n  path: /p/scratch/imagenet\n"
+        f"  cache: {cell.cache}\nsystem:\n  name: juwels_booster\n  device: cuda\n"
+        f"  ranks_per_node: {gpus_per_node}\n  gpus_per_node: {gpus_per_node}\n"
+        f"run:\n  campaign: {campaign}\n  repeat: {cell.repeat}\n  per_gpu_batch: {cell.per_gpu_batch}\n"
+        f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n"
+    )
 
 
-def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmup_steps: int = 10,
-                   seed: int = 0, campaign: str = "synth", gpus_per_node: int = 4,
-                   commbench: bool = True) -> SynthStats:
+def write_campaign(
+    out: Path,
+    cells: list[SynthCell],
+    *,
+    steps: int = 500,
+    warmup_steps: int = 10,
+    seed: int = 0,
+    campaign: str = "synth",
+    gpus_per_node: int = 4,
+    commbench: bool = True,
+) -> SynthStats:
     """Write one run directory per cell below out/<campaign>/ (out must be new or empty)."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -179,8 +226,10 @@ def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmu
     for cell in cells:
         if cell.fate not in FATES:
             raise ConfigError(f"fate={cell.fate!r} is not one of {', '.join(FATES)}")
-        name = (f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
-                f"-b{cell.per_gpu_batch}-r{cell.repeat}")
+        name = (
+            f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
+            f"-b{cell.per_gpu_batch}-r{cell.repeat}"
+        )
         run_dir = out / campaign / name
         run_dir.mkdir(parents=True)
         version = 2 if cell.fate == "schema2" else 1
@@ -188,19 +237,40 @@ def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmu
         written_steps = steps if cell.fate not in ("failed", "truncated") else int(steps * 0.6)
         (run_dir / "config.yaml").write_text(_config_yaml(cell, campaign, steps, warmup_steps, gpus_per_node))
         hosts = [f"jwb{0x100 + i:04d}" for i in range(cell.num_nodes)]
-        meta = {"schema_version": version, "started": "2026-11-20T10:00:00+0000", "launcher": "srun",
-                "world_size": cell.world_size, "num_nodes": cell.num_nodes, "git_sha": "0" * 40,
-                "git_dirty": False, "versions": {"torch": "2.11.0", "nvidia-dali-cuda120": "1.52.0"},
-                "hardware": {"host": hosts[0], "hosts": hosts, "cuda": "12.8", "nccl": "2.27.3",
-                             "gpus": ["NVIDIA A100-SXM4-40GB"] * min(cell.world_size, gpus_per_node)},
-                "env": {"NCCL_IB_TIMEOUT": "20"}}
+        meta = {
+            "schema_version": version,
+            "started": "2026-11-20T10:00:00+0000",
+            "launcher": "srun",
+            "world_size": cell.world_size,
+            "num_nodes": cell.num_nodes,
+            "git_sha": "0" * 40,
+            "git_dirty": False,
+            "versions": {"torch": "2.11.0", "nvidia-dali-cuda120": "1.52.0"},
+            "hardware": {
+                "host": hosts[0],
+                "hosts": hosts,
+                "cuda": "12.8",
+                "nccl": "2.27.3",
+                "gpus": ["NVIDIA A100-SXM4-40GB"] * min(cell.world_size, gpus_per_node),
+            },
+            "env": {"NCCL_IB_TIMEOUT": "20"},
+        }
         (run_dir / "meta.json").write_text(json.dumps(meta, indent=1))
         for rank in range(cell.world_size):
-            header = {"kind": "header", "schema_version": version, "rank": rank,
-                      "local_rank": rank % gpus_per_node, "host": hosts[rank // gpus_per_node],
-                      "device": f"cuda:{rank % gpus_per_node}", "pid": 1000 + rank, "steps_per_epoch": steps_per_epoch}
-            lines = [json.dumps(header, separators=(",", ":")) + "\n",
-                     *_lines(rank, cell, phases, written_steps, warmup_steps, steps_per_epoch, cell.comm_measured)]
+            header = {
+                "kind": "header",
+                "schema_version": version,
+                "rank": rank,
+                "local_rank": rank % gpus_per_node,
+                "host": hosts[rank // gpus_per_node],
+                "device": f"cuda:{rank % gpus_per_node}",
+                "pid": 1000 + rank,
+                "steps_per_epoch": steps_per_epoch,
+            }
+            lines = [
+                json.dumps(header, separators=(",", ":")) + "\n",
+                *_lines(rank, cell, phases, written_steps, warmup_steps, steps_per_epoch, cell.comm_measured),
+            ]
             if cell.fate == "truncated" and rank == cell.world_size - 1:
                 lines[-1] = lines[-1][: len(lines[-1]) // 2]  # the rank died mid-write
             if cell.fate == "corrupt_line" and rank == min(3, cell.world_size - 1):
@@ -213,34 +283,52 @@ def write_campaign(out: Path, cells: list[SynthCell], *, steps: int = 500, warmu
         stats.num_runs += 1
         stats.fates[cell.fate] = stats.fates.get(cell.fate, 0) + 1
         if cell.telemetry:
-            _write_telemetry(run_dir, cell, float(phases["step_s"].max(axis=0).sum()), rng,
-                             gpus_per_node)
+            _write_telemetry(run_dir, cell, float(phases["step_s"].max(axis=0).sum()), rng, gpus_per_node)
         measured = phases["step_s"][:, warmup_steps:written_steps].max(axis=0)
         wall_s = float(measured.sum()) * 1.002
         if cell.fate == "failed":
-            summary = {"schema_version": 1, "status": "failed", "finished": "2026-11-20T10:05:00+0000",
-                       "error": "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
-                                "(run with NCCL_DEBUG=INFO for details)"}
+            summary = {
+                "schema_version": 1,
+                "status": "failed",
+                "finished": "2026-11-20T10:05:00+0000",
+                "error": "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+                "(run with NCCL_DEBUG=INFO for details)",
+            }
         elif cell.fate == "truncated":
             continue
         else:
             samples = cell.per_gpu_batch * cell.world_size * (steps - warmup_steps)
-            summary = {"schema_version": version, "status": "completed", "finished": "2026-11-20T10:05:00+0000",
-                       "framework": cell.framework, "loader": cell.loader, "model": cell.model,
-                       "precision": "amp_bf16", "world_size": cell.world_size, "num_nodes": cell.num_nodes,
-                       "per_gpu_batch": cell.per_gpu_batch, "global_batch": cell.per_gpu_batch * cell.world_size,
-                       "warmup_steps": warmup_steps, "measured_steps": steps - warmup_steps,
-                       "measured_samples": samples, "wall_s": wall_s, "throughput_img_s": samples / wall_s,
-                       "per_gpu_img_s": samples / wall_s / cell.world_size, "campaign": campaign,
-                       "repeat": cell.repeat, "last_loss": 6.9}
+            summary = {
+                "schema_version": version,
+                "status": "completed",
+                "finished": "2026-11-20T10:05:00+0000",
+                "framework": cell.framework,
+                "loader": cell.loader,
+                "model": cell.model,
+                "precision": "amp_bf16",
+                "world_size": cell.world_size,
+                "num_nodes": cell.num_nodes,
+                "per_gpu_batch": cell.per_gpu_batch,
+                "global_batch": cell.per_gpu_batch * cell.world_size,
+                "warmup_steps": warmup_steps,
+                "measured_steps": steps - warmup_steps,
+                "measured_samples": samples,
+                "wall_s": wall_s,
+                "throughput_img_s": samples / wall_s,
+                "per_gpu_img_s": samples / wall_s / cell.world_size,
+                "campaign": campaign,
+                "repeat": cell.repeat,
+                "last_loss": 6.9,
+            }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if commbench:
         _write_commbench(out / campaign / "commbench.json", gpus_per_node)
     return stats
 
 
-def _write_telemetry(run_dir: Path, cell: SynthCell, duration_s: float, rng: np.random.Generator,
-                     gpus_per_node: int) -> None:
+def _write_telemetry(
+    run_dir: Path, cell: SynthCell, duration_s: float, rng: np.random.Generator, gpus_per_node: int
+) -> None:
     """telemetry_rank<R>.jsonl as benchmarks/telemetry.py writes them (Unix t_s, units in the names)."""
     period = max(duration_s / 120, 0.1)
     busy = 0.93 if cell.loader == "dali" else 0.78
@@ -251,12 +339,24 @@ def _write_telemetry(run_dir: Path, cell: SynthCell, duration_s: float, rng: np.
         util[: max(1, len(t) // 20)] = rng.uniform(5, 30)  # start-up
         mem = 31.0e9 + rng.normal(0, 0.1e9, len(t))
         cpu = np.clip((85 if cell.loader == "native" else 35) + rng.normal(0, 5, len(t)), 0, 100)
-        lines = [json.dumps({"t_s": round(float(ts), 3), "rank": rank, "host": f"jwb{0x100 + rank // gpus_per_node:04d}",
-                             "gpu": rank % gpus_per_node, "gpu_util_percent": round(float(util[i]), 1),
-                             "gpu_mem_used_bytes": int(mem[i]), "gpu_mem_total_bytes": 40_000_000_000,
-                             "gpu_power_w": round(float(90 + 3 * util[i]), 1), "cpu_percent": round(float(cpu[i]), 1),
-                             "pcie_rx_bytes_s": round(float(util[i]) * 1e8, -3)}, separators=(",", ":"))
-                 for i, ts in enumerate(t)]
+        lines = [
+            json.dumps(
+                {
+                    "t_s": round(float(ts), 3),
+                    "rank": rank,
+                    "host": f"jwb{0x100 + rank // gpus_per_node:04d}",
+                    "gpu": rank % gpus_per_node,
+                    "gpu_util_percent": round(float(util[i]), 1),
+                    "gpu_mem_used_bytes": int(mem[i]),
+                    "gpu_mem_total_bytes": 40_000_000_000,
+                    "gpu_power_w": round(float(90 + 3 * util[i]), 1),
+                    "cpu_percent": round(float(cpu[i]), 1),
+                    "pcie_rx_bytes_s": round(float(util[i]) * 1e8, -3),
+                },
+                separators=(",", ":"),
+            )
+            for i, ts in enumerate(t)
+        ]
         (run_dir / f"telemetry_rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -267,10 +367,18 @@ def _write_commbench(path: Path, gpus_per_node: int) -> None:
         for op, factor in (("all_reduce", 2.0), ("all_gather", 1.0), ("reduce_scatter", 1.0)):
             bus = factor * (world - 1) / world
             for exp in range(10, 31, 2):
-                size = 2 ** exp
+                size = 2**exp
                 time_s = 25e-6 * math.log2(world) + bus * size / bw
                 algbw = size / time_s / 1e9
-                rows.append({"op": op, "size_bytes": size, "algbw_gb_s": round(algbw, 4),
-                             "busbw_gb_s": round(algbw * bus, 4), "time_s": time_s, "world_size": world,
-                             "backend": "nccl"})
+                rows.append(
+                    {
+                        "op": op,
+                        "size_bytes": size,
+                        "algbw_gb_s": round(algbw, 4),
+                        "busbw_gb_s": round(algbw * bus, 4),
+                        "time_s": time_s,
+                        "world_size": world,
+                        "backend": "nccl",
+                    }
+                )
     path.write_text(json.dumps(rows, indent=1))

@@ -6,6 +6,7 @@ on the machine, so CPU time of this process and the load average are printed as 
 
     python bench/analysis_speed.py [--keep DIR] [--formats png,svg]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ def main() -> int:
     t = time.perf_counter()
     stats = write_campaign(base / "runs", bench_cells(), steps=args.steps)
     gen_s = time.perf_counter() - t
-    print(f"generated {stats.num_runs} runs, {stats.num_ranks} ranks, {stats.num_step_rows:,} step rows, "
-          f"{stats.num_bytes / 2**20:,.0f} MiB in {gen_s:.1f} s (not timed below)")
+    print(
+        f"generated {stats.num_runs} runs, {stats.num_ranks} ranks, {stats.num_step_rows:,} step rows, "
+        f"{stats.num_bytes / 2**20:,.0f} MiB in {gen_s:.1f} s (not timed below)"
+    )
 
     # what a user's `ddlbench report` pays, imports included
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -42,18 +45,22 @@ def main() -> int:
     import_s = time.perf_counter() - wall0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the campaign holds a corrupt line on purpose
-        timings = build_report(base / "runs", base / "report", reference="aach2023",
-                               formats=tuple(args.formats.split(",")), jobs=args.jobs)
+        timings = build_report(
+            base / "runs", base / "report", reference="aach2023", formats=tuple(args.formats.split(",")), jobs=args.jobs
+        )
     jobs_used = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     wall_s, cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
     rows = timings["num_step_rows"]
     load1 = os.getloadavg()[0]
     print()
     print(f"{'stage':<36}{'seconds':>10}")
-    for name, value in [("imports", import_s), ("ingest (load_campaign)", timings["load_s"]),
-                        ("metrics", timings["metrics_s"]),
-                        (f"figures, draw + save ({args.formats})", timings["figures_s"]),
-                        ("markdown + html", timings["write_s"])]:
+    for name, value in [
+        ("imports", import_s),
+        ("ingest (load_campaign)", timings["load_s"]),
+        ("metrics", timings["metrics_s"]),
+        (f"figures, draw + save ({args.formats})", timings["figures_s"]),
+        ("markdown + html", timings["write_s"]),
+    ]:
         print(f"{name:<36}{value:>10.2f}")
     print()
     print(f"{'':<28}{'measured':>12}{'target':>10}")

@@ -4,6 +4,7 @@ Rounds alternate bare / ddlbench so that machine noise hits both; the ratio is w
   python bench/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200
 Prints img/s of each round and the median ratio ddlbench / bare (goal on 1 H200: >= 0.99).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,9 @@ from benchmarks.config import compose
 from benchmarks.models import build_model
 
 
-def bare_loop(*, depth: int, batch: int, amp_dtype: str | None, channels_last: bool, warmup: int, steps: int, device: torch.device) -> float:
+def bare_loop(
+    *, depth: int, batch: int, amp_dtype: str | None, channels_last: bool, warmup: int, steps: int, device: torch.device
+) -> float:
     """The loop a careful user writes by hand: no timers, no logs, no framework wrapper."""
     model = build_model(arch="resnet", depth=depth, num_classes=1000, seed=0).to(device)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -59,25 +62,47 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("extra", nargs="*", help="more overrides for ddlbench's side, e.g. framework.wrap_single_rank=true")
+    parser.add_argument(
+        "extra", nargs="*", help="more overrides for ddlbench's side, e.g. framework.wrap_single_rank=true"
+    )
     args = parser.parse_args()
     overrides = [
-        "framework=ddp", "loader=synthetic", "model=resnet", f"model.depth={args.depth}", f"precision={args.precision}",
-        f"system={args.system}", "system.ranks_per_node=1", f"run.per_gpu_batch={args.batch}",
-        f"run.warmup_steps={args.warmup}", f"run.steps={args.steps}", *args.extra,
+        "framework=ddp",
+        "loader=synthetic",
+        "model=resnet",
+        f"model.depth={args.depth}",
+        f"precision={args.precision}",
+        f"system={args.system}",
+        "system.ranks_per_node=1",
+        f"run.per_gpu_batch={args.batch}",
+        f"run.warmup_steps={args.warmup}",
+        f"run.steps={args.steps}",
+        *args.extra,
     ]
     cfg = compose(overrides)
     device = torch.device("cuda", 0) if cfg.system.device == "cuda" else torch.device("cpu")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.rounds):
-            bare = bare_loop(depth=args.depth, batch=args.batch, amp_dtype=cfg.precision.amp_dtype,
-                             channels_last=cfg.precision.channels_last, warmup=args.warmup, steps=args.steps, device=device)
+            bare = bare_loop(
+                depth=args.depth,
+                batch=args.batch,
+                amp_dtype=cfg.precision.amp_dtype,
+                channels_last=cfg.precision.channels_last,
+                warmup=args.warmup,
+                steps=args.steps,
+                device=device,
+            )
             ours = ddlbench_loop(overrides=overrides, root=Path(tmp), index=index)
             ratios.append(ours / bare)
-            print(f"round {index}: bare {bare:,.1f} img/s | ddlbench {ours:,.1f} img/s | ratio {ours / bare:.4f}", flush=True)
-    print(f"RESULT harness_overhead resnet{args.depth} b{args.batch} {args.precision} {args.system}: "
-          f"{' '.join(args.extra)}: median ratio ddlbench/bare = {statistics.median(ratios):.4f} over {args.rounds} rounds")
+            print(
+                f"round {index}: bare {bare:,.1f} img/s | ddlbench {ours:,.1f} img/s | ratio {ours / bare:.4f}",
+                flush=True,
+            )
+    print(
+        f"RESULT harness_overhead resnet{args.depth} b{args.batch} {args.precision} {args.system}: "
+        f"{' '.join(args.extra)}: median ratio ddlbench/bare = {statistics.median(ratios):.4f} over {args.rounds} rounds"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 (the profiler records CPU + CUDA activity, as the trace window does: with CUDA alone the trace has no
 ProfilerStep marks, seen on an H200 2026-12-01).
     python bench/trace_kernels_gpu.py [--depth 50] [--batch 256] [--top 30]"""
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,11 @@ def main() -> None:
     p.add_argument("--top", type=int, default=30)
     args = p.parse_args()
     dev = torch.device("cuda", 0)
-    model = build_model(arch="resnet", depth=args.depth, num_classes=1000, seed=0).to(dev).to(memory_format=torch.channels_last)
+    model = (
+        build_model(arch="resnet", depth=args.depth, num_classes=1000, seed=0)
+        .to(dev)
+        .to(memory_format=torch.channels_last)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     x = torch.randn(args.batch, 3, 224, 224, device=dev).contiguous(memory_format=torch.channels_last)
     y = torch.randint(1000, (args.batch,), device=dev)
@@ -49,8 +54,10 @@ def main() -> None:
         trace = read_trace(path)
         b = trace_breakdown(trace)
         sh = b.shares()
-        print(f"== activities {name}: steps {b.steps}, window {b.window_s * 1e3:.1f} ms; "
-              + " ".join(f"{k} {v:.1%}" for k, v in sh.items()))
+        print(
+            f"== activities {name}: steps {b.steps}, window {b.window_s * 1e3:.1f} ms; "
+            + " ".join(f"{k} {v:.1%}" for k, v in sh.items())
+        )
         cats = collections.Counter(e.get("cat") for e in trace["traceEvents"])
         print("   categories:", dict(cats.most_common(8)))
         if name == "cpu+cuda":

@@ -1,4 +1,5 @@
 """Hydra app, run on every rank: python -m benchmarks framework=ddp loader=native model.depth=50"""
+
 from __future__ import annotations
 
 import signal
@@ -32,16 +33,20 @@ def main(cfg: DictConfig) -> None:
 
 def _interrupt(signum, _frame) -> None:
     """SIGTERM (Slurm at the time limit, a launcher stopping its ranks) ends a rank as Ctrl-C does."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)  # not interpreter finalization: benchmarks/rankexit.py says why
+    raise KeyboardInterrupt(
+        signal.Signals(signum).name
+    )  # not interpreter finalization: benchmarks/rankexit.py says why
 
 
 def refuse_multirun(argv: list[str]) -> str | None:
     """Hydra's multirun would run the ranks' program once per combination in one process, outside the
     launchers and the run directories: a sweep is a campaign (experiment files' campaign: axes)."""
     if any(a in ("-m", "--multirun") or a.startswith("--multirun=") for a in argv):
-        return ("ddlbench: error: -m/--multirun is not supported here (one process would run every combination, "
-                "outside the launchers); use 'ddlbench run -m a=1,2 ...' (one launched run per combination) or a "
-                "campaign (conf/experiment/*.yaml campaign.axes)")
+        return (
+            "ddlbench: error: -m/--multirun is not supported here (one process would run every combination, "
+            "outside the launchers); use 'ddlbench run -m a=1,2 ...' (one launched run per combination) or a "
+            "campaign (conf/experiment/*.yaml campaign.axes)"
+        )
     return None
 
 

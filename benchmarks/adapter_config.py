@@ -14,6 +14,7 @@ the option YAMLs in conf/ hold only what an option changes (its `name`, `_target
   fields (run by validate() before anything launches, and by the adapter's constructor).
 - `Installation`: what an adapter's library looks like on this machine (`ddlbench doctor`).
 """
+
 from __future__ import annotations
 
 import enum
@@ -87,8 +88,11 @@ class AdapterConfig:
     def settings(self) -> dict[str, Any]:
         """The option's settings as plain values (a Choice as its string), for meta.json: every field but
         the ones that name the option (`_target_`, `name`)."""
-        return {f.name: (v.value if isinstance(v := getattr(self, f.name), Choice) else v)
-                for f in fields(self) if f.name not in ("_target_", "name")}
+        return {
+            f.name: (v.value if isinstance(v := getattr(self, f.name), Choice) else v)
+            for f in fields(self)
+            if f.name not in ("_target_", "name")
+        }
 
     def key(self, name: str) -> str:
         """The dotted config key of one of this config's fields, as users override it."""
@@ -102,8 +106,10 @@ class AdapterConfig:
         """ConfigError unless field `name` is a number >= minimum."""
         value = getattr(self, name)
         if is_unset(value):
-            raise ConfigError(f"{self.key(name)}={value!r} is unresolved: it is filled in when the config is composed "
-                              f"(conf/); a config built in Python passes {name}=<number>")
+            raise ConfigError(
+                f"{self.key(name)}={value!r} is unresolved: it is filled in when the config is composed "
+                f"(conf/); a config built in Python passes {name}=<number>"
+            )
         if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
             raise ConfigError(f"{self.key(name)}={value!r} must be >= {minimum}{hint}")
 

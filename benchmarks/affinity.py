@@ -5,6 +5,7 @@ horovodrun, mpirun (--bind-to none) and the deepspeed launcher bind nothing. The
 when system.cpu_bind=cores, before it starts any thread (DALI workers, NCCL, data-loader processes
 inherit the binding).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,17 @@ SYSFS_CPUS = Path("/sys/devices/system/cpu")
 def check_local(cpu_bind: str | None) -> None:
     """The values a local launch understands; the others are srun's own (map_ldom:..., sockets, ...)."""
     if cpu_bind not in LOCAL_MODES:
-        raise ConfigError(f"system.cpu_bind={cpu_bind!r} is a srun binding and this run is local; "
-                          "use system.cpu_bind=cores (each local rank takes its share of the cores) or null")
+        raise ConfigError(
+            f"system.cpu_bind={cpu_bind!r} is a srun binding and this run is local; "
+            "use system.cpu_bind=cores (each local rank takes its share of the cores) or null"
+        )
 
 
 def topology_order(cpus: list[int], sysfs: Path = SYSFS_CPUS) -> list[int]:
     """`cpus` by socket, then physical core, then number: the hyperthreads of a core sit together and a
     socket's cores before the next socket's (Linux often numbers core i's second thread i + N). CPU
     number order where sysfs does not say."""
+
     def place(cpu: int) -> tuple[int, int, int]:
         topology = sysfs / f"cpu{cpu}" / "topology"
         try:
@@ -48,7 +52,7 @@ def cores_for(local_rank: int, local_world_size: int, cpus: list[int]) -> list[i
         return [cpus[local_rank % len(cpus)]]
     size, extra = divmod(len(cpus), local_world_size)
     start = local_rank * size + min(local_rank, extra)
-    return cpus[start:start + size + (local_rank < extra)]
+    return cpus[start : start + size + (local_rank < extra)]
 
 
 def bind(cpu_bind: str | None, *, local_rank: int, local_world_size: int, launched_by: str) -> list[int] | None:

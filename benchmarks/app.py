@@ -1,4 +1,5 @@
 """One rank of a benchmark run: environment -> components -> loop -> run directory."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,59 +50,105 @@ def _peak_memory(device: torch.device, num_devices: int) -> dict[str, int]:
     if device.type != "cuda":
         return {}
     indexes = range(device.index, device.index + num_devices)
-    return {"peak_allocated_bytes": max(torch.cuda.max_memory_allocated(i) for i in indexes),
-            "peak_reserved_bytes": max(torch.cuda.max_memory_reserved(i) for i in indexes)}
+    return {
+        "peak_allocated_bytes": max(torch.cuda.max_memory_allocated(i) for i in indexes),
+        "peak_reserved_bytes": max(torch.cuda.max_memory_reserved(i) for i in indexes),
+    }
 
 
-def _write_end(run_dir: Path, *, env: distenv.DistEnv, device: torch.device, error: BaseException | None = None) -> None:
+def _write_end(
+    run_dir: Path, *, env: distenv.DistEnv, device: torch.device, error: BaseException | None = None
+) -> None:
     """end_rank<R>.json (rundir.end_record): the rank's peak device memory and, after a failure, its error
     (not writing it then, on a full disk or a broken CUDA context, never hides the run's own error)."""
     try:
-        rundir.write_json_atomic(rundir.end_path(run_dir, env.rank), rundir.end_record(
-            rank=env.rank, peaks=_peak_memory(device, env.devices_per_rank), error=error))
+        rundir.write_json_atomic(
+            rundir.end_path(run_dir, env.rank),
+            rundir.end_record(rank=env.rank, peaks=_peak_memory(device, env.devices_per_rank), error=error),
+        )
     except (OSError, RuntimeError):
         if error is None:
             raise
 
 
-def _write_provenance(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader,
-                      cache_evict: dict | None = None) -> None:
+def _write_provenance(
+    cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader, cache_evict: dict | None = None
+) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
     OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
-    rundir.write_json_atomic(run_dir / rundir.META, {
-        "schema_version": rundir.SCHEMA_VERSION, "started": rundir.now_iso(),
-        "argv": sys.argv, "launcher": env.source, "world_size": env.num_devices, "num_processes": env.world_size,
-        "num_nodes": env.num_nodes, **runlog.git_provenance(REPO_DIR),
-        "versions": runlog.package_versions(), "hardware": runlog.hardware_provenance(),
-        "env": runlog.environment_provenance(), "framework": framework.describe(),
-        "loader": loader.describe(), **({"cache_evict": cache_evict} if cache_evict else {}),
-        "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
-    })
+    rundir.write_json_atomic(
+        run_dir / rundir.META,
+        {
+            "schema_version": rundir.SCHEMA_VERSION,
+            "started": rundir.now_iso(),
+            "argv": sys.argv,
+            "launcher": env.source,
+            "world_size": env.num_devices,
+            "num_processes": env.world_size,
+            "num_nodes": env.num_nodes,
+            **runlog.git_provenance(REPO_DIR),
+            "versions": runlog.package_versions(),
+            "hardware": runlog.hardware_provenance(),
+            "env": runlog.environment_provenance(),
+            "framework": framework.describe(),
+            "loader": loader.describe(),
+            **({"cache_evict": cache_evict} if cache_evict else {}),
+            "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
+        },
+    )
 
 
-def _note_short_last_step(num_samples: int | None, *, world_size: int, per_gpu_batch: int, steps_per_epoch: int) -> None:
+def _note_short_last_step(
+    num_samples: int | None, *, world_size: int, per_gpu_batch: int, steps_per_epoch: int
+) -> None:
     """Say when every epoch ends in a step much smaller than the batch: it takes nearly a whole step's
     time, so on a small dataset img/s reads low (4,100 images on 1 H200: one 4-image step in 16)."""
-    last = None if num_samples is None else sharding.short_last_step(
-        num_samples, world_size=world_size, per_gpu_batch=per_gpu_batch)
+    last = (
+        None
+        if num_samples is None
+        else sharding.short_last_step(num_samples, world_size=world_size, per_gpu_batch=per_gpu_batch)
+    )
     if last is not None and last < per_gpu_batch // 2:
-        print(f"[ddlbench] note: {num_samples} samples on {world_size} rank(s) at batch {per_gpu_batch}: each epoch's "
-              f"last step (1 of {steps_per_epoch}) holds {last} sample(s) per rank and still costs nearly a whole step; "
-              f"for throughput comparisons use a multiple of {world_size * per_gpu_batch} samples",
-              file=sys.stderr, flush=True)
+        print(
+            f"[ddlbench] note: {num_samples} samples on {world_size} rank(s) at batch {per_gpu_batch}: each epoch's "
+            f"last step (1 of {steps_per_epoch}) holds {last} sample(s) per rank and still costs nearly a whole step; "
+            f"for throughput comparisons use a multiple of {world_size * per_gpu_batch} samples",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-def _summary(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, warmup: int, wall_s: float,
-             last_loss: float, runtime_s: float) -> dict:
+def _summary(
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    env: distenv.DistEnv,
+    warmup: int,
+    wall_s: float,
+    last_loss: float,
+    runtime_s: float,
+) -> dict:
     """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
     key = rundir.identity(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes)
     return rundir.completed_summary(
-        key=key, measured=rundir.throughput_of_run(run_dir, world_size=env.num_devices, num_processes=env.world_size),
-        num_processes=env.world_size, memory=rundir.memory_of_run(run_dir, num_processes=env.world_size), wall_s=wall_s,
-        last_loss=last_loss, warmup_steps=warmup, repeat=cfg.run.repeat, runtime_s=runtime_s,
-        names={"framework": cfg.framework.name, "loader": cfg.loader.name,
-               "model": rundir.model_name(cfg.model.arch, cfg.model.depth), "precision": cfg.precision.name,
-               "per_gpu_batch": cfg.run.per_gpu_batch, "campaign": cfg.run.campaign})
+        key=key,
+        measured=rundir.throughput_of_run(run_dir, world_size=env.num_devices, num_processes=env.world_size),
+        num_processes=env.world_size,
+        memory=rundir.memory_of_run(run_dir, num_processes=env.world_size),
+        wall_s=wall_s,
+        last_loss=last_loss,
+        warmup_steps=warmup,
+        repeat=cfg.run.repeat,
+        runtime_s=runtime_s,
+        names={
+            "framework": cfg.framework.name,
+            "loader": cfg.loader.name,
+            "model": rundir.model_name(cfg.model.arch, cfg.model.depth),
+            "precision": cfg.precision.name,
+            "per_gpu_batch": cfg.run.per_gpu_batch,
+            "campaign": cfg.run.campaign,
+        },
+    )
 
 
 def run(cfg: DictConfig) -> int:
@@ -109,13 +156,16 @@ def run(cfg: DictConfig) -> int:
     # world_size counts processes; a single-process framework (DataParallel) drives several devices each
     env = dataclasses.replace(distenv.from_environ(), devices_per_rank=node_layout(cfg)[1])
     # first, before any thread starts (validate's CUDA probe, DALI, NCCL, loader workers): they inherit it
-    cpus = affinity.bind(cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size,
-                         launched_by=env.source)
+    cpus = affinity.bind(
+        cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size, launched_by=env.source
+    )
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.num_devices, num_nodes=env.num_nodes)
     if env.rank == 0 and rundir.holds_a_run(run_dir):
-        raise ConfigError(f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign")
+        raise ConfigError(
+            f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign"
+        )
     if cfg.system.device == "cpu":
         torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
     device = _device(cfg, env)
@@ -130,12 +180,19 @@ def run(cfg: DictConfig) -> int:
         cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
         log = runlog.RankLog(run_dir, env.rank)
-        loader = loader_option.build(LoaderContext(
-            rank=env.rank, world_size=env.world_size, device=device,
-            per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-            seed=cfg.run.seed, num_classes=cfg.model.num_classes, image_size=cfg.model.image_size,
-            channels_last=cfg.precision.channels_last, data_path=cfg.data.path,
-        ))
+        loader = loader_option.build(
+            LoaderContext(
+                rank=env.rank,
+                world_size=env.world_size,
+                device=device,
+                per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+                seed=cfg.run.seed,
+                num_classes=cfg.model.num_classes,
+                image_size=cfg.model.image_size,
+                channels_last=cfg.precision.channels_last,
+                data_path=cfg.data.path,
+            )
+        )
         model, optimizer = components.build_model_and_optimizer(cfg, device)
         amp_dtype = components.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
@@ -144,26 +201,50 @@ def run(cfg: DictConfig) -> int:
         warmup, measured = plan_steps(
             warmup_steps=cfg.run.warmup_steps, steps=cfg.run.steps, epochs=cfg.run.epochs, steps_per_epoch=len(loader)
         )
-        log.write({"kind": "header", "schema_version": rundir.SCHEMA_VERSION, "rank": env.rank,
-                   "local_rank": env.local_rank, "host": socket.gethostname(), "device": str(device),
-                   "pid": os.getpid(), "cpus": affinity.compact(cpus), "steps_per_epoch": len(loader)})
+        log.write(
+            {
+                "kind": "header",
+                "schema_version": rundir.SCHEMA_VERSION,
+                "rank": env.rank,
+                "local_rank": env.local_rank,
+                "host": socket.gethostname(),
+                "device": str(device),
+                "pid": os.getpid(),
+                "cpus": affinity.compact(cpus),
+                "steps_per_epoch": len(loader),
+            }
+        )
         if env.rank == 0:
             _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
-            _note_short_last_step(loader.num_samples, world_size=env.world_size,
-                                  per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-                                  steps_per_epoch=len(loader))
+            _note_short_last_step(
+                loader.num_samples,
+                world_size=env.world_size,
+                per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+                steps_per_epoch=len(loader),
+            )
             print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
         profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
         if cfg.run.telemetry_hz > 0:
-            sampler = telemetry.start_sampler(run_dir, rank=env.rank, hz=cfg.run.telemetry_hz,
-                                              gpu=telemetry.gpu_identity(device))
+            sampler = telemetry.start_sampler(
+                run_dir, rank=env.rank, hz=cfg.run.telemetry_hz, gpu=telemetry.gpu_identity(device)
+            )
         if profiler is not None:
             profiler.start()
         result = train(
-            framework=framework, model=model, loader=loader, device=device, log=log, profiler=profiler,
-            plan=LoopPlan(warmup_steps=warmup, measured_steps=measured, log_every=cfg.run.log_every,
-                          amp_dtype=amp_dtype, trailing_steps=window.extra_steps if window else 0),
+            framework=framework,
+            model=model,
+            loader=loader,
+            device=device,
+            log=log,
+            profiler=profiler,
+            plan=LoopPlan(
+                warmup_steps=warmup,
+                measured_steps=measured,
+                log_every=cfg.run.log_every,
+                amp_dtype=amp_dtype,
+                trailing_steps=window.extra_steps if window else 0,
+            ),
         )
         # from the process start (imports, process group, builds, warm-up) to the last step, without the
         # trace export (the ranks' own work, not the run's)
@@ -179,20 +260,28 @@ def run(cfg: DictConfig) -> int:
         log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
-            summary = _summary(cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss,
-                               runtime_s=runtime_s)
+            summary = _summary(
+                cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss, runtime_s=runtime_s
+            )
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
             unit = "GPU" if device.type == "cuda" else "rank"
-            print(f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.num_devices} {unit}(s) "
-                  f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}", flush=True)
+            print(
+                f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.num_devices} {unit}(s) "
+                f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}",
+                flush=True,
+            )
         return 0
     except BaseException as error:
         if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)
             _write_end(run_dir, env=env, device=device, error=error)
         if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
             # KeyboardInterrupt: Ctrl-C, or SIGTERM (benchmarks/__main__.py raises it for that too)
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary(str(error) or "SIGINT")
-                                     if isinstance(error, KeyboardInterrupt) else rundir.failed_summary(error))
+            rundir.write_json_atomic(
+                run_dir / rundir.SUMMARY,
+                rundir.interrupted_summary(str(error) or "SIGINT")
+                if isinstance(error, KeyboardInterrupt)
+                else rundir.failed_summary(error),
+            )
         raise
     finally:
         if profiler is not None:

@@ -1,4 +1,5 @@
 """The one place that turns config groups into objects (framework, loader, model, optimizer)."""
+
 from __future__ import annotations
 
 import importlib

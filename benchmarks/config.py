@@ -1,4 +1,5 @@
 """Compose the Hydra config in-process (for `ddlbench run`, tests and tools) with one-line errors."""
+
 from __future__ import annotations
 
 import re
@@ -30,13 +31,17 @@ def check_override(override: str) -> None:
     if _NEW_ENV_VAR.match(override):
         checked = override[1:]  # the value is checked as any other
     elif override.startswith("+system.env."):
-        name = override.partition("=")[0][len("+system.env."):]
-        raise ConfigError(f"override {override!r}: {name!r} is no environment variable name for the ranks; "
-                          "use capitals, digits and _ (+system.env.NCCL_MAX_CTAS=8)")
+        name = override.partition("=")[0][len("+system.env.") :]
+        raise ConfigError(
+            f"override {override!r}: {name!r} is no environment variable name for the ranks; "
+            "use capitals, digits and _ (+system.env.NCCL_MAX_CTAS=8)"
+        )
     elif override[0] in "+~":
-        raise ConfigError(f"override {override!r}: adding or deleting keys is not supported; every key already exists "
-                          f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}. The one "
-                          "exception sets an environment variable for every rank: +system.env.NAME=value")
+        raise ConfigError(
+            f"override {override!r}: adding or deleting keys is not supported; every key already exists "
+            f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}. The one "
+            "exception sets an environment variable for every rank: +system.env.NAME=value"
+        )
     if not _SAFE_OVERRIDE.fullmatch(checked):  # fullmatch: '$' alone would let a final newline through
         key, _, value = checked.partition("=")
         bad = sorted({c for c in value if not re.match(r"[A-Za-z0-9_.,:/@+\-\[\] ]", c)} or set(key))
@@ -101,6 +106,8 @@ def _check_env_values(cfg: DictConfig, overrides: Sequence[str]) -> None:
     1e3 -> 1000.0), which would reach them changed."""
     for override in overrides:
         key, _, value = override.lstrip("+").partition("=")
-        if key.startswith("system.env.") and str(cfg.system.env[key[len("system.env."):]]) != value:
-            raise ConfigError(f"{key}={value} would reach the ranks as {cfg.system.env[key[len('system.env.'):]]!r} "
-                              "(Hydra reads it as a boolean or number); write it as the program expects it, e.g. 1 for true")
+        if key.startswith("system.env.") and str(cfg.system.env[key[len("system.env.") :]]) != value:
+            raise ConfigError(
+                f"{key}={value} would reach the ranks as {cfg.system.env[key[len('system.env.') :]]!r} "
+                "(Hydra reads it as a boolean or number); write it as the program expects it, e.g. 1 for true"
+            )

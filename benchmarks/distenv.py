@@ -4,6 +4,7 @@ Launchers differ in what they set: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTE
 Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, node list), OpenMPI's mpirun
 (OMPI_COMM_WORLD_*) and PMIx (PMIX_RANK). A plain `python -m benchmarks` is a world of one.
 """
+
 from __future__ import annotations
 
 import os
@@ -146,6 +147,12 @@ def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
             source="pmix",
         )
     return DistEnv(
-        rank=0, local_rank=0, world_size=1, local_world_size=1, num_nodes=1,
-        master_addr=addr or "127.0.0.1", master_port=_port(env), source="single",
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        local_world_size=1,
+        num_nodes=1,
+        master_addr=addr or "127.0.0.1",
+        master_port=_port(env),
+        source="single",
     )

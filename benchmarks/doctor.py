@@ -1,4 +1,5 @@
 """`ddlbench doctor`: what this machine can run, and the command that fixes what it cannot."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,6 +28,7 @@ def torch() -> Check:
 
 def _adapter(group: str, option: str) -> Callable[[], Check]:
     """An adapter's own probe (its installation()): every framework and loader says what it needs."""
+
     def check() -> Check:
         from benchmarks.components import adapter_class
 

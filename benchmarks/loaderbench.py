@@ -8,6 +8,7 @@ is what one CPU worker does per second (open, decode, random resized crop, flip:
 per-image work; workers x this is the most N workers can give); `device_decode` is batched decode_jpeg
 plus the crop/flip/normalise on the run's device (loader=native_gpu's device work without file reading).
 """
+
 from __future__ import annotations
 
 import os
@@ -59,15 +60,25 @@ def loader_overrides(case: str, workers: int, *, tfrecord_path: str | None) -> l
         return ["loader=dali", "loader.reader=file", f"loader.num_threads={workers}"]
     if case == "dali-tfrecord":
         if not tfrecord_path:
-            raise ConfigError("loaderbench case dali-tfrecord needs --tfrecord DIR (a folder from 'ddlbench data convert')")
+            raise ConfigError(
+                "loaderbench case dali-tfrecord needs --tfrecord DIR (a folder from 'ddlbench data convert')"
+            )
         return ["loader=dali", "loader.reader=tfrecord", f"loader.num_threads={workers}", f"data.path={tfrecord_path}"]
     raise ConfigError(f"loaderbench: {case!r} is no loader case; choose from {', '.join(LOADERS)}")
 
 
 def context(cfg: DictConfig, device: torch.device) -> LoaderContext:
-    return LoaderContext(rank=0, world_size=1, device=device, per_gpu_batch=int(cfg.run.per_gpu_batch), seed=int(cfg.run.seed),
-                         num_classes=int(cfg.model.num_classes), image_size=int(cfg.model.image_size),
-                         channels_last=bool(cfg.precision.channels_last), data_path=cfg.data.path)
+    return LoaderContext(
+        rank=0,
+        world_size=1,
+        device=device,
+        per_gpu_batch=int(cfg.run.per_gpu_batch),
+        seed=int(cfg.run.seed),
+        num_classes=int(cfg.model.num_classes),
+        image_size=int(cfg.model.image_size),
+        channels_last=bool(cfg.precision.channels_last),
+        data_path=cfg.data.path,
+    )
 
 
 def synchronize(device: torch.device) -> None:
@@ -125,8 +136,9 @@ def cpu_decode_img_s(files: Sequence[str], *, image_size: int, seconds: float = 
         torch.set_num_threads(threads)
 
 
-def device_decode_img_s(files: Sequence[str], device: torch.device, *, batch: int, image_size: int,
-                        batches: int = 10) -> float:
+def device_decode_img_s(
+    files: Sequence[str], device: torch.device, *, batch: int, image_size: int, batches: int = 10
+) -> float:
     """Batched decode_jpeg + crop/flip/normalise on `device` (loader=native_gpu's device work), the bytes
     already in memory."""
     from torchvision.io import ImageReadMode, decode_jpeg
@@ -139,8 +151,9 @@ def device_decode_img_s(files: Sequence[str], device: torch.device, *, batch: in
     rng = random.Random(0)
 
     def one(chunk):
-        images = transform_batch(decode_jpeg(chunk, mode=ImageReadMode.RGB, device=device), size=image_size,
-                                 augment=True, rng=rng)
+        images = transform_batch(
+            decode_jpeg(chunk, mode=ImageReadMode.RGB, device=device), size=image_size, augment=True, rng=rng
+        )
         return to_model_input(images, device, channels_last=True)
 
     for chunk in chunks[:2]:
@@ -153,9 +166,17 @@ def device_decode_img_s(files: Sequence[str], device: torch.device, *, batch: in
     return batches * batch / (time.perf_counter() - start)
 
 
-def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cases: Sequence[str],
-            workers: Sequence[int], warmup: int, batches: int, tfrecord_path: str | None,
-            progress: Callable[[Measurement], None] = lambda m: None) -> list[Measurement]:
+def measure(
+    cfg_for: Callable[[list[str]], DictConfig],
+    base: DictConfig,
+    *,
+    cases: Sequence[str],
+    workers: Sequence[int],
+    warmup: int,
+    batches: int,
+    tfrecord_path: str | None,
+    progress: Callable[[Measurement], None] = lambda m: None,
+) -> list[Measurement]:
     """Every case at every worker count, then the ceilings. cfg_for(overrides) composes the config of a
     case (the user's overrides plus the case's); base is the user's own."""
     from benchmarks.components import build_loader
@@ -168,11 +189,21 @@ def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cas
     # the ceilings first, while no loader's workers or threads share the machine
     files = _jpeg_files(base.data.path, limit=512)
     size, batch = int(base.model.image_size), int(base.run.per_gpu_batch)
-    out.append(Measurement(case="cpu_decode", workers=1, img_s=cpu_decode_img_s(files, image_size=size), images=0,
-                           device="cpu"))
+    out.append(
+        Measurement(
+            case="cpu_decode", workers=1, img_s=cpu_decode_img_s(files, image_size=size), images=0, device="cpu"
+        )
+    )
     progress(out[-1])
-    out.append(Measurement(case="device_decode", workers=None, device=device.type, images=batch * 10,
-                           img_s=device_decode_img_s(files, device, batch=batch, image_size=size)))
+    out.append(
+        Measurement(
+            case="device_decode",
+            workers=None,
+            device=device.type,
+            images=batch * 10,
+            img_s=device_decode_img_s(files, device, batch=batch, image_size=size),
+        )
+    )
     progress(out[-1])
     for case in cases:
         for count in workers:
@@ -182,8 +213,9 @@ def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cas
             epoch_loader = build_loader(cfg).build(context(cfg, device))
             # a loader starts with its queue full: warm-up drains it, and the timed batches are many times
             # more than it holds, or a full queue reads as speed (15 workers x 2 = 30 batches ready)
-            img_s, images = loader_img_s(epoch_loader, device, warmup=max(warmup, queued),
-                                         batches=max(batches, 5 * queued))
+            img_s, images = loader_img_s(
+                epoch_loader, device, warmup=max(warmup, queued), batches=max(batches, 5 * queued)
+            )
             del epoch_loader  # its workers or DALI pipeline go before the next case starts its own
             out.append(Measurement(case=case, workers=count, img_s=img_s, images=images, device=device.type))
             progress(out[-1])
@@ -193,8 +225,11 @@ def measure(cfg_for: Callable[[list[str]], DictConfig], base: DictConfig, *, cas
 def queue_depth(loader: DictConfig, *, workers: int) -> int:
     """Batches a loader prepares ahead: DataLoader workers x prefetch_factor (plus native_gpu's decoded
     batches), or DALI's prefetch_queue_depth."""
-    return (workers * int(loader.get("prefetch_factor", 0) or 0) + int(loader.get("prefetch_batches", 0) or 0)
-            + int(loader.get("prefetch_queue_depth", 0) or 0))
+    return (
+        workers * int(loader.get("prefetch_factor", 0) or 0)
+        + int(loader.get("prefetch_batches", 0) or 0)
+        + int(loader.get("prefetch_queue_depth", 0) or 0)
+    )
 
 
 def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> str:
@@ -202,13 +237,27 @@ def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> 
     rows = [("case", "workers", "img/s", "img/s per worker", "images timed", "device")]
     for m in measurements:
         per = "-" if not m.workers else f"{m.img_s / m.workers:,.0f}"
-        rows.append((m.case, "-" if m.workers is None else str(m.workers), f"{m.img_s:,.0f}", per,
-                     f"{m.images:,}" if m.images else "-", m.device))
+        rows.append(
+            (
+                m.case,
+                "-" if m.workers is None else str(m.workers),
+                f"{m.img_s:,.0f}",
+                per,
+                f"{m.images:,}" if m.images else "-",
+                m.device,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    return "\n".join([*lines, "", f"cpu_decode: one worker (x workers: the most native can reach); device_decode: "
-                      f"batched decode_jpeg + crop/flip/normalise on the device; the rank has {cpus_per_rank} CPUs, "
-                      f"the loaders' default is {loader_cpus(cpus_per_rank)}"])
+    return "\n".join(
+        [
+            *lines,
+            "",
+            f"cpu_decode: one worker (x workers: the most native can reach); device_decode: "
+            f"batched decode_jpeg + crop/flip/normalise on the device; the rank has {cpus_per_rank} CPUs, "
+            f"the loaders' default is {loader_cpus(cpus_per_rank)}",
+        ]
+    )
 
 
 def print_progress(m: Measurement) -> None:

@@ -6,6 +6,7 @@ step timer (CUDA events or perf_counter) and go to rank<R>.jsonl, with two host 
 (the host blocked in the loader's next()) and host_step_s (the host queueing the whole step). On a GPU,
 a large host_data_s is a loader that fell behind, whether or not queued work hid it from data_s.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -65,7 +66,8 @@ def _progress(step: int, total: int, epoch: int, records: list[dict], samples: i
         f"[ddlbench] step {step}/{total} epoch {epoch} | {samples * world / step_s:,.0f} img/s "
         f"(~{samples / step_s:,.0f} per rank) | step {step_s * 1e3:.1f} ms | data {data_share:.0%} | "
         f"ETA {eta_text((total - step) * step_s)}",
-        file=sys.stderr, flush=True,
+        file=sys.stderr,
+        flush=True,
     )
 
 
@@ -86,7 +88,8 @@ def train(
     comm_late = comm_timer is not None and comm_timer.reads_late
     autocast = (
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
-        if plan.amp_dtype is not None else contextlib.nullcontext
+        if plan.amp_dtype is not None
+        else contextlib.nullcontext
     )
     measured_end = plan.warmup_steps + plan.measured_steps
     total = measured_end + plan.trailing_steps
@@ -112,7 +115,9 @@ def train(
             log.write(record)
         recent += records
         if framework.rank == 0 and plan.log_every and len(recent) >= plan.log_every:
-            _progress(recent[-1]["step"] + 1, total, recent[-1]["epoch"], recent, recent[-1]["samples"], framework.world_size)
+            _progress(
+                recent[-1]["step"] + 1, total, recent[-1]["epoch"], recent, recent[-1]["samples"], framework.world_size
+            )
             recent = []
 
     while step < total:
@@ -154,10 +159,16 @@ def train(
             if plan.warmup_steps <= step < measured_end:
                 measured_samples += samples
             # the timer hands back a step's times only once its events completed: pair them in order
-            record = {"step": step, "epoch": epoch, "step_in_epoch": step_in_epoch,
-                      "samples": samples, "warmup": step < plan.warmup_steps,
-                      "profiled": profiler is not None and profiler.covers(step),
-                      "host_data_s": t_host_data - t_host, "host_step_s": t_host_end - t_host}
+            record = {
+                "step": step,
+                "epoch": epoch,
+                "step_in_epoch": step_in_epoch,
+                "samples": samples,
+                "warmup": step < plan.warmup_steps,
+                "profiled": profiler is not None and profiler.covers(step),
+                "host_data_s": t_host_data - t_host,
+                "host_step_s": t_host_end - t_host,
+            }
             if comm_timer is not None and not comm_late:
                 record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
             pending.append(record)

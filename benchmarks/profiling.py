@@ -11,6 +11,7 @@ Two ways to get one:
 Steps the profiler covers are slower, so they are logged with profiled=true and left out of the
 throughput (benchmarks/rundir.py), as is the trace export; outside the window the profiler does not run.
 """
+
 from __future__ import annotations
 
 import time
@@ -124,15 +125,22 @@ def plan_window(run, *, device_type: str, warmup: int, measured: int) -> Window 
         return None
     # step warmup + measured is the profiler's warm-up step; the traced ones follow it
     first = warmup + measured + 1
-    return Window(first=first, last=first + run.trace_steps - 1, extra_steps=1 + run.trace_steps,
-                  keep_trace=bool(run.keep_trace), source="sampled", host_ops=device_type != "cuda")
+    return Window(
+        first=first,
+        last=first + run.trace_steps - 1,
+        extra_steps=1 + run.trace_steps,
+        keep_trace=bool(run.keep_trace),
+        source="sampled",
+        host_ops=device_type != "cuda",
+    )
 
 
 def make_profiler(window: Window | None, *, run_dir: Path, rank: int, device: torch.device) -> StepProfiler | None:
     if window is None:
         return None
-    return StepProfiler(first=window.first, last=window.last, path=trace_path(run_dir, rank), device=device,
-                        host_ops=window.host_ops)
+    return StepProfiler(
+        first=window.first, last=window.last, path=trace_path(run_dir, rank), device=device, host_ops=window.host_ops
+    )
 
 
 def reduce_trace(window: Window, *, run_dir: Path, rank: int) -> Path:
@@ -143,11 +151,18 @@ def reduce_trace(window: Window, *, run_dir: Path, rank: int) -> Path:
     # a device-only trace has no ProfilerStep marks: the window's steps are the profiler's schedule
     breakdown = tracereduce.trace_breakdown(tracereduce.read_trace(raw), steps=range(window.first, window.last + 1))
     out = tracereduce.breakdown_path(run_dir, rank)
-    rundir.write_json_atomic(out, {
-        "schema_version": tracereduce.BREAKDOWN_SCHEMA_VERSION, "rank": rank, "source": window.source,
-        "window_steps": [window.first, window.last], "reduce_s": time.perf_counter() - start,
-        "raw_trace": raw.name if window.keep_trace else None, "trace": breakdown.record(),
-    })
+    rundir.write_json_atomic(
+        out,
+        {
+            "schema_version": tracereduce.BREAKDOWN_SCHEMA_VERSION,
+            "rank": rank,
+            "source": window.source,
+            "window_steps": [window.first, window.last],
+            "reduce_s": time.perf_counter() - start,
+            "raw_trace": raw.name if window.keep_trace else None,
+            "trace": breakdown.record(),
+        },
+    )
     if not window.keep_trace:
         raw.unlink()
         if not any(raw.parent.iterdir()):

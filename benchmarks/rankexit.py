@@ -9,6 +9,7 @@ exception", SIGABRT, in a rank whose work had completed (1-2 of 60 two-rank CPU 
 runs over deepspeed.comm). The exit handlers still run here, with every thread free to take the GIL; then
 the process ends without module teardown, where those threads would be killed.
 """
+
 from __future__ import annotations
 
 import atexit

@@ -9,6 +9,7 @@ A user's own site profiles and experiments stay outside the install: the folder 
 (system/<name>.yaml, experiment/<name>.yaml, ... as in conf/) joins Hydra's search path. Its options
 are added to the shipped ones; one with a shipped option's name takes that name's place.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,10 @@ def user_conf_dir(environ=os.environ) -> Path | None:
         return None
     path = Path(value).expanduser().resolve()
     if not path.is_dir():
-        raise ConfigError(f"{USER_CONFIG_ENV}={value} is not a directory; point it at a folder of your own options "
-                          "(system/<name>.yaml, experiment/<name>.yaml, ...) or unset it")
+        raise ConfigError(
+            f"{USER_CONFIG_ENV}={value} is not a directory; point it at a folder of your own options "
+            "(system/<name>.yaml, experiment/<name>.yaml, ...) or unset it"
+        )
     return path
 
 

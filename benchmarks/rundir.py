@@ -15,6 +15,7 @@ analysis groups runs with it.
 - `completed_summary`, `failed_summary`, `interrupted_summary` build summary.json; `state` reads it.
 - `throughput` is THE throughput definition (docs/analysis.md), over the rank logs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,22 +37,53 @@ HASH_DIGITS = 8
 # prints and keeps (run.keep_trace: the raw trace beside its breakdown), the campaign grid that planned
 # it and the Slurm bookkeeping of its job (account, time limit, node cap). system.ranks_per_node is the
 # local layout: the run key holds world_size and num_nodes instead, which is what the ranks really were.
-NOT_IDENTITY = ("run.repeat", "run.dir", "run.root", "run.log_every", "run.save_params", "run.keep_trace", "campaign",
-                "experiment", "hydra", "system.ranks_per_node", "system.account", "system.time_limit", "system.max_nodes")
+NOT_IDENTITY = (
+    "run.repeat",
+    "run.dir",
+    "run.root",
+    "run.log_every",
+    "run.save_params",
+    "run.keep_trace",
+    "campaign",
+    "experiment",
+    "hydra",
+    "system.ranks_per_node",
+    "system.account",
+    "system.time_limit",
+    "system.max_nodes",
+)
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")
 
 # the per-step record of rank<R>.jsonl (after a header line {"kind": "header", "schema_version", ...}):
 # field -> type. warmup and profiled steps are logged but not measured.
 STEP_FIELDS: dict[str, str] = {
-    "step": "int64", "epoch": "int64", "step_in_epoch": "int64", "samples": "int64", "warmup": "bool",
-    "profiled": "bool", "comm_s": "float64", "comm_exposed_s": "float64", "data_s": "float64", "fwd_s": "float64",
-    "bwd_s": "float64", "opt_s": "float64", "step_s": "float64", "host_data_s": "float64", "host_step_s": "float64",
+    "step": "int64",
+    "epoch": "int64",
+    "step_in_epoch": "int64",
+    "samples": "int64",
+    "warmup": "bool",
+    "profiled": "bool",
+    "comm_s": "float64",
+    "comm_exposed_s": "float64",
+    "data_s": "float64",
+    "fwd_s": "float64",
+    "bwd_s": "float64",
+    "opt_s": "float64",
+    "step_s": "float64",
+    "host_data_s": "float64",
+    "host_step_s": "float64",
 }
 REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
 # end_rank<R>.json (end_record), written by each rank when it stops: field -> type; the peaks are null on a CPU
-END_FIELDS: dict[str, str] = {"rank": "int64", "status": "str", "error": "str", "out_of_memory": "bool",
-                              "peak_allocated_bytes": "int64", "peak_reserved_bytes": "int64"}
+END_FIELDS: dict[str, str] = {
+    "rank": "int64",
+    "status": "str",
+    "error": "str",
+    "out_of_memory": "bool",
+    "peak_allocated_bytes": "int64",
+    "peak_reserved_bytes": "int64",
+}
 # summary.json's memory fields: the largest peak over the ranks, and each rank's (lists in rank order)
 MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes")
 MEMORY_BY_RANK_FIELDS = tuple(f"{name}_by_rank" for name in MEMORY_FIELDS)
@@ -59,6 +91,7 @@ STATES = ("completed", "failed", "interrupted", "incomplete", "missing")
 
 
 # --- identity ----------------------------------------------------------------------------------
+
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested mappings -> {"a.b.c": value}; lists stay lists."""
@@ -95,8 +128,9 @@ def _canonical(value: Any) -> Any:
 
 def key_hash(key: Mapping[str, Any]) -> str:
     """HASH_DIGITS hex digits of SHA-256 over the key as canonical JSON (sorted keys)."""
-    text = json.dumps({k: _canonical(v) for k, v in sorted(key.items())}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    text = json.dumps(
+        {k: _canonical(v) for k, v in sorted(key.items())}, sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]
 
 
@@ -130,9 +164,11 @@ def dir_name(settings: Mapping[str, Any], *, world_size: int, num_nodes: int, re
     """<framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>-<cell hash>-r<repeat> of a resolved config."""
     flat = flatten(settings)
     model = model_name(flat["model.arch"], flat.get("model.depth"))
-    return (f"{flat['framework.name']}-{flat['loader.name']}-{model}-{flat['precision.name']}-g{world_size}"
-            f"-n{num_nodes}-b{flat['run.per_gpu_batch']}-{cell_hash(flat, world_size=world_size, num_nodes=num_nodes)}"
-            f"-r{repeat}")
+    return (
+        f"{flat['framework.name']}-{flat['loader.name']}-{model}-{flat['precision.name']}-g{world_size}"
+        f"-n{num_nodes}-b{flat['run.per_gpu_batch']}-{cell_hash(flat, world_size=world_size, num_nodes=num_nodes)}"
+        f"-r{repeat}"
+    )
 
 
 def run_dir(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> Path:
@@ -146,10 +182,10 @@ def run_dir(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> 
 
 # --- state and summaries ---------------------------------------------------------------------
 
+
 def holds_a_run(path: Path) -> bool:
     """Anything a run writes is there: it is never written over."""
-    return path.is_dir() and any(
-        p.name in (SUMMARY, META, CONFIG) or p.name.startswith("rank") for p in path.iterdir())
+    return path.is_dir() and any(p.name in (SUMMARY, META, CONFIG) or p.name.startswith("rank") for p in path.iterdir())
 
 
 ATTIC = "attic"  # <campaign>/attic/: failed or interrupted runs moved out of their cell's place
@@ -196,9 +232,19 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def completed_summary(*, key: Mapping[str, Any], measured: Mapping[str, Any], wall_s: float, last_loss: float,
-                      warmup_steps: int, repeat: int, names: Mapping[str, Any], runtime_s: float | None = None,
-                      num_processes: int | None = None, memory: Mapping[str, Any] | None = None) -> dict:
+def completed_summary(
+    *,
+    key: Mapping[str, Any],
+    measured: Mapping[str, Any],
+    wall_s: float,
+    last_loss: float,
+    warmup_steps: int,
+    repeat: int,
+    names: Mapping[str, Any],
+    runtime_s: float | None = None,
+    num_processes: int | None = None,
+    memory: Mapping[str, Any] | None = None,
+) -> dict:
     """summary.json of a completed run: the run key's hash, the names tables show, and `measured`
     (throughput() over the rank logs); wall_s is the measured window's wall time, kept for reference;
     runtime_s the slowest rank's time from its process start to its last step (start-up included: the
@@ -207,10 +253,19 @@ def completed_summary(*, key: Mapping[str, Any], measured: Mapping[str, Any], wa
     is memory_summary() of the ranks' end records (null on CPUs)."""
     world = int(key["world_size"])
     return {
-        "schema_version": SCHEMA_VERSION, "status": "completed", "finished": now_iso(),
-        "cell_hash": key_hash(key), **names, "world_size": world, "num_nodes": int(key["num_nodes"]),
-        "global_batch": int(names["per_gpu_batch"]) * world, "warmup_steps": warmup_steps, **measured,
-        "wall_s": wall_s, "last_loss": last_loss, "repeat": repeat,
+        "schema_version": SCHEMA_VERSION,
+        "status": "completed",
+        "finished": now_iso(),
+        "cell_hash": key_hash(key),
+        **names,
+        "world_size": world,
+        "num_nodes": int(key["num_nodes"]),
+        "global_batch": int(names["per_gpu_batch"]) * world,
+        "warmup_steps": warmup_steps,
+        **measured,
+        "wall_s": wall_s,
+        "last_loss": last_loss,
+        "repeat": repeat,
         **({"runtime_s": runtime_s} if runtime_s is not None else {}),
         "num_processes": world if num_processes is None else int(num_processes),
         **(memory_summary([]) if memory is None else memory),
@@ -227,11 +282,18 @@ def is_out_of_memory(error: BaseException | str) -> bool:
 def failed_summary(error: BaseException | str, **extra: Any) -> dict:
     """summary.json of a run that raised; out_of_memory tells a batch that did not fit from other failures."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return {"schema_version": SCHEMA_VERSION, "status": "failed", "finished": now_iso(), "error": text,
-            "out_of_memory": is_out_of_memory(error), **extra}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "failed",
+        "finished": now_iso(),
+        "error": text,
+        "out_of_memory": is_out_of_memory(error),
+        **extra,
+    }
 
 
 # --- the rank's end record and its peak device memory ----------------------------------------
+
 
 def end_path(run_dir: Path, rank: int) -> Path:
     """end_rank<R>.json: what rank R says when it stops (end_record), beside its rank log."""
@@ -241,10 +303,14 @@ def end_path(run_dir: Path, rank: int) -> Path:
 def end_record(*, rank: int, peaks: Mapping[str, int | None], error: BaseException | None = None) -> dict:
     """end_rank<R>.json: the rank's peak allocated and reserved device memory in bytes over the whole run
     (null on a CPU) and, when it failed, its error and whether it ran out of memory (END_FIELDS)."""
-    return {"schema_version": SCHEMA_VERSION, "rank": int(rank), "status": "completed" if error is None else "failed",
-            "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
-            "out_of_memory": error is not None and is_out_of_memory(error),
-            **{name: peaks.get(name) for name in MEMORY_FIELDS}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "rank": int(rank),
+        "status": "completed" if error is None else "failed",
+        "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
+        "out_of_memory": error is not None and is_out_of_memory(error),
+        **{name: peaks.get(name) for name in MEMORY_FIELDS},
+    }
 
 
 def read_end_record(run_dir: Path, rank: int) -> dict | None:
@@ -280,25 +346,34 @@ def ran_out_of_memory(path: Path) -> bool:
     summary = read_summary(path) or {}
     if summary.get("status") == "failed" and summary.get("out_of_memory") is True:
         return True
-    ranks = (int(m.group(1)) for p in path.glob("end_rank*.json") if (m := re.fullmatch(r"end_rank(\d+)\.json", p.name)))
+    ranks = (
+        int(m.group(1)) for p in path.glob("end_rank*.json") if (m := re.fullmatch(r"end_rank(\d+)\.json", p.name))
+    )
     return any((end := read_end_record(path, rank)) is not None and end.get("out_of_memory") is True for rank in ranks)
 
 
 def interrupted_summary(signal_name: str, **extra: Any) -> dict:
     """A run stopped on purpose (Ctrl-C, scancel): not a failure of the configuration."""
-    return {"schema_version": SCHEMA_VERSION, "status": "interrupted", "finished": now_iso(),
-            "error": f"stopped by {signal_name}", **extra}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "interrupted",
+        "finished": now_iso(),
+        "error": f"stopped by {signal_name}",
+        **extra,
+    }
 
 
 # --- the throughput definition ----------------------------------------------------------------
+
 
 def is_measured(record: Mapping[str, Any]) -> bool:
     """A step record that counts: not warm-up, not inside a profiler window."""
     return not record.get("warmup") and not record.get("profiled", False)
 
 
-def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]], *,
-               world_size: int | None = None) -> dict[str, float | int]:
+def throughput(
+    records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]], *, world_size: int | None = None
+) -> dict[str, float | int]:
     """THE throughput of a run, from its step records (the same figure analysis computes):
     per measured step the slowest rank's step_s, time_s = their sum, throughput_img_s = global samples
     over the measured steps / time_s, per_gpu_img_s = throughput_img_s / world_size (the GPUs; by default
@@ -315,8 +390,13 @@ def throughput(records_by_rank: Mapping[int, Iterable[Mapping[str, Any]]], *,
     total = sum(samples.values())
     thr = total / time_s if time_s > 0 else float("nan")
     ranks = max(1, len(records_by_rank) if world_size is None else int(world_size))
-    return {"measured_steps": len(step_s), "measured_samples": total, "time_s": time_s,
-            "throughput_img_s": thr, "per_gpu_img_s": thr / ranks}
+    return {
+        "measured_steps": len(step_s),
+        "measured_samples": total,
+        "time_s": time_s,
+        "throughput_img_s": thr,
+        "per_gpu_img_s": thr / ranks,
+    }
 
 
 def read_step_records(path: Path) -> list[dict]:
@@ -328,8 +408,11 @@ def read_step_records(path: Path) -> list[dict]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and record.get("kind") != "header" and \
-                    all(record.get(k) is not None for k in REQUIRED_STEP_FIELDS):
+            if (
+                isinstance(record, dict)
+                and record.get("kind") != "header"
+                and all(record.get(k) is not None for k in REQUIRED_STEP_FIELDS)
+            ):
                 records.append(record)
     return records
 

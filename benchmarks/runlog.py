@@ -3,6 +3,7 @@
 Nothing here ever overwrites: per-rank logs are opened with exclusive create, and a run directory
 that already holds a run is refused before anything starts.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,15 @@ from typing import Any, TextIO
 
 from benchmarks.rundir import STEP_FIELDS
 
-PROVENANCE_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "SLURM_", "OMP_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
-                           "DS_")
+PROVENANCE_ENV_PREFIXES = (
+    "NCCL_",
+    "HOROVOD_",
+    "SLURM_",
+    "OMP_",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "DS_",
+)
 
 
 class RankLog:
@@ -53,8 +61,16 @@ def package_versions() -> dict[str, str | None]:
     from importlib import metadata
 
     versions: dict[str, str | None] = {}
-    for dist in ("torch", "torchvision", "hydra-core", "horovod", "deepspeed",
-                 "nvidia-dali-cuda120", "nvidia-dali-cuda130", "numpy"):
+    for dist in (
+        "torch",
+        "torchvision",
+        "hydra-core",
+        "horovod",
+        "deepspeed",
+        "nvidia-dali-cuda120",
+        "nvidia-dali-cuda130",
+        "numpy",
+    ):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -72,7 +88,8 @@ def hardware_provenance() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cuda": torch.version.cuda,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        if torch.cuda.is_available() else [],
+        if torch.cuda.is_available()
+        else [],
     }
     if torch.cuda.is_available():
         info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))

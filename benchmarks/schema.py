@@ -8,6 +8,7 @@ starts with `defaults: [<schema>, _self_]`, so a misspelt key is rejected by Hyd
 named, a value of the wrong type likewise, and a value outside a closed set (a `Choice`) with the
 allowed values.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class SystemConfig:
 @dataclass
 class CampaignConfig:
     """A sweep (experiment files' `campaign:` key): every combination of `axes` x `gpus` x repeats."""
+
     gpus: list[int] = MISSING  # world sizes (ranks = GPUs on GPU systems)
     axes: dict[str, list[Any]] = field(default_factory=dict)  # override group/key -> values, e.g. framework: [ddp]
     repeats: int = 1

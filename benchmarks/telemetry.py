@@ -17,6 +17,7 @@ started), disk_read_bytes_s; with NVML: gpu (NVML index), gpu_util_percent, gpu_
 gpu_mem_used_bytes, gpu_mem_total_bytes, gpu_power_w, gpu_sm_clock_mhz, pcie_tx_bytes_s,
 pcie_rx_bytes_s, and nvlink_tx_bytes_s / nvlink_rx_bytes_s where the GPU exposes NVLink counters.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,9 +71,11 @@ class _Nvml:
         nv = pynvml
         self._metrics: dict[str, Callable[[], dict[str, Any]]] = {
             "util": lambda: (lambda u: {"gpu_util_percent": u.gpu, "gpu_mem_util_percent": u.memory})(
-                nv.nvmlDeviceGetUtilizationRates(self.handle)),
+                nv.nvmlDeviceGetUtilizationRates(self.handle)
+            ),
             "memory": lambda: (lambda m: {"gpu_mem_used_bytes": m.used, "gpu_mem_total_bytes": m.total})(
-                nv.nvmlDeviceGetMemoryInfo(self.handle)),
+                nv.nvmlDeviceGetMemoryInfo(self.handle)
+            ),
             "power": lambda: {"gpu_power_w": nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3},
             "clock": lambda: {"gpu_sm_clock_mhz": nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_SM)},
             # KB/s over NVML's ~20 ms window
@@ -94,7 +97,10 @@ class _Nvml:
         last, self._nvlink_last = self._nvlink_last, (now, tx, rx)
         if last is None or now <= last[0]:
             return {}
-        return {"nvlink_tx_bytes_s": (tx - last[1]) / (now - last[0]), "nvlink_rx_bytes_s": (rx - last[2]) / (now - last[0])}
+        return {
+            "nvlink_tx_bytes_s": (tx - last[1]) / (now - last[0]),
+            "nvlink_rx_bytes_s": (rx - last[2]) / (now - last[0]),
+        }
 
     def sample(self) -> dict[str, Any]:
         record: dict[str, Any] = {"gpu": self.index}

@@ -1,5 +1,6 @@
 """Per-step phase timers: CUDA events on GPU (read two steps late, no per-phase host sync),
 perf_counter on CPU (where every op is synchronous to the host anyway)."""
+
 from __future__ import annotations
 
 import time

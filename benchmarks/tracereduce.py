@@ -19,6 +19,7 @@ compute.
 
 Pure functions (dicts and lists in, dataclasses out) plus one reader.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -59,6 +60,7 @@ H2D_PATTERN = re.compile(r"HtoD", re.I)
 
 
 # --- interval arithmetic -----------------------------------------------------------------------
+
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     """Sorted, disjoint intervals covering the same points."""
@@ -108,6 +110,7 @@ def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
 
 
 # --- the trace ---------------------------------------------------------------------------------
+
 
 def compute_kind(name: str) -> str:
     """conv, gemm or other_compute, for a compute kernel's name."""
@@ -173,6 +176,7 @@ class TraceBreakdown:
     The finer split (GPU traces; on a CPU trace compute is all other_compute and there is no h2d):
     conv_s + gemm_s + other_compute_s = compute_s; h2d_s <= memcpy_s; per collective, its total and its
     exposed seconds (allreduce_s, allreduce_exposed_s: the gradient all-reduce whatever the framework)."""
+
     window_s: float
     compute_s: float
     memcpy_s: float  # memcpy and memset not under compute
@@ -198,10 +202,19 @@ class TraceBreakdown:
 
     def shares(self) -> dict[str, float]:
         w = self.window_s or float("nan")
-        return {"compute": self.compute_s / w, "memcpy": self.memcpy_s / w, "comm_exposed": self.comm_exposed_s / w,
-                "idle": self.idle_s / w, "comm_total": self.comm_total_s / w, "conv": self.conv_s / w,
-                "gemm": self.gemm_s / w, "other_compute": self.other_compute_s / w, "h2d": self.h2d_s / w,
-                "allreduce": self.allreduce_s / w, "allreduce_exposed": self.allreduce_exposed_s / w}
+        return {
+            "compute": self.compute_s / w,
+            "memcpy": self.memcpy_s / w,
+            "comm_exposed": self.comm_exposed_s / w,
+            "idle": self.idle_s / w,
+            "comm_total": self.comm_total_s / w,
+            "conv": self.conv_s / w,
+            "gemm": self.gemm_s / w,
+            "other_compute": self.other_compute_s / w,
+            "h2d": self.h2d_s / w,
+            "allreduce": self.allreduce_s / w,
+            "allreduce_exposed": self.allreduce_exposed_s / w,
+        }
 
     def record(self) -> dict:
         """The JSON-ready form (breakdown_rank<R>.json holds it under "trace")."""
@@ -213,8 +226,11 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
     events = trace["traceEvents"]
     device_trace = any(e.get("cat") == "kernel" for e in events)
     windows = step_windows(trace)
-    device_spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
-                    if device_trace and classify(e, device_trace=True)]
+    device_spans = [
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in events
+        if device_trace and classify(e, device_trace=True)
+    ]
     if not windows and device_spans and steps is not None:
         # a device-only trace (no host ops, so no step marks): the steps are the profiler's schedule and
         # the window the device's work from its first event to its last
@@ -223,7 +239,9 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
     else:
         chosen = sorted(windows if steps is None else [s for s in steps if s in windows])
         if not chosen:
-            raise ValueError(f"the trace has no ProfilerStep window for steps {list(steps or [])}; it has {sorted(windows)}")
+            raise ValueError(
+                f"the trace has no ProfilerStep window for steps {list(steps or [])}; it has {sorted(windows)}"
+            )
         # from the first chosen step's start to the last one's end, like the timers' summed step_s
         # (device-side step marks leave the gaps between steps out of every single step)
         window = [(min(windows[s][0] for s in chosen), max(windows[s][1] for s in chosen))]
@@ -280,14 +298,23 @@ def trace_breakdown(trace: dict, *, steps: Sequence[int] | None = None) -> Trace
         mine = clip(spans) if device_trace else clip(_cut_at_resume(spans, waits))
         collectives[name] = length(mine) * us
         # device: the part no compute or copy hides; host: the waits it meets
-        collectives_exposed[name] = length(subtract(mine, work) if device_trace
-                                           else [w for w in waits if intersect([w], mine)]) * us
+        collectives_exposed[name] = (
+            length(subtract(mine, work) if device_trace else [w for w in waits if intersect([w], mine)]) * us
+        )
     return TraceBreakdown(
-        window_s=length(window) * us, compute_s=length(compute) * us, memcpy_s=length(copies) * us,
-        comm_total_s=length(comm) * us, comm_overlap_s=overlap * us,
-        comm_exposed_s=exposed * us, idle_s=(length(gaps) - exposed) * us, steps=chosen,
-        conv_s=kinds["conv"], gemm_s=kinds["gemm"], other_compute_s=kinds["other_compute"],
-        h2d_s=length(intersect(union(h2d), copies)) * us, collectives_s=collectives,
+        window_s=length(window) * us,
+        compute_s=length(compute) * us,
+        memcpy_s=length(copies) * us,
+        comm_total_s=length(comm) * us,
+        comm_overlap_s=overlap * us,
+        comm_exposed_s=exposed * us,
+        idle_s=(length(gaps) - exposed) * us,
+        steps=chosen,
+        conv_s=kinds["conv"],
+        gemm_s=kinds["gemm"],
+        other_compute_s=kinds["other_compute"],
+        h2d_s=length(intersect(union(h2d), copies)) * us,
+        collectives_s=collectives,
         collectives_exposed_s=collectives_exposed,
     )
 

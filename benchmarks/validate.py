@@ -1,4 +1,5 @@
 """Cross-field checks on a composed config: ConfigError before any process group exists."""
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,14 @@ from benchmarks.errors import ConfigError
 def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     """Raise ConfigError (one line: key, value, fix) for a config that cannot run."""
     run = cfg.run
-    for key, minimum in (("per_gpu_batch", 1), ("steps", 1), ("warmup_steps", 0), ("repeat", 0), ("log_every", 0),
-                         ("trace_steps", 0)):
+    for key, minimum in (
+        ("per_gpu_batch", 1),
+        ("steps", 1),
+        ("warmup_steps", 0),
+        ("repeat", 0),
+        ("log_every", 0),
+        ("trace_steps", 0),
+    ):
         if run[key] < minimum:
             raise ConfigError(f"run.{key}={run[key]} must be >= {minimum}")
     if run.epochs is not None and run.epochs < 1:
@@ -26,8 +33,15 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
         raise ConfigError(f"system.device={cfg.system.device!r} is not allowed; choose cpu or cuda")
     for key in ("campaign",):
         value = str(run[key])
-        if not value or "/" in value or value.startswith(".") or not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise ConfigError(f"run.{key}={value!r} must be letters, digits, '-', '_' or '.'; e.g. run.{key}=scaling_2026")
+        if (
+            not value
+            or "/" in value
+            or value.startswith(".")
+            or not value.replace("-", "").replace("_", "").replace(".", "").isalnum()
+        ):
+            raise ConfigError(
+                f"run.{key}={value!r} must be letters, digits, '-', '_' or '.'; e.g. run.{key}=scaling_2026"
+            )
     # each adapter option's own rules (its closed sets are checked by Hydra when the config is composed)
     for group in ("framework", "loader", "model"):
         adapter_config(cfg[group]).check()
@@ -42,13 +56,17 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 "make a dataset with 'ddlbench data synth --out data/synth' and pass data.path=data/synth"
             )
         if not os.path.isdir(path):
-            raise ConfigError(f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'")
+            raise ConfigError(
+                f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'"
+            )
     if check_device and cfg.system.device == "cuda":
         import torch
 
         available = torch.cuda.device_count()
         if available == 0:
-            raise ConfigError(f"system={cfg.system.name} wants CUDA GPUs but this machine has none; use system=local_cpu")
+            raise ConfigError(
+                f"system={cfg.system.name} wants CUDA GPUs but this machine has none; use system=local_cpu"
+            )
         if cfg.system.ranks_per_node > available:
             raise ConfigError(
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
@@ -66,9 +84,11 @@ def warnings(cfg: DictConfig) -> list[str]:
     fair = loader_cpus(cfg.system.cpus_per_rank)
     if workers is not None and workers[1] < fair / 2:
         key, value = workers
-        out.append(f"{key}={value} gives loader={cfg.loader.name} {value} of the rank's {cfg.system.cpus_per_rank} CPUs "
-                   f"(system.cpus_per_rank): its figures are a handicapped loader's, not a fair comparison; leave "
-                   f"the default ({fair}: the rank's CPUs less one) or pass {key}={fair}")
+        out.append(
+            f"{key}={value} gives loader={cfg.loader.name} {value} of the rank's {cfg.system.cpus_per_rank} CPUs "
+            f"(system.cpus_per_rank): its figures are a handicapped loader's, not a fair comparison; leave "
+            f"the default ({fair}: the rank's CPUs less one) or pass {key}={fair}"
+        )
     return out
 
 
@@ -92,19 +112,26 @@ def check_data(cfg: DictConfig, *, world_size: int) -> None:
         files, count = _imagefolder_samples(root, needed, suffixes)
         what = f"images ({', '.join(suffixes)}) in class folders"
     if count == 0:
-        fix = ("write them with 'ddlbench data convert --from IMAGEFOLDER --out DIR'" if what.startswith("TFRecord")
-               else "pass an ImageFolder (<class>/<image>.jpg), e.g. from 'ddlbench data synth --out DIR'")
+        fix = (
+            "write them with 'ddlbench data convert --from IMAGEFOLDER --out DIR'"
+            if what.startswith("TFRecord")
+            else "pass an ImageFolder (<class>/<image>.jpg), e.g. from 'ddlbench data synth --out DIR'"
+        )
         raise ConfigError(f"data.path={cfg.data.path} holds no {what} for loader={cfg.loader.name}; {fix}")
     if count < needed:
-        raise ConfigError(f"data.path={cfg.data.path} holds {count} samples, but one step of {world_size} rank(s) at "
-                          f"run.per_gpu_batch={cfg.run.per_gpu_batch} needs {needed}; use fewer GPUs, a smaller "
-                          "run.per_gpu_batch or a larger data set")
+        raise ConfigError(
+            f"data.path={cfg.data.path} holds {count} samples, but one step of {world_size} rank(s) at "
+            f"run.per_gpu_batch={cfg.run.per_gpu_batch} needs {needed}; use fewer GPUs, a smaller "
+            "run.per_gpu_batch or a larger data set"
+        )
     try:
         with open(files[0], "rb") as f:
             f.read(16)
     except OSError as error:
-        raise ConfigError(f"data.path={cfg.data.path}: {files[0]} cannot be read ({error.strerror}); fix the "
-                          "permissions (the ranks read every file) or pass another data.path") from None
+        raise ConfigError(
+            f"data.path={cfg.data.path}: {files[0]} cannot be read ({error.strerror}); fix the "
+            "permissions (the ranks read every file) or pass another data.path"
+        ) from None
 
 
 @functools.lru_cache(maxsize=256)  # a campaign checks one data set for many cells
@@ -133,8 +160,10 @@ def _tfrecord_samples(root: str, needed: int) -> tuple[list[str], int]:
     pairs, count = find_tfrecords(Path(root)), 0
     for record, index in pairs:
         if not index.is_file():
-            raise ConfigError(f"data.path={root}: {record.name} has no DALI index {index.name}; write it with "
-                              f"'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')")
+            raise ConfigError(
+                f"data.path={root}: {record.name} has no DALI index {index.name}; write it with "
+                f"'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
+            )
         with open(index, "rb") as f:
             count += sum(1 for _ in f)
         if count >= needed:

@@ -1,4 +1,5 @@
 """python -m ddlbench ...: the same as the `ddlbench` command."""
+
 import sys
 
 from ddlbench.cli import main

@@ -1,4 +1,5 @@
 """The `ddlbench` command: run, data, results, doctor, demo, campaign."""
+
 from __future__ import annotations
 
 import argparse
@@ -75,14 +76,19 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
     results = []
     for k, combo in enumerate(combos, 1):
         varying = [o for o, original in zip(combo, args.overrides) if o != original or "," in original]
-        print(f"[ddlbench] multirun {k}/{len(combos)}: {' '.join(varying) or '(the base)'}", file=sys.stderr, flush=True)
+        print(
+            f"[ddlbench] multirun {k}/{len(combos)}: {' '.join(varying) or '(the base)'}", file=sys.stderr, flush=True
+        )
         code = cmd_run(argparse.Namespace(overrides=combo, dry_run=False))
         results.append((" ".join(varying), code))
         if code == 130:
             break  # interrupted: the rest does not start
     failed = [r for r in results if r[1]]
-    print(f"[ddlbench] multirun: {len(results) - len(failed)} of {len(combos)} run(s) completed"
-          + "".join(f"\n  exit {code}: {what}" for what, code in failed), file=sys.stderr)
+    print(
+        f"[ddlbench] multirun: {len(results) - len(failed)} of {len(combos)} run(s) completed"
+        + "".join(f"\n  exit {code}: {what}" for what, code in failed),
+        file=sys.stderr,
+    )
     return 130 if results and results[-1][1] == 130 else (1 if failed else 0)
 
 
@@ -102,8 +108,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_run_multirun(args)
     ambiguous = [o for o in args.overrides if "=" in o and len(split_sweep(o.partition("=")[2])) > 1]
     if ambiguous:
-        raise ConfigError(f"override {ambiguous[0]!r} lists several values; pass -m to run each combination "
-                          "(ddlbench run -m ...), or one value")
+        raise ConfigError(
+            f"override {ambiguous[0]!r} lists several values; pass -m to run each combination "
+            "(ddlbench run -m ...), or one value"
+        )
     cfg = compose(args.overrides)
     if getattr(args, "cfg", None):
         from omegaconf import OmegaConf
@@ -133,7 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
         print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
     argv = local_command(
-        launcher=cfg.framework.local_launcher, nproc=nproc, master_port=_free_port(),
+        launcher=cfg.framework.local_launcher,
+        nproc=nproc,
+        master_port=_free_port(),
         overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
     )
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
@@ -178,9 +188,17 @@ def _gib(value) -> str:
 def format_probes(probes: list[dict]) -> str:
     """The probes of `ddlbench maxbatch` as a table, in the order they ran."""
     rows = [("batch/GPU", "status", "peak alloc GiB", "peak reserved GiB", "img/s", "run")]
-    rows += [(str(p["batch"]), p["status"], _gib(p.get("peak_allocated_bytes")), _gib(p.get("peak_reserved_bytes")),
-              "-" if p.get("throughput_img_s") is None else f"{p['throughput_img_s']:,.1f}", str(p["run_dir"]))
-             for p in probes]
+    rows += [
+        (
+            str(p["batch"]),
+            p["status"],
+            _gib(p.get("peak_allocated_bytes")),
+            _gib(p.get("peak_reserved_bytes")),
+            "-" if p.get("throughput_img_s") is None else f"{p['throughput_img_s']:,.1f}",
+            str(p["run_dir"]),
+        )
+        for p in probes
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) if i < 5 else c for i, (c, w) in enumerate(zip(r, widths))) for r in rows)
 
@@ -214,19 +232,31 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
 
     cfg = compose(args.overrides)
     if cfg.system.device != "cuda":
-        raise ConfigError(f"ddlbench maxbatch searches GPU memory, but system={cfg.system.name} runs on the CPU "
-                          "(system.device=cpu), which has none to fill; pass a GPU system, e.g. "
-                          "'ddlbench maxbatch system=h200 model=resnet model.depth=50'")
+        raise ConfigError(
+            f"ddlbench maxbatch searches GPU memory, but system={cfg.system.name} runs on the CPU "
+            "(system.device=cpu), which has none to fill; pass a GPU system, e.g. "
+            "'ddlbench maxbatch system=h200 model=resnet model.depth=50'"
+        )
     if cfg.run.dir:
-        raise ConfigError(f"run.dir={cfg.run.dir} cannot be set for maxbatch: every probe needs its own directory; drop it")
+        raise ConfigError(
+            f"run.dir={cfg.run.dir} cannot be set for maxbatch: every probe needs its own directory; drop it"
+        )
     if args.start < 1 or args.limit < args.start:
         raise ConfigError(f"--start {args.start} --max {args.limit}: need 1 <= --start <= --max")
     nproc, devices = node_layout(cfg)
     probes: list[dict] = []
 
     def fits(batch: int) -> bool:
-        overrides = [*args.overrides, f"run.per_gpu_batch={batch}", "run.warmup_steps=1", f"run.steps={args.steps}",
-                     "run.epochs=null", "run.log_every=0", "run.trace=off", f"run.campaign={args.campaign}"]
+        overrides = [
+            *args.overrides,
+            f"run.per_gpu_batch={batch}",
+            "run.warmup_steps=1",
+            f"run.steps={args.steps}",
+            "run.epochs=null",
+            "run.log_every=0",
+            "run.trace=off",
+            f"run.campaign={args.campaign}",
+        ]
         probe_cfg = compose(overrides)
         overrides.append(f"run.repeat={next_free_repeat(probe_cfg, world_size=nproc * devices)}")
         run_dir = resolve_run_dir(compose(overrides), world_size=nproc * devices, num_nodes=1)
@@ -235,7 +265,11 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         with _output_to(run_dir / "probe.log"):  # the ranks' tracebacks stay out of the table
             code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
         summary = rundir.read_summary(run_dir) or {}
-        probe = {"batch": batch, "run_dir": run_dir, **{k: summary.get(k) for k in (*rundir.MEMORY_FIELDS, "throughput_img_s")}}
+        probe = {
+            "batch": batch,
+            "run_dir": run_dir,
+            **{k: summary.get(k) for k in (*rundir.MEMORY_FIELDS, "throughput_img_s")},
+        }
         if code == 0 and rundir.state(run_dir) == "completed":
             probes.append({**probe, "status": "fits"})
             return True
@@ -244,8 +278,10 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
             return False
         probes.append({**probe, "status": "failed"})
         print(format_probes(probes))
-        raise ConfigError(f"the probe at run.per_gpu_batch={batch} failed, not for lack of memory (exit code {code}); "
-                          f"fix the run first: its output is in {run_dir / 'probe.log'}")
+        raise ConfigError(
+            f"the probe at run.per_gpu_batch={batch} failed, not for lack of memory (exit code {code}); "
+            f"fix the run first: its output is in {run_dir / 'probe.log'}"
+        )
 
     fit, fail = max_batch_search(fits, start=args.start, limit=args.limit)
     print(format_probes(probes))
@@ -254,8 +290,10 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         return 1
     shown = next(p for p in probes if p["batch"] == fit)
     tail = f"; {fail} is out of memory" if fail is not None else f" (--max {args.limit}: not searched beyond)"
-    print(f"\nlargest per-GPU batch that fits: {fit}{tail}; peak allocated {_gib(shown['peak_allocated_bytes'])} GiB, "
-          f"reserved {_gib(shown['peak_reserved_bytes'])} GiB (the largest over the ranks)")
+    print(
+        f"\nlargest per-GPU batch that fits: {fit}{tail}; peak allocated {_gib(shown['peak_allocated_bytes'])} GiB, "
+        f"reserved {_gib(shown['peak_reserved_bytes'])} GiB (the largest over the ranks)"
+    )
     return 0
 
 
@@ -272,25 +310,40 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out} is not empty (results are never overwritten); pass a new folder")
     base = compose(args.overrides)
     if not base.data.path:
-        raise ConfigError("loaderbench reads data: pass data.path=DIR (an ImageFolder of JPEGs; "
-                          "'ddlbench data synth --out DIR' makes one)")
+        raise ConfigError(
+            "loaderbench reads data: pass data.path=DIR (an ImageFolder of JPEGs; "
+            "'ddlbench data synth --out DIR' makes one)"
+        )
     cases = [c.strip() for c in args.loaders.split(",") if c.strip()]
     for case in cases:
         loaderbench.loader_overrides(case, 1, tfrecord_path=args.tfrecord)  # an unknown case: one line, now
     try:
-        workers = ([int(w) for w in args.workers.split(",")] if args.workers
-                   else loaderbench.worker_counts(int(base.system.cpus_per_rank)))
+        workers = (
+            [int(w) for w in args.workers.split(",")]
+            if args.workers
+            else loaderbench.worker_counts(int(base.system.cpus_per_rank))
+        )
     except ValueError:
         raise ConfigError(f"--workers {args.workers!r} must be comma-separated counts, e.g. --workers 1,4,15") from None
     if min(workers) < 1:
         raise ConfigError(f"--workers {args.workers}: every count must be >= 1")
     os.environ.update({k: str(v) for k, v in base.system.env.items()})  # before CUDA starts (DALI's queues)
-    print(f"[ddlbench] loaderbench: {', '.join(cases)} at {', '.join(map(str, workers))} workers/threads, "
-          f"{args.batches} batches of {base.run.per_gpu_batch} after {args.warmup}, on {base.system.device}",
-          file=sys.stderr, flush=True)
+    print(
+        f"[ddlbench] loaderbench: {', '.join(cases)} at {', '.join(map(str, workers))} workers/threads, "
+        f"{args.batches} batches of {base.run.per_gpu_batch} after {args.warmup}, on {base.system.device}",
+        file=sys.stderr,
+        flush=True,
+    )
     measurements = loaderbench.measure(
-        lambda extra: compose([*args.overrides, *extra]), base, cases=cases, workers=workers, warmup=args.warmup,
-        batches=args.batches, tfrecord_path=args.tfrecord, progress=loaderbench.print_progress)
+        lambda extra: compose([*args.overrides, *extra]),
+        base,
+        cases=cases,
+        workers=workers,
+        warmup=args.warmup,
+        batches=args.batches,
+        tfrecord_path=args.tfrecord,
+        progress=loaderbench.print_progress,
+    )
     print(loaderbench.format_table(measurements, cpus_per_rank=int(base.system.cpus_per_rank)))
     if out is not None:
         import pandas as pd
@@ -299,7 +352,9 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
 
         out.mkdir(parents=True, exist_ok=True)
         records = [m.record() for m in measurements]
-        (out / "loaderbench.json").write_text(json.dumps({"overrides": args.overrides, "measurements": records}, indent=1))
+        (out / "loaderbench.json").write_text(
+            json.dumps({"overrides": args.overrides, "measurements": records}, indent=1)
+        )
         figure = loaderbench_curves(pd.DataFrame(records))
         figure.savefig(out / "loaderbench.png")
         print(f"\n[ddlbench] wrote loaderbench.json and loaderbench.png to {out}")
@@ -315,7 +370,9 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     root = Path(args.runs_dir)
     if not root.is_dir():
-        raise ConfigError(f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)")
+        raise ConfigError(
+            f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)"
+        )
     mode = getattr(args, "scaling", "weak")
     analysis = CampaignAnalysis(root)
     print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode))
@@ -331,17 +388,32 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
         from benchmarks.data.tfrecord import synth_tfrecords
 
         total = synth_tfrecords(
-            Path(args.out), num_classes=args.classes, images_per_class=args.per_class, width=args.width,
-            height=args.height, quality=args.quality, seed=args.seed, num_shards=args.shards, progress=not args.quiet,
+            Path(args.out),
+            num_classes=args.classes,
+            images_per_class=args.per_class,
+            width=args.width,
+            height=args.height,
+            quality=args.quality,
+            seed=args.seed,
+            num_shards=args.shards,
+            progress=not args.quiet,
         )
-        print(f"[ddlbench] wrote {total} JPEG records in {args.classes} classes to {args.shards} TFRecord shards "
-              f"(+ DALI index files) in {args.out}")
+        print(
+            f"[ddlbench] wrote {total} JPEG records in {args.classes} classes to {args.shards} TFRecord shards "
+            f"(+ DALI index files) in {args.out}"
+        )
         return 0
     from benchmarks.data.synth import synth_imagefolder
 
     total = synth_imagefolder(
-        Path(args.out), num_classes=args.classes, images_per_class=args.per_class, width=args.width,
-        height=args.height, quality=args.quality, seed=args.seed, progress=not args.quiet,
+        Path(args.out),
+        num_classes=args.classes,
+        images_per_class=args.per_class,
+        width=args.width,
+        height=args.height,
+        quality=args.quality,
+        seed=args.seed,
+        progress=not args.quiet,
     )
     print(f"[ddlbench] wrote {total} JPEGs in {args.classes} classes to {args.out}")
     return 0
@@ -353,8 +425,10 @@ def cmd_data_convert(args: argparse.Namespace) -> int:
     total = convert_imagefolder(
         Path(args.source), Path(args.out), num_shards=args.shards, seed=args.seed, progress=not args.quiet
     )
-    print(f"[ddlbench] wrote {total} JPEG records from {args.source} to {args.shards} TFRecord shards "
-          f"(+ DALI index files) in {args.out}")
+    print(
+        f"[ddlbench] wrote {total} JPEG records from {args.source} to {args.shards} TFRecord shards "
+        f"(+ DALI index files) in {args.out}"
+    )
     return 0
 
 
@@ -396,18 +470,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ddlbench", description="Distributed deep-learning training benchmark: frameworks x loaders x GPUs.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="ddlbench",
+        description="Distributed deep-learning training benchmark: frameworks x loaders x GPUs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native model.depth=50")
     p.add_argument("--dry-run", action="store_true", help="validate and print the launch command only")
-    p.add_argument("-m", "--multirun", action="store_true",
-                   help="run every combination of comma-separated values (a=1,2 b=x,y: 4 runs), one run directory each; "
-                        "all are validated before the first starts")
-    p.add_argument("--cfg", choices=("job",), default=None, help="print the composed config and exit (as Hydra's --cfg job)")
+    p.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="run every combination of comma-separated values (a=1,2 b=x,y: 4 runs), one run directory each; "
+        "all are validated before the first starts",
+    )
+    p.add_argument(
+        "--cfg", choices=("job",), default=None, help="print the composed config and exit (as Hydra's --cfg job)"
+    )
     p.add_argument("--resolve", action="store_true", help="with --cfg: fill in interpolations")
     p.set_defaults(func=cmd_run)
 
@@ -421,13 +503,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--height", type=int, default=120)
     s.add_argument("--quality", type=int, default=90, help="JPEG quality 1-100")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--format", choices=("jpeg", "tfrecord"), default="jpeg",
-                   help="jpeg: an ImageFolder; tfrecord: tf.train.Example shards + DALI index files")
+    s.add_argument(
+        "--format",
+        choices=("jpeg", "tfrecord"),
+        default="jpeg",
+        help="jpeg: an ImageFolder; tfrecord: tf.train.Example shards + DALI index files",
+    )
     s.add_argument("--shards", type=int, default=4, help="TFRecord shards (--format tfrecord)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_data_synth)
     c = data_sub.add_parser("convert", help="an ImageFolder of JPEGs -> TFRecord shards + DALI index files")
-    c.add_argument("--from", dest="source", required=True, metavar="IMAGEFOLDER", help="ImageFolder root (<class>/<image>.jpg)")
+    c.add_argument(
+        "--from", dest="source", required=True, metavar="IMAGEFOLDER", help="ImageFolder root (<class>/<image>.jpg)"
+    )
     c.add_argument("--out", required=True, help="new folder to write (refused if not empty)")
     c.add_argument("--shards", type=int, default=4, help="number of TFRecord files")
     c.add_argument("--seed", type=int, default=0, help="seed of the record order (records are shuffled across shards)")
@@ -435,44 +523,68 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_data_convert)
 
     p = sub.add_parser(
-        "maxbatch", help="the largest run.per_gpu_batch that fits in GPU memory (doubling, then bisection)",
+        "maxbatch",
+        help="the largest run.per_gpu_batch that fits in GPU memory (doubling, then bisection)",
         description="Each probe is a short 'ddlbench run' (1 warm-up + --steps steps) at one run.per_gpu_batch, in a "
-                    "fresh run directory of the campaign --campaign (its output in probe.log there). A probe fits "
-                    "when it completes; one that runs out of GPU memory bounds the search; any other failure "
-                    "stops it. GPU systems only: a CPU run has no GPU memory to fill.",
+        "fresh run directory of the campaign --campaign (its output in probe.log there). A probe fits "
+        "when it completes; one that runs out of GPU memory bounds the search; any other failure "
+        "stops it. GPU systems only: a CPU run has no GPU memory to fill.",
         epilog="example:\n  ddlbench maxbatch system=h200 framework=fsdp precision=amp_bf16 model=resnet model.depth=50",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run, as for 'ddlbench run'")
     p.add_argument("--start", type=int, default=1, help="first batch per GPU to probe (default 1)")
-    p.add_argument("--max", dest="limit", type=int, default=65536, help="largest batch per GPU to probe (default 65536)")
+    p.add_argument(
+        "--max", dest="limit", type=int, default=65536, help="largest batch per GPU to probe (default 65536)"
+    )
     p.add_argument("--steps", type=int, default=2, help="measured steps per probe, after 1 warm-up step (default 2)")
     p.add_argument("--campaign", default="maxbatch", help="run.campaign of the probes' scratch run directories")
     p.set_defaults(func=cmd_maxbatch)
 
     p = sub.add_parser(
-        "loaderbench", help="loaders alone: img/s per loader at 1 .. the rank's CPUs of workers, and decode ceilings",
+        "loaderbench",
+        help="loaders alone: img/s per loader at 1 .. the rank's CPUs of workers, and decode ceilings",
         description="Each case is the loader exactly as a run builds it (the composed config with loader=NAME and "
-                    "its workers/threads set), timed on this machine's device (system.device) between two "
-                    "synchronisations after warm-up batches; no model runs. Then the ceilings: one CPU worker's "
-                    "decode + crop rate and the device's batched decode_jpeg.",
+        "its workers/threads set), timed on this machine's device (system.device) between two "
+        "synchronisations after warm-up batches; no model runs. Then the ceilings: one CPU worker's "
+        "decode + crop rate and the device's batched decode_jpeg.",
         epilog="example:\n  ddlbench loaderbench system=h200 data.path=data/jpeg run.per_gpu_batch=256 --out loaderbench/",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("overrides", nargs="*", help="Hydra overrides (system, data.path, run.per_gpu_batch, model.image_size)")
-    p.add_argument("--loaders", default="native,native_gpu,dali",
-                   help="comma-separated cases: native, native_gpu, dali, dali-tfrecord (default native,native_gpu,dali)")
-    p.add_argument("--workers", default=None,
-                   help="comma-separated worker/thread counts (default 1, 2, 4, ... up to the rank's CPUs less one)")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "overrides", nargs="*", help="Hydra overrides (system, data.path, run.per_gpu_batch, model.image_size)"
+    )
+    p.add_argument(
+        "--loaders",
+        default="native,native_gpu,dali",
+        help="comma-separated cases: native, native_gpu, dali, dali-tfrecord (default native,native_gpu,dali)",
+    )
+    p.add_argument(
+        "--workers",
+        default=None,
+        help="comma-separated worker/thread counts (default 1, 2, 4, ... up to the rank's CPUs less one)",
+    )
     p.add_argument("--warmup", type=int, default=5, help="batches before the timing starts (default 5)")
     p.add_argument("--batches", type=int, default=30, help="timed batches per case (default 30)")
     p.add_argument("--tfrecord", default=None, metavar="DIR", help="TFRecord folder for the dali-tfrecord case")
-    p.add_argument("--out", default=None, metavar="DIR", help="write loaderbench.json and loaderbench.png here (a new folder)")
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="write loaderbench.json and loaderbench.png here (a new folder)"
+    )
     p.set_defaults(func=cmd_loaderbench)
 
     p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
-    p.add_argument("--scaling", choices=("weak", "strong"), default="weak",
-                   help="weak: fixed per-GPU batch (default); strong: fixed global batch")
-    p.add_argument("--csv", metavar="DIR", help="also write the computed tables (runs, cells, breakdown, ...) as CSV to DIR (new folder)")
+    p.add_argument(
+        "--scaling",
+        choices=("weak", "strong"),
+        default="weak",
+        help="weak: fixed per-GPU batch (default); strong: fixed global batch",
+    )
+    p.add_argument(
+        "--csv",
+        metavar="DIR",
+        help="also write the computed tables (runs, cells, breakdown, ...) as CSV to DIR (new folder)",
+    )
     p.add_argument("--parquet", metavar="DIR", help="the same as Parquet files")
     p.set_defaults(func=cmd_results)
 
@@ -480,9 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_analysis_parsers(sub)  # ddlbench report | compare | synthlogs
 
-    p = sub.add_parser("doctor", help="what this machine can run, and how to fix what it cannot",
-                       epilog="example:\n  ddlbench doctor framework=horovod loader=dali   # exit 1 if that run lacks a part",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "doctor",
+        help="what this machine can run, and how to fix what it cannot",
+        epilog="example:\n  ddlbench doctor framework=horovod loader=dali   # exit 1 if that run lacks a part",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("overrides", nargs="*", help="the run's overrides: check only what it needs (default: everything)")
     p.set_defaults(func=cmd_doctor)
 

@@ -5,6 +5,7 @@ completes subcommands, and for the commands that take overrides (run, maxbatch, 
 ..., stash ...): config groups (`framework=`), their options (`framework=hor` -> `framework=horovod`,
 the user's own from DDLBENCH_CONFIG too) and config keys (`run.per` -> `run.per_gpu_batch=`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,7 +67,7 @@ def candidates(words: list[str], commands: list[str]) -> list[str]:
 
 
 def add_parser(sub, commands: list[str]) -> None:
-    p = sub.add_parser("completion", help="tab completion for bash: eval \"$(ddlbench completion bash)\"")
+    p = sub.add_parser("completion", help='tab completion for bash: eval "$(ddlbench completion bash)"')
     action = p.add_subparsers(dest="completion_command", required=True, metavar="ACTION")
     a = action.add_parser("bash", help="print the bash completion script")
     a.set_defaults(func=lambda _args: print(BASH, end="") or 0)

@@ -5,6 +5,7 @@ the run directories are the truth of what ran. Pure planning: no scheduler, no f
 The rest of `ddlbench campaign plan|submit|status`: launchers/submit.py (sbatch and the ledger),
 launchers/scheduler.py (what Slurm says), launchers/campaign_cli.py (the commands).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -15,6 +16,7 @@ from pathlib import Path
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cell:
     """One job of the grid: its axis choices, size, repeat and run directory, or why it cannot run."""
+
     choices: tuple[tuple[str, str], ...]
     num_gpus: int
     num_nodes: int
@@ -66,10 +68,14 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
     cfg = compose(overrides)
     experiment = next(o.split("=", 1)[1] for o in overrides if o.startswith("experiment="))
     if cfg.campaign is None:
-        raise ConfigError(f"experiment={experiment} has no campaign: section; add one (see conf/experiment/slurm_smoke.yaml) "
-                          "or pick an experiment that has one")
+        raise ConfigError(
+            f"experiment={experiment} has no campaign: section; add one (see conf/experiment/slurm_smoke.yaml) "
+            "or pick an experiment that has one"
+        )
     if cfg.run.dir:
-        raise ConfigError(f"run.dir={cfg.run.dir} cannot be set for a campaign: every cell needs its own directory; drop it")
+        raise ConfigError(
+            f"run.dir={cfg.run.dir} cannot be set for a campaign: every cell needs its own directory; drop it"
+        )
     camp = cfg.campaign
     if camp.repeats < 1:
         raise ConfigError(f"campaign.repeats={camp.repeats} must be >= 1")
@@ -86,11 +92,14 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
             problem = str(error)
         single_process = cell_cfg is not None and FRAMEWORKS[cell_cfg.framework.name].SINGLE_PROCESS
         for num_gpus in camp.gpus:
-            nodes, per_node, size_problem = layout(int(num_gpus), ranks_per_node=system.ranks_per_node,
-                                                  max_nodes=system.max_nodes)
+            nodes, per_node, size_problem = layout(
+                int(num_gpus), ranks_per_node=system.ranks_per_node, max_nodes=system.max_nodes
+            )
             if single_process and nodes > 1 and size_problem is None:  # DataParallel: one process, one node
-                size_problem = (f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
-                                f"{num_gpus} GPUs need {nodes} nodes")
+                size_problem = (
+                    f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
+                    f"{num_gpus} GPUs need {nodes} nodes"
+                )
             if check_data_set and problem is None and size_problem is None:
                 try:  # the data set holds one step of this many GPUs (counted once per size: validate.py)
                     check_data(cell_cfg, world_size=int(num_gpus))
@@ -101,14 +110,25 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
                 run_dir = None
                 if cell_cfg is not None:
                     run_dir = _run_dir(cell_cfg, num_gpus=int(num_gpus), num_nodes=max(nodes, 1), repeat=repeat)
-                cells.append(Cell(choices=choices, num_gpus=int(num_gpus), num_nodes=nodes, ranks_per_node=per_node,
-                                  repeat=repeat, run_dir=run_dir, problem=problem or size_problem))
+                cells.append(
+                    Cell(
+                        choices=choices,
+                        num_gpus=int(num_gpus),
+                        num_nodes=nodes,
+                        ranks_per_node=per_node,
+                        repeat=repeat,
+                        run_dir=run_dir,
+                        problem=problem or size_problem,
+                    )
+                )
     check_distinct(cells)
     causes = {c.problem for c in cells}
     if len(cells) > 1 and None not in causes and len(causes) <= 3:
         # a few causes for the whole grid (an unset data path, a missing package): one line, not one per cell
-        raise ConfigError(f"every one of the {len(cells)} cells of experiment={experiment} is impossible: "
-                          + "; ".join(sorted(causes)))
+        raise ConfigError(
+            f"every one of the {len(cells)} cells of experiment={experiment} is impossible: "
+            + "; ".join(sorted(causes))
+        )
     return cfg, cells
 
 
@@ -133,8 +153,12 @@ def check_distinct(cells: list[Cell]) -> None:
             continue
         other = seen.setdefault(cell.run_dir, cell)
         if other is not cell:
+
             def says(c: Cell) -> str:
                 return " ".join(f"{k}={v}" for k, v in c.choices) + f" on {c.num_gpus} GPU(s), repeat {c.repeat}"
-            raise ConfigError(f"campaign cells '{says(other)}' and '{says(cell)}' are one configuration "
-                              f"({cell.run_dir.name}): an axis value repeats or sets a key that is no run setting; "
-                              "drop the duplicate from campaign.axes")
+
+            raise ConfigError(
+                f"campaign cells '{says(other)}' and '{says(cell)}' are one configuration "
+                f"({cell.run_dir.name}): an axis value repeats or sets a key that is no run setting; "
+                "drop the duplicate from campaign.axes"
+            )

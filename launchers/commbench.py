@@ -1,6 +1,7 @@
 """`ddlbench commbench`, the command side: start the ranks of `python -m benchmarks.commbench` through the
 same registered builders as `ddlbench run` (launchers/local.py: LAUNCHERS on this machine, HOSTS across
 --hosts / --hostfile); the ranks do the work (benchmarks/commbench/)."""
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,19 @@ def launcher_for(backends: Sequence[str]) -> str:
     """The one local launcher that starts every backend of the list (ConfigError when they need several)."""
     unknown = [b for b in backends if b not in BACKEND_LAUNCHERS]
     if unknown:
-        raise ConfigError(f"--backends {','.join(backends)}: {', '.join(map(repr, unknown))} is unknown; "
-                          f"choose from {', '.join(BACKENDS)}")
+        raise ConfigError(
+            f"--backends {','.join(backends)}: {', '.join(map(repr, unknown))} is unknown; "
+            f"choose from {', '.join(BACKENDS)}"
+        )
     groups: dict[str, list[str]] = {}
     for backend in backends:
         groups.setdefault(BACKEND_LAUNCHERS[backend], []).append(backend)
     if len(groups) > 1:
         apart = " and ".join(f"--backends {','.join(names)}" for names in groups.values())
         started = ", ".join(f"{','.join(names)} by {launcher}" for launcher, names in groups.items())
-        raise ConfigError(f"--backends {','.join(backends)}: started by different launchers ({started}); "
-                          f"run them apart: {apart}")
+        raise ConfigError(
+            f"--backends {','.join(backends)}: started by different launchers ({started}); run them apart: {apart}"
+        )
     return next(iter(groups))
 
 
@@ -69,8 +73,10 @@ def check_backends(backends: Sequence[str], *, device: str) -> None:
         if importlib.util.find_spec("mpi4py") is None:
             raise ConfigError(f"--backends mpi needs the mpi4py package, which this Python lacks; run {MPI_FIX}")
         if device == "cuda":
-            raise ConfigError("--backends mpi moves host memory (commbench hands MPI no GPU buffers); "
-                              "--device cuda is not for it: pass --device auto or cpu")
+            raise ConfigError(
+                "--backends mpi moves host memory (commbench hands MPI no GPU buffers); "
+                "--device cuda is not for it: pass --device auto or cpu"
+            )
 
 
 def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args: Sequence[str]) -> list[str]:
@@ -79,8 +85,15 @@ def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args:
     return local.LAUNCHERS.get(launcher, key="commbench launcher")(shape, rank_program(rank_args))
 
 
-def hosts_commands(*, launcher: str, hosts: Sequence[str], nproc_per_host: int, master_port: int,
-                   rank_args: Sequence[str], hostfile: str | None = None) -> list[tuple[str, list[str]]]:
+def hosts_commands(
+    *,
+    launcher: str,
+    hosts: Sequence[str],
+    nproc_per_host: int,
+    master_port: int,
+    rank_args: Sequence[str],
+    hostfile: str | None = None,
+) -> list[tuple[str, list[str]]]:
     """(host, argv) of every launch across hosts: one per host for torchrun/deepspeed, one on hosts[0] else."""
     shape = local.hosts_shape(hosts=hosts, ranks_per_node=nproc_per_host, master_port=master_port, hostfile=hostfile)
     local.HOSTS.get(launcher, key="commbench launcher")
@@ -89,7 +102,11 @@ def hosts_commands(*, launcher: str, hosts: Sequence[str], nproc_per_host: int, 
 
 def default_out(nproc: int, backends: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / "commbench" / f"commbench-{backends.replace(',', '+')}-g{nproc}-{socket.gethostname()}-{stamp}.json"
+    return (
+        Path("runs")
+        / "commbench"
+        / f"commbench-{backends.replace(',', '+')}-g{nproc}-{socket.gethostname()}-{stamp}.json"
+    )
 
 
 def _hosts(args: argparse.Namespace) -> tuple[list[str], int | None, str | None]:
@@ -123,9 +140,24 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(nproc * max(1, len(hosts)), args.backends)
     if out.exists():
         raise ConfigError(f"--out {out} exists (never overwritten); pass another --out")
-    rank_args = ["--out", str(out.resolve()), "--backends", args.backends, "--ops", args.ops, "--placement",
-                 args.placement, "--min-bytes", str(args.min_bytes), "--warmup", str(args.warmup), "--iters",
-                 str(args.iters), "--device", args.device]
+    rank_args = [
+        "--out",
+        str(out.resolve()),
+        "--backends",
+        args.backends,
+        "--ops",
+        args.ops,
+        "--placement",
+        args.placement,
+        "--min-bytes",
+        str(args.min_bytes),
+        "--warmup",
+        str(args.warmup),
+        "--iters",
+        str(args.iters),
+        "--device",
+        args.device,
+    ]
     if args.max_bytes is not None:
         rank_args += ["--max-bytes", str(args.max_bytes)]
     if args.no_check:
@@ -138,15 +170,24 @@ def cmd_commbench(args: argparse.Namespace) -> int:
         if hostfile is None and launcher in local.READS_HOSTFILE:  # written beside the results
             write_hostfile = out.with_suffix(".hostfile").resolve()
             hostfile = str(write_hostfile)
-        launches = hosts_commands(launcher=launcher, hosts=hosts, nproc_per_host=nproc, master_port=port,
-                                  rank_args=rank_args, hostfile=hostfile)
+        launches = hosts_commands(
+            launcher=launcher,
+            hosts=hosts,
+            nproc_per_host=nproc,
+            master_port=port,
+            rank_args=rank_args,
+            hostfile=hostfile,
+        )
         node_rank = 0
         if launcher in local.RUNS_ON_EVERY_HOST:
             if args.node_rank is None:
-                raise ConfigError(f"{launcher} runs on every host: pass --node-rank 0..{len(hosts) - 1} (this host's "
-                                  "place in the hosts) and otherwise the same command on each host")
-            node_rank = local.hosts_shape(hosts=hosts, ranks_per_node=nproc, master_port=port,
-                                          node_rank=args.node_rank).node_rank
+                raise ConfigError(
+                    f"{launcher} runs on every host: pass --node-rank 0..{len(hosts) - 1} (this host's "
+                    "place in the hosts) and otherwise the same command on each host"
+                )
+            node_rank = local.hosts_shape(
+                hosts=hosts, ranks_per_node=nproc, master_port=port, node_rank=args.node_rank
+            ).node_rank
         argv = launches[node_rank][1]
     else:
         if args.master_port:
@@ -169,15 +210,23 @@ def cmd_commbench(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("commbench", help="collective suite (nccl-tests' busbw and table, checked), GPU P2P matrix, "
-                                         "concurrent H2D bandwidth (JSON)")
+    p = sub.add_parser(
+        "commbench",
+        help="collective suite (nccl-tests' busbw and table, checked), GPU P2P matrix, concurrent H2D bandwidth (JSON)",
+    )
     p.add_argument("--nproc", type=int, default=2, help="ranks per host (one per GPU on GPU machines)")
     add_sweep_arguments(p)
     p.add_argument("--hosts", default=None, help="comma list of hosts (no Slurm); the first holds the rendezvous")
     p.add_argument("--hostfile", default=None, help="hosts as lines '<host> slots=<ranks per host>' (no Slurm)")
     p.add_argument("--node-rank", type=int, default=None, help="this host's place in --hosts (torchrun, deepspeed)")
-    p.add_argument("--master-port", type=int, default=None,
-                   help=f"rendezvous port (default: a free one; {DEFAULT_HOSTS_PORT} across hosts)")
-    p.add_argument("--out", default=None, help="JSON file (default runs/commbench/commbench-<backends>-g<N>-<host>-<time>.json)")
+    p.add_argument(
+        "--master-port",
+        type=int,
+        default=None,
+        help=f"rendezvous port (default: a free one; {DEFAULT_HOSTS_PORT} across hosts)",
+    )
+    p.add_argument(
+        "--out", default=None, help="JSON file (default runs/commbench/commbench-<backends>-g<N>-<host>-<time>.json)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the launch command only")
     p.set_defaults(func=cmd_commbench)

@@ -7,6 +7,7 @@ torchrun and deepspeed (--no_ssh) run once on every host (JobShape.node_rank say
 mpirun run once, on hosts[0], and start the other hosts' ranks over ssh (RUNS_ON_EVERY_HOST).
 Quoting is never done here; argv lists go to subprocess as they are, and shlex.join renders them for humans.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,30 +23,66 @@ LAUNCHERS = Registry(key="framework.local_launcher")
 
 @LAUNCHERS.register("torchrun")
 def torchrun(shape: JobShape, program: RankProgram, /) -> list[str]:
-    return [program.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={shape.nproc}",
-            f"--master-port={shape.master_port}", "-m", program.module, *program.args]
+    return [
+        program.python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={shape.nproc}",
+        f"--master-port={shape.master_port}",
+        "-m",
+        program.module,
+        *program.args,
+    ]
 
 
 @LAUNCHERS.register("horovodrun")
 def horovodrun(shape: JobShape, program: RankProgram, /) -> list[str]:
     # `horovodrun` is not installed by pip --target; the module is the same launcher
-    return [program.python, "-m", "horovod.runner.launch", "-np", str(shape.nproc), "-H", f"localhost:{shape.nproc}",
-            "--gloo", *program.argv()]
+    return [
+        program.python,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        str(shape.nproc),
+        "-H",
+        f"localhost:{shape.nproc}",
+        "--gloo",
+        *program.argv(),
+    ]
 
 
 @LAUNCHERS.register("mpirun")
 def mpirun(shape: JobShape, program: RankProgram, /) -> list[str]:
     # --bind-to none: ranks share few cores on small machines; binding is a site profile's decision
     root = ["--allow-run-as-root"] if shape.as_root else []
-    return ["mpirun", "-np", str(shape.nproc), *root, "--bind-to", "none", "--oversubscribe", *shape.mpirun_args,
-            *program.argv()]
+    return [
+        "mpirun",
+        "-np",
+        str(shape.nproc),
+        *root,
+        "--bind-to",
+        "none",
+        "--oversubscribe",
+        *shape.mpirun_args,
+        *program.argv(),
+    ]
 
 
 @LAUNCHERS.register("deepspeed")
 def deepspeed(shape: JobShape, program: RankProgram, /) -> list[str]:
     # --no_local_rank: the ranks read LOCAL_RANK from the environment; a --local_rank argument is no Hydra override
-    return [program.python, "-m", "deepspeed.launcher.runner", f"--num_gpus={shape.nproc}",
-            f"--master_port={shape.master_port}", "--no_local_rank", "--module", program.module, *program.args]
+    return [
+        program.python,
+        "-m",
+        "deepspeed.launcher.runner",
+        f"--num_gpus={shape.nproc}",
+        f"--master_port={shape.master_port}",
+        "--no_local_rank",
+        "--module",
+        program.module,
+        *program.args,
+    ]
 
 
 def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None) -> JobShape:
@@ -57,8 +94,9 @@ def local_command(
     *, launcher: str, nproc: int, master_port: int, overrides: Sequence[str], as_root: bool | None = None
 ) -> list[str]:
     """The argv that starts `nproc` local training ranks with the launcher named by framework.local_launcher."""
-    return LAUNCHERS.build(launcher, local_shape(nproc=nproc, master_port=master_port, as_root=as_root),
-                           training(overrides))
+    return LAUNCHERS.build(
+        launcher, local_shape(nproc=nproc, master_port=master_port, as_root=as_root), training(overrides)
+    )
 
 
 # --- several hosts, no scheduler ---------------------------------------------------------------
@@ -82,19 +120,38 @@ def torchrun_hosts(shape: JobShape, program: RankProgram, /) -> list[str]:
     it to an address the others cannot reach would otherwise not meet. c10d numbers the nodes itself
     (torchrun ignores --node-rank with it, and says so), so no --node-rank."""
     host = shape.hosts[shape.node_rank]
-    return [program.python, "-m", "torch.distributed.run", f"--nnodes={shape.num_nodes}",
-            f"--nproc-per-node={shape.ranks_per_node}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={_head(shape)}:{shape.master_port}", f"--rdzv-id=ddlbench-{shape.master_port}",
-            f"--rdzv-conf=is_host={int(shape.node_rank == 0)}", f"--local-addr={host}", "-m", program.module,
-            *program.args]
+    return [
+        program.python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={shape.num_nodes}",
+        f"--nproc-per-node={shape.ranks_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={_head(shape)}:{shape.master_port}",
+        f"--rdzv-id=ddlbench-{shape.master_port}",
+        f"--rdzv-conf=is_host={int(shape.node_rank == 0)}",
+        f"--local-addr={host}",
+        "-m",
+        program.module,
+        *program.args,
+    ]
 
 
 @HOSTS.register("horovodrun")
 def horovodrun_hosts(shape: JobShape, program: RankProgram, /) -> list[str]:
     """horovodrun on hosts[0]: -H host:slots for every host; Gloo, as on one machine; ssh to the others."""
     slots = ",".join(f"{host}:{shape.ranks_per_node}" for host in shape.hosts)
-    return [program.python, "-m", "horovod.runner.launch", "-np", str(shape.nproc), "-H", slots, "--gloo",
-            *program.argv()]
+    return [
+        program.python,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        str(shape.nproc),
+        "-H",
+        slots,
+        "--gloo",
+        *program.argv(),
+    ]
 
 
 @HOSTS.register("mpirun")
@@ -102,25 +159,54 @@ def mpirun_hosts(shape: JobShape, program: RankProgram, /) -> list[str]:
     """mpirun on hosts[0] with the hostfile, ranks_per_node per host; MASTER_ADDR/PORT exported to every
     rank (torch-rendezvous frameworks under mpirun read them: benchmarks/distenv.py)."""
     root = ["--allow-run-as-root"] if shape.as_root else []
-    return ["mpirun", "-np", str(shape.nproc), *root, "--hostfile", _hostfile(shape, "mpirun"), "--map-by",
-            f"ppr:{shape.ranks_per_node}:node", "--bind-to", "none", "-x", f"MASTER_ADDR={_head(shape)}", "-x",
-            f"MASTER_PORT={shape.master_port}", *shape.mpirun_args, *program.argv()]
+    return [
+        "mpirun",
+        "-np",
+        str(shape.nproc),
+        *root,
+        "--hostfile",
+        _hostfile(shape, "mpirun"),
+        "--map-by",
+        f"ppr:{shape.ranks_per_node}:node",
+        "--bind-to",
+        "none",
+        "-x",
+        f"MASTER_ADDR={_head(shape)}",
+        "-x",
+        f"MASTER_PORT={shape.master_port}",
+        *shape.mpirun_args,
+        *program.argv(),
+    ]
 
 
 @HOSTS.register("deepspeed")
 def deepspeed_hosts(shape: JobShape, program: RankProgram, /) -> list[str]:
     """DeepSpeed's launcher on host node_rank without ssh (--no_ssh: each host starts its own ranks, as
     torchrun), the hostfile for the world's layout, rendezvous on hosts[0]:master_port."""
-    return [program.python, "-m", "deepspeed.launcher.runner", f"--hostfile={_hostfile(shape, 'deepspeed')}",
-            "--no_ssh", f"--node_rank={shape.node_rank}", f"--num_nodes={shape.num_nodes}",
-            f"--num_gpus={shape.ranks_per_node}", f"--master_addr={_head(shape)}", f"--master_port={shape.master_port}",
-            "--no_local_rank", "--module", program.module, *program.args]
+    return [
+        program.python,
+        "-m",
+        "deepspeed.launcher.runner",
+        f"--hostfile={_hostfile(shape, 'deepspeed')}",
+        "--no_ssh",
+        f"--node_rank={shape.node_rank}",
+        f"--num_nodes={shape.num_nodes}",
+        f"--num_gpus={shape.ranks_per_node}",
+        f"--master_addr={_head(shape)}",
+        f"--master_port={shape.master_port}",
+        "--no_local_rank",
+        "--module",
+        program.module,
+        *program.args,
+    ]
 
 
 def _hostfile(shape: JobShape, launcher: str) -> str:
     if shape.hostfile is None:
-        raise ConfigError(f"{launcher} across hosts reads a hostfile and none was given; pass --hostfile PATH "
-                          "(lines '<host> slots=<ranks per host>', written by launchers.local.hostfile_text)")
+        raise ConfigError(
+            f"{launcher} across hosts reads a hostfile and none was given; pass --hostfile PATH "
+            "(lines '<host> slots=<ranks per host>', written by launchers.local.hostfile_text)"
+        )
     return shape.hostfile
 
 
@@ -147,17 +233,29 @@ def parse_hostfile(text: str, *, source: str = "--hostfile") -> tuple[list[str],
     if not hosts:
         raise ConfigError(f"{source} lists no host; write one '<host> slots=<N>' line per host")
     if len(set(hosts)) != len(hosts):
-        raise ConfigError(f"{source} lists a host twice ({', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))}); "
-                          "give each host once with its slots")
+        raise ConfigError(
+            f"{source} lists a host twice ({', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))}); "
+            "give each host once with its slots"
+        )
     given = slots - {0}
     if len(given) > 1 or (given and 0 in slots):
-        raise ConfigError(f"{source} gives hosts different slots ({', '.join(map(str, sorted(slots)))}); "
-                          "every host runs the same number of ranks: give each the same slots=")
+        raise ConfigError(
+            f"{source} gives hosts different slots ({', '.join(map(str, sorted(slots)))}); "
+            "every host runs the same number of ranks: give each the same slots="
+        )
     return hosts, (given.pop() if given else None)
 
 
-def hosts_shape(*, hosts: Sequence[str], ranks_per_node: int, master_port: int, node_rank: int = 0,
-                hostfile: str | None = None, as_root: bool | None = None, mpirun_args: Sequence[str] = ()) -> JobShape:
+def hosts_shape(
+    *,
+    hosts: Sequence[str],
+    ranks_per_node: int,
+    master_port: int,
+    node_rank: int = 0,
+    hostfile: str | None = None,
+    as_root: bool | None = None,
+    mpirun_args: Sequence[str] = (),
+) -> JobShape:
     """ranks_per_node ranks on each of `hosts`; hosts[0] holds the rendezvous at master_port."""
     if len(set(hosts)) != len(hosts) or not hosts:
         raise ConfigError(f"hosts {list(hosts)} must name each host once; e.g. --hosts node1,node2")
@@ -165,9 +263,16 @@ def hosts_shape(*, hosts: Sequence[str], ranks_per_node: int, master_port: int, 
         raise ConfigError(f"system.ranks_per_node={ranks_per_node} must be >= 1 (ranks on each host)")
     if not 0 <= node_rank < len(hosts):
         raise ConfigError(f"--node-rank {node_rank} is not a host of {list(hosts)}; give 0..{len(hosts) - 1}")
-    return JobShape(nproc=ranks_per_node * len(hosts), num_nodes=len(hosts), master_port=master_port,
-                    as_root=os.geteuid() == 0 if as_root is None else as_root, hosts=tuple(hosts),
-                    node_rank=node_rank, hostfile=hostfile, mpirun_args=tuple(mpirun_args))
+    return JobShape(
+        nproc=ranks_per_node * len(hosts),
+        num_nodes=len(hosts),
+        master_port=master_port,
+        as_root=os.geteuid() == 0 if as_root is None else as_root,
+        hosts=tuple(hosts),
+        node_rank=node_rank,
+        hostfile=hostfile,
+        mpirun_args=tuple(mpirun_args),
+    )
 
 
 def hosts_commands(launcher: str, shape: JobShape, program: RankProgram) -> list[tuple[str, list[str]]]:
@@ -179,11 +284,19 @@ def hosts_commands(launcher: str, shape: JobShape, program: RankProgram) -> list
     return [(host, build(replace(shape, node_rank=i), program)) for i, host in enumerate(shape.hosts)]
 
 
-def hosts_training_commands(*, launcher: str, hosts: Sequence[str], ranks_per_node: int, master_port: int,
-                            overrides: Sequence[str], hostfile: str | None = None,
-                            as_root: bool | None = None) -> list[tuple[str, list[str]]]:
+def hosts_training_commands(
+    *,
+    launcher: str,
+    hosts: Sequence[str],
+    ranks_per_node: int,
+    master_port: int,
+    overrides: Sequence[str],
+    hostfile: str | None = None,
+    as_root: bool | None = None,
+) -> list[tuple[str, list[str]]]:
     """(host, argv) of a training run over `hosts` with the launcher named by framework.local_launcher (not yet
     started by `ddlbench run`, which starts ranks on this machine; the namespace tests run them)."""
-    shape = hosts_shape(hosts=hosts, ranks_per_node=ranks_per_node, master_port=master_port, hostfile=hostfile,
-                        as_root=as_root)
+    shape = hosts_shape(
+        hosts=hosts, ranks_per_node=ranks_per_node, master_port=master_port, hostfile=hostfile, as_root=as_root
+    )
     return hosts_commands(launcher, shape, training(overrides))

@@ -13,6 +13,7 @@ is deleted afterwards, also when a rank fails (`ddlbench stash netns-clean` for 
 
 Command builders are pure (argv lists, tested exactly); `Emulation` runs them.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ SUBNET = "10.77.0"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     """One node's shaped uplink; None = unshaped."""
+
     rate_mbit: float | None = None
     delay_ms: float | None = None
 
@@ -84,23 +86,45 @@ def shaping_commands(topo: Topology, i: int, *, netem: bool) -> list[list[str]]:
     link, dev, ns = topo.link, topo.ifname(i), topo.node(i)
     if link.delay_ms:
         if not netem:
-            raise ConfigError(f"stash.net_latency_ms={link.delay_ms:g} needs the kernel's sch_netem (modprobe sch_netem), "
-                              "which this machine lacks; set stash.net_latency_ms=0 (bandwidth shaping uses tbf)")
+            raise ConfigError(
+                f"stash.net_latency_ms={link.delay_ms:g} needs the kernel's sch_netem (modprobe sch_netem), "
+                "which this machine lacks; set stash.net_latency_ms=0 (bandwidth shaping uses tbf)"
+            )
         rate = ["rate", f"{link.rate_mbit:g}mbit"] if link.rate_mbit else []
         return [exec_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{link.delay_ms:g}ms", *rate)]
     if link.rate_mbit:
         # burst: 10 ms of traffic (>= rate/HZ for any HZ), at least 16 KiB; a 50 ms queue
         burst = max(16384, int(link.rate_mbit * 1e6 / 8 / 100))
-        return [exec_in(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{link.rate_mbit:g}mbit",
-                    "burst", str(burst), "latency", "50ms")]
+        return [
+            exec_in(
+                ns,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                f"{link.rate_mbit:g}mbit",
+                "burst",
+                str(burst),
+                "latency",
+                "50ms",
+            )
+        ]
     return []
 
 
 def setup_commands(topo: Topology, *, netem: bool = False) -> list[list[str]]:
     """Every command that builds the topology, in order."""
     hub = topo.hub
-    cmds = [["ip", "netns", "add", hub], exec_in(hub, "ip", "link", "set", "lo", "up"),
-            exec_in(hub, "ip", "link", "add", "br0", "type", "bridge"), exec_in(hub, "ip", "link", "set", "br0", "up")]
+    cmds = [
+        ["ip", "netns", "add", hub],
+        exec_in(hub, "ip", "link", "set", "lo", "up"),
+        exec_in(hub, "ip", "link", "add", "br0", "type", "bridge"),
+        exec_in(hub, "ip", "link", "set", "br0", "up"),
+    ]
     for i in range(topo.num_nodes):
         ns, dev = topo.node(i), topo.ifname(i)
         cmds += [
@@ -124,9 +148,16 @@ def teardown_commands(namespaces: Sequence[str]) -> list[list[str]]:
 def rank_env(topo: Topology, *, rank: int, world_size: int, ranks_per_node: int, master_port: int) -> dict[str, str]:
     """torchrun-style variables for one rank, rendezvous on node 0's veth address."""
     node = rank // ranks_per_node
-    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank % ranks_per_node),
-            "LOCAL_WORLD_SIZE": str(ranks_per_node), "MASTER_ADDR": topo.address(0), "MASTER_PORT": str(master_port),
-            "GLOO_SOCKET_IFNAME": topo.ifname(node), "NCCL_SOCKET_IFNAME": topo.ifname(node)}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank % ranks_per_node),
+        "LOCAL_WORLD_SIZE": str(ranks_per_node),
+        "MASTER_ADDR": topo.address(0),
+        "MASTER_PORT": str(master_port),
+        "GLOO_SOCKET_IFNAME": topo.ifname(node),
+        "NCCL_SOCKET_IFNAME": topo.ifname(node),
+    }
 
 
 def rank_argv(topo: Topology, program: RankProgram, *, rank: int, ranks_per_node: int) -> list[str]:
@@ -134,13 +165,15 @@ def rank_argv(topo: Topology, program: RankProgram, *, rank: int, ranks_per_node
     return exec_in(topo.node(rank // ranks_per_node), *program.argv())
 
 
-def rank_command(topo: Topology, *, rank: int, ranks_per_node: int, overrides: Sequence[str],
-                 python: str = sys.executable) -> list[str]:
+def rank_command(
+    topo: Topology, *, rank: int, ranks_per_node: int, overrides: Sequence[str], python: str = sys.executable
+) -> list[str]:
     """One training rank (`python -m benchmarks OVERRIDES`) in its node's namespace."""
     return rank_argv(topo, training(overrides, python=python), rank=rank, ranks_per_node=ranks_per_node)
 
 
 # ---- running ----
+
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
@@ -173,9 +206,27 @@ def capabilities() -> dict[str, str | None]:
             if done.returncode:
                 said = done.stderr.strip() or f"exit {done.returncode}"
                 return {k: f"{' '.join(argv[:4])}: {said}" for k in found}
-        for kind, argv in (("tbf", ["tc", "qdisc", "add", "dev", "v0", "root", "tbf", "rate", "100mbit", "burst", "16384",
-                                    "latency", "50ms"]),
-                           ("netem", ["tc", "qdisc", "replace", "dev", "v0", "root", "netem", "delay", "1ms"])):
+        for kind, argv in (
+            (
+                "tbf",
+                [
+                    "tc",
+                    "qdisc",
+                    "add",
+                    "dev",
+                    "v0",
+                    "root",
+                    "tbf",
+                    "rate",
+                    "100mbit",
+                    "burst",
+                    "16384",
+                    "latency",
+                    "50ms",
+                ],
+            ),
+            ("netem", ["tc", "qdisc", "replace", "dev", "v0", "root", "netem", "delay", "1ms"]),
+        ):
             done = _run(exec_in(probe.node(0), *argv))
             if done.returncode:
                 found[kind] = f"tc qdisc {argv[4]} {kind}: {done.stderr.strip()}"
@@ -193,6 +244,7 @@ def capabilities() -> dict[str, str | None]:
 @dataclass
 class Emulation:
     """Context manager: build the topology, tear it down on exit (also after an exception)."""
+
     num_nodes: int
     link: Link
     tag: str = field(default_factory=new_tag)
@@ -204,11 +256,15 @@ class Emulation:
     def __enter__(self) -> Topology:
         caps = capabilities()
         if caps["netns"]:
-            raise ConfigError(f"network namespaces are not permitted here ({caps['netns']}); run stash as root on Linux, "
-                              "or skip the network pair with stash.nodes=1")
+            raise ConfigError(
+                f"network namespaces are not permitted here ({caps['netns']}); run stash as root on Linux, "
+                "or skip the network pair with stash.nodes=1"
+            )
         if self.link.rate_mbit and not self.link.delay_ms and caps["tbf"]:
-            raise ConfigError(f"stash.net_bandwidth_mbit={self.link.rate_mbit:g} needs tc tbf ({caps['tbf']}); "
-                              "set stash.net_bandwidth_mbit=0 for an unshaped link")
+            raise ConfigError(
+                f"stash.net_bandwidth_mbit={self.link.rate_mbit:g} needs tc tbf ({caps['tbf']}); "
+                "set stash.net_bandwidth_mbit=0 for an unshaped link"
+            )
         try:
             for argv in setup_commands(self.topology, netem=caps["netem"] is None):
                 if argv[:3] == ["ip", "netns", "add"]:
@@ -230,8 +286,17 @@ class Emulation:
         self.close()
 
 
-def run_ranks(topo: Topology, *, world_size: int, ranks_per_node: int, overrides: Sequence[str], master_port: int,
-              env: dict[str, str] | None = None, timeout_s: float = 1800.0, python: str = sys.executable) -> int:
+def run_ranks(
+    topo: Topology,
+    *,
+    world_size: int,
+    ranks_per_node: int,
+    overrides: Sequence[str],
+    master_port: int,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 1800.0,
+    python: str = sys.executable,
+) -> int:
     """Start one process per rank in its node's namespace; if one fails, stop the others. Exit code of the job."""
     procs: list[subprocess.Popen] = []
     program = training(overrides, python=python)
@@ -241,9 +306,21 @@ def run_ranks(topo: Topology, *, world_size: int, ranks_per_node: int, overrides
     try:
         for rank in range(world_size):
             argv = rank_argv(topo, program, rank=rank, ranks_per_node=ranks_per_node)
-            procs.append(subprocess.Popen(argv, env={**base, **rank_env(topo, rank=rank, world_size=world_size,
-                                                                          ranks_per_node=ranks_per_node,
-                                                                          master_port=master_port)}))
+            procs.append(
+                subprocess.Popen(
+                    argv,
+                    env={
+                        **base,
+                        **rank_env(
+                            topo,
+                            rank=rank,
+                            world_size=world_size,
+                            ranks_per_node=ranks_per_node,
+                            master_port=master_port,
+                        ),
+                    },
+                )
+            )
         deadline = time.monotonic() + timeout_s
         while True:
             codes = [p.poll() for p in procs]

@@ -7,6 +7,7 @@ registry of the scope that picks them: launchers/local.py (framework.local_launc
 launchers/slurm.py (system.launcher, inside an allocation). A wrapper (launchers/netns.py
 `exec_in`) takes a finished argv and returns the argv that runs it somewhere else.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,6 +23,7 @@ TRAINING_MODULE = "benchmarks"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobShape:
     """How many ranks, on how many nodes, how they meet, and the site's launcher flags."""
+
     nproc: int  # ranks in all
     num_nodes: int = 1
     master_port: int = 0  # read by launchers that host the rendezvous themselves (torchrun, deepspeed)
@@ -52,6 +54,7 @@ class JobShape:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankProgram:
     """What every rank runs: `python -m <module> <args>`."""
+
     module: str
     args: tuple[str, ...] = ()
     python: str = sys.executable
@@ -76,6 +79,7 @@ def _choices(names: Sequence[str]) -> str:
 @dataclass(slots=True, kw_only=True)
 class Registry:
     """Builders by launcher name, for the config key that names one (errors name that key)."""
+
     key: str
     builders: dict[str, Builder] = field(default_factory=dict)
 
@@ -84,6 +88,7 @@ class Registry:
             assert name not in self.builders, f"{self.key}: launcher {name!r} registered twice"
             self.builders[name] = builder
             return builder
+
         return add
 
     def names(self) -> list[str]:

@@ -3,6 +3,7 @@
 Knows nothing of campaigns or run directories: jobs are found by a job-name prefix
 (launchers/submit.py names them).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -30,14 +31,19 @@ def active_jobs(name_prefix: str) -> dict[str, QueuedJob]:
     """{job name, or array task id: job} of my queued or running jobs whose name starts with name_prefix
     (squeue; -r lists every array task on its own line, as <array id>_<k>)."""
     try:
-        out = subprocess.run(["squeue", "--me", "-r", "-h", "-o", "%i|%j|%T"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["squeue", "--me", "-r", "-h", "-o", "%i|%j|%T"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
     except FileNotFoundError:
-        raise ConfigError("squeue not found: this machine is not a Slurm submit host; "
-                          "run on the login node or bring up the local cluster with 'make slurm-up'") from None
+        raise ConfigError(
+            "squeue not found: this machine is not a Slurm submit host; "
+            "run on the login node or bring up the local cluster with 'make slurm-up'"
+        ) from None
     except subprocess.SubprocessError as error:
-        raise ConfigError(f"squeue failed ({str(getattr(error, 'stderr', '') or error).strip()}); is Slurm up? "
-                          "('make slurm-up' for the local cluster)") from None
+        raise ConfigError(
+            f"squeue failed ({str(getattr(error, 'stderr', '') or error).strip()}); is Slurm up? "
+            "('make slurm-up' for the local cluster)"
+        ) from None
     jobs: dict[str, QueuedJob] = {}
     for line in out.splitlines():
         job_id, name, state = line.split("|", 2)

@@ -10,6 +10,7 @@ Inside a job, slurm/run.sh hands over to `python -m launchers.slurm launch OVERR
 composes and validates the config, derives the run directory from the allocation, starts one rank
 per task with the system profile's launcher and environment, and exits non-zero if any rank failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,16 @@ def srun(shape: JobShape, program: RankProgram, /) -> list[str]:
     mpi = [f"--mpi={shape.mpi}"] if shape.mpi else []
     cpus = [f"--cpus-per-task={shape.cpus_per_rank}"] if shape.cpus_per_rank else []
     bind = [f"--cpu-bind={shape.cpu_bind}"] if shape.cpu_bind else []
-    return ["srun", *mpi, f"--ntasks={shape.nproc}", f"--ntasks-per-node={shape.ranks_per_node}", *cpus,
-            "--kill-on-bad-exit=1", *bind, *program.argv()]
+    return [
+        "srun",
+        *mpi,
+        f"--ntasks={shape.nproc}",
+        f"--ntasks-per-node={shape.ranks_per_node}",
+        *cpus,
+        "--kill-on-bad-exit=1",
+        *bind,
+        *program.argv(),
+    ]
 
 
 @LAUNCHERS.register("mpirun")
@@ -60,39 +69,71 @@ def mpirun_in_allocation(shape: JobShape, program: RankProgram, /) -> list[str]:
 
 def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int) -> JobShape:
     """The job's ranks as the allocation lays them out, with the system profile's launcher flags."""
-    return JobShape(nproc=ntasks, num_nodes=ntasks // ntasks_per_node, cpus_per_rank=int(system["cpus_per_rank"]),
-                    mpi=system["mpi"], cpu_bind=system["cpu_bind"], mpirun_args=tuple(system["mpirun_args"]))
+    return JobShape(
+        nproc=ntasks,
+        num_nodes=ntasks // ntasks_per_node,
+        cpus_per_rank=int(system["cpus_per_rank"]),
+        mpi=system["mpi"],
+        cpu_bind=system["cpu_bind"],
+        mpirun_args=tuple(system["mpirun_args"]),
+    )
 
 
-def step_command(system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str],
-                 python: str = sys.executable) -> list[str]:
+def step_command(
+    system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str], python: str = sys.executable
+) -> list[str]:
     """The argv that starts every training rank of the job, per the system profile's `launcher`."""
     build = LAUNCHERS.get(system["launcher"])
-    return build(step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node),
-                 training(checked(overrides), python=python))
+    return build(
+        step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node), training(checked(overrides), python=python)
+    )
 
 
-def sbatch(*, overrides: Sequence[str], nodes: int, ntasks_per_node: int, cpus_per_task: int,
-           gpus_per_node: int = 0, partition: str | None = None, account: str | None = None,
-           time_limit: str | None = None, job_name: str | None = None, output: str | None = None,
-           extra: Sequence[str] = (), export: Mapping[str, str] | None = None,
-           script: str = str(RUN_SCRIPT), cells_file: str | None = None) -> list[str]:
+def sbatch(
+    *,
+    overrides: Sequence[str],
+    nodes: int,
+    ntasks_per_node: int,
+    cpus_per_task: int,
+    gpus_per_node: int = 0,
+    partition: str | None = None,
+    account: str | None = None,
+    time_limit: str | None = None,
+    job_name: str | None = None,
+    output: str | None = None,
+    extra: Sequence[str] = (),
+    export: Mapping[str, str] | None = None,
+    script: str = str(RUN_SCRIPT),
+    cells_file: str | None = None,
+) -> list[str]:
     """`sbatch --parsable ... slurm/run.sh OVERRIDES`: flags on the command line beat the script's #SBATCH.
     With cells_file, the job is one task of an array (pass --array in extra) and reads its overrides
     from that file's line SLURM_ARRAY_TASK_ID (see launch)."""
-    argv = ["sbatch", "--parsable", f"--nodes={nodes}", f"--ntasks-per-node={ntasks_per_node}",
-            f"--cpus-per-task={cpus_per_task}"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={ntasks_per_node}",
+        f"--cpus-per-task={cpus_per_task}",
+    ]
     if gpus_per_node:
         argv.append(f"--gres=gpu:{gpus_per_node}")
-    for flag, value in (("partition", partition), ("account", account), ("time", time_limit),
-                        ("job-name", job_name), ("output", output)):
+    for flag, value in (
+        ("partition", partition),
+        ("account", account),
+        ("time", time_limit),
+        ("job-name", job_name),
+        ("output", output),
+    ):
         if value:
             argv.append(f"--{flag}={value}")
     if export:
         for key, value in export.items():
             if "," in value or "=" in key:
-                raise ConfigError(f"sbatch --export {key}={value!r}: ',' cannot be passed through --export; "
-                                  "set the variable in the environment before submitting instead")
+                raise ConfigError(
+                    f"sbatch --export {key}={value!r}: ',' cannot be passed through --export; "
+                    "set the variable in the environment before submitting instead"
+                )
         argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in export.items())]))
     cells: list[str] = []
     if cells_file is not None:
@@ -107,17 +148,23 @@ def array_task_overrides(cells_file: Path, environ: Mapping[str, str]) -> list[s
     import json
 
     if "SLURM_ARRAY_TASK_ID" not in environ:
-        raise ConfigError(f"--cells={cells_file} needs a job array task (SLURM_ARRAY_TASK_ID unset); "
-                          "submit with 'ddlbench campaign submit --array', or pass the overrides directly")
+        raise ConfigError(
+            f"--cells={cells_file} needs a job array task (SLURM_ARRAY_TASK_ID unset); "
+            "submit with 'ddlbench campaign submit --array', or pass the overrides directly"
+        )
     index = int(environ["SLURM_ARRAY_TASK_ID"])
     try:
         lines = cells_file.read_text().splitlines()
     except OSError as error:
-        raise ConfigError(f"--cells={cells_file} cannot be read ({error.strerror}); it is written by "
-                          "'ddlbench campaign submit --array' next to the campaign's jobs.jsonl") from None
+        raise ConfigError(
+            f"--cells={cells_file} cannot be read ({error.strerror}); it is written by "
+            "'ddlbench campaign submit --array' next to the campaign's jobs.jsonl"
+        ) from None
     if not 0 <= index < len(lines):
-        raise ConfigError(f"--cells={cells_file} has {len(lines)} cells but SLURM_ARRAY_TASK_ID={index}; "
-                          f"submit with --array=0-{len(lines) - 1}")
+        raise ConfigError(
+            f"--cells={cells_file} has {len(lines)} cells but SLURM_ARRAY_TASK_ID={index}; "
+            f"submit with --array=0-{len(lines) - 1}"
+        )
     return list(json.loads(lines[index]))
 
 
@@ -133,8 +180,9 @@ def master_port(job_id: int) -> int:
     return 20000 + job_id % 20000
 
 
-def rank_environment(environ: Mapping[str, str], *, system_env: Mapping[str, str], addr: str,
-                     port: int) -> dict[str, str]:
+def rank_environment(
+    environ: Mapping[str, str], *, system_env: Mapping[str, str], addr: str, port: int
+) -> dict[str, str]:
     """The job's environment for the ranks: the profile's variables, the rendezvous, no foreign ranks."""
     env = {k: v for k, v in environ.items() if k not in _FOREIGN_RANK_VARS}
     env.update({k: str(v) for k, v in system_env.items()})
@@ -145,20 +193,31 @@ def rank_environment(environ: Mapping[str, str], *, system_env: Mapping[str, str
 def _allocation(environ: Mapping[str, str]) -> tuple[int, int, int, str]:
     """(job id, tasks, nodes, node list) of the job we are in, or ConfigError outside one."""
     if "SLURM_JOB_ID" not in environ:
-        raise ConfigError("not inside a Slurm job (SLURM_JOB_ID unset); submit with "
-                          "'sbatch slurm/run.sh OVERRIDES' or run locally with 'ddlbench run OVERRIDES'")
+        raise ConfigError(
+            "not inside a Slurm job (SLURM_JOB_ID unset); submit with "
+            "'sbatch slurm/run.sh OVERRIDES' or run locally with 'ddlbench run OVERRIDES'"
+        )
     nodes = int(environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or 1)
     if "SLURM_NTASKS" not in environ:
-        raise ConfigError("the job has no task count (SLURM_NTASKS unset); pass sbatch --ntasks-per-node=<ranks per node>")
+        raise ConfigError(
+            "the job has no task count (SLURM_NTASKS unset); pass sbatch --ntasks-per-node=<ranks per node>"
+        )
     ntasks = int(environ["SLURM_NTASKS"])
     if ntasks % nodes:
-        raise ConfigError(f"SLURM_NTASKS={ntasks} over {nodes} nodes is uneven; use sbatch --ntasks-per-node "
-                          "so every node runs the same number of ranks")
+        raise ConfigError(
+            f"SLURM_NTASKS={ntasks} over {nodes} nodes is uneven; use sbatch --ntasks-per-node "
+            "so every node runs the same number of ranks"
+        )
     return int(environ["SLURM_JOB_ID"]), ntasks, nodes, environ.get("SLURM_JOB_NODELIST", "localhost")
 
 
-def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[str, str] | None = None,
-           cells_file: Path | None = None) -> int:
+def launch(
+    overrides: Sequence[str],
+    *,
+    dry_run: bool = False,
+    environ: Mapping[str, str] | None = None,
+    cells_file: Path | None = None,
+) -> int:
     """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
     from benchmarks import rundir
     from benchmarks.app import resolve_run_dir
@@ -176,14 +235,18 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     per_node = ntasks // nodes
     gpus = cfg.system.gpus_per_node
     if gpus and per_node > gpus:
-        raise ConfigError(f"{per_node} ranks per node but system.gpus_per_node={gpus} (system={cfg.system.name}); "
-                          f"pass sbatch --ntasks-per-node={gpus} or fewer")
+        raise ConfigError(
+            f"{per_node} ranks per node but system.gpus_per_node={gpus} (system={cfg.system.name}); "
+            f"pass sbatch --ntasks-per-node={gpus} or fewer"
+        )
     world_size = ntasks
     if FRAMEWORKS[cfg.framework.name].SINGLE_PROCESS:
         # DataParallel: one task drives the GPUs of the allocation's tasks (the rank reads system.ranks_per_node)
         if nodes != 1:
-            raise ConfigError(f"framework={cfg.framework.name} is one process on one node but the job has {nodes} "
-                              "nodes; submit it with sbatch --nodes=1")
+            raise ConfigError(
+                f"framework={cfg.framework.name} is one process on one node but the job has {nodes} "
+                "nodes; submit it with sbatch --nodes=1"
+            )
         overrides = [*overrides, f"system.ranks_per_node={per_node}"]
         cfg = compose(overrides)
         ntasks = per_node = 1
@@ -191,18 +254,27 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     check_data(cfg, world_size=world_size)  # once, on the batch host: the ranks do not scan the data set
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=nodes).resolve()
     if rundir.holds_a_run(run_dir):
-        raise ConfigError(f"run directory {run_dir} already holds a run (never overwritten); pass "
-                          f"run.repeat={cfg.run.repeat + 1} or another run.campaign")
+        raise ConfigError(
+            f"run directory {run_dir} already holds a run (never overwritten); pass "
+            f"run.repeat={cfg.run.repeat + 1} or another run.campaign"
+        )
     system = dict(cfg.system)
     if environ.get("SLURM_CPUS_PER_TASK"):
         # the allocation's --cpus-per-task wins: srun may not ask for more than sbatch got
         system["cpus_per_rank"] = int(environ["SLURM_CPUS_PER_TASK"])
-    argv = step_command(system, ntasks=ntasks, ntasks_per_node=per_node,
-                        overrides=[*overrides, f"run.dir={run_dir}"])
-    env = rank_environment(environ, system_env=cfg.system.env,
-                           addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix), port=master_port(job_id))
-    print(f"[ddlbench] job {job_id}: {ntasks} rank(s) on {nodes} node(s), MASTER_ADDR={env['MASTER_ADDR']} "
-          f"MASTER_PORT={env['MASTER_PORT']}", file=sys.stderr, flush=True)
+    argv = step_command(system, ntasks=ntasks, ntasks_per_node=per_node, overrides=[*overrides, f"run.dir={run_dir}"])
+    env = rank_environment(
+        environ,
+        system_env=cfg.system.env,
+        addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix),
+        port=master_port(job_id),
+    )
+    print(
+        f"[ddlbench] job {job_id}: {ntasks} rank(s) on {nodes} node(s), MASTER_ADDR={env['MASTER_ADDR']} "
+        f"MASTER_PORT={env['MASTER_PORT']}",
+        file=sys.stderr,
+        flush=True,
+    )
     announce(argv, dry_run=dry_run)
     if dry_run:
         return 0
@@ -213,8 +285,10 @@ def launch(overrides: Sequence[str], *, dry_run: bool = False, environ: Mapping[
     status = _summary_status(run_dir / rundir.SUMMARY)
     if code != 0 or status != "completed":
         reason = f"{argv[0]} exited with {code} (a rank failed)" if code else f"summary status is {status!r}"
-        print(f"ddlbench: error: job {job_id} failed: {reason}; logs in {run_dir} and the job's output file",
-              file=sys.stderr)
+        print(
+            f"ddlbench: error: job {job_id} failed: {reason}; logs in {run_dir} and the job's output file",
+            file=sys.stderr,
+        )
         return code or 1
     return 0
 
@@ -229,13 +303,20 @@ def _summary_status(path: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launchers.slurm",
-                                     description="start the ranks of a ddlbench run inside a Slurm job (used by slurm/run.sh)")
+    parser = argparse.ArgumentParser(
+        prog="python -m launchers.slurm",
+        description="start the ranks of a ddlbench run inside a Slurm job (used by slurm/run.sh)",
+    )
     parser.add_argument("action", choices=["launch"])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native")
     parser.add_argument("--dry-run", action="store_true", help="print the rank launch command only")
-    parser.add_argument("--cells", type=Path, default=None, metavar="FILE",
-                        help="job arrays: take this task's overrides from line SLURM_ARRAY_TASK_ID of FILE")
+    parser.add_argument(
+        "--cells",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="job arrays: take this task's overrides from line SLURM_ARRAY_TASK_ID of FILE",
+    )
     args = parser.parse_intermixed_args(argv)  # options may sit between the action and the overrides
     try:
         return launch(args.overrides, dry_run=args.dry_run, cells_file=args.cells)

@@ -19,6 +19,7 @@ batch; run.epochs is refused) of the N-GPU run:
 the command line without an experiment file, and a mandatory one would land in every run's
 config.yaml. They are typed and checked like Hydra keys (a typo names the key).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,7 @@ def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
             rest.append(item)
             continue
         key, _, value = item.partition("=")
-        name = key[len("stash."):]
+        name = key[len("stash.") :]
         if name not in fields:
             raise ConfigError(f"{key} is not a stash key; use one of: {', '.join('stash.' + n for n in fields)}")
         kind = fields[name].type
@@ -74,8 +75,10 @@ def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
         if getattr(cfg, name) < 1:
             raise ConfigError(f"stash.{name}={getattr(cfg, name)} must be >= 1")
     if cfg.gpus % cfg.nodes:
-        raise ConfigError(f"stash.nodes={cfg.nodes} does not divide stash.gpus={cfg.gpus}; pick a divisor "
-                          "(every node runs the same number of ranks)")
+        raise ConfigError(
+            f"stash.nodes={cfg.nodes} does not divide stash.gpus={cfg.gpus}; pick a divisor "
+            "(every node runs the same number of ranks)"
+        )
     if cfg.launcher not in ("local", "slurm"):
         raise ConfigError(f"stash.launcher={cfg.launcher} is unknown; use stash.launcher=local or stash.launcher=slurm")
     if cfg.net_bandwidth_mbit < 0 or cfg.net_latency_ms < 0:
@@ -122,43 +125,66 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
             raise ConfigError(f"{item}: stash sets {key} per run itself; drop it (real-data loader: stash.loader=...)")
     cfg = compose(base)
     if cfg.run.epochs is not None:
-        raise ConfigError(f"run.epochs={cfg.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
-                          "drop run.epochs and set run.steps")
+        raise ConfigError(
+            f"run.epochs={cfg.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
+            "drop run.epochs and set run.steps"
+        )
     check(cfg.data.cache, cfg.data.cache_evict)
     campaign = campaign_name(cfg)
     root = (Path(cfg.run.root) / campaign).resolve()
     n, k = stash.gpus, stash.nodes
     real = [] if stash.loader == "none" else [("warm", stash.loader, "warm"), ("cold", stash.loader, "cold")]
     # one GPU: no interconnect pair, the 1-GPU synthetic run is the cpu stall's baseline
-    roles = [("gpu1", "synthetic", "warm"), *([("node", "synthetic", "warm")] if n > 1 else []),
-             *([("nodes", "synthetic", "warm")] if k > 1 else []), *real]
+    roles = [
+        ("gpu1", "synthetic", "warm"),
+        *([("node", "synthetic", "warm")] if n > 1 else []),
+        *([("nodes", "synthetic", "warm")] if k > 1 else []),
+        *real,
+    ]
     samples_per_epoch = int(compose([*base, "loader=synthetic"]).loader.samples_per_epoch)
     runs: list[PlannedRun] = []
     for role, loader, cache in roles:
         world = 1 if role == "gpu1" else n
         nodes = k if role == "nodes" else 1
         per_node = world // nodes
-        extra = [f"loader={loader}", f"system.ranks_per_node={per_node}", f"data.cache={cache}",
-                 f"run.campaign={campaign}"]
+        extra = [
+            f"loader={loader}",
+            f"system.ranks_per_node={per_node}",
+            f"data.cache={cache}",
+            f"run.campaign={campaign}",
+        ]
         if loader == "synthetic" and role == "gpu1":
             # the same virtual epoch per GPU as the N-GPU run, so epoch boundaries fall on the same steps
             extra.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")
         run_cfg = compose([*base, *extra])
         validate(run_cfg, check_device=False)
         if loader != "synthetic" and not run_cfg.data.path:
-            raise ConfigError(f"stash.loader={loader} reads data.path, which is unset; pass data.path=<ImageFolder> "
-                              "(ddlbench data synth --out DIR makes one) or stash.loader=none")
+            raise ConfigError(
+                f"stash.loader={loader} reads data.path, which is unset; pass data.path=<ImageFolder> "
+                "(ddlbench data synth --out DIR makes one) or stash.loader=none"
+            )
         for r in range(stash.repeats):
             repeat = cfg.run.repeat + r
-            name = rundir.dir_name(OmegaConf.to_container(run_cfg, resolve=True), world_size=world,
-                                   num_nodes=nodes, repeat=repeat)
+            name = rundir.dir_name(
+                OmegaConf.to_container(run_cfg, resolve=True), world_size=world, num_nodes=nodes, repeat=repeat
+            )
             # warm and cold runs share a cell name; the cold one lives in its own folder (load.py reads any depth)
             run_dir = (root / "cold-cache" / name) if cache == "cold" else (root / name)
-            runs.append(PlannedRun(
-                role=role, loader=loader, cache=cache, world_size=world, num_nodes=nodes, ranks_per_node=per_node,
-                per_gpu_batch=int(run_cfg.run.per_gpu_batch),
-                per_gpu_samples=int(run_cfg.run.steps) * int(run_cfg.run.per_gpu_batch), repeat=repeat,
-                run_dir=run_dir, overrides=(*base, *extra, f"run.repeat={repeat}", f"run.dir={run_dir}")))
+            runs.append(
+                PlannedRun(
+                    role=role,
+                    loader=loader,
+                    cache=cache,
+                    world_size=world,
+                    num_nodes=nodes,
+                    ranks_per_node=per_node,
+                    per_gpu_batch=int(run_cfg.run.per_gpu_batch),
+                    per_gpu_samples=int(run_cfg.run.steps) * int(run_cfg.run.per_gpu_batch),
+                    repeat=repeat,
+                    run_dir=run_dir,
+                    overrides=(*base, *extra, f"run.repeat={repeat}", f"run.dir={run_dir}"),
+                )
+            )
     return stash, cfg, runs
 
 
@@ -171,18 +197,49 @@ def run_state(run: PlannedRun) -> str:
 def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool = True) -> str:
     from benchmarks.rundir import model_name
 
-    header = ("role", "loader", "cache", "gpus", "nodes", "ranks/node", "batch/gpu", "samples/gpu", "global batch",
-              "repeat", "state", "run dir")
-    rows = [header] + [(r.role, r.loader, r.cache, str(r.world_size), str(r.num_nodes), str(r.ranks_per_node),
-                        str(r.per_gpu_batch), str(r.per_gpu_samples), str(r.global_batch), str(r.repeat),
-                        run_state(r) if states else "-", str(r.run_dir)) for r in runs]
+    header = (
+        "role",
+        "loader",
+        "cache",
+        "gpus",
+        "nodes",
+        "ranks/node",
+        "batch/gpu",
+        "samples/gpu",
+        "global batch",
+        "repeat",
+        "state",
+        "run dir",
+    )
+    rows = [header] + [
+        (
+            r.role,
+            r.loader,
+            r.cache,
+            str(r.world_size),
+            str(r.num_nodes),
+            str(r.ranks_per_node),
+            str(r.per_gpu_batch),
+            str(r.per_gpu_samples),
+            str(r.global_batch),
+            str(r.repeat),
+            run_state(r) if states else "-",
+            str(r.run_dir),
+        )
+        for r in runs
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     table = "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows)
-    net = ("" if stash.nodes == 1 else
-           f"; network run: {stash.nodes} nodes " + ("through Slurm" if stash.launcher == "slurm" else
-                                                      f"emulated ({_link(stash).describe()})"))
-    return (f"{table}\nstash study {campaign_name(cfg)}: {model_name(cfg.model.arch, cfg.model.depth)}, "
-            f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}")
+    net = (
+        ""
+        if stash.nodes == 1
+        else f"; network run: {stash.nodes} nodes "
+        + ("through Slurm" if stash.launcher == "slurm" else f"emulated ({_link(stash).describe()})")
+    )
+    return (
+        f"{table}\nstash study {campaign_name(cfg)}: {model_name(cfg.model.arch, cfg.model.depth)}, "
+        f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}"
+    )
 
 
 def cold_cache_note(cfg, runs: list[PlannedRun]) -> str | None:
@@ -197,8 +254,10 @@ def cold_cache_note(cfg, runs: list[PlannedRun]) -> str | None:
         found += path.is_file()
         if found > needed:
             return None
-    return (f"note: a cold run reads {needed} samples but {cfg.data.path} holds {found} files: later steps re-read "
-            "cached pages, so the disk stall is understated; use a larger dataset or fewer run.steps")
+    return (
+        f"note: a cold run reads {needed} samples but {cfg.data.path} holds {found} files: later steps re-read "
+        "cached pages, so the disk stall is understated; use a larger dataset or fewer run.steps"
+    )
 
 
 def _link(stash: StashConfig):
@@ -211,8 +270,12 @@ def local_argv(cfg, run: PlannedRun, *, master_port: int) -> list[str]:
     """The launch argv of a one-node run (the framework's local launcher, as `ddlbench run`)."""
     from launchers.local import local_command
 
-    return local_command(launcher=cfg.framework.local_launcher, nproc=run.world_size, master_port=master_port,
-                         overrides=list(run.overrides))
+    return local_command(
+        launcher=cfg.framework.local_launcher,
+        nproc=run.world_size,
+        master_port=master_port,
+        overrides=list(run.overrides),
+    )
 
 
 def _free_port() -> int:
@@ -236,29 +299,47 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
             print(f"[ddlbench] stash {run.role} r{run.repeat}: completed, skipped ({run.run_dir})", file=sys.stderr)
             continue
         if state != "missing":
-            raise ConfigError(f"{run.run_dir} holds a {state} run (never overwritten); move it away or pass "
-                              f"run.repeat={run.repeat + 100} for a fresh set")
+            raise ConfigError(
+                f"{run.run_dir} holds a {state} run (never overwritten); move it away or pass "
+                f"run.repeat={run.repeat + 100} for a fresh set"
+            )
         if run.role == "warm" and not warmed and not dry_run:
             # the warm side means the dataset in DRAM, not whatever the page cache happens to hold
             from benchmarks.data.coldcache import warm
 
             done = warm(Path(cfg.data.path))
-            print(f"[ddlbench] stash: read {done['num_files']} files ({done['bytes_read'] / 1e6:.1f} MB) of "
-                  f"{cfg.data.path} into the page cache; resident now {(done['resident_after_bytes'] or 0) / 1e6:.1f} MB",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[ddlbench] stash: read {done['num_files']} files ({done['bytes_read'] / 1e6:.1f} MB) of "
+                f"{cfg.data.path} into the page cache; resident now {(done['resident_after_bytes'] or 0) / 1e6:.1f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
             warmed = True
         if run.role == "nodes":
-            print(f"[ddlbench] stash nodes r{run.repeat}: {run.world_size} ranks in {run.num_nodes} emulated nodes "
-                  f"({_link(stash).describe()})", file=sys.stderr, flush=True)
+            print(
+                f"[ddlbench] stash nodes r{run.repeat}: {run.world_size} ranks in {run.num_nodes} emulated nodes "
+                f"({_link(stash).describe()})",
+                file=sys.stderr,
+                flush=True,
+            )
             if dry_run:
                 topo = netns.Topology(tag="<tag>", num_nodes=run.num_nodes, link=_link(stash))
                 for r in range(run.world_size):
-                    print(shlex.join(netns.rank_command(topo, rank=r, ranks_per_node=run.ranks_per_node,
-                                                        overrides=run.overrides)))
+                    print(
+                        shlex.join(
+                            netns.rank_command(topo, rank=r, ranks_per_node=run.ranks_per_node, overrides=run.overrides)
+                        )
+                    )
                 continue
             with netns.Emulation(num_nodes=run.num_nodes, link=_link(stash)) as topo:
-                code = netns.run_ranks(topo, world_size=run.world_size, ranks_per_node=run.ranks_per_node,
-                                       overrides=run.overrides, master_port=_free_port(), env=env)
+                code = netns.run_ranks(
+                    topo,
+                    world_size=run.world_size,
+                    ranks_per_node=run.ranks_per_node,
+                    overrides=run.overrides,
+                    master_port=_free_port(),
+                    env=env,
+                )
         else:
             argv = local_argv(cfg, run, master_port=_free_port())
             announce(argv, dry_run=dry_run, label=f"stash {run.role} r{run.repeat}: ")
@@ -283,8 +364,14 @@ def run_slurm(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
     cfg = OmegaConf.merge(cfg, {"run": {"campaign": campaign_name(cfg)}})
     queued = {} if dry_run else submit.queued_jobs(cfg.run.campaign)
     for run in runs:
-        cell = Cell(choices=(), num_gpus=run.world_size, num_nodes=run.num_nodes, ranks_per_node=run.ranks_per_node,
-                    repeat=run.repeat, run_dir=run.run_dir)
+        cell = Cell(
+            choices=(),
+            num_gpus=run.world_size,
+            num_nodes=run.num_nodes,
+            ranks_per_node=run.ranks_per_node,
+            repeat=run.repeat,
+            run_dir=run.run_dir,
+        )
         name = submit.job_name(cfg.run.campaign, cell) + ("-cold" if run.cache == "cold" else "")
         if run_state(run) == "completed" or name in queued:
             continue
@@ -296,14 +383,17 @@ def run_slurm(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
         try:
             (job_id,) = submit.submit(argv, logs=submit.slurm_dir(cfg), cells=[name], fields={"role": run.role})
         except submit.Refused as said:
-            print(f"ddlbench: error: sbatch refused stash {run.role} ({said}); command: {shlex.join(argv)}",
-                  file=sys.stderr)
+            print(
+                f"ddlbench: error: sbatch refused stash {run.role} ({said}); command: {shlex.join(argv)}",
+                file=sys.stderr,
+            )
             return 1
         print(f"[ddlbench] submitted stash {run.role} r{run.repeat}: job {job_id}")
     return 0
 
 
 # ---- CLI ----
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     stash, cfg, runs = plan(args.overrides)
@@ -344,9 +434,11 @@ def add_parser(sub) -> None:
     """Register `ddlbench stash plan|run|report|netns-clean`."""
     p = sub.add_parser("stash", help="Stash stalls: paired runs -> interconnect, network, CPU and disk stalls, cost")
     actions = p.add_subparsers(dest="stash_command", required=True, metavar="ACTION")
-    for name, func, text in (("plan", cmd_plan, "print the paired runs"),
-                             ("run", cmd_run, "run the missing ones (locally, or --slurm)"),
-                             ("report", cmd_report, "stalls in s and %% of the baseline, model view, cost")):
+    for name, func, text in (
+        ("plan", cmd_plan, "print the paired runs"),
+        ("run", cmd_run, "run the missing ones (locally, or --slurm)"),
+        ("report", cmd_report, "stalls in s and %% of the baseline, model view, cost"),
+    ):
         a = actions.add_parser(name, help=text)
         a.add_argument("overrides", nargs="*", help="Hydra overrides and stash.* keys (stash.gpus=2 stash.nodes=2 ...)")
         if name == "run":

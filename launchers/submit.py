@@ -7,6 +7,7 @@ runs/<campaign>/slurm/attic/ before the cell is submitted again. An array task r
 from a cells file (runs/<campaign>/slurm/array-*.jsonl, one JSON list per task) and the ledger names
 it <array id>_<k>.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,16 +53,22 @@ def queued_jobs(campaign: str) -> dict[str, scheduler.QueuedJob]:
 
 # ---- sbatch argvs ----
 
+
 def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -> list[str]:
     """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags."""
     from launchers import slurm
 
     system = cfg.system
     return slurm.sbatch(
-        nodes=cell.num_nodes, ntasks_per_node=cell.ranks_per_node, cpus_per_task=system.cpus_per_rank,
-        gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node), partition=system.partition,
-        account=system.account, time_limit=system.time_limit,
-        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args], export={"DDLBENCH_PYTHON": sys.executable},
+        nodes=cell.num_nodes,
+        ntasks_per_node=cell.ranks_per_node,
+        cpus_per_task=system.cpus_per_rank,
+        gpus_per_node=min(system.gpus_per_node, cell.ranks_per_node),
+        partition=system.partition,
+        account=system.account,
+        time_limit=system.time_limit,
+        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args],
+        export={"DDLBENCH_PYTHON": sys.executable},
         **kwargs,
     )
 
@@ -69,21 +76,32 @@ def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -
 def sbatch_command(cfg, cell: Cell, base: list[str], *, name: str | None = None) -> list[str]:
     """The exact sbatch argv of one cell (slurm/run.sh with the cell's overrides); name: the job's
     name if not job_name(campaign, cell)."""
-    return _sbatch_for_shape(cfg, cell, overrides=cell.overrides(job_overrides(base)),
-                             job_name=name or job_name(cfg.run.campaign, cell),
-                             output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"))
+    return _sbatch_for_shape(
+        cfg,
+        cell,
+        overrides=cell.overrides(job_overrides(base)),
+        job_name=name or job_name(cfg.run.campaign, cell),
+        output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"),
+    )
 
 
 def array_sbatch_command(cfg, cells: list[Cell], *, cells_file: Path, max_jobs: int | None) -> list[str]:
     """One sbatch of a job array over cells of one shape; task k runs line k of cells_file."""
     throttle = f"%{max_jobs}" if max_jobs else ""
     name = array_name(cfg.run.campaign, cells[0])
-    return _sbatch_for_shape(cfg, cells[0], overrides=[], job_name=name, cells_file=str(cells_file),
-                             output=str(slurm_dir(cfg) / f"{name.rsplit('/', 1)[1]}-%A_%a.out"),
-                             extra=[f"--array=0-{len(cells) - 1}{throttle}"])
+    return _sbatch_for_shape(
+        cfg,
+        cells[0],
+        overrides=[],
+        job_name=name,
+        cells_file=str(cells_file),
+        output=str(slurm_dir(cfg) / f"{name.rsplit('/', 1)[1]}-%A_%a.out"),
+        extra=[f"--array=0-{len(cells) - 1}{throttle}"],
+    )
 
 
 # ---- the ledger ----
+
 
 def ledger(cfg) -> dict[str, dict]:
     """The last submission of every cell: {cell name: {"job_id", "submitted", ...}}."""
@@ -97,8 +115,14 @@ def ledger(cfg) -> dict[str, dict]:
     return last
 
 
-def submit(argv: list[str], *, logs: Path, cells: Sequence[str], array: bool = False,
-           fields: Mapping[str, object] | None = None) -> list[str]:
+def submit(
+    argv: list[str],
+    *,
+    logs: Path,
+    cells: Sequence[str],
+    array: bool = False,
+    fields: Mapping[str, object] | None = None,
+) -> list[str]:
     """Run sbatch and append one ledger line per cell (with fields); the cells' job ids (an array's
     task k: <array id>_<k>). Refused when sbatch says no; nothing is written then."""
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -110,8 +134,10 @@ def submit(argv: list[str], *, logs: Path, cells: Sequence[str], array: bool = F
     submitted = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     with open(logs / LEDGER, "a") as f:
         for cell, cell_job in zip(cells, ids):
-            f.write(json.dumps({"cell": cell, "job_id": cell_job, **(fields or {}), "submitted": submitted,
-                                "argv": argv}) + "\n")
+            f.write(
+                json.dumps({"cell": cell, "job_id": cell_job, **(fields or {}), "submitted": submitted, "argv": argv})
+                + "\n"
+            )
     return ids
 
 
@@ -141,6 +167,7 @@ def by_shape(todo: list[tuple[Cell, str]]) -> list[list[tuple[Cell, str]]]:
 
 # ---- where the cells stand ----
 
+
 def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
     """(cell, state, detail): impossible | pending | running, or the run directory's rundir.state."""
 
@@ -165,8 +192,9 @@ def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
     return rows
 
 
-def submit_cells(cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], array: bool, max_jobs: int | None,
-                 dry_run: bool) -> int:
+def submit_cells(
+    cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], array: bool, max_jobs: int | None, dry_run: bool
+) -> int:
     """Submit these (cell, run-directory state) pairs, one job each or one array per shape; the number
     submitted (dry run: the argvs are printed instead). Refused, naming the cell and the command, when
     sbatch says no."""
@@ -193,8 +221,10 @@ def submit_cells(cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], arr
         try:
             ids = submit(argv, logs=logs, cells=[cell.name for cell in batch_cells], array=array)
         except Refused as said:
-            raise Refused(f"sbatch refused {batch_cells[0].name} ({said}); fix the profile or flags and run "
-                          f"submit again; command: {shlex.join(argv)}") from None
+            raise Refused(
+                f"sbatch refused {batch_cells[0].name} ({said}); fix the profile or flags and run "
+                f"submit again; command: {shlex.join(argv)}"
+            ) from None
         for cell, cell_job in zip(batch_cells, ids):
             print(f"[ddlbench] submitted {cell.name}: job {cell_job}")
         submitted += len(batch_cells)

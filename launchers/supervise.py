@@ -9,6 +9,7 @@
 - A launcher that exits non-zero while no summary.json was written (rank 0 killed, by the OOM killer
   for one) leaves a failed summary written here, under every launcher.
 """
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,15 @@ class _Output:
         self.thread.join(timeout_s)
 
 
-def run_launcher(argv: Sequence[str], *, env: Mapping[str, str], run_dir: Path, own_group: bool = True,
-                 grace_s: float = 10.0, **summary_extra) -> int:
+def run_launcher(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    run_dir: Path,
+    own_group: bool = True,
+    grace_s: float = 10.0,
+    **summary_extra,
+) -> int:
     """Run `argv` to its end; the exit code (INTERRUPTED_EXIT after an interruption). own_group: the
     launcher and its ranks get a process group of their own, which this process signals (local
     launchers); else only the launcher is signalled (srun passes signals on to its tasks)."""
@@ -88,16 +96,26 @@ def run_launcher(argv: Sequence[str], *, env: Mapping[str, str], run_dir: Path, 
         if run_dir.is_dir() and (summary is None or summary.get("status") != "interrupted"):
             # what a rank wrote (a collective's error once its peers stopped) follows from the interruption
             extra = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.interrupted_summary(interrupted, **extra,
-                                                                                          **summary_extra))
+            rundir.write_json_atomic(
+                run_dir / rundir.SUMMARY, rundir.interrupted_summary(interrupted, **extra, **summary_extra)
+            )
         where = f"; its logs are in {run_dir} ({INTERRUPT_LOG}: the ranks' last words)" if run_dir.is_dir() else ""
-        print(f"[ddlbench] interrupted ({interrupted}): the run is marked interrupted{where}; the same command "
-              "runs the cell again", file=sys.stderr, flush=True)
+        print(
+            f"[ddlbench] interrupted ({interrupted}): the run is marked interrupted{where}; the same command "
+            "runs the cell again",
+            file=sys.stderr,
+            flush=True,
+        )
         return INTERRUPTED_EXIT
     if code != 0 and run_dir.is_dir() and summary is None:
-        rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(
-            f"{Path(argv[0]).name} exited with code {code} and no rank wrote a summary (rank 0 was killed, "
-            "e.g. by the out-of-memory killer, or died before it could)", **summary_extra))
+        rundir.write_json_atomic(
+            run_dir / rundir.SUMMARY,
+            rundir.failed_summary(
+                f"{Path(argv[0]).name} exited with code {code} and no rank wrote a summary (rank 0 was killed, "
+                "e.g. by the out-of-memory killer, or died before it could)",
+                **summary_extra,
+            ),
+        )
     return code
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures: the real Hydra config, a helper that starts `ddlbench` as users do, and one that finds
 a run directory by its readable name."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def ddlbench(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def ddlbench(
+    *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Run the ddlbench CLI in a subprocess (the real launcher path), capturing its output."""
     return subprocess.run(
-        [sys.executable, "-m", "ddlbench.cli", *args], cwd=cwd or REPO, capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "ddlbench.cli", *args],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -40,9 +47,11 @@ def find_run(parent: Path, name: str) -> Path:
     pattern = run_name_pattern(name)
     there = sorted(p.name for p in parent.iterdir()) if parent.is_dir() else []
     matches = [n for n in there if pattern.fullmatch(n) and (parent / n).is_dir()]
-    assert len(matches) == 1, (f"expected exactly one run directory like {name} "
-                               f"(pattern {pattern.pattern}) in {parent}; found {len(matches)}; "
-                               f"{parent} holds: {there if parent.is_dir() else 'nothing (no such directory)'}")
+    assert len(matches) == 1, (
+        f"expected exactly one run directory like {name} "
+        f"(pattern {pattern.pattern}) in {parent}; found {len(matches)}; "
+        f"{parent} holds: {there if parent.is_dir() else 'nothing (no such directory)'}"
+    )
     return parent / matches[0]
 
 

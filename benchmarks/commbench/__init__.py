@@ -17,6 +17,7 @@ algbw_gb_s, busbw_gb_s; the suite adds in_place, wrong (None: not checked), coun
 iters, warmup_iters, device, emulated; GPU tests their own fields (src_gpu, dst_gpu, gpu, ...).
 GB is 1e9 bytes. docs/commbench.md has the definitions, the backends and what each lacks.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,20 +47,32 @@ PLACEMENTS = {"both": (False, True), "out": (False,), "in": (True,)}
 def add_sweep_arguments(parser) -> None:
     """The sweep's options, shared by `ddlbench commbench` (launchers/commbench.py) and its ranks
     (`python -m benchmarks.commbench`): one home for their defaults."""
-    parser.add_argument("--backends", default="torch",
-                        help=f"comma list of {', '.join(BACKENDS)}: torch and deepspeed share one launch; "
-                             "horovod and mpi run alone")
+    parser.add_argument(
+        "--backends",
+        default="torch",
+        help=f"comma list of {', '.join(BACKENDS)}: torch and deepspeed share one launch; horovod and mpi run alone",
+    )
     parser.add_argument("--ops", default=",".join(DEFAULT_OPS), help=f"comma list of {', '.join(OPS)}, or all")
-    parser.add_argument("--placement", choices=tuple(PLACEMENTS), default="both",
-                        help="out of place, in place, or both (nccl-tests' two column groups)")
+    parser.add_argument(
+        "--placement",
+        choices=tuple(PLACEMENTS),
+        default="both",
+        help="out of place, in place, or both (nccl-tests' two column groups)",
+    )
     parser.add_argument("--no-check", action="store_true", help="skip the per-size check of every output element")
     parser.add_argument("--min-bytes", type=int, default=KIB)
-    parser.add_argument("--max-bytes", type=int, default=None,
-                        help=f"largest size; default {GPU_MAX_BYTES} B on GPU, {CPU_MAX_BYTES} B on CPU")
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        help=f"largest size; default {GPU_MAX_BYTES} B on GPU, {CPU_MAX_BYTES} B on CPU",
+    )
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls per size")
     parser.add_argument("--iters", type=int, default=20, help="timed calls per size")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     parser.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
+
+
 ROOT = 0  # broadcast's root
 REDUCING = {"all_reduce", "reduce_scatter"}  # sum; the others have no redop ("none", as nccl-tests prints)
 
@@ -71,8 +84,10 @@ def parse_ops(text: str) -> list[str]:
         return list(OPS)
     unknown = [o for o in asked if o not in OPS]
     if unknown or not asked:
-        raise ConfigError(f"--ops {text!r}: {', '.join(map(repr, unknown)) or 'nothing'} is no op; choose from "
-                          f"{', '.join(OPS)} or all")
+        raise ConfigError(
+            f"--ops {text!r}: {', '.join(map(repr, unknown)) or 'nothing'} is no op; choose from "
+            f"{', '.join(OPS)} or all"
+        )
     return [o for o in OPS if o in asked]
 
 
@@ -93,8 +108,14 @@ def bus_factor(op: str, world_size: int) -> float:
     rank's busiest link at best. all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
     broadcast and send_recv 1 (all data leaves the root / the sender)."""
     n = world_size
-    factors = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
-               "all_to_all": (n - 1) / n, "broadcast": 1.0, "send_recv": 1.0}
+    factors = {
+        "all_reduce": 2 * (n - 1) / n,
+        "all_gather": (n - 1) / n,
+        "reduce_scatter": (n - 1) / n,
+        "all_to_all": (n - 1) / n,
+        "broadcast": 1.0,
+        "send_recv": 1.0,
+    }
     return factors[op]
 
 
@@ -107,6 +128,7 @@ def allreduce_busbw_factor(world_size: int) -> float:
 class Layout:
     """One size of one op as nccl-tests lays it out: element counts of each rank's input and output,
     the count the call takes (nccl-tests' `count` column) and S, the bytes algbw divides by."""
+
     send_count: int
     recv_count: int
     count: int
@@ -126,8 +148,11 @@ def layout(op: str, size_bytes: int, *, item_bytes: int, world_size: int) -> Lay
         part = (total // world_size) & ~(max(1, 16 // item_bytes) - 1)
         if part == 0:
             return None
-        send, recv = {"all_gather": (part, part * world_size), "reduce_scatter": (part * world_size, part),
-                      "all_to_all": (part * world_size, part * world_size)}[op]
+        send, recv = {
+            "all_gather": (part, part * world_size),
+            "reduce_scatter": (part * world_size, part),
+            "all_to_all": (part * world_size, part * world_size),
+        }[op]
         return Layout(send_count=send, recv_count=recv, count=part, item_bytes=item_bytes)
     if total == 0:
         return None
@@ -163,13 +188,24 @@ def algbw_gb_s(size_bytes: int, time_s: float) -> float:
 def measurement(*, op: str, backend: str, world_size: int, size_bytes: int, time_s: float, **extra: Any) -> Measurement:
     """A timed size of a collective with nccl-tests' algbw and busbw."""
     algbw = algbw_gb_s(size_bytes, time_s)
-    return Measurement(op=op, backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s,
-                       algbw_gb_s=algbw, busbw_gb_s=algbw * bus_factor(op, world_size), extra=extra)
+    return Measurement(
+        op=op,
+        backend=backend,
+        world_size=world_size,
+        size_bytes=size_bytes,
+        time_s=time_s,
+        algbw_gb_s=algbw,
+        busbw_gb_s=algbw * bus_factor(op, world_size),
+        extra=extra,
+    )
 
 
-def allreduce_measurement(*, backend: str, world_size: int, size_bytes: int, time_s: float, **extra: Any) -> Measurement:
-    return measurement(op="all_reduce", backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s,
-                       **extra)
+def allreduce_measurement(
+    *, backend: str, world_size: int, size_bytes: int, time_s: float, **extra: Any
+) -> Measurement:
+    return measurement(
+        op="all_reduce", backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s, **extra
+    )
 
 
 # (send, recv) -> None: fills recv on every rank. In place, the buffers alias as nccl-tests lays them out:
@@ -182,6 +218,7 @@ Call = Callable[[Any, Any], None]
 class Op:
     """One collective of a library: its out-of-place and in-place forms, None where the library has
     no such form; `emulated` says how a form the library lacks is made from what it has."""
+
     out_of_place: Call | None
     in_place: Call | None
     emulated: str = ""  # e.g. "out-of-place: copy into the output, then in place" (that copy is timed)
@@ -191,6 +228,7 @@ class Op:
 class Collective:
     """What a sweep needs from a communication library: every op of OPS (None where the library has
     none), and host-side helpers that do not go through the ops being measured."""
+
     name: str
     rank: int
     world_size: int
@@ -217,6 +255,9 @@ class Collective:
             if found is None:
                 out.append(name)
             else:
-                out += [f"{name} ({mode})" for mode, call in (("out of place", found.out_of_place),
-                                                              ("in place", found.in_place)) if call is None]
+                out += [
+                    f"{name} ({mode})"
+                    for mode, call in (("out of place", found.out_of_place), ("in place", found.in_place))
+                    if call is None
+                ]
         return out

@@ -1,5 +1,6 @@
 """One rank of `ddlbench commbench` (started by torchrun, horovodrun, mpirun or srun): sweep, rank 0 writes
 JSON and prints nccl-tests' table."""
+
 from __future__ import annotations
 
 import argparse
@@ -52,16 +53,27 @@ def main(argv: list[str] | None = None) -> int:
             return _refuse(f"--backends {backend}: {found.detail}; {found.fix}")
 
     def measure(backend: str, comm, device: torch.device, size_list: list[int]) -> None:
-        rows = suite.sweep(comm, ops=ops, device=device, size_list=size_list, warmup=args.warmup, iters=args.iters,
-                           placements=PLACEMENTS[args.placement], check=not args.no_check)
+        rows = suite.sweep(
+            comm,
+            ops=ops,
+            device=device,
+            size_list=size_list,
+            warmup=args.warmup,
+            iters=args.iters,
+            placements=PLACEMENTS[args.placement],
+            check=not args.no_check,
+        )
         records.extend(suite.records(rows))
         lacks = [name for name in comm.lacks() if name.split(" ")[0] in ops]
-        tables.append(format_nccl_tests(rows, backend=comm.name, world_size=comm.world_size, device=device.type,
-                                        lacks=lacks))
+        tables.append(
+            format_nccl_tests(rows, backend=comm.name, world_size=comm.world_size, device=device.type, lacks=lacks)
+        )
 
     if own:  # its own rendezvous (horovodrun, mpirun): alone, no torch.distributed group
         if len(backends) > 1:
-            raise SystemExit(f"--backends {args.backends}: {own[0]} joins its ranks itself; run it alone (--backends {own[0]})")
+            raise SystemExit(
+                f"--backends {args.backends}: {own[0]} joins its ranks itself; run it alone (--backends {own[0]})"
+            )
         cls = adapters[own[0]]
         rank, local_rank, world = cls.commbench_join()
         # MPI moves host memory (benchmarks/commbench/mpi.py); --device cuda is refused there, by name
@@ -84,8 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             comm = cls.commbench_collective(device)
             measure(backend, comm, device, size_list)
             if rank == 0:
-                print(f"[commbench] {comm.name}: {len(ops)} op(s) x {len(size_list)} sizes done", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"[commbench] {comm.name}: {len(ops)} op(s) x {len(size_list)} sizes done",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if use_cuda and not args.no_gpu_tests:
             from benchmarks.commbench import gpu
 
@@ -182,7 +197,8 @@ def format_nccl_tests(rows, *, backend: str, world_size: int, device: str, lacks
         if not mine:
             continue
         lines += [
-            "#", f"# {op}",
+            "#",
+            f"# {op}",
             f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place",
             f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  "
             f"{'busbw':>6}  {'#wrong':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}",
@@ -191,18 +207,24 @@ def format_nccl_tests(rows, *, backend: str, world_size: int, device: str, lacks
         ]
         for row in mine:
             first = row.out_of_place or row.in_place
-            lines.append(f"{row.layout.size_bytes:>12}  {row.layout.count:>12}  {first.extra['dtype']:>8}  "
-                         f"{first.extra['redop']:>6}  {first.extra['root']:>6}{_body(row.out_of_place)}{_body(row.in_place)}")
+            lines.append(
+                f"{row.layout.size_bytes:>12}  {row.layout.count:>12}  {first.extra['dtype']:>8}  "
+                f"{first.extra['redop']:>6}  {first.extra['root']:>6}{_body(row.out_of_place)}{_body(row.in_place)}"
+            )
     return "\n".join(lines)
 
 
 def format_table(records: list[dict]) -> str:
     """The GPU tests (P2P matrix, concurrent H2D): one line per measurement."""
-    lines = [f"{'op':<12}{'backend':<16}{'ranks':>6}{'size':>12}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  where"]
+    lines = [
+        f"{'op':<12}{'backend':<16}{'ranks':>6}{'size':>12}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  where"
+    ]
     for r in records:
         where = " ".join(f"{k}={r[k]}" for k in ("src_gpu", "dst_gpu", "gpu") if k in r)
-        lines.append(f"{r['op']:<12}{r['backend']:<16}{r['world_size']:>6}{r['size_bytes']:>12}"
-                     f"{r['time_s'] * 1e6:>12.1f}{r['algbw_gb_s']:>12.3f}{r['busbw_gb_s']:>12.3f}  {where}")
+        lines.append(
+            f"{r['op']:<12}{r['backend']:<16}{r['world_size']:>6}{r['size_bytes']:>12}"
+            f"{r['time_s'] * 1e6:>12.1f}{r['algbw_gb_s']:>12.3f}{r['busbw_gb_s']:>12.3f}  {where}"
+        )
     return "\n".join(lines)
 
 

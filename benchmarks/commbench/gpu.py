@@ -1,5 +1,6 @@
 """GPU interconnect: P2P copy bandwidth/latency between every pair of the node's GPUs (one process
 drives them all), and host-to-device bandwidth per GPU while every rank copies at once."""
+
 from __future__ import annotations
 
 import torch
@@ -37,19 +38,33 @@ def p2p_matrix(*, size_bytes: int = P2P_BYTES, warmup: int = 3, iters: int = 10)
             for op, nbytes in (("p2p_copy", size_bytes), ("p2p_latency", 4)):
                 a = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{src}")
                 b = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{dst}")
-                time_s = _timed(lambda a=a, b=b: b.copy_(a, non_blocking=True), device=torch.device("cuda", src),
-                                warmup=warmup, iters=iters if op == "p2p_copy" else 100)
+                time_s = _timed(
+                    lambda a=a, b=b: b.copy_(a, non_blocking=True),
+                    device=torch.device("cuda", src),
+                    warmup=warmup,
+                    iters=iters if op == "p2p_copy" else 100,
+                )
                 torch.cuda.synchronize(dst)
                 bw = algbw_gb_s(nbytes, time_s)
-                out.append(Measurement(op=op, backend="cuda", world_size=count, size_bytes=nbytes, time_s=time_s,
-                                       algbw_gb_s=bw, busbw_gb_s=bw,
-                                       extra={"src_gpu": src, "dst_gpu": dst, "peer_access": peer}))
+                out.append(
+                    Measurement(
+                        op=op,
+                        backend="cuda",
+                        world_size=count,
+                        size_bytes=nbytes,
+                        time_s=time_s,
+                        algbw_gb_s=bw,
+                        busbw_gb_s=bw,
+                        extra={"src_gpu": src, "dst_gpu": dst, "peer_access": peer},
+                    )
+                )
                 del a, b
     return out
 
 
-def h2d_concurrent(*, device: torch.device, barrier, world_size: int, size_bytes: int = H2D_BYTES,
-                   warmup: int = 3, iters: int = 10) -> Measurement:
+def h2d_concurrent(
+    *, device: torch.device, barrier, world_size: int, size_bytes: int = H2D_BYTES, warmup: int = 3, iters: int = 10
+) -> Measurement:
     """This rank's pinned-host -> its GPU bandwidth, every rank copying at the same time."""
     host = torch.empty(size_bytes, dtype=torch.uint8, pin_memory=True)
     gpu = torch.empty(size_bytes, dtype=torch.uint8, device=device)
@@ -60,5 +75,13 @@ def h2d_concurrent(*, device: torch.device, barrier, world_size: int, size_bytes
     barrier()  # all ranks start their copies together
     time_s = _timed(copy, device=device, warmup=0, iters=iters)
     bw = algbw_gb_s(size_bytes, time_s)
-    return Measurement(op="h2d_copy", backend="cuda", world_size=world_size, size_bytes=size_bytes, time_s=time_s,
-                       algbw_gb_s=bw, busbw_gb_s=bw, extra={"gpu": device.index, "concurrent_gpus": world_size})
+    return Measurement(
+        op="h2d_copy",
+        backend="cuda",
+        world_size=world_size,
+        size_bytes=size_bytes,
+        time_s=time_s,
+        algbw_gb_s=bw,
+        busbw_gb_s=bw,
+        extra={"gpu": device.index, "concurrent_gpus": world_size},
+    )

@@ -7,6 +7,7 @@ except reduce_scatter in place, whose result MPI puts at the start of the buffer
 rank's part (nccl-tests' layout); out-of-place broadcast copies the input into the output on the root,
 then broadcasts in place. The only module that imports mpi4py (tests/unit/test_import_graph.py).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -27,8 +28,10 @@ def _mpi():
         raise ConfigError(f"--backends mpi needs the mpi4py package, which this Python lacks; run {FIX}") from None
     except (ImportError, RuntimeError) as error:  # mpi4py is there, the MPI library it loads is not
         said = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"--backends mpi: mpi4py cannot load an MPI library ({said}); install one "
-                          "(apt-get install -y openmpi-bin, or the site's module load openmpi)") from None
+        raise ConfigError(
+            f"--backends mpi: mpi4py cannot load an MPI library ({said}); install one "
+            "(apt-get install -y openmpi-bin, or the site's module load openmpi)"
+        ) from None
     return MPI
 
 
@@ -63,7 +66,9 @@ class MPIBackend:
         comm = MPI.COMM_WORLD
         rank, n = comm.Get_rank(), comm.Get_size()
         if device.type != "cpu":
-            raise ConfigError(f"--backends mpi moves host memory; --device {device.type} is not for it: pass --device cpu")
+            raise ConfigError(
+                f"--backends mpi moves host memory; --device {device.type} is not for it: pass --device cpu"
+            )
 
         def np(t: torch.Tensor):
             return t.numpy()
@@ -92,14 +97,20 @@ class MPIBackend:
             comm.Sendrecv_replace(np(r), dest=(rank + 1) % n, source=(rank - 1) % n)
 
         return Collective(
-            name="mpi", rank=rank, world_size=n,
+            name="mpi",
+            rank=rank,
+            world_size=n,
             all_reduce=Op(out_of_place=all_reduce_out, in_place=all_reduce_in),
             all_gather=Op(out_of_place=lambda s, r: comm.Allgather(np(s), np(r)), in_place=all_gather_in),
-            reduce_scatter=Op(out_of_place=lambda s, r: comm.Reduce_scatter_block(np(s), np(r), op=MPI.SUM),
-                              in_place=None),
+            reduce_scatter=Op(
+                out_of_place=lambda s, r: comm.Reduce_scatter_block(np(s), np(r), op=MPI.SUM), in_place=None
+            ),
             all_to_all=Op(out_of_place=lambda s, r: comm.Alltoall(np(s), np(r)), in_place=all_to_all_in),
-            broadcast=Op(out_of_place=broadcast, in_place=broadcast,
-                         emulated="out-of-place: copy into the output on the root, then in place"),
+            broadcast=Op(
+                out_of_place=broadcast,
+                in_place=broadcast,
+                emulated="out-of-place: copy into the output on the root, then in place",
+            ),
             send_recv=Op(out_of_place=send_recv_out, in_place=send_recv_in),
             max_over_ranks=lambda x: float(comm.allreduce(x, op=MPI.MAX)),
             sum_over_ranks=lambda x: float(comm.allreduce(x, op=MPI.SUM)),

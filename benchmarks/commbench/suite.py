@@ -5,6 +5,7 @@ Inputs hold small integers that depend on the rank and the element's index (`pat
 float32: every sum over up to 1024 ranks is an integer below 2**24, so it is exact in any reduction
 order and an output is right only when it equals the expected value bit for bit (nccl-tests' check).
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,9 @@ def _sum_over(world_size: int, start: int, count: int, device: torch.device) -> 
     return total
 
 
-def inputs_and_expected(op: str, lay: Layout, *, rank: int, world_size: int,
-                        device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def inputs_and_expected(
+    op: str, lay: Layout, *, rank: int, world_size: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(this rank's input, the output it must receive), as DTYPE. Parts are numbered by global index, so a
     part that lands in the wrong place is wrong."""
     n, part = world_size, lay.count
@@ -54,8 +56,10 @@ def inputs_and_expected(op: str, lay: Layout, *, rank: int, world_size: int,
     elif op == "broadcast":
         send, want = pattern(rank, 0, lay.send_count, device=device), pattern(ROOT, 0, lay.recv_count, device=device)
     elif op == "send_recv":
-        send, want = pattern(rank, 0, lay.send_count, device=device), pattern((rank - 1) % n, 0, lay.recv_count,
-                                                                              device=device)
+        send, want = (
+            pattern(rank, 0, lay.send_count, device=device),
+            pattern((rank - 1) % n, 0, lay.recv_count, device=device),
+        )
     else:
         raise AssertionError(op)
     return send.to(DTYPE), want.to(DTYPE)
@@ -64,6 +68,7 @@ def inputs_and_expected(op: str, lay: Layout, *, rank: int, world_size: int,
 @dataclass(slots=True)
 class Buffers:
     """The tensors one call takes: send and recv, aliased in place as nccl-tests aliases them."""
+
     send: torch.Tensor
     recv: torch.Tensor
     storage: torch.Tensor  # what in-place calls write to (recv, or send for reduce_scatter's recv part)
@@ -93,8 +98,18 @@ class Timed:
     wrong: int | None  # elements wrong over all ranks; None: not checked
 
 
-def run_one(comm: Collective, call, op: str, lay: Layout, *, in_place: bool, device: torch.device, warmup: int,
-            iters: int, check: bool) -> Timed:
+def run_one(
+    comm: Collective,
+    call,
+    op: str,
+    lay: Layout,
+    *,
+    in_place: bool,
+    device: torch.device,
+    warmup: int,
+    iters: int,
+    check: bool,
+) -> Timed:
     """Time `iters` back-to-back calls after `warmup` untimed ones, then check one call on fresh inputs."""
     rank, n = comm.rank, comm.world_size
     values, want = inputs_and_expected(op, lay, rank=rank, world_size=n, device=device)
@@ -127,14 +142,24 @@ def run_one(comm: Collective, call, op: str, lay: Layout, *, in_place: bool, dev
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
     """One size of one op: the layout and its out-of-place and in-place measurements (None: not measured)."""
+
     op: str
     layout: Layout
     out_of_place: Measurement | None
     in_place: Measurement | None
 
 
-def sweep(comm: Collective, *, ops: list[str], device: torch.device, size_list: list[int], warmup: int, iters: int,
-          placements: tuple[bool, ...] = (False, True), check: bool = True) -> list[Row]:
+def sweep(
+    comm: Collective,
+    *,
+    ops: list[str],
+    device: torch.device,
+    size_list: list[int],
+    warmup: int,
+    iters: int,
+    placements: tuple[bool, ...] = (False, True),
+    check: bool = True,
+) -> list[Row]:
     """Every op of `ops` the library has, at every size, in each placement (False: out of place) it has."""
     item = torch.tensor([], dtype=DTYPE).element_size()
     rows = []
@@ -154,22 +179,46 @@ def sweep(comm: Collective, *, ops: list[str], device: torch.device, size_list: 
                 if in_place not in placements or call is None:
                     found[in_place] = None
                     continue
-                done = run_one(comm, call, name, lay, in_place=in_place, device=device, warmup=warmup, iters=iters,
-                               check=check)
-                found[in_place] = _measurement(comm, op, name, lay, in_place=in_place, done=done, device=device,
-                                               warmup=warmup, iters=iters)
+                done = run_one(
+                    comm, call, name, lay, in_place=in_place, device=device, warmup=warmup, iters=iters, check=check
+                )
+                found[in_place] = _measurement(
+                    comm, op, name, lay, in_place=in_place, done=done, device=device, warmup=warmup, iters=iters
+                )
             if found[False] or found[True]:  # an op without the asked placement (e.g. in place) has no row
                 rows.append(Row(op=name, layout=lay, out_of_place=found[False], in_place=found[True]))
     return rows
 
 
-def _measurement(comm: Collective, op: Op, name: str, lay: Layout, *, in_place: bool, done: Timed,
-                 device: torch.device, warmup: int, iters: int) -> Measurement:
-    return measurement(op=name, backend=comm.name, world_size=comm.world_size, size_bytes=lay.size_bytes,
-                       time_s=done.time_s, in_place=in_place, wrong=done.wrong, count=lay.count, dtype=DTYPE_NAME,
-                       redop="sum" if name in REDUCING else "none", root=ROOT if name == "broadcast" else -1,
-                       iters=iters, warmup_iters=warmup, device=device.type, emulated=op.emulated if _emulated(
-                           op, in_place) else "")
+def _measurement(
+    comm: Collective,
+    op: Op,
+    name: str,
+    lay: Layout,
+    *,
+    in_place: bool,
+    done: Timed,
+    device: torch.device,
+    warmup: int,
+    iters: int,
+) -> Measurement:
+    return measurement(
+        op=name,
+        backend=comm.name,
+        world_size=comm.world_size,
+        size_bytes=lay.size_bytes,
+        time_s=done.time_s,
+        in_place=in_place,
+        wrong=done.wrong,
+        count=lay.count,
+        dtype=DTYPE_NAME,
+        redop="sum" if name in REDUCING else "none",
+        root=ROOT if name == "broadcast" else -1,
+        iters=iters,
+        warmup_iters=warmup,
+        device=device.type,
+        emulated=op.emulated if _emulated(op, in_place) else "",
+    )
 
 
 def _emulated(op: Op, in_place: bool) -> bool:

@@ -4,6 +4,7 @@ torch.distributed has no out-of-place all_reduce or broadcast (both work on one 
 the input is copied into the output first, and that copy is timed with the call. It has no in-place
 all_to_all or send/recv (the output would overwrite input that other ranks still read).
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -22,14 +23,18 @@ def init(device: torch.device) -> None:
     mpirun, deepspeed: benchmarks/distenv.py reads each one's variables)."""
     env = distenv.from_environ()
     dist.init_process_group(
-        backend="nccl" if device.type == "cuda" else "gloo", init_method=f"tcp://{env.master_addr}:{env.master_port}",
-        rank=env.rank, world_size=env.world_size, timeout=timedelta(minutes=10),
+        backend="nccl" if device.type == "cuda" else "gloo",
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(minutes=10),
         **({"device_id": device} if device.type == "cuda" else {}),
     )
 
 
 def ops(module) -> dict[str, Op]:
     """The six ops through a torch.distributed-like module (torch.distributed itself, deepspeed.comm)."""
+
     def all_reduce(send, recv):
         if recv is not send:
             recv.copy_(send)
@@ -45,17 +50,22 @@ def ops(module) -> dict[str, Op]:
     def send_recv(send, recv):
         # one group, as nccl-tests' ncclGroupStart/End: NCCL runs a pair's send and receive on one stream, so
         # two ranks that each sent before receiving would wait for each other
-        requests = module.batch_isend_irecv([module.P2POp(module.isend, send, (rank + 1) % n),
-                                             module.P2POp(module.irecv, recv, (rank - 1) % n)])
+        requests = module.batch_isend_irecv(
+            [module.P2POp(module.isend, send, (rank + 1) % n), module.P2POp(module.irecv, recv, (rank - 1) % n)]
+        )
         for request in requests:
             request.wait()
 
     return {
         "all_reduce": Op(out_of_place=all_reduce, in_place=all_reduce, emulated=COPY_THEN_IN_PLACE),
-        "all_gather": Op(out_of_place=lambda s, r: module.all_gather_into_tensor(r, s),
-                         in_place=lambda s, r: module.all_gather_into_tensor(r, s)),
-        "reduce_scatter": Op(out_of_place=lambda s, r: module.reduce_scatter_tensor(r, s),
-                             in_place=lambda s, r: module.reduce_scatter_tensor(r, s)),
+        "all_gather": Op(
+            out_of_place=lambda s, r: module.all_gather_into_tensor(r, s),
+            in_place=lambda s, r: module.all_gather_into_tensor(r, s),
+        ),
+        "reduce_scatter": Op(
+            out_of_place=lambda s, r: module.reduce_scatter_tensor(r, s),
+            in_place=lambda s, r: module.reduce_scatter_tensor(r, s),
+        ),
         "all_to_all": Op(out_of_place=lambda s, r: module.all_to_all_single(r, s), in_place=None),
         "broadcast": Op(out_of_place=broadcast, in_place=broadcast, emulated=COPY_THEN_IN_PLACE),
         "send_recv": Op(out_of_place=send_recv, in_place=None),
@@ -69,8 +79,12 @@ def collective(device: torch.device) -> Collective:
         return float(t.item())
 
     return Collective(
-        name=dist.get_backend(), rank=dist.get_rank(), world_size=dist.get_world_size(), **ops(dist),
-        max_over_ranks=lambda x: reduced(x, dist.ReduceOp.MAX), sum_over_ranks=lambda x: reduced(x, dist.ReduceOp.SUM),
+        name=dist.get_backend(),
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        **ops(dist),
+        max_over_ranks=lambda x: reduced(x, dist.ReduceOp.MAX),
+        sum_over_ranks=lambda x: reduced(x, dist.ReduceOp.SUM),
         synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
         barrier=dist.barrier,
     )

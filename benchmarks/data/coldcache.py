@@ -8,6 +8,7 @@ Methods, in the order `auto` tries them:
 Either way the dataset's residency is measured with mincore(2) before and after, so a method that
 silently did nothing (a filesystem that ignores fadvise) is visible in meta.json (`cache_evict`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -120,15 +121,22 @@ def evict(path: Path, *, method: str = "auto") -> dict[str, Any]:
         if refused is None:
             used = "drop_caches"
         elif method == "drop_caches":
-            raise ConfigError(f"data.cache_evict=drop_caches is not permitted here ({refused}); "
-                              "use data.cache_evict=fadvise or auto")
+            raise ConfigError(
+                f"data.cache_evict=drop_caches is not permitted here ({refused}); use data.cache_evict=fadvise or auto"
+            )
         else:
             used = "fadvise"
     if used == "fadvise":
         _fadvise(files)
     after = resident_bytes(files)
-    return {"method": used, "drop_caches_refused": refused, "num_files": len(files), "dataset_bytes": size,
-            "resident_before_bytes": before, "resident_after_bytes": after}
+    return {
+        "method": used,
+        "drop_caches_refused": refused,
+        "num_files": len(files),
+        "dataset_bytes": size,
+        "resident_before_bytes": before,
+        "resident_after_bytes": after,
+    }
 
 
 def prepare(data, *, needs_data: bool, local_rank: int) -> dict[str, Any] | None:

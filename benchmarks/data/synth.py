@@ -3,6 +3,7 @@
 Each class has its own colour, stripe orientation and stripe frequency; every image adds its own
 phase, jitter and noise. Deterministic for a seed: the same arguments write the same bytes.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,15 +32,27 @@ def class_image(class_id: int, index: int, *, num_classes: int, width: int, heig
 
 
 def synth_imagefolder(
-    out: Path, *, num_classes: int, images_per_class: int, width: int, height: int, quality: int, seed: int,
+    out: Path,
+    *,
+    num_classes: int,
+    images_per_class: int,
+    width: int,
+    height: int,
+    quality: int,
+    seed: int,
     progress: bool = True,
 ) -> int:
     """Write out/<class>/<index>.jpg; refuses a non-empty `out` (nothing is ever overwritten).
     Written into a temporary sibling and renamed at the end, so a crash leaves no half dataset."""
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out} is not empty; choose a new folder (existing data is never overwritten)")
-    for name, value, low, high in (("--classes", num_classes, 1, 100_000), ("--per-class", images_per_class, 1, 10_000_000),
-                                    ("--width", width, 8, 8192), ("--height", height, 8, 8192), ("--quality", quality, 1, 100)):
+    for name, value, low, high in (
+        ("--classes", num_classes, 1, 100_000),
+        ("--per-class", images_per_class, 1, 10_000_000),
+        ("--width", width, 8, 8192),
+        ("--height", height, 8, 8192),
+        ("--quality", quality, 1, 100),
+    ):
         if not low <= value <= high:
             raise ConfigError(f"{name}={value} must be between {low} and {high}")
     tmp = out.with_name(f".{out.name}.partial{os.getpid()}")

@@ -12,6 +12,7 @@ Records are written in a seeded random order across shards: DALI readers shard b
 ranges and shuffle only inside a buffer, so class-sorted shards would give class-skewed batches.
 CRC-32C comes from the `crc32c` package when installed (`.[tfrecord]`), else from a pure-Python table.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ INDEX_SUFFIX = ".idx"
 
 
 # --- CRC-32C (Castagnoli) and TFRecord's masking -------------------------------------------------
+
 
 def _crc_table() -> list[int]:
     table = []
@@ -97,6 +99,7 @@ def read_records(path: Path, *, check_crc: bool = True) -> Iterator[bytes]:
 
 # --- protobuf wire format of tf.train.Example --------------------------------------------------
 
+
 def _varint(value: int) -> bytes:
     value &= 0xFFFFFFFFFFFFFFFF  # int64 negatives are ten-byte two's complement varints
     out = bytearray()
@@ -121,8 +124,7 @@ def _feature(value: bytes | int | list[int]) -> bytes:
 def encode_example(features: dict[str, bytes | int | list[int]]) -> bytes:
     """Serialise tf.train.Example{features: Features{feature: map<string, Feature>}}."""
     entries = b"".join(
-        _len_field(1, _len_field(1, key.encode()) + _len_field(2, _feature(value)))
-        for key, value in features.items()
+        _len_field(1, _len_field(1, key.encode()) + _len_field(2, _feature(value))) for key, value in features.items()
     )
     return _len_field(1, entries)
 
@@ -182,6 +184,7 @@ def decode_example(data: bytes) -> dict[str, list[bytes] | list[int]]:
 
 # --- datasets ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     path: Path
@@ -192,7 +195,9 @@ class Sample:
 def list_imagefolder(root: Path) -> list[Sample]:
     """JPEGs of an ImageFolder in torchvision's order: sorted class folders, sorted files."""
     if not root.is_dir():
-        raise ConfigError(f"--from {root} is not a directory; pass an ImageFolder (e.g. one 'ddlbench data synth' wrote)")
+        raise ConfigError(
+            f"--from {root} is not a directory; pass an ImageFolder (e.g. one 'ddlbench data synth' wrote)"
+        )
     classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
     samples = [
         Sample(root / name / file, label, name)
@@ -209,18 +214,27 @@ def shard_name(index: int, num_shards: int) -> str:
     return f"train-{index:05d}-of-{num_shards:05d}"
 
 
-def write_shard(record_path: Path, samples: list[Sample], *, jpeg_of: Callable[[Sample], bytes] | None = None,
-                on_record: Callable[[], object] | None = None) -> None:
+def write_shard(
+    record_path: Path,
+    samples: list[Sample],
+    *,
+    jpeg_of: Callable[[Sample], bytes] | None = None,
+    on_record: Callable[[], object] | None = None,
+) -> None:
     """One TFRecord file of `samples` in this order, and its DALI index next to it (.idx)."""
     index_path = record_path.with_name(record_path.name[: -len(RECORD_SUFFIX)] + INDEX_SUFFIX)
     with open(record_path, "wb") as records, open(index_path, "w") as index:
         for sample in samples:
             jpeg = jpeg_of(sample) if jpeg_of is not None else sample.path.read_bytes()
-            record = frame_record(encode_example({
-                "image/encoded": jpeg,
-                "image/class/label": sample.label,
-                "image/class/text": sample.class_name.encode(),
-            }))
+            record = frame_record(
+                encode_example(
+                    {
+                        "image/encoded": jpeg,
+                        "image/class/label": sample.label,
+                        "image/class/text": sample.class_name.encode(),
+                    }
+                )
+            )
             index.write(f"{records.tell()} {len(record)}\n")
             records.write(record)
             if on_record is not None:
@@ -228,7 +242,12 @@ def write_shard(record_path: Path, samples: list[Sample], *, jpeg_of: Callable[[
 
 
 def write_tfrecords(
-    samples: list[Sample], out: Path, *, num_shards: int, seed: int, progress: bool = True,
+    samples: list[Sample],
+    out: Path,
+    *,
+    num_shards: int,
+    seed: int,
+    progress: bool = True,
     jpeg_of: Callable[[Sample], bytes] | None = None,
 ) -> int:
     """Write out/train-*.tfrecord, their .idx DALI index files and dataset.json; refuses a non-empty
@@ -246,15 +265,33 @@ def write_tfrecords(
     with tqdm(total=len(order), desc=f"tfrecord {out.name}", unit="img", disable=not progress) as bar:
         for shard in range(num_shards):
             name = shard_name(shard, num_shards)
-            write_shard(tmp / (name + RECORD_SUFFIX), [samples[i] for i in order[bounds[shard] : bounds[shard + 1]]],
-                        jpeg_of=jpeg_of, on_record=bar.update)
+            write_shard(
+                tmp / (name + RECORD_SUFFIX),
+                [samples[i] for i in order[bounds[shard] : bounds[shard + 1]]],
+                jpeg_of=jpeg_of,
+                on_record=bar.update,
+            )
     classes = sorted({(s.label, s.class_name) for s in samples})
-    (tmp / MANIFEST).write_text(json.dumps({
-        "format": "tfrecord", "num_records": len(samples), "num_shards": num_shards,
-        "num_classes": len(classes), "classes": [name for _, name in classes], "label_base": 0,
-        "features": {"image/encoded": "bytes (JPEG)", "image/class/label": "int64", "image/class/text": "bytes"},
-        "seed": seed,
-    }, indent=1) + "\n")
+    (tmp / MANIFEST).write_text(
+        json.dumps(
+            {
+                "format": "tfrecord",
+                "num_records": len(samples),
+                "num_shards": num_shards,
+                "num_classes": len(classes),
+                "classes": [name for _, name in classes],
+                "label_base": 0,
+                "features": {
+                    "image/encoded": "bytes (JPEG)",
+                    "image/class/label": "int64",
+                    "image/class/text": "bytes",
+                },
+                "seed": seed,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     if out.exists():
         out.rmdir()  # empty, checked above
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -268,8 +305,16 @@ def convert_imagefolder(src: Path, out: Path, *, num_shards: int, seed: int, pro
 
 
 def synth_tfrecords(
-    out: Path, *, num_classes: int, images_per_class: int, width: int, height: int, quality: int, seed: int,
-    num_shards: int, progress: bool = True,
+    out: Path,
+    *,
+    num_classes: int,
+    images_per_class: int,
+    width: int,
+    height: int,
+    quality: int,
+    seed: int,
+    num_shards: int,
+    progress: bool = True,
 ) -> int:
     """The same images `ddlbench data synth` writes as JPEGs, straight into TFRecord shards."""
     import io
@@ -278,13 +323,21 @@ def synth_tfrecords(
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} is not empty; choose a new folder (existing data is never overwritten)")
-    for name, value, low, high in (("--classes", num_classes, 1, 100_000), ("--per-class", images_per_class, 1, 10_000_000),
-                                    ("--width", width, 8, 8192), ("--height", height, 8, 8192), ("--quality", quality, 1, 100)):
+    for name, value, low, high in (
+        ("--classes", num_classes, 1, 100_000),
+        ("--per-class", images_per_class, 1, 10_000_000),
+        ("--width", width, 8, 8192),
+        ("--height", height, 8, 8192),
+        ("--quality", quality, 1, 100),
+    ):
         if not low <= value <= high:
             raise ConfigError(f"{name}={value} must be between {low} and {high}")
+
     def jpeg_of(sample: Sample) -> bytes:
         buf = io.BytesIO()
-        image = class_image(sample.label, int(sample.path.stem), num_classes=num_classes, width=width, height=height, seed=seed)
+        image = class_image(
+            sample.label, int(sample.path.stem), num_classes=num_classes, width=width, height=height, seed=seed
+        )
         image.save(buf, format="JPEG", quality=quality)
         return buf.getvalue()
 

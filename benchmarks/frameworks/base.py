@@ -1,4 +1,5 @@
 """The adapter protocol: the loop talks to a framework through exactly these methods."""
+
 from __future__ import annotations
 
 from typing import ClassVar, Protocol

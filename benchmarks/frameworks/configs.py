@@ -6,6 +6,7 @@ them without torch: see benchmarks/adapter_config.py. Each dataclass is the one 
 defaults, its `name` and its adapter class (`_target_`); conf/framework/<name>.yaml only makes the option
 selectable (its defaults list) and says in a comment what it is.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -228,10 +229,16 @@ class DeepSpeedConfig(FrameworkConfig):
 
     def check(self) -> None:
         if self.zero_stage not in self.ZERO_STAGES:
-            raise ConfigError(f"framework.zero_stage={self.zero_stage} is not allowed; choose 0, 1, 2 or 3 "
-                              "(e.g. framework.zero_stage=1)")
-        for name in ("gradient_accumulation_steps", "reduce_bucket_size", "allgather_bucket_size",
-                     "train_micro_batch_size_per_gpu"):
+            raise ConfigError(
+                f"framework.zero_stage={self.zero_stage} is not allowed; choose 0, 1, 2 or 3 "
+                "(e.g. framework.zero_stage=1)"
+            )
+        for name in (
+            "gradient_accumulation_steps",
+            "reduce_bucket_size",
+            "allgather_bucket_size",
+            "train_micro_batch_size_per_gpu",
+        ):
             self.at_least(name, 1)
         if self.gradient_clipping < 0:
             raise ConfigError(f"framework.gradient_clipping={self.gradient_clipping} must be >= 0 (0 = no clipping)")
@@ -239,7 +246,8 @@ class DeepSpeedConfig(FrameworkConfig):
 
 # every framework option's config, in the order `ddlbench` lists them (benchmarks/schema.py registers them)
 CONFIGS: dict[str, type[FrameworkConfig]] = {
-    c.name: c for c in (DDPConfig, DPConfig, FSDPConfig, HorovodConfig, DeepSpeedConfig)}
+    c.name: c for c in (DDPConfig, DPConfig, FSDPConfig, HorovodConfig, DeepSpeedConfig)
+}
 
 
 def node_layout(cfg: Any) -> tuple[int, int]:

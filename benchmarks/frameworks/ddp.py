@@ -1,4 +1,5 @@
 """PyTorch DistributedDataParallel: NCCL on GPU, gloo on CPU."""
+
 from __future__ import annotations
 
 import time
@@ -126,8 +127,11 @@ class DDP(ScaledStep, TorchCollectives):
     def installation(cls) -> Installation:
         backends = [name for name, ok in (("nccl", dist.is_nccl_available()), ("gloo", dist.is_gloo_available())) if ok]
         ok = dist.is_available() and bool(backends)
-        return Installation(ok=ok, detail=f"torch.distributed {torch.__version__}: {', '.join(backends) or 'no backend'}",
-                            fix="" if ok else "install a torch build with distributed support (pip install torch)")
+        return Installation(
+            ok=ok,
+            detail=f"torch.distributed {torch.__version__}: {', '.join(backends) or 'no backend'}",
+            fix="" if ok else "install a torch build with distributed support (pip install torch)",
+        )
 
     def setup(self, model, optimizer, *, amp_dtype):
         # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
@@ -182,5 +186,6 @@ class DDP(ScaledStep, TorchCollectives):
             "ddp_wrapped": self.wrapped,  # False at world size 1 unless wrap_single_rank
             "zero_optimizer": self.config.zero_optimizer,
             "comm_timer": "allreduce comm hook (total: union of bucket intervals; exposed: last done - last ready)"
-            if self._comm is not None else None,
+            if self._comm is not None
+            else None,
         }

@@ -5,6 +5,7 @@ Nothing is JIT-compiled on the way to the first step: the model comes with a tor
 fused_adam build) and the shared-memory inference all-reduce op (deepspeed_shm_comm, compiled by
 init_distributed on CPU machines) is marked unavailable before the process group is created.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -71,8 +72,12 @@ def ds_config(
     """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
     zero: dict[str, Any] = {"stage": zero_stage}
     if zero_stage >= 1:
-        zero |= {"reduce_bucket_size": reduce_bucket_size, "allgather_bucket_size": allgather_bucket_size,
-                 "overlap_comm": overlap_comm, "contiguous_gradients": contiguous_gradients}
+        zero |= {
+            "reduce_bucket_size": reduce_bucket_size,
+            "allgather_bucket_size": allgather_bucket_size,
+            "overlap_comm": overlap_comm,
+            "contiguous_gradients": contiguous_gradients,
+        }
     fp32_weights = amp_dtype is None or mixed_precision == "autocast"
     if zero_stage in (1, 2) and gradient_clipping == 0 and fp32_weights:
         # ZeRO-1/2 compute the global gradient norm every step for clipping alone (fp32 weights have no
@@ -111,8 +116,10 @@ def ds_config(
         # 0.19.8 keeps buffers fp32 by default, and BatchNorm then fails on bf16 activations
         config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
     elif amp_dtype == torch.float16:
-        config |= {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": initial_scale_power},
-                   "data_types": {"buffer_dtype": "fp16"}}
+        config |= {
+            "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": initial_scale_power},
+            "data_types": {"buffer_dtype": "fp16"},
+        }
     return config
 
 
@@ -143,10 +150,15 @@ class DeepSpeed(TorchCollectives):
 
     def __init__(self, config: DeepSpeedConfig) -> None:
         if importlib.util.find_spec("deepspeed") is None:
-            raise ConfigError(f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')")
+            raise ConfigError(
+                f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')"
+            )
         config.check()
-        self.knobs = {key: value for key, value in config.settings().items()
-                      if key not in ("local_launcher", "comm_timer", "train_micro_batch_size_per_gpu")}
+        self.knobs = {
+            key: value
+            for key, value in config.settings().items()
+            if key not in ("local_launcher", "comm_timer", "train_micro_batch_size_per_gpu")
+        }
         self.per_gpu_batch = config.train_micro_batch_size_per_gpu
         self.comm_timer_knob = config.comm_timer
         self.weights_format = "contiguous (NCHW)"
@@ -183,7 +195,10 @@ class DeepSpeed(TorchCollectives):
             return float(t.item())
 
         return Collective(
-            name="deepspeed", rank=ds_comm.get_rank(), world_size=ds_comm.get_world_size(), **torch_dist.ops(ds_comm),
+            name="deepspeed",
+            rank=ds_comm.get_rank(),
+            world_size=ds_comm.get_world_size(),
+            **torch_dist.ops(ds_comm),
             max_over_ranks=lambda x: reduced(x, ds_comm.ReduceOp.MAX),
             sum_over_ranks=lambda x: reduced(x, ds_comm.ReduceOp.SUM),
             synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
@@ -213,10 +228,13 @@ class DeepSpeed(TorchCollectives):
     def setup(self, model, optimizer, *, amp_dtype):
         accelerator = self._ds.get_accelerator()
         if amp_dtype == torch.float16 and not accelerator.is_fp16_supported():
-            raise ConfigError(f"precision=amp_fp16 with framework=deepspeed is not supported on {self.device.type} "
-                              "(DeepSpeed's accelerator there has no fp16); use precision=amp_bf16 or precision=fp32")
-        self.config = ds_config(per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype,
-                                comms_logger=self._comms_logger_on(), **self.knobs)
+            raise ConfigError(
+                f"precision=amp_fp16 with framework=deepspeed is not supported on {self.device.type} "
+                "(DeepSpeed's accelerator there has no fp16); use precision=amp_bf16 or precision=fp32"
+            )
+        self.config = ds_config(
+            per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype, comms_logger=self._comms_logger_on(), **self.knobs
+        )
         wants_channels_last = any(
             p.dim() == 4 and not p.is_contiguous() and p.is_contiguous(memory_format=torch.channels_last)
             for p in model.parameters()
@@ -226,7 +244,9 @@ class DeepSpeed(TorchCollectives):
         model.to(memory_format=torch.contiguous_format)
         engine, ds_optimizer, _, _ = self._ds.initialize(model=model, optimizer=optimizer, config=self.config)
         self._engine = engine
-        unflattened = self.knobs["zero_stage"] == 0 and (amp_dtype is None or self.knobs["mixed_precision"] == "autocast")
+        unflattened = self.knobs["zero_stage"] == 0 and (
+            amp_dtype is None or self.knobs["mixed_precision"] == "autocast"
+        )
         if wants_channels_last and unflattened:
             # ZeRO-0 with fp32 weights keeps the module's own tensors: back to channels_last in place, so
             # cuDNN runs NHWC kernels without converting the weights on every call (as DDP does)
@@ -245,8 +265,11 @@ class DeepSpeed(TorchCollectives):
             # the engine holds bf16/fp16 weights; float inputs follow them (autocast covers only some ops)
             engine.module.register_forward_pre_hook(_cast_inputs(amp_dtype))
         if self.rank == 0:
-            print(f"[ddlbench] deepspeed ZeRO-{self.knobs['zero_stage']}: {_reduce_note(self.knobs)}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[ddlbench] deepspeed ZeRO-{self.knobs['zero_stage']}: {_reduce_note(self.knobs)}",
+                file=sys.stderr,
+                flush=True,
+            )
         return engine, ds_optimizer
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -293,7 +316,9 @@ class DeepSpeed(TorchCollectives):
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
             **self.knobs,
             "train_micro_batch_size_per_gpu": self.per_gpu_batch,
-            "comm_timer": "comms_logger (every collective blocking)" if self.config and "comms_logger" in self.config else None,
+            "comm_timer": "comms_logger (every collective blocking)"
+            if self.config and "comms_logger" in self.config
+            else None,
             "comms_logger_on": self._comms_logger_state(),
             "reduce_note": _reduce_note(self.knobs),
             "weights_format": self.weights_format,

@@ -6,6 +6,7 @@ parameters, where the one optimizer steps. There is no process group: the proces
 (FrameworkConfig.SINGLE_PROCESS: `ddlbench run` starts one process, whatever system.ranks_per_node).
 On a CPU there is one device, so DataParallel calls the module as it is.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -39,12 +40,16 @@ class DP(ScaledStep, TorchCollectives):
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         if env.world_size != 1:
-            raise ConfigError(f"framework=dp runs one process but the launcher started {env.world_size}; start it "
-                              "with 'ddlbench run framework=dp' (it drives system.ranks_per_node GPUs itself)")
+            raise ConfigError(
+                f"framework=dp runs one process but the launcher started {env.world_size}; start it "
+                "with 'ddlbench run framework=dp' (it drives system.ranks_per_node GPUs itself)"
+            )
         if device.type == "cpu" and torch.cuda.is_available():
             # DataParallel would move the work onto this machine's GPUs
-            raise ConfigError("framework=dp with system.device=cpu on a machine with GPUs: DataParallel would use "
-                              "the GPUs; pass a GPU system (e.g. system=h200) or hide them (CUDA_VISIBLE_DEVICES=)")
+            raise ConfigError(
+                "framework=dp with system.device=cpu on a machine with GPUs: DataParallel would use "
+                "the GPUs; pass a GPU system (e.g. system=h200) or hide them (CUDA_VISIBLE_DEVICES=)"
+            )
         self.device = device
         if device.type == "cuda":
             self.device_ids = list(range(device.index, device.index + env.devices_per_rank))

@@ -6,6 +6,7 @@ reshard_after_forward, again before its backward) and reduce-scatters its gradie
 the optimizer steps on the local shards. The hooks run inside forward and backward: backward() and
 step() are plain calls here.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -55,8 +56,11 @@ class FSDP(ScaledStep, TorchCollectives):
     @classmethod
     def installation(cls) -> Installation:
         ok = dist.is_available()
-        return Installation(ok=ok, detail=f"torch.distributed.fsdp.fully_shard (torch {torch.__version__})",
-                            fix="" if ok else "install a torch build with distributed support (pip install torch)")
+        return Installation(
+            ok=ok,
+            detail=f"torch.distributed.fsdp.fully_shard (torch {torch.__version__})",
+            fix="" if ok else "install a torch build with distributed support (pip install torch)",
+        )
 
     def setup(self, model, optimizer, *, amp_dtype):
         mesh = init_device_mesh(self.device.type, (self.world_size,))
@@ -66,8 +70,9 @@ class FSDP(ScaledStep, TorchCollectives):
             parameter.data = parameter.data.contiguous()
         groups = shard_groups(model, self.config.shard_unit)
         for module in groups:
-            fully_shard(module, mesh=mesh, reshard_after_forward=self.config.reshard_after_forward,
-                        mp_policy=self._policy)
+            fully_shard(
+                module, mesh=mesh, reshard_after_forward=self.config.reshard_after_forward, mp_policy=self._policy
+            )
         self._num_groups = len(groups)
         # fully_shard replaced the parameters by sharded DTensors: the optimizer is rebuilt over them,
         # same class and settings (one param group, as components.build_model_and_optimizer makes)
@@ -83,8 +88,9 @@ class FSDP(ScaledStep, TorchCollectives):
 
     def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
         # every rank calls this (run.save_params): full_tensor() all-gathers each sharded parameter
-        return {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().cpu()
-                for k, v in model.state_dict().items()}
+        return {
+            k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().cpu() for k, v in model.state_dict().items()
+        }
 
     def release(self) -> None:
         self._optimizer = None

@@ -3,6 +3,7 @@
 The only module that imports horovod. Horovod 0.28.1 is built for today's torch by
 tools/build_horovod.sh (`make horovod`).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,9 @@ def _import_horovod() -> Any:
     try:
         import horovod.torch as hvd
     except ModuleNotFoundError:
-        raise ConfigError("framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)") from None
+        raise ConfigError(
+            "framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)"
+        ) from None
     except ImportError as error:  # installed but built against another torch / missing libraries
         raise ConfigError(
             f"framework=horovod: the horovod package does not load ({error}); rebuild it with 'make horovod' (see README#horovod)"
@@ -73,8 +76,10 @@ class Horovod:
             return Installation(ok=False, detail=str(error).split(";")[0], fix="make horovod")
         import horovod
 
-        built = {op: bool(check()) for op, check in (("gloo", hvd.gloo_built), ("mpi", hvd.mpi_built),
-                                                     ("nccl", hvd.nccl_built))}
+        built = {
+            op: bool(check())
+            for op, check in (("gloo", hvd.gloo_built), ("mpi", hvd.mpi_built), ("nccl", hvd.nccl_built))
+        }
         # horovodrun --gloo needs Gloo, mpirun/srun MPI: a build with neither runs nothing
         ok = built["gloo"] or built["mpi"]
         detail = f"{horovod.__version__}: " + ", ".join(f"{op} {'yes' if yes else 'no'}" for op, yes in built.items())
@@ -112,19 +117,33 @@ class Horovod:
 
         copied = "out-of-place: Horovod allocates the output; copied into commbench's output"
         return Collective(
-            name="horovod", rank=rank, world_size=hvd.size(),
-            all_reduce=Op(out_of_place=lambda s, r: into(r, hvd.allreduce(s, op=hvd.Sum, name="commbench.allreduce")),
-                          in_place=all_reduce_in, emulated=copied),
-            all_gather=Op(out_of_place=lambda s, r: into(r, hvd.allgather(s, name="commbench.allgather")),
-                          in_place=None, emulated=copied),
-            reduce_scatter=Op(out_of_place=lambda s, r: into(r, hvd.reducescatter(s, op=hvd.Sum,
-                                                                                  name="commbench.reducescatter")),
-                              in_place=None, emulated=copied),
-            all_to_all=Op(out_of_place=lambda s, r: into(r, hvd.alltoall(s, name="commbench.alltoall")),
-                          in_place=None, emulated=copied),
+            name="horovod",
+            rank=rank,
+            world_size=hvd.size(),
+            all_reduce=Op(
+                out_of_place=lambda s, r: into(r, hvd.allreduce(s, op=hvd.Sum, name="commbench.allreduce")),
+                in_place=all_reduce_in,
+                emulated=copied,
+            ),
+            all_gather=Op(
+                out_of_place=lambda s, r: into(r, hvd.allgather(s, name="commbench.allgather")),
+                in_place=None,
+                emulated=copied,
+            ),
+            reduce_scatter=Op(
+                out_of_place=lambda s, r: into(r, hvd.reducescatter(s, op=hvd.Sum, name="commbench.reducescatter")),
+                in_place=None,
+                emulated=copied,
+            ),
+            all_to_all=Op(
+                out_of_place=lambda s, r: into(r, hvd.alltoall(s, name="commbench.alltoall")),
+                in_place=None,
+                emulated=copied,
+            ),
             broadcast=Op(out_of_place=broadcast_out, in_place=broadcast_in, emulated=copied),
             send_recv=None,
-            max_over_ranks=lambda x: reduced(x, hvd.Max), sum_over_ranks=lambda x: reduced(x, hvd.Sum),
+            max_over_ranks=lambda x: reduced(x, hvd.Max),
+            sum_over_ranks=lambda x: reduced(x, hvd.Sum),
             synchronize=(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None),
             barrier=lambda: hvd.allreduce(torch.zeros(1), name="commbench.barrier"),
         )
@@ -166,7 +185,9 @@ class Horovod:
     def setup(self, model, optimizer, *, amp_dtype):
         hvd = self._hvd
         if amp_dtype == torch.float16 and self.config.adasum:
-            raise ConfigError("framework.adasum=true with precision.amp_dtype=float16 is not supported; use amp_bf16 or fp32")
+            raise ConfigError(
+                "framework.adasum=true with precision.amp_dtype=float16 is not supported; use amp_bf16 or fp32"
+            )
         # Horovod refuses non-contiguous tensors ("Tensor is required to be contiguous"), and
         # channels_last weights (and so their gradients) are not contiguous. Keep the weights in the
         # default layout; the loader still hands channels_last inputs, the convolutions accept both.
@@ -186,7 +207,9 @@ class Horovod:
         # hvd.broadcast_optimizer_state is not used: on a fresh optimizer it runs one step with zero
         # gradients to create the state, and weight decay then moves the weights before step 0.
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        wrapped.load_state_dict(hvd.broadcast_object(wrapped.state_dict(), root_rank=0, name="ddlbench.optimizer_state"))
+        wrapped.load_state_dict(
+            hvd.broadcast_object(wrapped.state_dict(), root_rank=0, name="ddlbench.optimizer_state")
+        )
         self._optimizer = wrapped
         # float16 gradients underflow without dynamic loss scaling; bfloat16 needs none
         self._scaler = torch.amp.GradScaler(self.device.type) if amp_dtype == torch.float16 else None
@@ -274,11 +297,13 @@ class Horovod:
             "backward_passes_per_step": self.config.backward_passes_per_step,
             "hierarchical_allreduce": self.config.hierarchical_allreduce,
             "weights_memory_format": self._weights_layout,
-            "comm_timer": None if self._timer is None else (
-                "step() wall time (Adasum reduces inside step)" if self.config.adasum else
-                "exposed wait in optimizer.synchronize()"
+            "comm_timer": None
+            if self._timer is None
+            else (
+                "step() wall time (Adasum reduces inside step)"
+                if self.config.adasum
+                else "exposed wait in optimizer.synchronize()"
                 + (" after a CUDA stream synchronize" if self.device.type == "cuda" else "")
             ),
             "timeline": self._timeline_path,
         }
-

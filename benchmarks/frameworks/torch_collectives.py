@@ -1,5 +1,6 @@
 """barrier / scalar all-reduce / shutdown over torch.distributed, shared by DDP, FSDP, DP and DeepSpeed; and
 the optimizer step with an optional gradient scaler, shared by the frameworks that leave the step to torch."""
+
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
 """What every loader gives the loop, and what the loop gives every loader."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

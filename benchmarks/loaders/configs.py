@@ -9,6 +9,7 @@ One rule sizes every loader's CPU work (native and native_gpu's DataLoader worke
 rank's CPUs (system.cpus_per_rank) less one for the training process itself, LOADER_CPUS. A loader
 given far fewer is a handicap, not a comparison: validate.warnings() says so before launch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -139,8 +140,9 @@ class DaliLoaderConfig(LoaderConfig):
 
     def check(self) -> None:
         if not 0.0 <= self.hw_decoder_load <= 1.0:
-            raise ConfigError(f"loader.hw_decoder_load={self.hw_decoder_load} must be between 0 and 1 "
-                              "(0.65 on A100/H100/H200)")
+            raise ConfigError(
+                f"loader.hw_decoder_load={self.hw_decoder_load} must be between 0 and 1 (0.65 on A100/H100/H200)"
+            )
         for name in ("num_threads", "prefetch_queue_depth", "initial_fill"):
             self.at_least(name, 1)
 
@@ -150,4 +152,5 @@ class DaliLoaderConfig(LoaderConfig):
 
 # every loader option's config (benchmarks/schema.py registers them as <name>_schema)
 CONFIGS: dict[str, type[LoaderConfig]] = {
-    c.name: c for c in (SyntheticLoaderConfig, NativeLoaderConfig, NativeGpuLoaderConfig, DaliLoaderConfig)}
+    c.name: c for c in (SyntheticLoaderConfig, NativeLoaderConfig, NativeGpuLoaderConfig, DaliLoaderConfig)
+}

@@ -26,6 +26,7 @@ K therefore equals the native loader's steps per epoch. The order inside an epoc
 global shuffle of the file list, then a shuffle buffer of initial_fill samples), not
 sharding.epoch_permutation's; set_epoch only keeps the reader's epochs in step with the loop's.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,10 +101,12 @@ def hardware_queue_note(environ: Mapping[str, str]) -> str | None:
         return None
     # an override sets a key the system config has; '+' adds one it lacks (benchmarks/config.py)
     override = f"{'+' if value is None else ''}system.env.CUDA_DEVICE_MAX_CONNECTIONS={MIN_NUM_HW_QUEUES}"
-    return (f"[ddlbench] note: loader=dali on the GPU with CUDA_DEVICE_MAX_CONNECTIONS={value or '8 (unset)'}: DALI's "
-            f"streams share hardware queues with training's and batches come late (2 H200: 0.88 of synthetic speed "
-            f"instead of 0.96); pass {override}, or export CUDA_DEVICE_MAX_CONNECTIONS={MIN_NUM_HW_QUEUES} where the "
-            f"ranks start")
+    return (
+        f"[ddlbench] note: loader=dali on the GPU with CUDA_DEVICE_MAX_CONNECTIONS={value or '8 (unset)'}: DALI's "
+        f"streams share hardware queues with training's and batches come late (2 H200: 0.88 of synthetic speed "
+        f"instead of 0.96); pass {override}, or export CUDA_DEVICE_MAX_CONNECTIONS={MIN_NUM_HW_QUEUES} where the "
+        f"ranks start"
+    )
 
 
 def list_imagefolder(root: str) -> tuple[list[str], list[int], list[str]]:
@@ -145,8 +148,9 @@ def _gpu_batch_to_torch(batch: Any, dtype: torch.dtype, device: torch.device, *,
 
 
 class DaliEpoch:
-    def __init__(self, ctx: LoaderContext, pipe: Any, *, num_samples: int, stick_to_shard: bool, gpu_outputs: bool,
-                 knobs: dict) -> None:
+    def __init__(
+        self, ctx: LoaderContext, pipe: Any, *, num_samples: int, stick_to_shard: bool, gpu_outputs: bool, knobs: dict
+    ) -> None:
         self.ctx, self.pipe, self.num_samples, self.knobs = ctx, pipe, num_samples, knobs
         self.stick_to_shard, self.gpu_outputs = stick_to_shard, gpu_outputs
         self._steps = steps_per_epoch(num_samples, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch)
@@ -187,15 +191,19 @@ class DaliEpoch:
         self._runs_left -= 1
         if self.gpu_outputs:
             zero_copy = self.knobs["zero_copy"]
-            batch = (_gpu_batch_to_torch(images, torch.float32, self.ctx.device, zero_copy=zero_copy),
-                     _gpu_batch_to_torch(labels, torch.int64, self.ctx.device, zero_copy=zero_copy).view(-1))
+            batch = (
+                _gpu_batch_to_torch(images, torch.float32, self.ctx.device, zero_copy=zero_copy),
+                _gpu_batch_to_torch(labels, torch.int64, self.ctx.device, zero_copy=zero_copy).view(-1),
+            )
             if zero_copy:
                 self._handed_out.append(batch)
             return batch
         import numpy as np
 
-        return (torch.from_numpy(np.array(images.as_tensor())),
-                torch.from_numpy(labels.as_array().reshape(-1).astype("int64")))
+        return (
+            torch.from_numpy(np.array(images.as_tensor())),
+            torch.from_numpy(labels.as_array().reshape(-1).astype("int64")),
+        )
 
     def _retire_previous_step(self) -> None:
         """Keeps DALI's buffers alive until the GPU work queued on them is done. A zero-copy batch is DALI
@@ -253,8 +261,14 @@ class DaliEpoch:
     def describe(self) -> dict:
         import nvidia.dali
 
-        return {"loader": "dali", "num_samples": self.num_samples, "dali_version": nvidia.dali.__version__,
-                "cpu_count": os.cpu_count(), "sharding": "dali reader shards, padded and trimmed", **self.knobs}
+        return {
+            "loader": "dali",
+            "num_samples": self.num_samples,
+            "dali_version": nvidia.dali.__version__,
+            "cpu_count": os.cpu_count(),
+            "sharding": "dali reader shards, padded and trimmed",
+            **self.knobs,
+        }
 
 
 class DaliLoader:
@@ -304,9 +318,12 @@ class DaliLoader:
                     f"write it with 'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
                 )
         features = fn.readers.tfrecord(
-            path=[str(r) for r, _ in pairs], index_path=[str(i) for _, i in pairs],
-            features={"image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
-                      "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1)},
+            path=[str(r) for r, _ in pairs],
+            index_path=[str(i) for _, i in pairs],
+            features={
+                "image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
+                "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
+            },
             **common,
         )
         return features["image/encoded"], features["image/class/label"]
@@ -326,19 +343,26 @@ class DaliLoader:
         decoder_args: dict[str, Any] = {"device": "mixed" if mixed else "cpu", "output_type": types.RGB}
         if mixed:
             # the sizes NVIDIA's ResNet-50 example preallocates, so nvJPEG does not reallocate mid-run
-            decoder_args.update(hw_decoder_load=k["hw_decoder_load"], device_memory_padding=211_025_920,
-                                host_memory_padding=140_544_512)
-        common = dict(shard_id=ctx.rank, num_shards=ctx.world_size, pad_last_batch=True,
-                      random_shuffle=k["shuffle"], stick_to_shard=k["stick_to_shard"], initial_fill=k["initial_fill"],
-                      name=READER_NAME)
+            decoder_args.update(
+                hw_decoder_load=k["hw_decoder_load"], device_memory_padding=211_025_920, host_memory_padding=140_544_512
+            )
+        common = dict(
+            shard_id=ctx.rank,
+            num_shards=ctx.world_size,
+            pad_last_batch=True,
+            random_shuffle=k["shuffle"],
+            stick_to_shard=k["stick_to_shard"],
+            initial_fill=k["initial_fill"],
+            name=READER_NAME,
+        )
 
         @dali.pipeline_def
         def pipeline():
             jpegs, labels = self._reader(fn, ctx, common)
             if k["augment"]:
                 images = fn.decoders.image_random_crop(
-                    jpegs, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100,
-                    **decoder_args)
+                    jpegs, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100, **decoder_args
+                )
                 images = fn.resize(images, device=op_device, resize_x=size, resize_y=size)
                 mirror = fn.random.coin_flip(probability=0.5)
                 crop: dict[str, Any] = {}
@@ -347,8 +371,15 @@ class DaliLoader:
                 images = fn.resize(images, device=op_device, resize_shorter=size * 256 // 224)
                 mirror, crop = 0, {"crop": (size, size), "crop_pos_x": 0.5, "crop_pos_y": 0.5}
             images = fn.crop_mirror_normalize(
-                images, device=op_device, dtype=types.FLOAT, mean=mean, std=std, mirror=mirror,
-                output_layout="HWC" if ctx.channels_last else "CHW", **crop)
+                images,
+                device=op_device,
+                dtype=types.FLOAT,
+                mean=mean,
+                std=std,
+                mirror=mirror,
+                output_layout="HWC" if ctx.channels_last else "CHW",
+                **crop,
+            )
             if mixed:
                 # labels leave with the images, on the GPU: copying them from pageable host memory every
                 # step can block the host (cudaMemcpyAsync is synchronous for pageable memory)
@@ -356,9 +387,13 @@ class DaliLoader:
             return images, labels
 
         base_seed = ctx.seed if k["seed"] is None else k["seed"]
-        device_id = (ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()) if mixed else None
+        device_id = (
+            (ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()) if mixed else None
+        )
         pipe = pipeline(
-            batch_size=ctx.per_gpu_batch, num_threads=k["num_threads"], device_id=device_id,
+            batch_size=ctx.per_gpu_batch,
+            num_threads=k["num_threads"],
+            device_id=device_id,
             prefetch_queue_depth=k["prefetch_queue_depth"],
             exec_dynamic=True,  # a fresh output buffer per iteration: what zero_copy relies on
             seed=base_seed * 1_000 + ctx.rank,  # different augmentations per rank; sharding does not use it
@@ -372,7 +407,11 @@ class DaliLoader:
             )
         if mixed and ctx.rank == 0 and (note := hardware_queue_note(os.environ)):
             print(note, file=sys.stderr, flush=True)
-        knobs = {**k, "decoder": "mixed" if mixed else "cpu",
-                 "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") if mixed else None}
-        return DaliEpoch(ctx, pipe, num_samples=num_samples, stick_to_shard=k["stick_to_shard"], gpu_outputs=mixed,
-                         knobs=knobs)
+        knobs = {
+            **k,
+            "decoder": "mixed" if mixed else "cpu",
+            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") if mixed else None,
+        }
+        return DaliEpoch(
+            ctx, pipe, num_samples=num_samples, stick_to_shard=k["stick_to_shard"], gpu_outputs=mixed, knobs=knobs
+        )

@@ -3,6 +3,7 @@
 Workers decode and crop to uint8; the batch travels pinned and non-blocking to the device, where it
 is converted to float and normalised (cheaper there than in every worker).
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,8 +57,10 @@ def image_transform(image_size: int, *, augment: bool):
 @functools.cache
 def _mean_std(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The normalisation constants on a device, made once (not a host-to-device copy per batch)."""
-    return (torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1),
-            torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1))
+    return (
+        torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1),
+        torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1),
+    )
 
 
 def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_last: bool) -> torch.Tensor:
@@ -70,7 +73,9 @@ def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_la
 
 
 class NativeEpoch:
-    def __init__(self, ctx: LoaderContext, loader: DataLoader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict):
+    def __init__(
+        self, ctx: LoaderContext, loader: DataLoader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
+    ):
         self.ctx, self.loader, self.sampler = ctx, loader, sampler
         self.num_samples, self.knobs = num_samples, knobs
 
@@ -91,11 +96,19 @@ class NativeEpoch:
         return {"loader": "native", "num_samples": self.num_samples, "cpu_count": os.cpu_count(), **self.knobs}
 
 
-def sharded_dataloader(dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None) -> tuple[DataLoader, ShardedBatchSampler]:
+def sharded_dataloader(
+    dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None
+) -> tuple[DataLoader, ShardedBatchSampler]:
     """This rank's DataLoader over `dataset` by the sharding contract, with the native knobs (workers,
     pinning, prefetch, timeout), and its sampler (set_epoch goes there)."""
-    sampler = ShardedBatchSampler(len(dataset), rank=ctx.rank, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch,
-                                  seed=ctx.seed, shuffle=knobs["shuffle"])
+    sampler = ShardedBatchSampler(
+        len(dataset),
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        per_gpu_batch=ctx.per_gpu_batch,
+        seed=ctx.seed,
+        shuffle=knobs["shuffle"],
+    )
     workers = knobs["num_workers"]
     loader = DataLoader(
         dataset,

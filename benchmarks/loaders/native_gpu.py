@@ -15,6 +15,7 @@ horizontal flip with p=0.5; augment=false -> the shorter side resized to image_s
 crop. Normalised with native.to_model_input.
 On a CPU run the same steps run on the CPU (what the tests cover).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,8 +45,14 @@ CROP_ASPECT = (3 / 4, 4 / 3)
 _END = object()  # the producer thread's last item of an epoch
 
 
-def random_resized_crop_box(height: int, width: int, rng: random.Random, *, area: tuple[float, float] = CROP_AREA,
-                            aspect: tuple[float, float] = CROP_ASPECT) -> tuple[int, int, int, int]:
+def random_resized_crop_box(
+    height: int,
+    width: int,
+    rng: random.Random,
+    *,
+    area: tuple[float, float] = CROP_AREA,
+    aspect: tuple[float, float] = CROP_ASPECT,
+) -> tuple[int, int, int, int]:
     """(top, left, crop height, crop width) as torchvision's RandomResizedCrop draws them: up to 10 tries
     of an area share uniform in `area` and an aspect ratio log-uniform in `aspect` that fit the image,
     else the largest centred crop with the aspect clamped into the range."""
@@ -78,7 +85,9 @@ def centre_box(height: int, width: int, *, size: int) -> tuple[tuple[int, int], 
     return resized, (top, left, size, size)
 
 
-def crop_boxes(shapes: list[tuple[int, int]], *, size: int, augment: bool, rng: random.Random) -> list[tuple[int, int, int, int]]:
+def crop_boxes(
+    shapes: list[tuple[int, int]], *, size: int, augment: bool, rng: random.Random
+) -> list[tuple[int, int, int, int]]:
     """Per image (height, width), the region of it that becomes the size x size output, as (top, left,
     height, width) in its own pixels: the random resized crop, or for evaluation the centre crop of the
     image resized to a shorter side of size*256/224, taken back to the image's scale."""
@@ -101,7 +110,7 @@ def _batched(images: list[torch.Tensor]) -> torch.Tensor:
     height, width = max(i.shape[1] for i in images), max(i.shape[2] for i in images)
     batch = torch.zeros((len(images), 3, height, width), dtype=torch.uint8, device=images[0].device)
     for n, image in enumerate(images):
-        batch[n, :, :image.shape[1], :image.shape[2]] = image
+        batch[n, :, : image.shape[1], : image.shape[2]] = image
     return batch.half()
 
 
@@ -115,13 +124,21 @@ def transform_batch(images: list[torch.Tensor], *, size: int, augment: bool, rng
     from torchvision.ops import roi_align
 
     boxes = crop_boxes([tuple(i.shape[1:]) for i in images], size=size, augment=augment, rng=rng)
-    rois = torch.tensor([[n, left, top, left + w, top + h] for n, (top, left, h, w) in enumerate(boxes)],
-                        dtype=torch.float16 if images[0].is_cuda else torch.float32)
+    rois = torch.tensor(
+        [[n, left, top, left + w, top + h] for n, (top, left, h, w) in enumerate(boxes)],
+        dtype=torch.float16 if images[0].is_cuda else torch.float32,
+    )
     batch = _batched(images)
     if not batch.is_cuda:
         batch = batch.float()  # half-precision roi_align runs on CUDA only
-    out = roi_align(batch, rois.to(batch.device, batch.dtype, non_blocking=True), output_size=(size, size),
-                    spatial_scale=1.0, sampling_ratio=-1, aligned=True).float()
+    out = roi_align(
+        batch,
+        rois.to(batch.device, batch.dtype, non_blocking=True),
+        output_size=(size, size),
+        spatial_scale=1.0,
+        sampling_ratio=-1,
+        aligned=True,
+    ).float()
     if augment:
         flips = [rng.random() < 0.5 for _ in images]
         if any(flips):
@@ -177,6 +194,7 @@ class NativeGpuEpoch:
     def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
         """The decode thread: every batch of the epoch decoded and transformed on self.stream, with the
         event training's stream waits on; then _END (or the exception that stopped it)."""
+
         def put(item) -> bool:
             while not stop.is_set():
                 try:
@@ -191,7 +209,11 @@ class NativeGpuEpoch:
                 torch.cuda.set_device(self.ctx.device)  # the current device is per thread
             with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
                 for joined, lengths, labels in batches:
-                    images = to_model_input(self._decode(split_encoded(joined, lengths)), self.ctx.device, channels_last=self.ctx.channels_last)
+                    images = to_model_input(
+                        self._decode(split_encoded(joined, lengths)),
+                        self.ctx.device,
+                        channels_last=self.ctx.channels_last,
+                    )
                     labels = labels.to(self.ctx.device, non_blocking=True)
                     event = None
                     if self.cuda:
@@ -207,8 +229,12 @@ class NativeGpuEpoch:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         ready: queue.Queue = queue.Queue(maxsize=self.knobs["prefetch_batches"])
         stop = threading.Event()
-        thread = threading.Thread(target=self._produce, args=(iter(self.loader), ready, stop), daemon=True,
-                                  name=f"native_gpu-decode-rank{self.ctx.rank}")
+        thread = threading.Thread(
+            target=self._produce,
+            args=(iter(self.loader), ready, stop),
+            daemon=True,
+            name=f"native_gpu-decode-rank{self.ctx.rank}",
+        )
         thread.start()
         try:
             while True:
@@ -229,8 +255,14 @@ class NativeGpuEpoch:
             thread.join()
 
     def describe(self) -> dict:
-        return {"loader": "native_gpu", "num_samples": self.num_samples, "cpu_count": os.cpu_count(),
-                "decode_device": self.ctx.device.type, "switch_interval_s": sys.getswitchinterval(), **self.knobs}
+        return {
+            "loader": "native_gpu",
+            "num_samples": self.num_samples,
+            "cpu_count": os.cpu_count(),
+            "decode_device": self.ctx.device.type,
+            "switch_interval_s": sys.getswitchinterval(),
+            **self.knobs,
+        }
 
 
 class NativeGpuLoader:
@@ -249,12 +281,16 @@ class NativeGpuLoader:
 
         path = ctx.data_path
         if not path or not os.path.isdir(path):
-            raise ConfigError(f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
-                              "and pass data.path=DIR")
+            raise ConfigError(
+                f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
+                "and pass data.path=DIR"
+            )
         try:
             dataset = DatasetFolder(path, loader=read_bytes, extensions=JPEG_SUFFIXES)
         except FileNotFoundError as error:  # no class folder, or no JPEG in any
-            raise ConfigError(f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
-                              "ImageFolder (<class>/<image>.jpg); use loader=native for other formats") from None
+            raise ConfigError(
+                f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
+                "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
+            ) from None
         loader, sampler = sharded_dataloader(dataset, ctx, self.knobs, collate_fn=collate_encoded)
         return NativeGpuEpoch(ctx, loader, sampler, len(dataset), dict(self.knobs))

@@ -3,6 +3,7 @@
 Over one epoch the union of all ranks' samples is the dataset, the ranks' samples are disjoint, and
 every rank runs the same number of steps (so no collective waits for a rank that ran out of data).
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,9 +19,7 @@ def epoch_permutation(num_samples: int, *, seed: int, epoch: int, shuffle: bool)
     return torch.randperm(num_samples, generator=generator).tolist()
 
 
-def shard_batches(
-    order: list[int], *, rank: int, world_size: int, per_gpu_batch: int
-) -> list[list[int]]:
+def shard_batches(order: list[int], *, rank: int, world_size: int, per_gpu_batch: int) -> list[list[int]]:
     """Split one epoch's global order into this rank's batches.
 
     Global step k takes order[k*W*B:(k+1)*W*B] and rank r its slice [r*B:(r+1)*B], so W ranks at batch
@@ -32,8 +31,7 @@ def shard_batches(
     num_samples = len(order)
     if num_samples < world_size:
         raise ConfigError(
-            f"dataset has {num_samples} samples but world size is {world_size}; "
-            "use a larger dataset or fewer ranks"
+            f"dataset has {num_samples} samples but world size is {world_size}; use a larger dataset or fewer ranks"
         )
     global_batch = world_size * per_gpu_batch
     num_full, tail = divmod(num_samples, global_batch)

@@ -1,4 +1,5 @@
 """Synthetic batches pre-built on the device: the no-I/O baseline of the Stash stall analysis."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

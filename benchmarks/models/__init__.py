@@ -3,6 +3,7 @@
 torch and torchvision are imported when a model is built, not when this package is: its config
 (benchmarks/models/configs.py) is read by torch-free code (campaign planning, analysis).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -41,9 +42,13 @@ def _simple_cnn(depth: int | None, num_classes: int) -> nn.Module:
 
     # no BatchNorm: a W-rank step equals a 1-rank step at W times the batch, exactly
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
     )
 
 

@@ -5,6 +5,7 @@ they build) so that Hydra's ConfigStore, validate() and campaign planning check 
 without torch: see benchmarks/adapter_config.py. The dataclass is the one home of the defaults;
 conf/model/<option>.yaml sets only what the option changes (arch, depth, ...).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,10 @@ def check_depth(arch: str, depth: int | None) -> None:
     experiment that picks model.arch=simple_cnn over the default ResNet keeps its depth)."""
     allowed = DEPTHS.get(str(arch))
     if allowed is not None and depth not in allowed:
-        raise ConfigError(f"model.depth={depth} is not a {_FAMILY[str(arch)]} depth; choose one of {list(allowed)} "
-                          f"(e.g. model.depth={allowed[0]})")
+        raise ConfigError(
+            f"model.depth={depth} is not a {_FAMILY[str(arch)]} depth; choose one of {list(allowed)} "
+            f"(e.g. model.depth={allowed[0]})"
+        )
 
 
 @dataclass
@@ -55,7 +58,8 @@ class ModelConfig(AdapterConfig):
     def check(self) -> None:
         check_depth(self.arch, self.depth)
         self.at_least("num_classes", 1)
-        self.at_least("image_size", MIN_IMAGE_SIZE.get(str(self.arch), 1),
-                      hint=f" for model.arch={self.arch}" if str(self.arch) in MIN_IMAGE_SIZE else "")
-
-
+        self.at_least(
+            "image_size",
+            MIN_IMAGE_SIZE.get(str(self.arch), 1),
+            hint=f" for model.arch={self.arch}" if str(self.arch) in MIN_IMAGE_SIZE else "",
+        )

@@ -1,4 +1,5 @@
 """Golden run directories (tests/data/analysis) for the analysis tests."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,9 +9,9 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "analysis"
-HAND = DATA / "hand"          # two hand-written runs whose metrics are computed by hand in the tests
+HAND = DATA / "hand"  # two hand-written runs whose metrics are computed by hand in the tests
 CAMPAIGN = DATA / "campaign"  # a small synthlogs campaign: complete, failed, truncated, corrupt line, schema 2
-BROKEN = DATA / "broken"      # one broken input per directory
+BROKEN = DATA / "broken"  # one broken input per directory
 
 
 @pytest.fixture
@@ -35,4 +36,5 @@ def copy_of(tmp_path):
         target = tmp_path / source.name
         shutil.copytree(source, target)
         return target
+
     return copy

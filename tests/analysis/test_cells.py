@@ -1,5 +1,6 @@
 """Every number belongs to one configuration: sweeps over any setting give distinct cells, rows and
 curves; only true repeats pool; summary.json, `results`, `report` and `compare` give the same figures."""
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,21 @@ from ddlbench.cli import main
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 
 
-def write_run(root, compose, overrides: list[str], *, world_size: int = 1, step_s: float = 0.1,
-              repeat: int = 0, profiled_step_s: float | None = None) -> dict:
+def write_run(
+    root,
+    compose,
+    overrides: list[str],
+    *,
+    world_size: int = 1,
+    step_s: float = 0.1,
+    repeat: int = 0,
+    profiled_step_s: float | None = None,
+) -> dict:
     """A completed run directory as the app writes it (config, meta, rank logs, summary); its summary."""
-    settings = OmegaConf.to_container(compose([*overrides, f"run.root={root}", f"run.repeat={repeat}",
-                                               "model=simple_cnn", "run.per_gpu_batch=4"]), resolve=True)
+    settings = OmegaConf.to_container(
+        compose([*overrides, f"run.root={root}", f"run.repeat={repeat}", "model=simple_cnn", "run.per_gpu_batch=4"]),
+        resolve=True,
+    )
     run_dir = rundir.run_dir(settings, world_size=world_size, num_nodes=1)
     run_dir.mkdir(parents=True)
     (run_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(settings)))
@@ -31,17 +42,39 @@ def write_run(root, compose, overrides: list[str], *, world_size: int = 1, step_
         lines = [{"kind": "header", "schema_version": 1, "rank": rank}]
         for step in range(6):
             profiled = profiled_step_s is not None and step == 2
-            lines.append({"step": step, "epoch": 0, "step_in_epoch": step, "samples": 4, "warmup": step == 0,
-                          "profiled": profiled, "step_s": profiled_step_s if profiled else step_s * (1 + 0.01 * rank),
-                          "data_s": 0.01, "fwd_s": 0.03, "bwd_s": 0.04, "opt_s": 0.01})
+            lines.append(
+                {
+                    "step": step,
+                    "epoch": 0,
+                    "step_in_epoch": step,
+                    "samples": 4,
+                    "warmup": step == 0,
+                    "profiled": profiled,
+                    "step_s": profiled_step_s if profiled else step_s * (1 + 0.01 * rank),
+                    "data_s": 0.01,
+                    "fwd_s": 0.03,
+                    "bwd_s": 0.04,
+                    "opt_s": 0.01,
+                }
+            )
         (run_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     key = rundir.identity(settings, world_size=world_size, num_nodes=1)
     summary = rundir.completed_summary(
-        key=key, measured=rundir.throughput_of_run(run_dir, world_size=world_size), wall_s=1.0, last_loss=1.0,
-        warmup_steps=1, repeat=repeat, names={"framework": settings["framework"]["name"], "loader": "synthetic",
-                                              "model": "simple_cnn",
-                                              "precision": settings["precision"]["name"], "per_gpu_batch": 4,
-                                              "campaign": settings["run"]["campaign"]})
+        key=key,
+        measured=rundir.throughput_of_run(run_dir, world_size=world_size),
+        wall_s=1.0,
+        last_loss=1.0,
+        warmup_steps=1,
+        repeat=repeat,
+        names={
+            "framework": settings["framework"]["name"],
+            "loader": "synthetic",
+            "model": "simple_cnn",
+            "precision": settings["precision"]["name"],
+            "per_gpu_batch": 4,
+            "campaign": settings["run"]["campaign"],
+        },
+    )
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
     return summary
 
@@ -62,16 +95,25 @@ def test_a_sweep_over_a_hidden_setting_gives_two_cells_not_two_repeats(tmp_path,
 def test_precisions_and_systems_are_distinct_curves(tmp_path, compose):
     for precision in ("fp32", "amp_bf16"):
         for world in (1, 2):
-            write_run(tmp_path, compose, [f"precision={precision}", "system.ranks_per_node=2"], world_size=world,
-                      step_s=0.1 if precision == "fp32" else 0.05)
+            write_run(
+                tmp_path,
+                compose,
+                [f"precision={precision}", "system.ranks_per_node=2"],
+                world_size=world,
+                step_s=0.1 if precision == "fp32" else 0.05,
+            )
     write_run(tmp_path, compose, ["system=slurm_cpu"], world_size=1, step_s=0.3)
     analysis = CampaignAnalysis(tmp_path)
     scaled = analysis.scaling("weak")
     assert len(scaled) == 5 and scaled["group_hash"].nunique() == 3
     fig = plots.throughput_vs_gpus(analysis.cells())
     labels = {line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")}
-    assert {"PyTorch-DDP, synthetic, fp32 [system.name=local_cpu]", "PyTorch-DDP, synthetic, amp_bf16 [system.name=local_cpu]",
-            "PyTorch-DDP, synthetic, fp32 [system.name=slurm_cpu]", "ideal (linear)"} == labels
+    assert {
+        "PyTorch-DDP, synthetic, fp32 [system.name=local_cpu]",
+        "PyTorch-DDP, synthetic, amp_bf16 [system.name=local_cpu]",
+        "PyTorch-DDP, synthetic, fp32 [system.name=slurm_cpu]",
+        "ideal (linear)",
+    } == labels
 
 
 def test_efficiency_names_its_baseline_and_is_empty_without_one(tmp_path, compose, capsys):

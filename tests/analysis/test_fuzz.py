@@ -10,6 +10,7 @@ fuzzed JSON value at any key of any document or log line, a fuzzed YAML setting.
   types (no null in the required fields, finite seconds >= 0, integer counts >= 0);
 - build_report and `ddlbench results` run to the end on what load_campaign gives.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,70 +42,175 @@ WARMUP, STEPS = 2, 6
 
 # --- a valid campaign, as the app writes it ------------------------------------------------------
 
+
 def _settings(framework: str, loader: str, *, repeat: int = 0) -> dict:
     """A resolved config (what config.yaml holds), trimmed to the keys analysis reads and a few more."""
-    return {"framework": {"name": framework, "comm_timer": "auto"}, "loader": {"name": loader, "workers": 2},
-            "model": {"arch": "resnet", "depth": 50, "num_classes": 100, "compile": False},
-            "precision": {"name": "amp_bf16", "channels_last": True},
-            "system": {"name": "local_cpu", "device": "cpu", "ranks_per_node": 2, "cpu_bind": "none"},
-            "data": {"path": "/data/synth", "cache": "warm"}, "optim": {"lr": 0.1},
-            "run": {"campaign": "fuzz", "repeat": repeat, "per_gpu_batch": 4, "warmup_steps": WARMUP,
-                    "steps": STEPS - WARMUP, "epochs": None, "seed": 0, "log_every": 0, "telemetry_hz": 0,
-                    "profile_steps": [3, 3], "root": "runs", "dir": None}}
+    return {
+        "framework": {"name": framework, "comm_timer": "auto"},
+        "loader": {"name": loader, "workers": 2},
+        "model": {"arch": "resnet", "depth": 50, "num_classes": 100, "compile": False},
+        "precision": {"name": "amp_bf16", "channels_last": True},
+        "system": {"name": "local_cpu", "device": "cpu", "ranks_per_node": 2, "cpu_bind": "none"},
+        "data": {"path": "/data/synth", "cache": "warm"},
+        "optim": {"lr": 0.1},
+        "run": {
+            "campaign": "fuzz",
+            "repeat": repeat,
+            "per_gpu_batch": 4,
+            "warmup_steps": WARMUP,
+            "steps": STEPS - WARMUP,
+            "epochs": None,
+            "seed": 0,
+            "log_every": 0,
+            "telemetry_hz": 0,
+            "profile_steps": [3, 3],
+            "root": "runs",
+            "dir": None,
+        },
+    }
 
 
 def _step_line(step: int, rank: int) -> dict:
-    return {"step": step, "epoch": step // 4, "step_in_epoch": step % 4, "samples": 4, "warmup": step < WARMUP,
-            "profiled": step == 3, "host_data_s": 0.001, "host_step_s": 0.02, "comm_s": 0.004 + 0.001 * rank,
-            "comm_exposed_s": 0.001, "data_s": 0.002, "fwd_s": 0.01, "bwd_s": 0.02, "opt_s": 0.003,
-            "step_s": 0.04 + 0.002 * rank + 0.001 * step}
+    return {
+        "step": step,
+        "epoch": step // 4,
+        "step_in_epoch": step % 4,
+        "samples": 4,
+        "warmup": step < WARMUP,
+        "profiled": step == 3,
+        "host_data_s": 0.001,
+        "host_step_s": 0.02,
+        "comm_s": 0.004 + 0.001 * rank,
+        "comm_exposed_s": 0.001,
+        "data_s": 0.002,
+        "fwd_s": 0.01,
+        "bwd_s": 0.02,
+        "opt_s": 0.003,
+        "step_s": 0.04 + 0.002 * rank + 0.001 * step,
+    }
 
 
-def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: int = 0,
-              telemetry: bool = False) -> Path:
+def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: int = 0, telemetry: bool = False) -> Path:
     """One completed run directory: config.yaml, meta.json, rank<R>.jsonl (header + steps), summary.json."""
     cfg = _settings(framework, loader, repeat=repeat)
     run_dir = root / "fuzz" / rundir.dir_name(cfg, world_size=world, num_nodes=1, repeat=repeat)
     run_dir.mkdir(parents=True)
     (run_dir / rundir.CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rundir.write_json_atomic(run_dir / rundir.META, {
-        "schema_version": 1, "started": "2026-11-29T10:00:00+0000", "argv": ["ddlbench", "run"],
-        "launcher": "torchrun", "world_size": world, "num_nodes": 1, "git_sha": "0" * 40, "git_dirty": False,
-        "versions": {"torch": "2.14.1"}, "hardware": {"host": "vm", "gpus": [], "cpu_count": 2},
-        "env": {"OMP_NUM_THREADS": "1"}, "cell_hash": rundir.cell_hash(cfg, world_size=world, num_nodes=1)})
+    rundir.write_json_atomic(
+        run_dir / rundir.META,
+        {
+            "schema_version": 1,
+            "started": "2026-11-29T10:00:00+0000",
+            "argv": ["ddlbench", "run"],
+            "launcher": "torchrun",
+            "world_size": world,
+            "num_nodes": 1,
+            "git_sha": "0" * 40,
+            "git_dirty": False,
+            "versions": {"torch": "2.14.1"},
+            "hardware": {"host": "vm", "gpus": [], "cpu_count": 2},
+            "env": {"OMP_NUM_THREADS": "1"},
+            "cell_hash": rundir.cell_hash(cfg, world_size=world, num_nodes=1),
+        },
+    )
     for rank in range(world):
-        header = {"kind": "header", "schema_version": 1, "rank": rank, "local_rank": rank, "host": "vm",
-                  "device": "cpu", "pid": 100 + rank, "cpus": "0-1", "steps_per_epoch": 4}
+        header = {
+            "kind": "header",
+            "schema_version": 1,
+            "rank": rank,
+            "local_rank": rank,
+            "host": "vm",
+            "device": "cpu",
+            "pid": 100 + rank,
+            "cpus": "0-1",
+            "steps_per_epoch": 4,
+        }
         lines = [header, *(_step_line(step, rank) for step in range(STEPS))]
         (run_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in lines))
         if telemetry:
-            samples = [{"t_s": 1_763_632_800.0 + 0.1 * i, "rank": rank, "host": "vm", "cpu_percent": 50.0 + i,
-                        "proc_cpu_percent": 90.0, "rss_bytes": 10**9 + i, "disk_read_bytes_s": 0.0}
-                       for i in range(5)]
+            samples = [
+                {
+                    "t_s": 1_763_632_800.0 + 0.1 * i,
+                    "rank": rank,
+                    "host": "vm",
+                    "cpu_percent": 50.0 + i,
+                    "proc_cpu_percent": 90.0,
+                    "rss_bytes": 10**9 + i,
+                    "disk_read_bytes_s": 0.0,
+                }
+                for i in range(5)
+            ]
             (run_dir / f"telemetry_rank{rank}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
             # and the trace window's breakdown (benchmarks/profiling.py reduce_trace), of profiled step 3
-            rundir.write_json_atomic(run_dir / f"breakdown_rank{rank}.json", {
-                "schema_version": 1, "rank": rank, "source": "profile_steps", "window_steps": [3, 3], "reduce_s": 0.1,
-                "raw_trace": None, "trace": {
-                    "window_s": 0.04, "compute_s": 0.03, "memcpy_s": 0.001, "comm_total_s": 0.004,
-                    "comm_overlap_s": 0.003, "comm_exposed_s": 0.001, "idle_s": 0.008, "steps": [3], "conv_s": 0.02,
-                    "gemm_s": 0.005, "other_compute_s": 0.005, "h2d_s": 0.001, "collectives_s": {"allreduce": 0.004},
-                    "collectives_exposed_s": {"allreduce": 0.001}}})
+            rundir.write_json_atomic(
+                run_dir / f"breakdown_rank{rank}.json",
+                {
+                    "schema_version": 1,
+                    "rank": rank,
+                    "source": "profile_steps",
+                    "window_steps": [3, 3],
+                    "reduce_s": 0.1,
+                    "raw_trace": None,
+                    "trace": {
+                        "window_s": 0.04,
+                        "compute_s": 0.03,
+                        "memcpy_s": 0.001,
+                        "comm_total_s": 0.004,
+                        "comm_overlap_s": 0.003,
+                        "comm_exposed_s": 0.001,
+                        "idle_s": 0.008,
+                        "steps": [3],
+                        "conv_s": 0.02,
+                        "gemm_s": 0.005,
+                        "other_compute_s": 0.005,
+                        "h2d_s": 0.001,
+                        "collectives_s": {"allreduce": 0.004},
+                        "collectives_exposed_s": {"allreduce": 0.001},
+                    },
+                },
+            )
     key = rundir.identity(cfg, world_size=world, num_nodes=1)
     summary = rundir.completed_summary(
-        key=key, measured=rundir.throughput_of_run(run_dir, world_size=world), wall_s=0.2, last_loss=4.6,
-        runtime_s=3.0, warmup_steps=WARMUP, repeat=repeat, names={"framework": framework, "loader": loader, "model": "resnet50",
-                                                   "precision": "amp_bf16", "per_gpu_batch": 4, "campaign": "fuzz"})
+        key=key,
+        measured=rundir.throughput_of_run(run_dir, world_size=world),
+        wall_s=0.2,
+        last_loss=4.6,
+        runtime_s=3.0,
+        warmup_steps=WARMUP,
+        repeat=repeat,
+        names={
+            "framework": framework,
+            "loader": loader,
+            "model": "resnet50",
+            "precision": "amp_bf16",
+            "per_gpu_batch": 4,
+            "campaign": "fuzz",
+        },
+    )
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
     return run_dir
 
 
 def write_campaign(root: Path) -> list[Path]:
     """Three completed runs (1 and 2 ranks of one curve, a repeat), telemetry, and a commbench file."""
-    dirs = [write_run(root, "ddp", "native", world=1), write_run(root, "ddp", "native", world=2, telemetry=True),
-            write_run(root, "ddp", "native", world=2, repeat=1)]
-    bench = [{"op": "all_reduce", "backend": "gloo", "world_size": 2, "size_bytes": 2**k, "time_s": 1e-5 * k,
-              "algbw_gb_s": 0.1 * k, "busbw_gb_s": 0.1 * k, "host": "vm"} for k in (10, 12, 14)]
+    dirs = [
+        write_run(root, "ddp", "native", world=1),
+        write_run(root, "ddp", "native", world=2, telemetry=True),
+        write_run(root, "ddp", "native", world=2, repeat=1),
+    ]
+    bench = [
+        {
+            "op": "all_reduce",
+            "backend": "gloo",
+            "world_size": 2,
+            "size_bytes": 2**k,
+            "time_s": 1e-5 * k,
+            "algbw_gb_s": 0.1 * k,
+            "busbw_gb_s": 0.1 * k,
+            "host": "vm",
+        }
+        for k in (10, 12, 14)
+    ]
     rundir.write_json_atomic(root / "fuzz" / "commbench.json", bench)
     return dirs
 
@@ -115,13 +221,42 @@ def campaign_files(root: Path) -> list[Path]:
 
 # --- fuzzed values and edits -------------------------------------------------------------------
 
-SPECIAL_NUMBERS = st.sampled_from([-1, 0, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**30, -0.0, 1e308,
-                                   1e-320, math.nan, math.inf, -math.inf, 0.5, 1.0, True, False])
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), SPECIAL_NUMBERS,
-                    st.floats(allow_nan=True, allow_infinity=True),
-                    st.text(max_size=12), st.sampled_from(["", "1", "completed", "failed", "ddp", "\ud800", "NaN"]))
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-    st.text(max_size=6), inner, max_size=3), max_leaves=6)
+SPECIAL_NUMBERS = st.sampled_from(
+    [
+        -1,
+        0,
+        2**31,
+        2**63 - 1,
+        2**63,
+        2**64,
+        -(2**63) - 1,
+        10**30,
+        -0.0,
+        1e308,
+        1e-320,
+        math.nan,
+        math.inf,
+        -math.inf,
+        0.5,
+        1.0,
+        True,
+        False,
+    ]
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    SPECIAL_NUMBERS,
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["", "1", "completed", "failed", "ddp", "\ud800", "NaN"]),
+)
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 def _dump_json(obj) -> bytes:
@@ -175,12 +310,16 @@ def byte_edit(draw, data: bytes) -> bytes:
         return data[:at]
     if kind == "empty":
         return b""
-    junk = draw(st.binary(min_size=1, max_size=20) | st.sampled_from(
-        [b"\n", b"\r\n", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b"NaN", b"}{", b"\n\n", b"[" * 40, b",", b'"']))
+    junk = draw(
+        st.binary(min_size=1, max_size=20)
+        | st.sampled_from(
+            [b"\n", b"\r\n", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b"NaN", b"}{", b"\n\n", b"[" * 40, b",", b'"']
+        )
+    )
     if kind == "insert":
         return data[:at] + junk + data[at:]
     if kind == "overwrite":
-        return data[:at] + junk + data[at + len(junk):]
+        return data[:at] + junk + data[at + len(junk) :]
     end = draw(st.integers(at, min(len(data), at + 300)))
     return data[:at] + data[end:] if kind == "delete" else data[:end] + data[at:end] + data[end:]
 
@@ -242,6 +381,7 @@ def apply(root: Path, edits: dict[str, bytes]) -> list[Path]:
 
 
 # --- the invariants ------------------------------------------------------------------------------
+
 
 def load_quietly(root: Path, *, arrow: bool = True) -> load.Campaign:
     with warnings.catch_warnings():
@@ -320,11 +460,15 @@ def check_telemetry_and_commbench(campaign: load.Campaign) -> None:
 def same_reading(fast: load.Campaign, slow: load.Campaign) -> None:
     """pyarrow's reader and the line-by-line one give the same tables."""
     key = ["run_id", "status", "reason"]
-    pd.testing.assert_frame_equal(fast.runs[key].sort_values("run_id").reset_index(drop=True),
-                                  slow.runs[key].sort_values("run_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        fast.runs[key].sort_values("run_id").reset_index(drop=True),
+        slow.runs[key].sort_values("run_id").reset_index(drop=True),
+    )
     order = ["run_id", "rank", "step"]
-    a, b = (s.assign(run_id=s["run_id"].astype(str)).sort_values(order).reset_index(drop=True)
-            for s in (fast.steps, slow.steps))
+    a, b = (
+        s.assign(run_id=s["run_id"].astype(str)).sort_values(order).reset_index(drop=True)
+        for s in (fast.steps, slow.steps)
+    )
     pd.testing.assert_frame_equal(a, b, check_dtype=False, check_exact=False, rtol=1e-12)
     order = ["run_id", "file", "line", "problem"]
     a, b = (p.astype(str).sort_values(order).reset_index(drop=True) for p in (fast.problems, slow.problems))
@@ -332,6 +476,7 @@ def same_reading(fast: load.Campaign, slow: load.Campaign) -> None:
 
 
 # --- the tests -----------------------------------------------------------------------------------
+
 
 def test_the_valid_campaign_counts_every_run(tmp_path):
     run_dirs = write_campaign(tmp_path)
@@ -385,10 +530,12 @@ def test_report_and_results_never_crash(edits):
 
 # --- inputs a fuzzer finds rarely, each once ----------------------------------------------------
 
+
 def _edit_json(name: str, change):
     def edit(root: Path, run_dirs: list[Path]) -> None:
         path = run_dirs[1] / name
         path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
     return edit
 
 
@@ -398,12 +545,14 @@ def _edit_line(rank: int, index: int, change):
         lines = path.read_text().splitlines()
         lines[index] = change(lines[index])
         path.write_text("\n".join(lines) + "\n")
+
     return edit
 
 
 def _write(name: str, data: bytes):
     def edit(root: Path, run_dirs: list[Path]) -> None:
         (run_dirs[1] / name).write_bytes(data)
+
     return edit
 
 
@@ -415,41 +564,85 @@ DEEP = b"[" * 5000 + b"]" * 5000
 RARE = {  # name -> (edit of the 2-rank run, its status afterwards, words in its reason or in a problem)
     "deep JSON in meta.json": (_write("meta.json", DEEP), "corrupt", "nested too deeply"),
     "deep JSON in a step line": (_edit_line(0, 3, lambda _: DEEP.decode()), "completed", "nested too deeply"),
-    "a 5000-digit integer in summary.json": (_write("summary.json", b'{"status": "completed", "world_size": '
-                                                    + b"9" * 5000 + b"}"), "corrupt", "unreadable summary.json"),
+    "a 5000-digit integer in summary.json": (
+        _write("summary.json", b'{"status": "completed", "world_size": ' + b"9" * 5000 + b"}"),
+        "corrupt",
+        "unreadable summary.json",
+    ),
     "a YAML alias cycle in config.yaml": (_write("config.yaml", b"a: &x [*x]\n"), "corrupt", "nested over 32 levels"),
-    "YAML aliases that multiply": (_write("config.yaml", b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, "
-                                                         b"*a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, "
-                                                         b"*b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-                                                         b"e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"),
-                                   "corrupt", "holds over 100,000 values"),
-    "a YAML date key": (_write("config.yaml", b"2026-01-01: [{2026-01-02: 1}]\n"), "corrupt",
-                        "holds settings no run writes"),
+    "YAML aliases that multiply": (
+        _write(
+            "config.yaml",
+            b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, "
+            b"*a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, "
+            b"*b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+            b"e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+        ),
+        "corrupt",
+        "holds over 100,000 values",
+    ),
+    "a YAML date key": (
+        _write("config.yaml", b"2026-01-01: [{2026-01-02: 1}]\n"),
+        "corrupt",
+        "holds settings no run writes",
+    ),
     "a bad YAML date": (_write("config.yaml", b"a: 2026-13-45\n"), "corrupt", "unreadable config.yaml"),
     "config.yaml a list": (_write("config.yaml", b"- 1\n"), "corrupt", "expected a mapping"),
-    "per_gpu_batch .inf": (_write("config.yaml", b"framework: {name: ddp}\nrun: {per_gpu_batch: .inf}\n"),
-                           "corrupt", "run.per_gpu_batch inf is not an integer >= 1"),
-    "schema_version a list": (_edit_json("summary.json", lambda s: {**s, "schema_version": [1]}), "unsupported",
-                              "schema_version [1]"),
-    "schema_version true": (_edit_json("meta.json", lambda s: {**s, "schema_version": True}), "unsupported",
-                            "schema_version True"),
-    "header schema_version an object": (_edit_line(0, 0, lambda line: json.dumps({**json.loads(line), "schema_version": {}})),
-                                        "unsupported", "schema_version {}"),
-    "summary run_id": (_edit_json("summary.json", lambda s: {**s, "run_id": "elsewhere", "reason": 5}), "completed",
-                       "would overwrite the runs table's own column"),
-    "summary world_size text": (_edit_json("summary.json", lambda s: {**s, "world_size": "2"}), "completed",
-                                "world_size '2' is not an integer >= 1; ignored"),
-    "summary world_size other": (_edit_json("summary.json", lambda s: {**s, "world_size": 3}), "corrupt",
-                                 "summary.json world_size 3 but meta.json 2"),
-    "summary framework other": (_edit_json("summary.json", lambda s: {**s, "framework": "horovod"}), "completed",
-                                "framework 'horovod' differs from config.yaml's 'ddp'"),
-    "meta world_size a bool": (_edit_json("meta.json", lambda s: {**s, "world_size": True}), "corrupt",
-                               "world_size True is not an integer >= 1"),
-    "meta world_size huge": (_edit_json("meta.json", lambda s: {**s, "world_size": 10**30}), "corrupt",
-                             "is not an integer >= 1"),
-    "failed with a lone surrogate": (_edit_json("summary.json", lambda s: {"schema_version": 1, "status": "failed",
-                                                                           "error": "bad \ud800 byte"}),
-                                     "failed", "bad \\ud800 byte"),
+    "per_gpu_batch .inf": (
+        _write("config.yaml", b"framework: {name: ddp}\nrun: {per_gpu_batch: .inf}\n"),
+        "corrupt",
+        "run.per_gpu_batch inf is not an integer >= 1",
+    ),
+    "schema_version a list": (
+        _edit_json("summary.json", lambda s: {**s, "schema_version": [1]}),
+        "unsupported",
+        "schema_version [1]",
+    ),
+    "schema_version true": (
+        _edit_json("meta.json", lambda s: {**s, "schema_version": True}),
+        "unsupported",
+        "schema_version True",
+    ),
+    "header schema_version an object": (
+        _edit_line(0, 0, lambda line: json.dumps({**json.loads(line), "schema_version": {}})),
+        "unsupported",
+        "schema_version {}",
+    ),
+    "summary run_id": (
+        _edit_json("summary.json", lambda s: {**s, "run_id": "elsewhere", "reason": 5}),
+        "completed",
+        "would overwrite the runs table's own column",
+    ),
+    "summary world_size text": (
+        _edit_json("summary.json", lambda s: {**s, "world_size": "2"}),
+        "completed",
+        "world_size '2' is not an integer >= 1; ignored",
+    ),
+    "summary world_size other": (
+        _edit_json("summary.json", lambda s: {**s, "world_size": 3}),
+        "corrupt",
+        "summary.json world_size 3 but meta.json 2",
+    ),
+    "summary framework other": (
+        _edit_json("summary.json", lambda s: {**s, "framework": "horovod"}),
+        "completed",
+        "framework 'horovod' differs from config.yaml's 'ddp'",
+    ),
+    "meta world_size a bool": (
+        _edit_json("meta.json", lambda s: {**s, "world_size": True}),
+        "corrupt",
+        "world_size True is not an integer >= 1",
+    ),
+    "meta world_size huge": (
+        _edit_json("meta.json", lambda s: {**s, "world_size": 10**30}),
+        "corrupt",
+        "is not an integer >= 1",
+    ),
+    "failed with a lone surrogate": (
+        _edit_json("summary.json", lambda s: {"schema_version": 1, "status": "failed", "error": "bad \ud800 byte"}),
+        "failed",
+        "bad \\ud800 byte",
+    ),
     "step_s NaN": (_step(step_s=math.nan), "completed", "step_s nan is not a finite number >= 0"),
     "step_s -1": (_step(step_s=-1), "completed", "step_s -1 is not a finite number >= 0"),
     "samples true": (_step(samples=True), "completed", "samples True is not an integer >= 0"),
@@ -457,25 +650,71 @@ RARE = {  # name -> (edit of the 2-rank run, its status afterwards, words in its
     "data_s an object": (_step(data_s={"a": 1}), "completed", "data_s {'a': 1} is not a finite number >= 0"),
     "a step twice": (_step(step=2), "completed", "step 2 logged twice"),
     "every measured step of rank 1 warm-up": (
-        lambda root, dirs: (dirs[1] / "rank1.jsonl").write_text("".join(
-            json.dumps({**json.loads(line), "warmup": True}) + "\n" if '"step"' in line else line + "\n"
-            for line in (dirs[1] / "rank1.jsonl").read_text().splitlines())),
-        "incomplete", "rank1.jsonl hold(s) no measured step"),
-    "rank 5 of 2": (lambda root, dirs: (dirs[1] / "rank5.jsonl").write_bytes((dirs[1] / "rank1.jsonl").read_bytes()),
-                    "corrupt", "rank5.jsonl beyond world_size 2"),
-    "rank 1 missing": (lambda root, dirs: (dirs[1] / "rank1.jsonl").unlink(), "incomplete", "no rank log for rank(s) 1"),
-    "a rank log that is a directory": (lambda root, dirs: ((dirs[1] / "rank1.jsonl").unlink(),
-                                                           (dirs[1] / "rank1.jsonl").mkdir()), "corrupt", "unreadable"),
-    "telemetry run_id and t_s": (lambda root, dirs: (dirs[1] / "telemetry_rank0.jsonl").write_text(
-        '{"t_s": 1.0, "run_id": "other", "rank": 0}\n{"t_s": "x"}\n{"t_s": Infinity}\n{"t_s": 2.0, "rank": -1}\n'
-        '{"t_s": 3.0, "rank": 0, "gpu_util_percent": NaN, "nested": {"a": [1, {"b": 2}]}}\n'),
-        "completed", "telemetry t_s 'x' is not a finite number"),
-    "commbench source and junk": (lambda root, dirs: (root / "fuzz" / "commbench.json").write_text(json.dumps(
-        {"results": [{"op": "all_reduce", "backend": "gloo", "world_size": 2, "size_bytes": 1024, "time_s": 1e-5,
-                      "algbw_gb_s": 0.1, "busbw_gb_s": 0.1, "source": "elsewhere"}, 5, {"op": "all_reduce"},
-                     {"op": "x", "backend": "gloo", "world_size": 2, "size_bytes": 2**64, "time_s": 1e-5,
-                      "algbw_gb_s": 0.1, "busbw_gb_s": 0.1}]})),
-        "completed", "size_bytes 18446744073709551616 is not an integer >= 1"),
+        lambda root, dirs: (dirs[1] / "rank1.jsonl").write_text(
+            "".join(
+                json.dumps({**json.loads(line), "warmup": True}) + "\n" if '"step"' in line else line + "\n"
+                for line in (dirs[1] / "rank1.jsonl").read_text().splitlines()
+            )
+        ),
+        "incomplete",
+        "rank1.jsonl hold(s) no measured step",
+    ),
+    "rank 5 of 2": (
+        lambda root, dirs: (dirs[1] / "rank5.jsonl").write_bytes((dirs[1] / "rank1.jsonl").read_bytes()),
+        "corrupt",
+        "rank5.jsonl beyond world_size 2",
+    ),
+    "rank 1 missing": (
+        lambda root, dirs: (dirs[1] / "rank1.jsonl").unlink(),
+        "incomplete",
+        "no rank log for rank(s) 1",
+    ),
+    "a rank log that is a directory": (
+        lambda root, dirs: ((dirs[1] / "rank1.jsonl").unlink(), (dirs[1] / "rank1.jsonl").mkdir()),
+        "corrupt",
+        "unreadable",
+    ),
+    "telemetry run_id and t_s": (
+        lambda root, dirs: (dirs[1] / "telemetry_rank0.jsonl").write_text(
+            '{"t_s": 1.0, "run_id": "other", "rank": 0}\n{"t_s": "x"}\n{"t_s": Infinity}\n{"t_s": 2.0, "rank": -1}\n'
+            '{"t_s": 3.0, "rank": 0, "gpu_util_percent": NaN, "nested": {"a": [1, {"b": 2}]}}\n'
+        ),
+        "completed",
+        "telemetry t_s 'x' is not a finite number",
+    ),
+    "commbench source and junk": (
+        lambda root, dirs: (root / "fuzz" / "commbench.json").write_text(
+            json.dumps(
+                {
+                    "results": [
+                        {
+                            "op": "all_reduce",
+                            "backend": "gloo",
+                            "world_size": 2,
+                            "size_bytes": 1024,
+                            "time_s": 1e-5,
+                            "algbw_gb_s": 0.1,
+                            "busbw_gb_s": 0.1,
+                            "source": "elsewhere",
+                        },
+                        5,
+                        {"op": "all_reduce"},
+                        {
+                            "op": "x",
+                            "backend": "gloo",
+                            "world_size": 2,
+                            "size_bytes": 2**64,
+                            "time_s": 1e-5,
+                            "algbw_gb_s": 0.1,
+                            "busbw_gb_s": 0.1,
+                        },
+                    ]
+                }
+            )
+        ),
+        "completed",
+        "size_bytes 18446744073709551616 is not an integer >= 1",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
 """analysis.load: run directories -> runs / steps / telemetry / commbench tables."""
+
 from __future__ import annotations
 
 import warnings
@@ -82,8 +83,14 @@ def test_load_runs_does_not_read_rank_logs():
 
 def test_parquet_export_round_trip(tmp_path, hand):
     written = load.export_parquet(hand, tmp_path / "pq")
-    assert [p.name for p in written] == ["runs.parquet", "steps.parquet", "telemetry.parquet",
-                                         "commbench.parquet", "problems.parquet", "traces.parquet"]
+    assert [p.name for p in written] == [
+        "runs.parquet",
+        "steps.parquet",
+        "telemetry.parquet",
+        "commbench.parquet",
+        "problems.parquet",
+        "traces.parquet",
+    ]
     steps = pd.read_parquet(tmp_path / "pq" / "steps.parquet")
     assert len(steps) == len(hand.steps) and steps["step_s"].sum() == pytest.approx(hand.steps["step_s"].sum())
 

@@ -1,4 +1,5 @@
 """Broken inputs, one per golden directory under tests/data/analysis/broken."""
+
 from __future__ import annotations
 
 import pytest

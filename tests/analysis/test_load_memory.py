@@ -2,6 +2,7 @@
 typed (wrong types listed and ignored), the ranks' end records are no problem, a run of one process on
 two GPUs counts with one rank log and its per-GPU throughput over both GPUs, and the report's
 throughput table shows the peaks in GiB, '-' on CPU runs."""
+
 from __future__ import annotations
 
 import json
@@ -18,33 +19,61 @@ pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 GIB = 2**30
 
 
-def write_run(root: Path, *, framework: str, world: int, processes: int, peaks: list[int | None],
-              summary_edits: dict | None = None, meta_edits: dict | None = None) -> Path:
+def write_run(
+    root: Path,
+    *,
+    framework: str,
+    world: int,
+    processes: int,
+    peaks: list[int | None],
+    summary_edits: dict | None = None,
+    meta_edits: dict | None = None,
+) -> Path:
     """A completed run directory as the app writes it: `processes` rank logs (header, 3 steps) and end
     records for a run on `world` devices; peaks[r] is rank r's peak allocated bytes (None: a CPU)."""
-    cfg = {"framework": {"name": framework}, "loader": {"name": "synthetic"}, "model": {"arch": "resnet", "depth": 50},
-           "precision": {"name": "amp_bf16"}, "system": {"name": "h200", "device": "cuda"},
-           "run": {"campaign": "mem", "repeat": 0, "per_gpu_batch": 8, "root": "runs", "dir": None}}
+    cfg = {
+        "framework": {"name": framework},
+        "loader": {"name": "synthetic"},
+        "model": {"arch": "resnet", "depth": 50},
+        "precision": {"name": "amp_bf16"},
+        "system": {"name": "h200", "device": "cuda"},
+        "run": {"campaign": "mem", "repeat": 0, "per_gpu_batch": 8, "root": "runs", "dir": None},
+    }
     run_dir = root / "mem" / rundir.dir_name(cfg, world_size=world, num_nodes=1, repeat=0)
     run_dir.mkdir(parents=True)
     (run_dir / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
-    rundir.write_json_atomic(run_dir / rundir.META, {"schema_version": 1, "world_size": world, "num_nodes": 1,
-                                                     "num_processes": processes, **(meta_edits or {})})
+    rundir.write_json_atomic(
+        run_dir / rundir.META,
+        {"schema_version": 1, "world_size": world, "num_nodes": 1, "num_processes": processes, **(meta_edits or {})},
+    )
     for rank in range(processes):
         steps = [{"step": s, "samples": 8 * world // processes, "warmup": s == 0, "step_s": 0.1} for s in range(3)]
         peak = peaks[rank]
-        end = rundir.end_record(rank=rank, peaks={"peak_allocated_bytes": peak,
-                                                  "peak_reserved_bytes": None if peak is None else peak + GIB})
+        end = rundir.end_record(
+            rank=rank, peaks={"peak_allocated_bytes": peak, "peak_reserved_bytes": None if peak is None else peak + GIB}
+        )
         rundir.write_json_atomic(rundir.end_path(run_dir, rank), end)
         lines = [{"kind": "header", "schema_version": 1, "rank": rank}, *steps]
         (run_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     key = rundir.identity(cfg, world_size=world, num_nodes=1)
     summary = rundir.completed_summary(
-        key=key, measured=rundir.throughput_of_run(run_dir, world_size=world, num_processes=processes), wall_s=0.2,
-        last_loss=1.0, warmup_steps=1, repeat=0, num_processes=processes,
+        key=key,
+        measured=rundir.throughput_of_run(run_dir, world_size=world, num_processes=processes),
+        wall_s=0.2,
+        last_loss=1.0,
+        warmup_steps=1,
+        repeat=0,
+        num_processes=processes,
         memory=rundir.memory_of_run(run_dir, num_processes=processes),
-        names={"framework": framework, "loader": "synthetic", "model": "resnet50", "precision": "amp_bf16",
-               "per_gpu_batch": 8, "campaign": "mem"})
+        names={
+            "framework": framework,
+            "loader": "synthetic",
+            "model": "resnet50",
+            "precision": "amp_bf16",
+            "per_gpu_batch": 8,
+            "campaign": "mem",
+        },
+    )
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, {**summary, **(summary_edits or {})})
     return run_dir
 
@@ -80,10 +109,17 @@ def test_more_processes_than_gpus_is_corrupt(tmp_path):
     assert run["status"] == "corrupt" and "num_processes 3 exceeds its world_size 1" in run["reason"]
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("peak_allocated_bytes", "5 GiB"), ("peak_allocated_bytes", -1), ("peak_reserved_bytes", 1.5),
-    ("peak_allocated_bytes_by_rank", [1, -2]), ("peak_reserved_bytes_by_rank", "[1, 2]"), ("out_of_memory", "no"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("peak_allocated_bytes", "5 GiB"),
+        ("peak_allocated_bytes", -1),
+        ("peak_reserved_bytes", 1.5),
+        ("peak_allocated_bytes_by_rank", [1, -2]),
+        ("peak_reserved_bytes_by_rank", "[1, 2]"),
+        ("out_of_memory", "no"),
+    ],
+)
 def test_a_memory_field_of_the_wrong_type_is_listed_and_ignored(tmp_path, field, value):
     write_run(tmp_path, framework="ddp", world=2, processes=2, peaks=[GIB, GIB], summary_edits={field: value})
     campaign = load_campaign(tmp_path)
@@ -105,7 +141,7 @@ def test_the_report_shows_peak_memory_in_gib_and_a_dash_on_cpu(tmp_path):
     header = next(line for line in text.splitlines() if "peak_allocated_gib" in line and line.startswith("|"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     rows = {}
-    for line in text.splitlines()[text.splitlines().index(header) + 2:]:
+    for line in text.splitlines()[text.splitlines().index(header) + 2 :]:
         if not line.startswith("|"):
             break
         cells = dict(zip(columns, (c.strip() for c in line.strip("|").split("|"))))

@@ -1,4 +1,5 @@
 """analysis.metrics against hand-computed values (tests/data/analysis/hand and inline frames)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,27 +40,47 @@ def test_weak_scaling_on_hand_runs(hand):
 
 def _cells(**columns) -> pd.DataFrame:
     n = len(next(iter(columns.values())))
-    base = {"framework": ["ddp"] * n, "loader": ["native"] * n, "model": ["resnet50"] * n,
-            "precision": ["fp32"] * n, "num_nodes": [1] * n}
+    base = {
+        "framework": ["ddp"] * n,
+        "loader": ["native"] * n,
+        "model": ["resnet50"] * n,
+        "precision": ["fp32"] * n,
+        "num_nodes": [1] * n,
+    }
     return pd.DataFrame({**base, **columns})
 
 
 def test_weak_and_strong_scaling_formulas():
-    weak = _cells(per_gpu_batch=[64] * 3, global_batch=[64, 128, 256], world_size=[1, 2, 4],
-                  throughput_img_s=[100.0, 180.0, 320.0], per_gpu_img_s=[100.0, 90.0, 80.0])
+    weak = _cells(
+        per_gpu_batch=[64] * 3,
+        global_batch=[64, 128, 256],
+        world_size=[1, 2, 4],
+        throughput_img_s=[100.0, 180.0, 320.0],
+        per_gpu_img_s=[100.0, 90.0, 80.0],
+    )
     out = metrics.scaling(weak, mode="weak")
     assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.8])
     assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.2])
-    strong = _cells(per_gpu_batch=[256, 128, 64], global_batch=[256] * 3, world_size=[1, 2, 4],
-                    throughput_img_s=[100.0, 180.0, 300.0], per_gpu_img_s=[100.0, 90.0, 75.0])
+    strong = _cells(
+        per_gpu_batch=[256, 128, 64],
+        global_batch=[256] * 3,
+        world_size=[1, 2, 4],
+        throughput_img_s=[100.0, 180.0, 300.0],
+        per_gpu_img_s=[100.0, 90.0, 75.0],
+    )
     out = metrics.scaling(strong, mode="strong")
     assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.0])
     assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.75])
 
 
 def test_chosen_baseline_and_missing_baseline():
-    table = _cells(per_gpu_batch=[64] * 3, global_batch=[128, 256, 512], world_size=[2, 4, 8],
-                   throughput_img_s=[200.0, 360.0, 640.0], per_gpu_img_s=[100.0, 90.0, 80.0])
+    table = _cells(
+        per_gpu_batch=[64] * 3,
+        global_batch=[128, 256, 512],
+        world_size=[2, 4, 8],
+        throughput_img_s=[200.0, 360.0, 640.0],
+        per_gpu_img_s=[100.0, 90.0, 80.0],
+    )
     out = metrics.scaling(table, mode="weak", baseline_world_size=4)
     assert list(out["efficiency"]) == pytest.approx([100 / 90, 1.0, 80 / 90])
     out = metrics.scaling(table, mode="weak", baseline_world_size=1)
@@ -110,10 +131,30 @@ def test_loader_stalls_by_hand():
     rows = []
     for run, waits in (("a", [0.040 if s % 3 == 0 else 0.0005 for s in range(6)]), ("b", [0.0005] * 6)):
         for step, wait in enumerate(waits):
-            rows.append({"run_id": run, "rank": 0, "step": step, "warmup": False, "samples": 8, "data_s": 0.001,
-                         "step_s": 0.060, "host_data_s": wait})
-    rows.append({"run_id": "a", "rank": 0, "step": -1, "warmup": True, "samples": 8, "data_s": 0.5, "step_s": 1.0,
-                 "host_data_s": 0.9})  # warm-up: not counted
+            rows.append(
+                {
+                    "run_id": run,
+                    "rank": 0,
+                    "step": step,
+                    "warmup": False,
+                    "samples": 8,
+                    "data_s": 0.001,
+                    "step_s": 0.060,
+                    "host_data_s": wait,
+                }
+            )
+    rows.append(
+        {
+            "run_id": "a",
+            "rank": 0,
+            "step": -1,
+            "warmup": True,
+            "samples": 8,
+            "data_s": 0.5,
+            "step_s": 1.0,
+            "host_data_s": 0.9,
+        }
+    )  # warm-up: not counted
     stalls = metrics.loader_stalls(pd.DataFrame(rows))
     assert list(stalls["run_id"]) == ["a"]  # b: 0.8% of its step time, under the 5% line
     a = stalls.iloc[0]
@@ -126,13 +167,20 @@ def test_loader_stalls_by_hand():
 
 
 def test_stash_stalls_from_paired_runs():
-    per_run = pd.DataFrame({
-        "framework": "ddp", "model": "resnet50", "precision": "fp32", "per_gpu_batch": 32, "per_gpu_samples": 3200.0,
-        "loader": ["synthetic", "synthetic", "synthetic", "native", "native", "synthetic"],
-        "cache": ["warm", "warm", "warm", "warm", "cold", "warm"],
-        "world_size": [1, 4, 4, 4, 4, 1], "num_nodes": [1, 1, 2, 1, 1, 1],
-        "time_s": [10.0, 12.0, 15.0, 13.0, 20.0, 10.0],
-    })
+    per_run = pd.DataFrame(
+        {
+            "framework": "ddp",
+            "model": "resnet50",
+            "precision": "fp32",
+            "per_gpu_batch": 32,
+            "per_gpu_samples": 3200.0,
+            "loader": ["synthetic", "synthetic", "synthetic", "native", "native", "synthetic"],
+            "cache": ["warm", "warm", "warm", "warm", "cold", "warm"],
+            "world_size": [1, 4, 4, 4, 4, 1],
+            "num_nodes": [1, 1, 2, 1, 1, 1],
+            "time_s": [10.0, 12.0, 15.0, 13.0, 20.0, 10.0],
+        }
+    )
     stalls = metrics.stash_stalls(per_run).set_index("stall")
     assert stalls.loc["interconnect", "stall_s"] == pytest.approx(2.0)
     assert stalls.loc["interconnect", "stall_pct"] == pytest.approx(20.0)
@@ -144,19 +192,35 @@ def test_stash_stalls_from_paired_runs():
 
 
 def test_stash_pairs_only_same_per_gpu_samples():
-    per_run = pd.DataFrame({
-        "framework": "ddp", "model": "resnet50", "precision": "fp32", "per_gpu_batch": 32,
-        "per_gpu_samples": [3200.0, 6400.0], "loader": "synthetic", "world_size": [1, 4], "num_nodes": 1,
-        "time_s": [10.0, 24.0],
-    })
+    per_run = pd.DataFrame(
+        {
+            "framework": "ddp",
+            "model": "resnet50",
+            "precision": "fp32",
+            "per_gpu_batch": 32,
+            "per_gpu_samples": [3200.0, 6400.0],
+            "loader": "synthetic",
+            "world_size": [1, 4],
+            "num_nodes": 1,
+            "time_s": [10.0, 24.0],
+        }
+    )
     assert metrics.stash_stalls(per_run).empty
 
 
 def test_compare_flags_a_regression():
-    a = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 4], throughput_img_s=[100.0, 200.0, 400.0],
-               match_key=["k1", "k2", "k4"])
-    b = _cells(per_gpu_batch=[64] * 3, world_size=[1, 2, 8], throughput_img_s=[90.0, 204.0, 700.0],
-               match_key=["k1", "k2", "k8"])
+    a = _cells(
+        per_gpu_batch=[64] * 3,
+        world_size=[1, 2, 4],
+        throughput_img_s=[100.0, 200.0, 400.0],
+        match_key=["k1", "k2", "k4"],
+    )
+    b = _cells(
+        per_gpu_batch=[64] * 3,
+        world_size=[1, 2, 8],
+        throughput_img_s=[90.0, 204.0, 700.0],
+        match_key=["k1", "k2", "k8"],
+    )
     out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
     assert out.loc[1, "flag"] == "regression" and out.loc[1, "rel_delta"] == pytest.approx(-0.1)
     assert out.loc[1, "judged_by"] == "threshold 5% (a single repeat: no CI)"
@@ -167,10 +231,24 @@ def test_compare_flags_a_regression():
 
 
 def test_compare_judges_repeats_by_their_confidence_intervals():
-    a = _cells(per_gpu_batch=[64] * 2, world_size=[1, 2], throughput_img_s=[100.0, 200.0], match_key=["k1", "k2"],
-               throughput_img_s_ci_low=[99.0, 150.0], throughput_img_s_ci_high=[101.0, 250.0], num_repeats=[3, 3])
-    b = _cells(per_gpu_batch=[64] * 2, world_size=[1, 2], throughput_img_s=[90.0, 180.0], match_key=["k1", "k2"],
-               throughput_img_s_ci_low=[89.0, 130.0], throughput_img_s_ci_high=[91.0, 230.0], num_repeats=[3, 3])
+    a = _cells(
+        per_gpu_batch=[64] * 2,
+        world_size=[1, 2],
+        throughput_img_s=[100.0, 200.0],
+        match_key=["k1", "k2"],
+        throughput_img_s_ci_low=[99.0, 150.0],
+        throughput_img_s_ci_high=[101.0, 250.0],
+        num_repeats=[3, 3],
+    )
+    b = _cells(
+        per_gpu_batch=[64] * 2,
+        world_size=[1, 2],
+        throughput_img_s=[90.0, 180.0],
+        match_key=["k1", "k2"],
+        throughput_img_s_ci_low=[89.0, 130.0],
+        throughput_img_s_ci_high=[91.0, 230.0],
+        num_repeats=[3, 3],
+    )
     out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
     assert out.loc[1, "flag"] == "regression"  # -10%, intervals apart
     assert out.loc[2, "flag"] == "ok"  # -10% but within the noise of the repeats
@@ -180,11 +258,33 @@ def test_compare_judges_repeats_by_their_confidence_intervals():
 def test_step_stability_by_hand():
     # 10 measured steps of 1 s on the slowest rank, two of them 2 s; the other rank is always faster
     slowest = [1.0] * 8 + [2.0, 2.0]
-    rows = [{"run_id": "a", "step": step, "rank": rank, "samples": 4, "warmup": False,
-             "step_s": slowest[step] if rank == 0 else 0.9} for step in range(10) for rank in (0, 1)]
+    rows = [
+        {
+            "run_id": "a",
+            "step": step,
+            "rank": rank,
+            "samples": 4,
+            "warmup": False,
+            "step_s": slowest[step] if rank == 0 else 0.9,
+        }
+        for step in range(10)
+        for rank in (0, 1)
+    ]
     rows.append({"run_id": "a", "step": -1, "rank": 0, "samples": 4, "warmup": True, "step_s": 50.0})  # not measured
-    per_run = pd.DataFrame([{"run_id": "a", "framework": "ddp", "loader": "dali", "model": "resnet50",
-                             "precision": "amp_bf16", "per_gpu_batch": 4, "world_size": 2, "num_nodes": 1}])
+    per_run = pd.DataFrame(
+        [
+            {
+                "run_id": "a",
+                "framework": "ddp",
+                "loader": "dali",
+                "model": "resnet50",
+                "precision": "amp_bf16",
+                "per_gpu_batch": 4,
+                "world_size": 2,
+                "num_nodes": 1,
+            }
+        ]
+    )
     (row,) = metrics.step_stability(metrics.step_stability_runs(pd.DataFrame(rows)), per_run).to_dict("records")
     assert (row["framework"], row["world_size"]) == ("ddp", 2)
     assert row["step_ms_median"] == pytest.approx(1000) and row["step_ms_max"] == pytest.approx(2000)
@@ -197,12 +297,41 @@ def test_rank_imbalance_by_hand():
     # run b: one rank (nothing to compare); run c: 2 ranks within 0.5 ms
     rows = []
     for step in range(10):
-        for run, rank, fwd, bwd in (("a", 0, 0.026, 0.034), ("a", 1, 0.030, 0.030), ("b", 0, 0.026, 0.034),
-                                    ("c", 0, 0.026, 0.030), ("c", 1, 0.0265, 0.030)):
-            rows.append({"run_id": run, "step": step, "rank": rank, "warmup": False, "samples": 4, "data_s": 0.0,
-                         "fwd_s": fwd, "bwd_s": bwd, "opt_s": 0.0004, "step_s": 0.06})
-    rows.append({"run_id": "c", "step": -1, "rank": 1, "warmup": True, "samples": 4, "data_s": 0.0,
-                 "fwd_s": 9.0, "bwd_s": 9.0, "opt_s": 0.0, "step_s": 18.0})  # warm-up: not measured
+        for run, rank, fwd, bwd in (
+            ("a", 0, 0.026, 0.034),
+            ("a", 1, 0.030, 0.030),
+            ("b", 0, 0.026, 0.034),
+            ("c", 0, 0.026, 0.030),
+            ("c", 1, 0.0265, 0.030),
+        ):
+            rows.append(
+                {
+                    "run_id": run,
+                    "step": step,
+                    "rank": rank,
+                    "warmup": False,
+                    "samples": 4,
+                    "data_s": 0.0,
+                    "fwd_s": fwd,
+                    "bwd_s": bwd,
+                    "opt_s": 0.0004,
+                    "step_s": 0.06,
+                }
+            )
+    rows.append(
+        {
+            "run_id": "c",
+            "step": -1,
+            "rank": 1,
+            "warmup": True,
+            "samples": 4,
+            "data_s": 0.0,
+            "fwd_s": 9.0,
+            "bwd_s": 9.0,
+            "opt_s": 0.0,
+            "step_s": 18.0,
+        }
+    )  # warm-up: not measured
     table = metrics.rank_imbalance(pd.DataFrame(rows))
     assert table[["run_id", "phase", "slowest_rank"]].values.tolist() == [["a", "fwd", 1], ["a", "bwd", 0]]
     assert table["gap_ms"].tolist() == pytest.approx([4.0, 4.0])

@@ -1,4 +1,5 @@
 """analysis.plots: every figure renders and holds the expected series (inspected on the Axes)."""
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,12 @@ from analysis.report import reference_comparison
 def tables(campaign):
     per_run = metrics.run_throughput(campaign.steps, campaign.counted)
     cells = metrics.cells(per_run)
-    return {"per_run": per_run, "cells": cells, "scaled": metrics.scaling(cells),
-            "shares": metrics.breakdown_cells(metrics.breakdown(campaign.steps), per_run)}
+    return {
+        "per_run": per_run,
+        "cells": cells,
+        "scaled": metrics.scaling(cells),
+        "shares": metrics.breakdown_cells(metrics.breakdown(campaign.steps), per_run),
+    }
 
 
 def _render(fig) -> None:
@@ -35,7 +40,9 @@ def test_throughput_vs_gpus_has_a_curve_per_framework_and_loader_and_ideal(table
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = _labels(ax)
-    assert {"PyTorch-DDP, native", "PyTorch-DDP, DALI", "Horovod, native", "Horovod, DALI", "ideal (linear)"} <= set(labels)
+    assert {"PyTorch-DDP, native", "PyTorch-DDP, DALI", "Horovod, native", "Horovod, DALI", "ideal (linear)"} <= set(
+        labels
+    )
     ddp = next(line for line in ax.get_lines() if line.get_label() == "PyTorch-DDP, native")
     assert list(ddp.get_xdata()) == [1, 2, 4]
     assert ddp.get_color() == framework_color("ddp")
@@ -81,8 +88,9 @@ def test_dali_vs_native_ratio(tables):
 
 
 def test_framework_by_depth_draws_bars(tables):
-    cells = pd.concat([tables["cells"], tables["cells"].assign(model="resnet101",
-                                                               per_gpu_img_s=tables["cells"]["per_gpu_img_s"] / 2)])
+    cells = pd.concat(
+        [tables["cells"], tables["cells"].assign(model="resnet101", per_gpu_img_s=tables["cells"]["per_gpu_img_s"] / 2)]
+    )
     fig = plots.framework_by_depth(cells)
     _render(fig)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["resnet50", "resnet101"]
@@ -99,9 +107,20 @@ def test_telemetry_timeline_one_panel_per_metric(campaign):
 def test_telemetry_timeline_of_the_sampler_format():
     """benchmarks/telemetry.py: telemetry_rank<R>.jsonl, Unix t_s, bytes; ranks sample at their own times."""
     t0 = 1.7e9
-    rows = [{"run_id": "r", "t_s": t0 + i + 0.3 * rank, "rank": rank, "host": "h", "gpu_util_percent": 50.0 + rank + i,
-             "gpu_mem_used_bytes": 2e9 + i, "gpu_mem_total_bytes": 8e10, "disk_read_bytes": 10.0 * i}
-            for rank in range(2) for i in range(10)]
+    rows = [
+        {
+            "run_id": "r",
+            "t_s": t0 + i + 0.3 * rank,
+            "rank": rank,
+            "host": "h",
+            "gpu_util_percent": 50.0 + rank + i,
+            "gpu_mem_used_bytes": 2e9 + i,
+            "gpu_mem_total_bytes": 8e10,
+            "disk_read_bytes": 10.0 * i,
+        }
+        for rank in range(2)
+        for i in range(10)
+    ]
     fig = plots.telemetry_timeline(pd.DataFrame(rows), run_id="r")
     _render(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
@@ -120,8 +139,17 @@ def test_commbench_curves_per_world_size(campaign):
 
 
 def test_stash_bars_heights_are_the_stalls():
-    stalls = pd.DataFrame({"stall": ["interconnect", "network"], "framework": "ddp", "model": "resnet50",
-                           "loader": "synthetic", "world_size": 4, "num_nodes": [1, 2], "stall_pct": [20.0, 25.0]})
+    stalls = pd.DataFrame(
+        {
+            "stall": ["interconnect", "network"],
+            "framework": "ddp",
+            "model": "resnet50",
+            "loader": "synthetic",
+            "world_size": 4,
+            "num_nodes": [1, 2],
+            "stall_pct": [20.0, 25.0],
+        }
+    )
     fig = plots.stash_bars(stalls)
     _render(fig)
     assert [p.get_height() for p in fig.axes[0].patches[:2]] == [20.0, 25.0]
@@ -129,8 +157,18 @@ def test_stash_bars_heights_are_the_stalls():
 
 def test_step_timeline_marks_the_slow_steps():
     # run "a": 1 s steps with two of 2 s (slow); run "b": steady (not drawn)
-    rows = [{"run_id": run, "step": step, "rank": 0, "samples": 4, "warmup": False,
-             "step_s": 2.0 if run == "a" and step in (3, 7) else 1.0} for run in ("a", "b") for step in range(10)]
+    rows = [
+        {
+            "run_id": run,
+            "step": step,
+            "rank": 0,
+            "samples": 4,
+            "warmup": False,
+            "step_s": 2.0 if run == "a" and step in (3, 7) else 1.0,
+        }
+        for run in ("a", "b")
+        for step in range(10)
+    ]
     steps = pd.DataFrame(rows)
     jittery = metrics.jittery_runs(steps, metrics.step_stability_runs(steps))
     assert set(jittery["run_id"]) == {"a"} and jittery["slow_time_pct"].iloc[0] == pytest.approx(100 * 2 / 12)

@@ -1,6 +1,7 @@
 """The aach2023 reference overlay compares like with like: the seed's AllReduce / data / compute are parts of
 one runtime, so this campaign's side is exposed allreduce / data / compute without it / other, stacked the
 same way (never past 100%), drawn inside the axes, and a campaign without a matching cell is told so."""
+
 from __future__ import annotations
 
 import io
@@ -26,13 +27,38 @@ def reference():
     return load_reference("aach2023")
 
 
-def _cell(framework="ddp", loader="dali", model="resnet50", world_size=4, *, precision="amp_bf16",
-          data=0.20, compute=0.50, total=0.40, exposed=0.10, other=0.20, **extra) -> dict:
+def _cell(
+    framework="ddp",
+    loader="dali",
+    model="resnet50",
+    world_size=4,
+    *,
+    precision="amp_bf16",
+    data=0.20,
+    compute=0.50,
+    total=0.40,
+    exposed=0.10,
+    other=0.20,
+    **extra,
+) -> dict:
     """One breakdown cell as metrics.breakdown_cells gives it (shares of step time)."""
-    return {"framework": framework, "loader": loader, "model": model, "precision": precision, "per_gpu_batch": 64,
-            "world_size": world_size, "num_nodes": 1, "variant": "", "data_share": data, "compute_share": compute,
-            "allreduce_share": total, "allreduce_exposed_share": exposed, "other_share": other,
-            "host_data_share": np.nan, **extra}
+    return {
+        "framework": framework,
+        "loader": loader,
+        "model": model,
+        "precision": precision,
+        "per_gpu_batch": 64,
+        "world_size": world_size,
+        "num_nodes": 1,
+        "variant": "",
+        "data_share": data,
+        "compute_share": compute,
+        "allreduce_share": total,
+        "allreduce_exposed_share": exposed,
+        "other_share": other,
+        "host_data_share": np.nan,
+        **extra,
+    }
 
 
 def _draw(fig):
@@ -53,11 +79,13 @@ def test_reference_comparison_puts_exposed_allreduce_beside_the_seeds(reference)
     row = side.iloc[0]
     assert (row["model"], row["loader"], row["gpus"]) == ("resnet50", "dali", 4)
     # the seed's resnet50 / DALI / 4 GPUs: 15.40 allreduce, 22.00 data, 32.50 compute, the rest 30.10
-    assert row[["allreduce_pct_ref", "data_pct_ref", "compute_pct_ref", "other_pct_ref"]].tolist() == \
-        pytest.approx([15.40, 22.00, 32.50, 30.10])
+    assert row[["allreduce_pct_ref", "data_pct_ref", "compute_pct_ref", "other_pct_ref"]].tolist() == pytest.approx(
+        [15.40, 22.00, 32.50, 30.10]
+    )
     # ours: the exposed 10%, not the total 40% (which overlaps backward)
-    assert row[["allreduce_exposed_pct_here", "data_pct_here", "compute_pct_here", "other_pct_here"]].tolist() == \
-        pytest.approx([10.0, 20.0, 50.0, 20.0])
+    assert row[
+        ["allreduce_exposed_pct_here", "data_pct_here", "compute_pct_here", "other_pct_here"]
+    ].tolist() == pytest.approx([10.0, 20.0, 50.0, 20.0])
     # stacked like the bars: data, + compute, + exposed allreduce; other fills up to 100
     assert row[["data_top_pct", "compute_top_pct", "allreduce_top_pct"]].tolist() == pytest.approx([20.0, 70.0, 80.0])
     assert row["series"] == ""
@@ -73,9 +101,12 @@ def test_reference_comparison_untimed_allreduce_stays_inside_compute(reference):
 
 def test_reference_markers_stack_within_100_percent_and_inside_the_axes(reference):
     # a step that is all data, compute and a large total allreduce: stacking the total would reach 125%
-    shares = pd.DataFrame([_cell(data=0.25, compute=0.60, total=0.40, exposed=0.15, other=0.0),
-                           _cell(loader="native", world_size=512, data=0.02, compute=0.18, total=0.85, exposed=0.80,
-                                 other=0.0)])
+    shares = pd.DataFrame(
+        [
+            _cell(data=0.25, compute=0.60, total=0.40, exposed=0.15, other=0.0),
+            _cell(loader="native", world_size=512, data=0.02, compute=0.18, total=0.85, exposed=0.80, other=0.0),
+        ]
+    )
     side = reference_comparison(reference, shares)
     fig = plots.reference_breakdown(reference, ours=side)
     renderer = _draw(fig)
@@ -119,7 +150,7 @@ def test_reference_without_a_matching_cell_says_so(reference):
     texts = [str(b.content) for b in blocks if b.kind == "text"]
     assert any(t.startswith("No cell of this campaign matches a reference cell (model, loader, GPUs)") for t in texts)
     assert not [b for b in blocks if b.kind == "table"]
-    (name, caption), = [b.content for b in blocks if b.kind == "figure"]
+    ((name, caption),) = [b.content for b in blocks if b.kind == "figure"]
     assert "no markers" in caption and "Markers:" not in caption
     assert NO_MATCH in figures[name]().get_suptitle()
     # without a campaign (nothing counted) the same words
@@ -129,8 +160,12 @@ def test_reference_without_a_matching_cell_says_so(reference):
 
 
 def test_reference_several_cells_for_one_reference_cell_are_each_shown(reference):
-    shares = pd.DataFrame([_cell(precision="amp_bf16", data=0.10, compute=0.70, exposed=0.05, other=0.15),
-                           _cell(precision="fp32", data=0.05, compute=0.80, exposed=0.10, other=0.05)])
+    shares = pd.DataFrame(
+        [
+            _cell(precision="amp_bf16", data=0.10, compute=0.70, exposed=0.05, other=0.15),
+            _cell(precision="fp32", data=0.05, compute=0.80, exposed=0.10, other=0.05),
+        ]
+    )
     side = reference_comparison(reference, shares)
     assert side["series"].tolist() == ["amp_bf16", "fp32"]
     assert side["data_pct_here"].tolist() == pytest.approx([10.0, 5.0])
@@ -146,7 +181,7 @@ def test_reference_several_cells_for_one_reference_cell_are_each_shown(reference
     assert {"amp_bf16", "fp32", "top of data (this campaign)", "top of exposed allreduce (this campaign)"} <= labels
     blocks = []
     _reference_section(blocks, {}, reference, "aach2023", shares)
-    table, = [b.content for b in blocks if b.kind == "table"]
+    (table,) = [b.content for b in blocks if b.kind == "table"]
     assert table["precision"].tolist() == ["amp_bf16", "fp32"] and len(table) == 2
     assert "variant" not in table  # no cell has one
     assert {"allreduce_pct_ref", "allreduce_exposed_pct_here", "compute_pct_ref", "compute_pct_here"} <= set(table)
@@ -158,7 +193,7 @@ def test_report_reference_overlay_end_to_end(tmp_path, reference):
         warnings.simplefilter("ignore")
         build_report(CAMPAIGN, tmp_path / "rep", reference="aach2023", formats=("png",), jobs=1)
     text = (tmp_path / "rep" / "report.md").read_text()
-    section = text[text.index("## Compared with aach2023"):text.index("## Stash stalls")]
+    section = text[text.index("## Compared with aach2023") : text.index("## Stash stalls")]
     assert "2 of 6 PyTorch-DDP cells match a reference cell" in section
     head = next(line for line in section.splitlines() if line.startswith("| model"))
     assert "allreduce_exposed_pct_here" in head and "allreduce_pct_here" not in head
@@ -174,20 +209,27 @@ def test_report_reference_no_match_and_several_cells_end_to_end(tmp_path, refere
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from analysis.load import load_campaign
+
         blocks, figures = assemble(load_campaign(tmp_path / "none"), reference=reference, reference_name="aach2023")
     texts = " ".join(str(b.content) for b in blocks if b.kind == "text")
     assert "No cell of this campaign matches a reference cell (model, loader, GPUs): 1 PyTorch-DDP cell(s)" in texts
     assert NO_MATCH in figures["reference_aach2023"]().get_suptitle()
 
-    cells = [SynthCell("ddp", "dali", "resnet50", 4, 1), SynthCell("ddp", "dali", "resnet50", 4, 1, per_gpu_batch=128),
-             SynthCell("ddp", "native", "resnet50", 8, 2, comm_measured=False)]
+    cells = [
+        SynthCell("ddp", "dali", "resnet50", 4, 1),
+        SynthCell("ddp", "dali", "resnet50", 4, 1, per_gpu_batch=128),
+        SynthCell("ddp", "native", "resnet50", 8, 2, comm_measured=False),
+    ]
     write_campaign(tmp_path / "two", cells, steps=20, warmup_steps=2, commbench=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         blocks, figures = assemble(load_campaign(tmp_path / "two"), reference=reference, reference_name="aach2023")
     table = next(b.content for b in blocks if b.kind == "table" and "allreduce_exposed_pct_here" in b.content)
-    assert table[["loader", "gpus", "per_gpu_batch"]].values.tolist() == [["dali", 4, 64], ["dali", 4, 128],
-                                                                           ["native", 8, 64]]
+    assert table[["loader", "gpus", "per_gpu_batch"]].values.tolist() == [
+        ["dali", 4, 64],
+        ["dali", 4, 128],
+        ["native", 8, 64],
+    ]
     untimed = table.iloc[2]
     assert np.isnan(untimed["allreduce_exposed_pct_here"]) and np.isnan(untimed["compute_pct_here"])
     fig = figures["reference_aach2023"]()

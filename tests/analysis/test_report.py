@@ -1,4 +1,5 @@
 """`ddlbench report` / `compare` / `synthlogs` and `results --parquet` end to end (in process, small inputs)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,14 @@ def test_report_lists_excluded_runs_and_figures(tmp_path, capsys):
     assert "corrupt line" in text  # the skipped line is listed
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "<h2>Excluded runs (not counted)</h2>" in html and 'src="figures/throughput_vs_gpus.png"' in html
-    for name in ("throughput_vs_gpus", "efficiency_vs_gpus", "breakdown_resnet50", "dali_vs_native", "commbench",
-                 "telemetry_0"):
+    for name in (
+        "throughput_vs_gpus",
+        "efficiency_vs_gpus",
+        "breakdown_resnet50",
+        "dali_vs_native",
+        "commbench",
+        "telemetry_0",
+    ):
         assert (tmp_path / "rep" / "figures" / f"{name}.png").stat().st_size > 1000
     assert "16 runs" in capsys.readouterr().out
 
@@ -40,8 +47,7 @@ def test_report_names_a_rank_out_of_step(tmp_path, copy_of):
     campaign = copy_of(CAMPAIGN)
     log = campaign / "small" / "ddp-dali-resnet50-g2-n1-b64-r0" / "rank1.jsonl"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    log.write_text("".join(json.dumps({**x, "fwd_s": x["fwd_s"] + 0.005} if "fwd_s" in x else x) + "\n"
-                           for x in lines))
+    log.write_text("".join(json.dumps({**x, "fwd_s": x["fwd_s"] + 0.005} if "fwd_s" in x else x) + "\n" for x in lines))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["report", str(campaign), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
@@ -58,13 +64,17 @@ def test_report_names_a_loader_that_fell_behind(tmp_path, copy_of):
     for rank in (0, 1):
         log = campaign / run / f"rank{rank}.jsonl"
         lines = [json.loads(line) for line in log.read_text().splitlines()]
-        log.write_text("".join(json.dumps({**x, "host_data_s": x["step_s"] / 2 * (x["step"] % 2)} if "step_s" in x
-                                          else x) + "\n" for x in lines))
+        log.write_text(
+            "".join(
+                json.dumps({**x, "host_data_s": x["step_s"] / 2 * (x["step"] % 2)} if "step_s" in x else x) + "\n"
+                for x in lines
+            )
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["report", str(campaign), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
-    section = text[text.index("Loader fell behind"):].split("\n\n")
+    section = text[text.index("Loader fell behind") :].split("\n\n")
     assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in section[0]
     rows = [line for line in section[1].splitlines() if line.startswith("| small/")]
     # half of the steps waited half a step: 25% of step time on the host, the device saw far less
@@ -153,9 +163,10 @@ def test_html_tables_scroll_align_and_read_well():
 
     from analysis.report import header, html_table
 
-    assert [header(c) for c in ("per_gpu_img_s", "throughput_img_s_ci_low", "allreduce_exposed_pct", "busbw_gb_s",
-                                "framework")] == ["per GPU img/s", "throughput img/s CI low", "allreduce exposed %",
-                                                  "busbw GB/s", "framework"]
+    assert [
+        header(c)
+        for c in ("per_gpu_img_s", "throughput_img_s_ci_low", "allreduce_exposed_pct", "busbw_gb_s", "framework")
+    ] == ["per GPU img/s", "throughput img/s CI low", "allreduce exposed %", "busbw GB/s", "framework"]
     out = html_table(pd.DataFrame({"framework": ["ddp"], "per_gpu_img_s": [4701.9]}))
     assert out.startswith('<div class="scroll"><table>')  # a wide table scrolls in its box, not the page
     assert '<th title="per_gpu_img_s">per GPU img/s</th>' in out

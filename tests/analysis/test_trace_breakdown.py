@@ -1,5 +1,6 @@
 """The trace window's breakdown in the analysis: both denominators, timers against trace, the seed's layout
 (metrics.trace_breakdown_runs, metrics.timers_vs_trace, report.seed_layout), computed by hand."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,21 +10,51 @@ from analysis import metrics
 from analysis.load import TRACE_COLUMNS, load_reference
 from analysis.report import seed_layout
 
-WINDOW = {"window_s": 0.1, "compute_s": 0.07, "conv_s": 0.04, "gemm_s": 0.01, "other_compute_s": 0.02,
-          "memcpy_s": 0.005, "h2d_s": 0.005, "comm_total_s": 0.03, "comm_overlap_s": 0.02, "comm_exposed_s": 0.01,
-          "idle_s": 0.015, "allreduce_s": 0.03, "allreduce_exposed_s": 0.01}
+WINDOW = {
+    "window_s": 0.1,
+    "compute_s": 0.07,
+    "conv_s": 0.04,
+    "gemm_s": 0.01,
+    "other_compute_s": 0.02,
+    "memcpy_s": 0.005,
+    "h2d_s": 0.005,
+    "comm_total_s": 0.03,
+    "comm_overlap_s": 0.02,
+    "comm_exposed_s": 0.01,
+    "idle_s": 0.015,
+    "allreduce_s": 0.03,
+    "allreduce_exposed_s": 0.01,
+}
 
 
 def traces() -> pd.DataFrame:
-    rows = [{"run_id": "r", "rank": rank, "source": "sampled", "steps": 2, "first_step": 8, "last_step": 9, **WINDOW}
-            for rank in (0, 1)]
+    rows = [
+        {"run_id": "r", "rank": rank, "source": "sampled", "steps": 2, "first_step": 8, "last_step": 9, **WINDOW}
+        for rank in (0, 1)
+    ]
     return pd.DataFrame(rows, columns=TRACE_COLUMNS)
 
 
 def steps() -> pd.DataFrame:
-    rows = [{"run_id": "r", "rank": rank, "step": step, "warmup": step < 2, "profiled": step >= 7, "samples": 4,
-             "step_s": 0.1, "data_s": 0.01, "fwd_s": 0.03, "bwd_s": 0.04, "opt_s": 0.005, "comm_s": 0.03,
-             "comm_exposed_s": 0.01} for rank in (0, 1) for step in range(10)]
+    rows = [
+        {
+            "run_id": "r",
+            "rank": rank,
+            "step": step,
+            "warmup": step < 2,
+            "profiled": step >= 7,
+            "samples": 4,
+            "step_s": 0.1,
+            "data_s": 0.01,
+            "fwd_s": 0.03,
+            "bwd_s": 0.04,
+            "opt_s": 0.005,
+            "comm_s": 0.03,
+            "comm_exposed_s": 0.01,
+        }
+        for rank in (0, 1)
+        for step in range(10)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -36,8 +67,14 @@ def test_both_denominators_by_hand():
     assert row["other_compute_pct"] == pytest.approx(20) and row["copies_pct"] == pytest.approx(5)
     assert row["allreduce_pct"] == pytest.approx(30) and row["allreduce_exposed_pct"] == pytest.approx(10)
     assert row["idle_pct"] == pytest.approx(15)
-    assert (row["conv_pct"] + row["gemm_pct"] + row["other_compute_pct"] + row["copies_pct"] + row["comm_exposed_pct"]
-            + row["idle_pct"]) == pytest.approx(100)
+    assert (
+        row["conv_pct"]
+        + row["gemm_pct"]
+        + row["other_compute_pct"]
+        + row["copies_pct"]
+        + row["comm_exposed_pct"]
+        + row["idle_pct"]
+    ) == pytest.approx(100)
     # shares of the runtime: each rank stepped 10 x 0.1 s of its 2 s runtime
     assert row["conv_runtime_pct"] == pytest.approx(20) and row["allreduce_exposed_runtime_pct"] == pytest.approx(5)
     assert row["compute_runtime_pct"] == pytest.approx(35) and row["data_runtime_pct"] == pytest.approx(5)
@@ -65,16 +102,26 @@ def test_timers_against_the_trace_of_the_same_steps():
     row = table.iloc[0]
     assert row["compute_timer_pct"] == pytest.approx(65) and row["compute_trace_pct"] == pytest.approx(75)
     assert row["comm_exposed_timer_pct"] == pytest.approx(10) and row["comm_exposed_trace_pct"] == pytest.approx(10)
-    assert row["data+other/idle_timer_pct"] == pytest.approx(25) and row["data+other/idle_trace_pct"] == pytest.approx(15)
+    assert row["data+other/idle_timer_pct"] == pytest.approx(25) and row["data+other/idle_trace_pct"] == pytest.approx(
+        15
+    )
     assert row["comm_total_timer_pct"] == pytest.approx(30) and row["comm_total_trace_pct"] == pytest.approx(30)
     assert row["disagreement_pp"] == pytest.approx(10) and row["worst"] == "compute"
 
 
 def test_the_seed_layout_beside_the_reference():
-    traced = pd.DataFrame({"framework": ["ddp", "horovod", "ddp"], "loader": ["dali", "dali", "native"],
-                           "model": ["resnet50"] * 3, "world_size": [4, 4, 2], "num_nodes": [1, 1, 1],
-                           "allreduce_exposed_runtime_pct": [10.0, 12.0, 3.0], "data_runtime_pct": [20.0, 21.0, 30.0],
-                           "conv_runtime_pct": [30.0, 29.0, 25.0]})
+    traced = pd.DataFrame(
+        {
+            "framework": ["ddp", "horovod", "ddp"],
+            "loader": ["dali", "dali", "native"],
+            "model": ["resnet50"] * 3,
+            "world_size": [4, 4, 2],
+            "num_nodes": [1, 1, 1],
+            "allreduce_exposed_runtime_pct": [10.0, 12.0, 3.0],
+            "data_runtime_pct": [20.0, 21.0, 30.0],
+            "conv_runtime_pct": [30.0, 29.0, 25.0],
+        }
+    )
     out = seed_layout(traced, load_reference("aach2023"))
     ddp4 = out[(out["framework"] == "ddp") & (out["gpus"] == 4)].iloc[0]
     assert (ddp4["allreduce_pct"], ddp4["data_pct"], ddp4["cudnn_pct"]) == (10.0, 20.0, 30.0)

@@ -1,4 +1,5 @@
 """Breakdown arithmetic: intervals, the DDP comm timer's formula, the timer breakdown of golden step logs."""
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,21 @@ def test_comm_total_is_the_union_and_exposed_runs_from_the_last_enqueue():
 
 def golden_records() -> list[dict]:
     # three steps by hand: 100 ms each; data 10, fwd 20, bwd 60 (10 of them waiting), opt 10
-    return [{"step": s, "warmup": s == 0, "samples": 32, "data_s": 0.010, "fwd_s": 0.020, "bwd_s": 0.060,
-             "opt_s": 0.010, "step_s": 0.100, "comm_s": 0.040, "comm_exposed_s": 0.010} for s in range(3)]
+    return [
+        {
+            "step": s,
+            "warmup": s == 0,
+            "samples": 32,
+            "data_s": 0.010,
+            "fwd_s": 0.020,
+            "bwd_s": 0.060,
+            "opt_s": 0.010,
+            "step_s": 0.100,
+            "comm_s": 0.040,
+            "comm_exposed_s": 0.010,
+        }
+        for s in range(3)
+    ]
 
 
 def test_timer_breakdown_of_hand_computed_steps():

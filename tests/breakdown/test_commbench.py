@@ -1,5 +1,6 @@
 """ddlbench commbench: nccl-tests' sizes, bus factors and table, the element check (it counts wrong outputs),
 the launch argv, and 2-rank sweeps of the suite (gloo, DeepSpeed, Horovod, MPI) with every output checked."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,8 +24,18 @@ from launchers.commbench import check_backends, commbench_command
 from tests.conftest import ddlbench
 
 RECORD_FIELDS = {"op", "backend", "world_size", "size_bytes", "time_s", "algbw_gb_s", "busbw_gb_s"}
-SUITE_FIELDS = RECORD_FIELDS | {"in_place", "wrong", "count", "dtype", "redop", "root", "iters", "warmup_iters",
-                                "device", "emulated"}
+SUITE_FIELDS = RECORD_FIELDS | {
+    "in_place",
+    "wrong",
+    "count",
+    "dtype",
+    "redop",
+    "root",
+    "iters",
+    "warmup_iters",
+    "device",
+    "emulated",
+}
 
 
 def test_sizes_are_powers_of_two_from_1_kib():
@@ -36,9 +47,16 @@ def test_bus_factors_are_nccl_tests():
     """doc/PERFORMANCE.md of nccl-tests: AllReduce 2(n-1)/n; ReduceScatter, AllGather, AlltoAll (n-1)/n;
     Broadcast 1; SendRecv (its sendrecv test) 1."""
     assert allreduce_busbw_factor(2) == 1.0 and allreduce_busbw_factor(8) == pytest.approx(1.75)
-    assert {op: bus_factor(op, 8) for op in OPS} == pytest.approx({
-        "all_reduce": 1.75, "all_gather": 0.875, "reduce_scatter": 0.875, "all_to_all": 0.875, "broadcast": 1.0,
-        "send_recv": 1.0})
+    assert {op: bus_factor(op, 8) for op in OPS} == pytest.approx(
+        {
+            "all_reduce": 1.75,
+            "all_gather": 0.875,
+            "reduce_scatter": 0.875,
+            "all_to_all": 0.875,
+            "broadcast": 1.0,
+            "send_recv": 1.0,
+        }
+    )
     m = allreduce_measurement(backend="nccl", world_size=8, size_bytes=2**30, time_s=0.005)
     assert m.algbw_gb_s == pytest.approx(2**30 / 0.005 / 1e9)
     assert m.busbw_gb_s == pytest.approx(m.algbw_gb_s * 2 * 7 / 8)
@@ -75,8 +93,8 @@ def test_expected_outputs_are_what_the_collective_computes(op):
         reference = {
             "all_reduce": lambda: sum(sends),
             "all_gather": lambda: torch.cat(sends),
-            "reduce_scatter": lambda: sum(sends)[r * part:(r + 1) * part],
-            "all_to_all": lambda: torch.cat([s[r * part:(r + 1) * part] for s in sends]),
+            "reduce_scatter": lambda: sum(sends)[r * part : (r + 1) * part],
+            "all_to_all": lambda: torch.cat([s[r * part : (r + 1) * part] for s in sends]),
             "broadcast": lambda: sends[0],
             "send_recv": lambda: sends[(r - 1) % n],
         }[op]()
@@ -98,10 +116,21 @@ def test_expected_sums_over_many_ranks_are_exact():
 
 
 def _one_rank(all_reduce: Op | None, **ops: Op | None) -> Collective:
-    return Collective(name="fake", rank=0, world_size=1, all_reduce=all_reduce, all_gather=ops.get("all_gather"),
-                      reduce_scatter=None, all_to_all=None, broadcast=None, send_recv=None,
-                      max_over_ranks=lambda x: x, sum_over_ranks=lambda x: x, synchronize=lambda: None,
-                      barrier=lambda: None)
+    return Collective(
+        name="fake",
+        rank=0,
+        world_size=1,
+        all_reduce=all_reduce,
+        all_gather=ops.get("all_gather"),
+        reduce_scatter=None,
+        all_to_all=None,
+        broadcast=None,
+        send_recv=None,
+        max_over_ranks=lambda x: x,
+        sum_over_ranks=lambda x: x,
+        synchronize=lambda: None,
+        barrier=lambda: None,
+    )
 
 
 def _copy(send, recv):
@@ -123,14 +152,25 @@ def test_the_check_counts_wrong_elements():
     rows = suite.sweep(_one_rank(Op(out_of_place=_copy, in_place=_off_by_one)), ops=["all_reduce"], **kw)
     assert [(r.out_of_place.extra["wrong"], r.in_place.extra["wrong"]) for r in rows] == [(0, 3), (0, 3)]
     # a call that writes nothing is wrong everywhere: outputs start at -1, not at the timed calls' results
-    rows = suite.sweep(_one_rank(Op(out_of_place=lambda s, r: None, in_place=None),
-                                 all_gather=Op(out_of_place=None, in_place=lambda s, r: None)),
-                       ops=["all_reduce", "all_gather"], **kw)
-    assert [(r.op, r.out_of_place and r.out_of_place.extra["wrong"], r.in_place and r.in_place.extra["wrong"])
-            for r in rows] == [("all_reduce", 256, None), ("all_reduce", 1024, None), ("all_gather", None, 0),
-                               ("all_gather", None, 0)]  # in place, one rank's gather is its own input
-    unchecked = suite.sweep(_one_rank(Op(out_of_place=_off_by_one, in_place=None)), ops=["all_reduce"], check=False,
-                            **kw)
+    rows = suite.sweep(
+        _one_rank(
+            Op(out_of_place=lambda s, r: None, in_place=None),
+            all_gather=Op(out_of_place=None, in_place=lambda s, r: None),
+        ),
+        ops=["all_reduce", "all_gather"],
+        **kw,
+    )
+    assert [
+        (r.op, r.out_of_place and r.out_of_place.extra["wrong"], r.in_place and r.in_place.extra["wrong"]) for r in rows
+    ] == [
+        ("all_reduce", 256, None),
+        ("all_reduce", 1024, None),
+        ("all_gather", None, 0),
+        ("all_gather", None, 0),
+    ]  # in place, one rank's gather is its own input
+    unchecked = suite.sweep(
+        _one_rank(Op(out_of_place=_off_by_one, in_place=None)), ops=["all_reduce"], check=False, **kw
+    )
     assert all(r.out_of_place.extra["wrong"] is None for r in unchecked)
     assert suite.sweep(_one_rank(None), ops=["all_reduce"], **kw) == []  # the library lacks it: no row
     # in place only, for an op that has no in-place form: no row (not an empty one the table trips on)
@@ -147,7 +187,10 @@ def test_the_ranks_refuse_an_existing_out_file(tmp_path, capsys):
     out = tmp_path / "old.json"
     out.write_text("[]")
     assert main(["--out", str(out), "--backends", "torch"]) == 2
-    assert capsys.readouterr().err.strip() == f"ddlbench: error: --out {out} exists (never overwritten); pass another --out"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"ddlbench: error: --out {out} exists (never overwritten); pass another --out"
+    )
     assert out.read_text() == "[]"
 
 
@@ -160,10 +203,25 @@ def test_the_table_has_nccl_tests_columns():
     comm = _one_rank(Op(out_of_place=_copy, in_place=None))
     rows = suite.sweep(comm, ops=["all_reduce"], device=torch.device("cpu"), size_list=[1024], warmup=0, iters=1)
     lines = format_nccl_tests(rows, backend="fake", world_size=1, device="cpu", lacks=comm.lacks()).splitlines()
-    assert lines[1] == ("# fake lacks: all_reduce (in place), all_gather, reduce_scatter, all_to_all, broadcast, "
-                        "send_recv (N/A below)")
-    assert lines[5].split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-                                "time", "algbw", "busbw", "#wrong"]
+    assert lines[1] == (
+        "# fake lacks: all_reduce (in place), all_gather, reduce_scatter, all_to_all, broadcast, send_recv (N/A below)"
+    )
+    assert lines[5].split() == [
+        "#",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+    ]
     assert lines[6].split() == ["#", "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)"]
     row = lines[7]
     assert row[:12] == "        1024" and row.split()[:5] == ["1024", "256", "float", "sum", "-1"]
@@ -173,8 +231,18 @@ def test_the_table_has_nccl_tests_columns():
 
 def test_launch_argv_reuses_the_run_launchers():
     argv = commbench_command(launcher="torchrun", nproc=4, master_port=29500, rank_args=["--out", "x.json"])
-    assert argv == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
-                    "--master-port=29500", "-m", "benchmarks.commbench", "--out", "x.json"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=4",
+        "--master-port=29500",
+        "-m",
+        "benchmarks.commbench",
+        "--out",
+        "x.json",
+    ]
     argv = commbench_command(launcher="horovodrun", nproc=2, master_port=0, rank_args=["--backends", "horovod"])
     assert argv[-4:] == ["-m", "benchmarks.commbench", "--backends", "horovod"] and "--gloo" in argv
     argv = commbench_command(launcher="mpirun", nproc=2, master_port=0, rank_args=["--backends", "mpi"])
@@ -190,8 +258,10 @@ def test_user_errors_name_the_flag(tmp_path):
     assert result.returncode == 2 and "--backends horovod" in result.stderr
     result = ddlbench("commbench", "--ops", "all_reduce,allgather", "--out", str(tmp_path / "e.json"))
     assert result.returncode == 2
-    assert result.stderr.strip() == ("ddlbench: error: --ops 'all_reduce,allgather': 'allgather' is no op; choose from "
-                                     "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv or all")
+    assert result.stderr.strip() == (
+        "ddlbench: error: --ops 'all_reduce,allgather': 'allgather' is no op; choose from "
+        "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv or all"
+    )
 
 
 def test_mpi_without_mpi4py_is_one_line_naming_the_fix(monkeypatch):
@@ -199,8 +269,10 @@ def test_mpi_without_mpi4py_is_one_line_naming_the_fix(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mpi4py" else real(name, *a))
     with pytest.raises(ConfigError) as error:
         check_backends(["mpi"], device="auto")
-    assert str(error.value) == ("--backends mpi needs the mpi4py package, which this Python lacks; run pip install "
-                                "'ddlbench[mpi]' (mpi4py; needs an MPI library, e.g. apt-get install -y openmpi-bin)")
+    assert str(error.value) == (
+        "--backends mpi needs the mpi4py package, which this Python lacks; run pip install "
+        "'ddlbench[mpi]' (mpi4py; needs an MPI library, e.g. apt-get install -y openmpi-bin)"
+    )
     monkeypatch.undo()
     if real("mpi4py") is not None:
         with pytest.raises(ConfigError, match=r"^--backends mpi moves host memory .* pass --device auto or cpu$"):
@@ -209,8 +281,21 @@ def test_mpi_without_mpi4py_is_one_line_naming_the_fix(monkeypatch):
 
 def _sweep(tmp_path, *args: str) -> tuple[list[dict], str]:
     out = tmp_path / "commbench.json"
-    result = ddlbench("commbench", "--nproc", "2", "--max-bytes", "4096", "--warmup", "1", "--iters", "2",
-                      "--out", str(out), *args, timeout=300)
+    result = ddlbench(
+        "commbench",
+        "--nproc",
+        "2",
+        "--max-bytes",
+        "4096",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--out",
+        str(out),
+        *args,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(out.read_text()), result.stdout
 
@@ -218,8 +303,9 @@ def _sweep(tmp_path, *args: str) -> tuple[list[dict], str]:
 @pytest.mark.multiproc
 def test_gloo_all_reduce_by_default_keeps_the_old_records(tmp_path):
     records, stdout = _sweep(tmp_path)
-    assert [(r["size_bytes"], r["in_place"]) for r in records] == [(s, p) for s in (1024, 2048, 4096)
-                                                                  for p in (False, True)]
+    assert [(r["size_bytes"], r["in_place"]) for r in records] == [
+        (s, p) for s in (1024, 2048, 4096) for p in (False, True)
+    ]
     for r in records:
         assert SUITE_FIELDS <= set(r)
         assert (r["op"], r["backend"], r["world_size"], r["device"], r["wrong"]) == ("all_reduce", "gloo", 2, "cpu", 0)
@@ -243,12 +329,24 @@ def test_gloo_suite_checks_every_op(tmp_path):
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("backend, module, lacks", [
-    ("deepspeed", "deepspeed", {("all_to_all", True), ("send_recv", True)}),
-    ("horovod", "horovod", {("all_gather", True), ("reduce_scatter", True), ("all_to_all", True), ("send_recv", False),
-                            ("send_recv", True)}),
-    ("mpi", "mpi4py", {("reduce_scatter", True)}),
-])
+@pytest.mark.parametrize(
+    "backend, module, lacks",
+    [
+        ("deepspeed", "deepspeed", {("all_to_all", True), ("send_recv", True)}),
+        (
+            "horovod",
+            "horovod",
+            {
+                ("all_gather", True),
+                ("reduce_scatter", True),
+                ("all_to_all", True),
+                ("send_recv", False),
+                ("send_recv", True),
+            },
+        ),
+        ("mpi", "mpi4py", {("reduce_scatter", True)}),
+    ],
+)
 def test_other_backends_on_two_ranks(tmp_path, backend, module, lacks):
     """DeepSpeed's comm (on commbench's torch.distributed group), Horovod (horovodrun) and MPI (mpirun),
     through the Collectives their adapters build; every output checked."""
@@ -265,8 +363,17 @@ def test_other_backends_on_two_ranks(tmp_path, backend, module, lacks):
 def test_analysis_reads_old_and_new_files_and_types_the_suite_fields(tmp_path):
     from analysis.load import export_parquet, load_campaign
 
-    old = {"op": "all_reduce", "backend": "gloo", "world_size": 2, "size_bytes": 1024, "time_s": 1e-4,
-           "algbw_gb_s": 0.01, "busbw_gb_s": 0.01, "dtype": "float32", "iters": 20}
+    old = {
+        "op": "all_reduce",
+        "backend": "gloo",
+        "world_size": 2,
+        "size_bytes": 1024,
+        "time_s": 1e-4,
+        "algbw_gb_s": 0.01,
+        "busbw_gb_s": 0.01,
+        "dtype": "float32",
+        "iters": 20,
+    }
     new = {**old, "op": "all_gather", "in_place": True, "wrong": 0, "count": 128, "redop": "none", "root": -1}
     unchecked = {**new, "in_place": False, "wrong": None}
     bad = {**new, "wrong": -3}
@@ -277,7 +384,10 @@ def test_analysis_reads_old_and_new_files_and_types_the_suite_fields(tmp_path):
     bench = campaign.commbench.sort_values("op")
     assert list(bench["op"]) == ["all_gather", "all_gather", "all_reduce"]
     assert (str(bench["in_place"].dtype), str(bench["wrong"].dtype), str(bench["count"].dtype)) == (
-        "boolean", "Int64", "Int64")
+        "boolean",
+        "Int64",
+        "Int64",
+    )
     assert bench["in_place"].tolist()[:2] == [True, False] and bench["in_place"].isna().tolist() == [False, False, True]
     assert bench["wrong"].tolist()[:1] == [0] and bench["wrong"].isna().tolist() == [False, True, True]
     assert campaign.problems["problem"].tolist() == ["measurement 2: wrong -3 is not an integer >= 0; skipped"]
@@ -301,11 +411,38 @@ def test_srun_starts_the_ranks(tmp_path, backend, srun_flags):
     if backend == "mpi" and importlib.util.find_spec("mpi4py") is None:
         pytest.skip("mpi4py is not installed: run make mpi (pip install 'ddlbench[mpi]')")
     out = tmp_path / f"commbench-srun-{backend}.json"
-    argv = ["srun", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", *srun_flags, sys.executable, "-m",
-            "benchmarks.commbench", "--backends", backend, "--ops", "all_reduce,all_gather,send_recv", "--max-bytes",
-            "2048", "--warmup", "1", "--iters", "2", "--device", "cpu", "--out", str(out)]
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+    argv = [
+        "srun",
+        "--nodes=1",
+        "--ntasks=2",
+        "--cpus-per-task=1",
+        *srun_flags,
+        sys.executable,
+        "-m",
+        "benchmarks.commbench",
+        "--backends",
+        backend,
+        "--ops",
+        "all_reduce,all_gather,send_recv",
+        "--max-bytes",
+        "2048",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        argv,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     records = json.loads(out.read_text())
     assert {(r["world_size"], r["wrong"]) for r in records} == {(2, 0)}

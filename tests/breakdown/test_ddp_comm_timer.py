@@ -1,4 +1,5 @@
 """The DDP comm hook's GPU path without a GPU: fake CUDA events on a fake clock, a fake all-reduce."""
+
 from __future__ import annotations
 
 import pytest

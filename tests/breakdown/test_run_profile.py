@@ -1,4 +1,5 @@
 """A 2-rank DDP run with the comm hook, a profiler window and telemetry, end to end."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,17 @@ def test_profile_window_is_checked_with_the_key_named():
 
 @pytest.mark.multiproc
 def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
-    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=16", "run.warmup_steps=1", "run.steps=4",
-                      f"run.root={tmp_path}", "run.profile_steps=[2,4]", "run.telemetry_hz=20", timeout=300)
+    result = ddlbench(
+        "run",
+        "model=simple_cnn",
+        "run.per_gpu_batch=16",
+        "run.warmup_steps=1",
+        "run.steps=4",
+        f"run.root={tmp_path}",
+        "run.profile_steps=[2,4]",
+        "run.telemetry_hz=20",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b16-r0")
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -49,8 +59,16 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
 
 @pytest.mark.multiproc
 def test_comm_timer_off_leaves_the_fields_out(tmp_path):
-    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=2",
-                      f"run.root={tmp_path}", "framework.comm_timer=off", timeout=300)
+    result = ddlbench(
+        "run",
+        "model=simple_cnn",
+        "run.per_gpu_batch=4",
+        "run.warmup_steps=1",
+        "run.steps=2",
+        f"run.root={tmp_path}",
+        "framework.comm_timer=off",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     steps = [json.loads(line) for line in (run_dir / "rank0.jsonl").read_text().splitlines()[1:]]
@@ -60,9 +78,18 @@ def test_comm_timer_off_leaves_the_fields_out(tmp_path):
 @pytest.mark.multiproc
 @pytest.mark.parametrize("keep", [False, True])
 def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep):
-    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3",
-                      f"run.root={tmp_path}", "run.trace=on", "run.trace_steps=2", f"run.keep_trace={str(keep).lower()}",
-                      timeout=300)
+    result = ddlbench(
+        "run",
+        "model=simple_cnn",
+        "run.per_gpu_batch=4",
+        "run.warmup_steps=1",
+        "run.steps=3",
+        f"run.root={tmp_path}",
+        "run.trace=on",
+        "run.trace_steps=2",
+        f"run.keep_trace={str(keep).lower()}",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -82,8 +109,15 @@ def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep):
 
 @pytest.mark.multiproc
 def test_no_sampled_window_on_cpu_by_default(tmp_path):
-    result = ddlbench("run", "model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=2",
-                      f"run.root={tmp_path}", timeout=300)
+    result = ddlbench(
+        "run",
+        "model=simple_cnn",
+        "run.per_gpu_batch=4",
+        "run.warmup_steps=1",
+        "run.steps=2",
+        f"run.root={tmp_path}",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
     assert not list(run_dir.glob("breakdown_rank*.json")) and not (run_dir / "trace").exists()

@@ -1,4 +1,5 @@
 """Telemetry sampler: psutil fields always, NVML fields through pynvml where it loads (faked here)."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,27 @@ import pytest
 from benchmarks import telemetry
 from benchmarks.telemetry import GpuIdentity
 
-HOST_FIELDS = {"t_s", "rank", "host", "cpu_percent", "proc_cpu_percent", "rss_bytes", "host_mem_used_bytes",
-               "host_mem_total_bytes"}
-GPU_FIELDS = {"gpu", "gpu_util_percent", "gpu_mem_util_percent", "gpu_mem_used_bytes", "gpu_mem_total_bytes",
-              "gpu_power_w", "gpu_sm_clock_mhz", "pcie_tx_bytes_s", "pcie_rx_bytes_s"}
+HOST_FIELDS = {
+    "t_s",
+    "rank",
+    "host",
+    "cpu_percent",
+    "proc_cpu_percent",
+    "rss_bytes",
+    "host_mem_used_bytes",
+    "host_mem_total_bytes",
+}
+GPU_FIELDS = {
+    "gpu",
+    "gpu_util_percent",
+    "gpu_mem_util_percent",
+    "gpu_mem_used_bytes",
+    "gpu_mem_total_bytes",
+    "gpu_power_w",
+    "gpu_sm_clock_mhz",
+    "pcie_tx_bytes_s",
+    "pcie_rx_bytes_s",
+}
 
 
 def read_lines(path) -> list[dict]:
@@ -73,7 +91,9 @@ def test_without_nvml_the_psutil_fields_still_come(tmp_path, monkeypatch):
 
 
 def test_nvml_library_missing_is_no_error(tmp_path):
-    pytest.importorskip("pynvml", reason="needs the nvidia-ml-py package (its library may be absent: that is the point)")
+    pytest.importorskip(
+        "pynvml", reason="needs the nvidia-ml-py package (its library may be absent: that is the point)"
+    )
     import pynvml
 
     try:

@@ -1,5 +1,6 @@
 """Tiny datasets shared by the DALI tests: an ImageFolder where the label IS the sample's identity
 (one image per class), the same images as TFRecord shards, and a small ordinary dataset."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,9 @@ def id_folder(tmp_path_factory) -> Path:
     from benchmarks.data.synth import synth_imagefolder
 
     out = tmp_path_factory.mktemp("dali") / "ids"
-    synth_imagefolder(out, num_classes=NUM_IDS, images_per_class=1, width=40, height=32, quality=90, seed=3,
-                      progress=False)
+    synth_imagefolder(
+        out, num_classes=NUM_IDS, images_per_class=1, width=40, height=32, quality=90, seed=3, progress=False
+    )
     return out
 
 
@@ -42,10 +44,26 @@ def small_folder(tmp_path_factory) -> Path:
     return out
 
 
-def loader_context(*, rank: int = 0, world_size: int = 1, per_gpu_batch: int = 4, data_path: Path,
-                   image_size: int = 32, channels_last: bool = False, num_classes: int = NUM_IDS):
+def loader_context(
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    per_gpu_batch: int = 4,
+    data_path: Path,
+    image_size: int = 32,
+    channels_last: bool = False,
+    num_classes: int = NUM_IDS,
+):
     from benchmarks.loaders.base import LoaderContext
 
-    return LoaderContext(rank=rank, world_size=world_size, device=torch.device("cpu"), per_gpu_batch=per_gpu_batch,
-                         seed=0, num_classes=num_classes, image_size=image_size, channels_last=channels_last,
-                         data_path=str(data_path))
+    return LoaderContext(
+        rank=rank,
+        world_size=world_size,
+        device=torch.device("cpu"),
+        per_gpu_batch=per_gpu_batch,
+        seed=0,
+        num_classes=num_classes,
+        image_size=image_size,
+        channels_last=channels_last,
+        data_path=str(data_path),
+    )

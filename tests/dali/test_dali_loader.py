@@ -1,5 +1,6 @@
 """The DALI loader on the CPU with real DALI: the sharding contract (shared with the native loader),
 the same batches as the native loader, file and TFRecord readers agreeing, errors, and a 2-rank run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,10 +35,17 @@ def test_sharding_contract(compose, loader, world_size, per_gpu_batch, id_folder
     """Each epoch: ranks' samples are disjoint, their union is the dataset, every rank runs the same
     number of steps, and that number is what sharding.shard_batches gives. Labels are identities."""
     path = id_tfrecords if loader == "dali-tfrecord" else id_folder
-    expected_steps = len(shard_batches(list(range(NUM_IDS)), rank=0, world_size=world_size, per_gpu_batch=per_gpu_batch))
-    epochs = [build(compose, loader, loader_context(rank=rank, world_size=world_size, per_gpu_batch=per_gpu_batch,
-                                                    data_path=path))
-              for rank in range(world_size)]
+    expected_steps = len(
+        shard_batches(list(range(NUM_IDS)), rank=0, world_size=world_size, per_gpu_batch=per_gpu_batch)
+    )
+    epochs = [
+        build(
+            compose,
+            loader,
+            loader_context(rank=rank, world_size=world_size, per_gpu_batch=per_gpu_batch, data_path=path),
+        )
+        for rank in range(world_size)
+    ]
     for epoch in range(3):  # DALI rotates shards over ranks each epoch
         seen = []
         for rank_epoch in epochs:
@@ -63,8 +71,9 @@ def test_an_abandoned_epoch_does_not_leak_into_the_next(compose, id_folder):
 @pytest.mark.parametrize("augment", [True, False])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_dali_and_native_batches_look_the_same(compose, small_folder, augment, channels_last):
-    ctx = loader_context(per_gpu_batch=8, data_path=small_folder, image_size=32, channels_last=channels_last,
-                         num_classes=4)
+    ctx = loader_context(
+        per_gpu_batch=8, data_path=small_folder, image_size=32, channels_last=channels_last, num_classes=4
+    )
     flag = f"loader.augment={str(augment).lower()}"
     native, dali = build(compose, "native", ctx, flag), build(compose, "dali-file", ctx, flag)
     assert len(native) == len(dali) == 3
@@ -90,8 +99,13 @@ def test_dali_and_native_batches_look_the_same(compose, small_folder, augment, c
 def test_tfrecord_and_file_readers_give_the_same_images(compose, id_folder, id_tfrecords):
     images_by_reader = []
     for loader, path in (("dali-file", id_folder), ("dali-tfrecord", id_tfrecords)):
-        epoch = build(compose, loader, loader_context(per_gpu_batch=4, data_path=path),
-                      "loader.augment=false", "loader.shuffle=false")
+        epoch = build(
+            compose,
+            loader,
+            loader_context(per_gpu_batch=4, data_path=path),
+            "loader.augment=false",
+            "loader.shuffle=false",
+        )
         epoch.set_epoch(0)
         by_label = {int(label): image for images, labels in epoch for image, label in zip(images, labels)}
         assert sorted(by_label) == list(range(NUM_IDS))
@@ -102,8 +116,12 @@ def test_tfrecord_and_file_readers_give_the_same_images(compose, id_folder, id_t
 
 def test_native_loader_order_is_the_sharding_permutation(compose, id_folder):
     """The shared contract test above holds native to shard_batches; this pins its order too."""
-    epoch = build(compose, "native", loader_context(rank=1, world_size=2, per_gpu_batch=2, data_path=id_folder),
-                  "loader.augment=false")
+    epoch = build(
+        compose,
+        "native",
+        loader_context(rank=1, world_size=2, per_gpu_batch=2, data_path=id_folder),
+        "loader.augment=false",
+    )
     epoch.set_epoch(1)
     order = epoch_permutation(NUM_IDS, seed=0, epoch=1, shuffle=True)
     assert [b.tolist() for _, b in epoch] == shard_batches(order, rank=1, world_size=2, per_gpu_batch=2)
@@ -122,16 +140,20 @@ def test_missing_index_file_is_a_one_line_error(compose, id_tfrecords, tmp_path)
 def test_wrong_reader_for_the_folder_names_the_fix(compose, id_folder, id_tfrecords):
     with pytest.raises(ConfigError, match=r"no \*\.tfrecord files for loader.reader=tfrecord; .*ddlbench data convert"):
         build(compose, "dali-tfrecord", loader_context(data_path=id_folder))
-    with pytest.raises(ConfigError, match=r"no <class>/<image>.jpg files for loader.reader=file; .*loader.reader=tfrecord"):
+    with pytest.raises(
+        ConfigError, match=r"no <class>/<image>.jpg files for loader.reader=file; .*loader.reader=tfrecord"
+    ):
         build(compose, "dali-file", loader_context(data_path=id_tfrecords))
 
 
 def test_bad_knobs_are_one_line_errors(compose):
     from benchmarks.components import build_loader
 
-    for override, pattern in (("loader.reader=lmdb", r"loader.reader=lmdb is not allowed; choose file or tfrecord"),
-                              ("loader.decoder_device=gpu", r"loader.decoder_device=gpu is not allowed; choose auto, mixed or cpu"),
-                              ("loader.hw_decoder_load=1.5", r"loader.hw_decoder_load=1.5 must be between 0 and 1")):
+    for override, pattern in (
+        ("loader.reader=lmdb", r"loader.reader=lmdb is not allowed; choose file or tfrecord"),
+        ("loader.decoder_device=gpu", r"loader.decoder_device=gpu is not allowed; choose auto, mixed or cpu"),
+        ("loader.hw_decoder_load=1.5", r"loader.hw_decoder_load=1.5 must be between 0 and 1"),
+    ):
         with pytest.raises(ConfigError, match=pattern):
             build_loader(compose(["loader=dali", override]))
 
@@ -156,9 +178,18 @@ def test_missing_dali_names_the_install_command(monkeypatch):
 @pytest.mark.parametrize("reader", ["file", "tfrecord"])
 def test_two_rank_ddp_run_with_dali_completes(tmp_path, id_folder, id_tfrecords, reader):
     path: Path = id_tfrecords if reader == "tfrecord" else id_folder
-    result = ddlbench("run", "loader=dali", f"loader.reader={reader}", f"data.path={path}", "model=simple_cnn",
-                      f"model.num_classes={NUM_IDS}", "run.steps=4", "run.warmup_steps=1", "run.per_gpu_batch=2",
-                      f"run.root={tmp_path}")
+    result = ddlbench(
+        "run",
+        "loader=dali",
+        f"loader.reader={reader}",
+        f"data.path={path}",
+        "model=simple_cnn",
+        f"model.num_classes={NUM_IDS}",
+        "run.steps=4",
+        "run.warmup_steps=1",
+        "run.per_gpu_batch=2",
+        f"run.root={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-dali-simple_cnn-g2-n1-b2-r0")
     summary = read_summary(run_dir)
@@ -181,8 +212,11 @@ def test_wrong_cuda_flavour_names_the_wheel_to_install(monkeypatch):
 
     monkeypatch.setattr(dali.metadata, "version", version)
     monkeypatch.setattr(torch.version, "cuda", "12.8")
-    with pytest.raises(ConfigError, match=r"nvidia-dali-cuda130 is installed but torch uses CUDA 12.8; "
-                                          r"pip uninstall nvidia-dali-cuda130 && pip install nvidia-dali-cuda120"):
+    with pytest.raises(
+        ConfigError,
+        match=r"nvidia-dali-cuda130 is installed but torch uses CUDA 12.8; "
+        r"pip uninstall nvidia-dali-cuda130 && pip install nvidia-dali-cuda120",
+    ):
         dali._import_dali(need_gpu=True)
     dali._import_dali(need_gpu=False)  # a CPU run does not care which CUDA the wheel was built for
 

@@ -1,6 +1,7 @@
 """ddlbench's bookkeeping for DALI's zero-copy GPU batches, on CPU: which batches are held, and until
 when. DALI itself is replaced by a stand-in pipe here (the GPU path needs a GPU); the real pipelines
 are tested in test_dali_loader.py and on the H200 (docs/results/2026-11-29-h200-x2.md)."""
+
 import torch
 
 from benchmarks.loaders import dali
@@ -21,6 +22,7 @@ class StandInPipe:
 
 class Event:
     """A CUDA event whose completion the test decides."""
+
     done = False
 
     def record(self, stream) -> None:
@@ -36,11 +38,21 @@ def test_a_step_that_takes_two_batches_holds_both_until_its_work_is_done(monkeyp
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(Event, "done", False)
     # 9 samples on 2 ranks at batch 4: rank 1's shard has 5, so its one step takes a second DALI batch
-    ctx = LoaderContext(rank=1, world_size=2, device=torch.device("cpu"), per_gpu_batch=4, seed=0, num_classes=10,
-                        image_size=2, channels_last=False, data_path=None)
-    epoch = dali.DaliEpoch(ctx, StandInPipe(), num_samples=9, stick_to_shard=True, gpu_outputs=True,
-                           knobs={"zero_copy": True})
-    (images, labels), = list(epoch)
+    ctx = LoaderContext(
+        rank=1,
+        world_size=2,
+        device=torch.device("cpu"),
+        per_gpu_batch=4,
+        seed=0,
+        num_classes=10,
+        image_size=2,
+        channels_last=False,
+        data_path=None,
+    )
+    epoch = dali.DaliEpoch(
+        ctx, StandInPipe(), num_samples=9, stick_to_shard=True, gpu_outputs=True, knobs={"zero_copy": True}
+    )
+    ((images, labels),) = list(epoch)
     assert labels.tolist() == [0, 1, 2, 3, 4]  # 4 from the first batch, 1 from the second
     assert len(epoch._handed_out) == 2 and not epoch._in_use  # handed out, the step's work not yet known queued
 

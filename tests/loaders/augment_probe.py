@@ -1,5 +1,6 @@
 """Images whose pixels say where they came from, to read a loader's crop box and flip off its output:
 red rises with x, green with y. Shared by the augmentation tests of tests/loaders and tests/dali."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """`ddlbench loaderbench` on the CPU, the fair-default rule and its warning, the report's loader settings."""
+
 from __future__ import annotations
 
 import json
@@ -45,14 +46,33 @@ def test_the_queue_a_loader_starts_with(compose):
 
 def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder):
     out = tmp_path / "lb"
-    result = ddlbench("loaderbench", f"data.path={folder}", "run.per_gpu_batch=4", "model.image_size=32",
-                      "--loaders", "native,native_gpu", "--workers", "1,2", "--batches", "2", "--warmup", "1",
-                      "--out", str(out))
+    result = ddlbench(
+        "loaderbench",
+        f"data.path={folder}",
+        "run.per_gpu_batch=4",
+        "model.image_size=32",
+        "--loaders",
+        "native,native_gpu",
+        "--workers",
+        "1,2",
+        "--batches",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "loaderbench native x2:" in result.stderr  # progress, as each case ends
     records = json.loads((out / "loaderbench.json").read_text())["measurements"]
     assert [(r["case"], r["workers"]) for r in records] == [
-        ("cpu_decode", 1), ("device_decode", None), ("native", 1), ("native", 2), ("native_gpu", 1), ("native_gpu", 2)]
+        ("cpu_decode", 1),
+        ("device_decode", None),
+        ("native", 1),
+        ("native", 2),
+        ("native_gpu", 1),
+        ("native_gpu", 2),
+    ]
     assert all(r["img_s"] > 0 for r in records)
     assert (out / "loaderbench.png").stat().st_size > 0
     assert "native_gpu" in result.stdout and "img/s per worker" in result.stdout
@@ -61,23 +81,37 @@ def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder):
 
 
 def test_loaderbench_bad_input_is_one_line(folder):
-    for args, words in ((["--loaders", "nope"], "is no loader case"), (["--loaders", "dali-tfrecord"], "--tfrecord"),
-                        (["--workers", "a"], "comma-separated")):
+    for args, words in (
+        (["--loaders", "nope"], "is no loader case"),
+        (["--loaders", "dali-tfrecord"], "--tfrecord"),
+        (["--workers", "a"], "comma-separated"),
+    ):
         result = ddlbench("loaderbench", f"data.path={folder}", *args)
-        assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
+            result.stderr
+        )
     result = ddlbench("loaderbench")
     assert result.returncode == 2 and "data.path=DIR" in result.stderr
 
 
 def test_the_report_states_each_loaders_settings(tmp_path, folder):
     for workers in ("1", "2"):
-        result = ddlbench("run", "loader=native", f"loader.num_workers={workers}", f"data.path={folder}",
-                          "model=simple_cnn", "run.per_gpu_batch=4", "run.steps=2", "run.warmup_steps=1",
-                          "system.cpus_per_rank=4", f"run.root={tmp_path / 'runs'}")
+        result = ddlbench(
+            "run",
+            "loader=native",
+            f"loader.num_workers={workers}",
+            f"data.path={folder}",
+            "model=simple_cnn",
+            "run.per_gpu_batch=4",
+            "run.steps=2",
+            "run.warmup_steps=1",
+            "system.cpus_per_rank=4",
+            f"run.root={tmp_path / 'runs'}",
+        )
         assert result.returncode == 0, result.stderr[-2000:]
     assert "loader.num_workers=1 gives loader=native 1 of the rank's 4 CPUs" not in result.stderr
     report = ddlbench("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--formats", "png")
     assert report.returncode == 0, report.stderr[-2000:]
     text = (tmp_path / "report" / "report.md").read_text()
-    table = text[text.index("| loader | cpus_per_rank"):].split("\n\n")[0]
+    table = text[text.index("| loader | cpus_per_rank") :].split("\n\n")[0]
     assert "| native | 4 | 1 |" in table and "| native | 4 | 2 |" in table, table

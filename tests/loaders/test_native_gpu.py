@@ -1,6 +1,7 @@
 """loader=native_gpu on the CPU (decode_jpeg on the CPU; the GPU path is proven on the H200): its crop
 draws against torchvision's RandomResizedCrop, the native loader's batches, the sharding contract,
 the augmentation distributions, errors, and a 2-rank run."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,17 @@ from tests.loaders.augment_probe import crops_of, ks_statistic, write_probe_fold
 
 
 def context(path, **extra) -> LoaderContext:
-    values = dict(rank=0, world_size=1, device=torch.device("cpu"), per_gpu_batch=8, seed=0, num_classes=4,
-                  image_size=32, channels_last=False, data_path=str(path))
+    values = dict(
+        rank=0,
+        world_size=1,
+        device=torch.device("cpu"),
+        per_gpu_batch=8,
+        seed=0,
+        num_classes=4,
+        image_size=32,
+        channels_last=False,
+        data_path=str(path),
+    )
     return LoaderContext(**{**values, **extra})
 
 
@@ -82,8 +92,10 @@ def test_eval_batches_equal_the_native_loader(compose, folder):
 def test_sharding_contract(compose, folder, world_size, per_gpu_batch):
     num = 20
     expected = len(shard_batches(list(range(num)), rank=0, world_size=world_size, per_gpu_batch=per_gpu_batch))
-    epochs = [build(compose, "native_gpu", context(folder, rank=r, world_size=world_size, per_gpu_batch=per_gpu_batch))
-              for r in range(world_size)]
+    epochs = [
+        build(compose, "native_gpu", context(folder, rank=r, world_size=world_size, per_gpu_batch=per_gpu_batch))
+        for r in range(world_size)
+    ]
     for e in range(2):
         counts = []
         for epoch in epochs:
@@ -105,7 +117,9 @@ def test_crops_and_flips_are_distributed_as_the_native_loader_draws_them(compose
     assert abs(rates[0] - rates[1]) < 0.12 and all(0.35 < r < 0.65 for r in rates), rates
     # the probe can tell a different augmentation apart: crops of at least half the image are not these
     rng = random.Random(5)
-    narrow = [b[2] * b[3] / (180 * 240) for b in (random_resized_crop_box(180, 240, rng, area=(0.5, 1.0)) for _ in range(300))]
+    narrow = [
+        b[2] * b[3] / (180 * 240) for b in (random_resized_crop_box(180, 240, rng, area=(0.5, 1.0)) for _ in range(300))
+    ]
     assert ks_statistic([c[0] for c in native], narrow) > 0.3
 
 
@@ -118,8 +132,17 @@ def test_a_folder_without_jpegs_is_a_one_line_error(compose, tmp_path):
 
 @pytest.mark.multiproc
 def test_two_rank_run_with_native_gpu_completes(tmp_path, folder):
-    result = ddlbench("run", "loader=native_gpu", f"data.path={folder}", "model=simple_cnn", "system.ranks_per_node=2",
-                      "run.per_gpu_batch=4", "run.steps=4", "run.warmup_steps=1", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run",
+        "loader=native_gpu",
+        f"data.path={folder}",
+        "model=simple_cnn",
+        "system.ranks_per_node=2",
+        "run.per_gpu_batch=4",
+        "run.steps=4",
+        "run.warmup_steps=1",
+        f"run.root={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(find_run(tmp_path / "default", "ddp-native_gpu-simple_cnn-g2-n1-b4-r0"))
     assert summary["status"] == "completed" and summary["throughput_img_s"] > 0

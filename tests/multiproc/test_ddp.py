@@ -1,4 +1,5 @@
 """2-rank DDP over gloo, end to end through `ddlbench run` (torchrun underneath)."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,17 @@ pytestmark = pytest.mark.multiproc
 TINY = ["model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3", "run.log_every=1"]
 
 
-
-
 def test_two_rank_run_writes_a_complete_run_directory(tmp_path):
     result = ddlbench("run", *TINY, f"run.root={tmp_path}", "run.save_params=true")
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
-    assert {p.name for p in run_dir.iterdir()} >= {"config.yaml", "meta.json", "rank0.jsonl", "rank1.jsonl", "summary.json"}
+    assert {p.name for p in run_dir.iterdir()} >= {
+        "config.yaml",
+        "meta.json",
+        "rank0.jsonl",
+        "rank1.jsonl",
+        "summary.json",
+    }
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
     assert run_dir.name.split("-")[-2] == summary["cell_hash"]  # the directory is named by its run key
@@ -94,7 +99,9 @@ def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path):
     synth_imagefolder(data, num_classes=2, images_per_class=8, width=32, height=32, quality=80, seed=0, progress=False)
     for jpeg in sorted(data.rglob("*.jpg")):
         jpeg.write_bytes(b"not a jpeg")  # every image corrupt: the first batch fails on both ranks
-    result = ddlbench("run", *TINY, "loader=native", f"data.path={data}", "loader.num_workers=0", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run", *TINY, "loader=native", f"data.path={data}", "loader.num_workers=0", f"run.root={tmp_path}"
+    )
     assert result.returncode != 0
     run_dir = find_run(tmp_path / "default", "ddp-native-simple_cnn-g2-n1-b4-r0")
     assert "the run failed with exit code" in result.stderr
@@ -108,6 +115,7 @@ def test_bad_override_fails_before_launch(tmp_path):
     result = ddlbench("run", "framework=foo", f"run.root={tmp_path}")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "ddlbench: error: framework=foo is not an option; choose one of: " + result.stderr.split("choose one of: ")[1].strip()
+        "ddlbench: error: framework=foo is not an option; choose one of: "
+        + result.stderr.split("choose one of: ")[1].strip()
     ]
     assert not (tmp_path / "default").exists()

@@ -1,5 +1,6 @@
 """DeepSpeed for real on 2 CPU ranks (gloo): ZeRO 0-3 run directories, replicas in step, ZeRO-0 equal to
 DDP, clean exits over repeated runs, the deepspeed launcher, and the one-line error without deepspeed."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,15 @@ needs_deepspeed = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
 )
 # small and quick: the same seed and synthetic data for every framework
-COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=8", "run.warmup_steps=1", "run.steps=3",
-          "run.log_every=0", "run.save_params=true"]
+COMMON = [
+    "model=simple_cnn",
+    "loader=synthetic",
+    "run.per_gpu_batch=8",
+    "run.warmup_steps=1",
+    "run.steps=3",
+    "run.log_every=0",
+    "run.save_params=true",
+]
 run_once = RunsOnce(COMMON)
 
 
@@ -79,10 +87,22 @@ def test_zero0_matches_ddp_from_the_same_seed_and_data(root):
 def test_no_gradient_clipping_unless_asked(tmp_path):
     """DeepSpeed clips gradients to a global norm of 1.0 unless its config says otherwise; ddlbench says
     0 (as DDP and Horovod). ResNet-18's first gradients have a norm well above 1, so clipping shows."""
+
     def one_step(name: str, *overrides: str) -> dict[str, torch.Tensor]:
-        result = ddlbench("run", "model=resnet", "model.depth=18", "model.image_size=32", "run.per_gpu_batch=4",
-                          "run.warmup_steps=0", "run.steps=1", "run.log_every=0", "run.save_params=true",
-                          "system.ranks_per_node=1", f"run.dir={tmp_path / name}", *overrides)
+        result = ddlbench(
+            "run",
+            "model=resnet",
+            "model.depth=18",
+            "model.image_size=32",
+            "run.per_gpu_batch=4",
+            "run.warmup_steps=0",
+            "run.steps=1",
+            "run.log_every=0",
+            "run.save_params=true",
+            "system.ranks_per_node=1",
+            f"run.dir={tmp_path / name}",
+            *overrides,
+        )
         assert result.returncode == 0, result.stderr[-4000:]
         return params(tmp_path / name, 0)
 
@@ -97,10 +117,22 @@ def test_no_gradient_clipping_unless_asked(tmp_path):
 @needs_deepspeed
 def test_bf16_with_batchnorm_trains(tmp_path):
     """Engine bf16: bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
-    result = ddlbench("run", "framework=deepspeed", "framework.zero_stage=2", "framework.mixed_precision=engine",
-                      "precision=amp_bf16", "model=resnet",
-                      "model.depth=18", "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1",
-                      "run.steps=1", "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run",
+        "framework=deepspeed",
+        "framework.zero_stage=2",
+        "framework.mixed_precision=engine",
+        "precision=amp_bf16",
+        "model=resnet",
+        "model.depth=18",
+        "model.image_size=32",
+        "run.per_gpu_batch=2",
+        "run.warmup_steps=1",
+        "run.steps=1",
+        "run.log_every=0",
+        "run.save_params=true",
+        f"run.root={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
     assert "-amp_bf16-" in run_dir.name
@@ -117,27 +149,53 @@ def test_bf16_with_batchnorm_trains(tmp_path):
 def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
     """The default mixed_precision=autocast: fp32 weights under torch.autocast, as DDP, and at ZeRO-0 the
     weights stay channels_last (recorded in meta.json)."""
-    result = ddlbench("run", "framework=deepspeed", "precision=amp_bf16", "model=resnet", "model.depth=18",
-                      "model.image_size=32", "run.per_gpu_batch=2", "run.warmup_steps=1", "run.steps=1",
-                      "run.log_every=0", "run.save_params=true", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run",
+        "framework=deepspeed",
+        "precision=amp_bf16",
+        "model=resnet",
+        "model.depth=18",
+        "model.image_size=32",
+        "run.per_gpu_batch=2",
+        "run.warmup_steps=1",
+        "run.steps=1",
+        "run.log_every=0",
+        "run.save_params=true",
+        f"run.root={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
     assert "-amp_bf16-" in run_dir.name
     meta = json.loads((run_dir / "meta.json").read_text())["framework"]
-    assert meta["ds_config"]["torch_autocast"] == {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}
+    assert meta["ds_config"]["torch_autocast"] == {
+        "enabled": True,
+        "dtype": "bfloat16",
+        "lower_precision_safe_modules": [],
+    }
     assert "bf16" not in meta["ds_config"]
     assert meta["weights_format"].startswith("channels_last")
     assert params(run_dir, 0)["conv1.weight"].dtype == torch.float32
 
 
 @needs_deepspeed
-@pytest.mark.parametrize(("launcher", "command", "source"), [
-    ("deepspeed", "deepspeed.launcher.runner --num_gpus=2", "torchrun"),  # it sets RANK/WORLD_SIZE like torchrun
-    pytest.param("mpirun", "mpirun -np 2", "openmpi", marks=pytest.mark.skipif(
-        shutil.which("mpirun") is None, reason="mpirun is not on PATH: apt-get install openmpi-bin")),
-])
+@pytest.mark.parametrize(
+    ("launcher", "command", "source"),
+    [
+        ("deepspeed", "deepspeed.launcher.runner --num_gpus=2", "torchrun"),  # it sets RANK/WORLD_SIZE like torchrun
+        pytest.param(
+            "mpirun",
+            "mpirun -np 2",
+            "openmpi",
+            marks=pytest.mark.skipif(
+                shutil.which("mpirun") is None, reason="mpirun is not on PATH: apt-get install openmpi-bin"
+            ),
+        ),
+    ],
+)
 def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
-    result = ddlbench("run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}"
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert command in result.stderr
     run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0")
@@ -150,9 +208,17 @@ def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
 def test_no_abort_at_exit_over_repeated_runs(tmp_path):
     """Without barrier + destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT -> rc 1)."""
     for repeat in range(10):
-        result = ddlbench("run", "framework=deepspeed", "model=simple_cnn", "run.per_gpu_batch=4",
-                          "run.warmup_steps=0", "run.steps=1", "run.log_every=0", f"run.repeat={repeat}",
-                          f"run.root={tmp_path}")
+        result = ddlbench(
+            "run",
+            "framework=deepspeed",
+            "model=simple_cnn",
+            "run.per_gpu_batch=4",
+            "run.warmup_steps=0",
+            "run.steps=1",
+            "run.log_every=0",
+            f"run.repeat={repeat}",
+            f"run.root={tmp_path}",
+        )
         assert result.returncode == 0, f"run {repeat}: " + result.stderr[-3000:]
         assert "SIGABRT" not in result.stderr and "Signals." not in result.stderr
         run_dir = find_run(tmp_path / "default", f"deepspeed-synthetic-simple_cnn-g2-n1-b4-r{repeat}")
@@ -161,12 +227,24 @@ def test_no_abort_at_exit_over_repeated_runs(tmp_path):
 
 def test_missing_deepspeed_is_a_one_line_error(tmp_path):
     # a rank whose python cannot import deepspeed (None in sys.modules blocks the import and find_spec)
-    rank = ("import runpy, sys; sys.modules['deepspeed'] = None; sys.argv[0] = 'benchmarks'; "
-            "runpy.run_module('benchmarks', run_name='__main__', alter_sys=True)")
+    rank = (
+        "import runpy, sys; sys.modules['deepspeed'] = None; sys.argv[0] = 'benchmarks'; "
+        "runpy.run_module('benchmarks', run_name='__main__', alter_sys=True)"
+    )
     result = subprocess.run(
-        [sys.executable, "-c", rank, "framework=deepspeed", "model=simple_cnn", "system.ranks_per_node=1",
-         f"run.root={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            rank,
+            "framework=deepspeed",
+            "model=simple_cnn",
+            "system.ranks_per_node=1",
+            f"run.root={tmp_path}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
@@ -179,8 +257,14 @@ def test_missing_deepspeed_is_a_one_line_error(tmp_path):
 @needs_deepspeed
 def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
     """At world size 1 the engine's all-reduce is switched off (nothing to reduce): same parameters as DDP."""
-    common = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=0", "run.steps=3",
-              "run.log_every=0", "run.save_params=true"]
+    common = [
+        "model=simple_cnn",
+        "system.ranks_per_node=1",
+        "run.warmup_steps=0",
+        "run.steps=3",
+        "run.log_every=0",
+        "run.save_params=true",
+    ]
     for framework in ("ddp", "deepspeed"):
         result = ddlbench("run", f"framework={framework}", *common, f"run.dir={tmp_path / framework}")
         assert result.returncode == 0, result.stderr[-3000:]
@@ -196,9 +280,17 @@ def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
 def test_comms_logger_is_on_only_when_asked(tmp_path, comm_timer, logger_on):
     """DeepSpeed 0.19.8 switches its comms logger on (a device sync after every collective) whenever the
     config has a comms_logger section, even one saying enabled: false. Checked on the engine itself."""
-    result = ddlbench("run", "framework=deepspeed", f"framework.comm_timer={comm_timer}", "model=simple_cnn",
-                      "system.ranks_per_node=1", "run.warmup_steps=0", "run.steps=2", "run.log_every=0",
-                      f"run.dir={tmp_path / comm_timer}")
+    result = ddlbench(
+        "run",
+        "framework=deepspeed",
+        f"framework.comm_timer={comm_timer}",
+        "model=simple_cnn",
+        "system.ranks_per_node=1",
+        "run.warmup_steps=0",
+        "run.steps=2",
+        "run.log_every=0",
+        f"run.dir={tmp_path / comm_timer}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     meta = json.loads((tmp_path / comm_timer / "meta.json").read_text())["framework"]
     assert meta["comms_logger_on"] is logger_on
@@ -212,8 +304,9 @@ def test_zero1_under_autocast_reduces_in_fp32_as_ddp(root):
     bf16 = ("precision=amp_bf16", "system.ranks_per_node=2")
     ddp = params(run_once(root, "framework=ddp", *bf16), 0)
     fp32 = params(run_once(root, "framework=deepspeed", "framework.zero_stage=1", *bf16), 0)
-    low = params(run_once(root, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast",
-                          *bf16), 0)
+    low = params(
+        run_once(root, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast", *bf16), 0
+    )
     for key in ddp:
         torch.testing.assert_close(fp32[key], ddp[key], rtol=1e-6, atol=1e-7)
     assert any(not torch.equal(low[key], ddp[key]) for key in ddp)

@@ -1,5 +1,6 @@
 """torch.nn.DataParallel for real on the CPU: one process whatever system.ranks_per_node says, its run
 directory named by the devices it trains on (g1 on a CPU), and DDP's parameters after the same steps."""
+
 from __future__ import annotations
 
 import json
@@ -46,14 +47,24 @@ def test_dp_on_gpus_is_one_process_driving_them():
     assert node_layout(compose(["framework=dp", "system=h200", "system.ranks_per_node=2"])) == (1, 2)
     assert node_layout(compose(["framework=ddp", "system=h200", "system.ranks_per_node=2"])) == (2, 1)
     assert node_layout(compose(["framework=dp"])) == (1, 1)  # the CPU is one device
-    env = DistEnv(rank=0, local_rank=0, world_size=1, local_world_size=1, num_nodes=1, master_addr="127.0.0.1",
-                  master_port=29500, source="torchrun", devices_per_rank=2)
+    env = DistEnv(
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        local_world_size=1,
+        num_nodes=1,
+        master_addr="127.0.0.1",
+        master_port=29500,
+        source="torchrun",
+        devices_per_rank=2,
+    )
     assert env.num_devices == 2
 
 
 def test_dp_dry_run_starts_one_process(tmp_path):
-    result = ddlbench("run", "framework=dp", "model=simple_cnn", "system.ranks_per_node=2", f"run.root={tmp_path}",
-                      "--dry-run")
+    result = ddlbench(
+        "run", "framework=dp", "model=simple_cnn", "system.ranks_per_node=2", f"run.root={tmp_path}", "--dry-run"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--nproc-per-node=1 " in result.stdout and "-g1-n1-b32-" in result.stdout  # a dry run: stdout
 

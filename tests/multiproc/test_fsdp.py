@@ -1,6 +1,7 @@
 """Sharded training for real on 2 CPU ranks (gloo), through `ddlbench run`: FSDP2 (fully_shard) and DDP
 with torch's ZeroRedundancyOptimizer end with DDP's parameters; FSDP's replicas gather to the same
 whole tensors; bf16 goes through MixedPrecisionPolicy; every rank writes its end record."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,15 @@ from tests.conftest import RunsOnce, read_params, read_summary
 pytestmark = pytest.mark.multiproc
 
 # small and quick: the same seed and synthetic data for every framework (4 steps in all)
-COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3",
-          "run.log_every=0", "run.save_params=true"]
+COMMON = [
+    "model=simple_cnn",
+    "loader=synthetic",
+    "run.per_gpu_batch=4",
+    "run.warmup_steps=1",
+    "run.steps=3",
+    "run.log_every=0",
+    "run.save_params=true",
+]
 run_once = RunsOnce(COMMON)
 
 
@@ -46,8 +54,14 @@ def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
         lines = [json.loads(line) for line in (run_dir / f"rank{rank}.jsonl").read_text().splitlines()]
         assert [s["step"] for s in lines[1:]] == [0, 1, 2, 3]
         assert json.loads((run_dir / f"end_rank{rank}.json").read_text()) == {
-            "schema_version": 1, "rank": rank, "status": "completed", "error": None, "out_of_memory": False,
-            "peak_allocated_bytes": None, "peak_reserved_bytes": None}
+            "schema_version": 1,
+            "rank": rank,
+            "status": "completed",
+            "error": None,
+            "out_of_memory": False,
+            "peak_allocated_bytes": None,
+            "peak_reserved_bytes": None,
+        }
     # whole tensors (full_tensor() gathered the shards) under the plain module's names, equal on both ranks
     initial = build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).state_dict()
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
@@ -56,11 +70,15 @@ def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
         assert torch.equal(p0[key], p1[key]), key
 
 
-@pytest.mark.parametrize("overrides", [
-    ("framework=fsdp",),
-    ("framework=fsdp", "framework.reshard_after_forward=false", "framework.shard_unit=root"),
-    ("framework=ddp", "framework.zero_optimizer=true"),
-], ids=["fsdp", "fsdp-no-reshard-root", "ddp-zero"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("framework=fsdp",),
+        ("framework=fsdp", "framework.reshard_after_forward=false", "framework.shard_unit=root"),
+        ("framework=ddp", "framework.zero_optimizer=true"),
+    ],
+    ids=["fsdp", "fsdp-no-reshard-root", "ddp-zero"],
+)
 def test_sharded_training_ends_with_ddps_parameters(root, overrides):
     ddp = params(run_once(root, "framework=ddp"), 0)
     sharded = params(run_once(root, *overrides), 0)

@@ -1,5 +1,6 @@
 """Horovod for real on CPU ranks: Gloo (horovodrun) and MPI (mpirun) runs, equivalence with DDP,
 and the one-line error when horovod is missing."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,15 @@ pytestmark = [pytest.mark.horovod, pytest.mark.multiproc]
 REPO = Path(__file__).resolve().parents[2]
 DDLBENCH = [sys.executable, "-c", "import sys; from ddlbench.cli import main; sys.exit(main())"]
 # small and quick: the same seed and synthetic data for every framework
-COMMON = ["model=simple_cnn", "loader=synthetic", "run.per_gpu_batch=8", "run.warmup_steps=1", "run.steps=3",
-          "run.log_every=0", "run.save_params=true"]
+COMMON = [
+    "model=simple_cnn",
+    "loader=synthetic",
+    "run.per_gpu_batch=8",
+    "run.warmup_steps=1",
+    "run.steps=3",
+    "run.log_every=0",
+    "run.save_params=true",
+]
 MISSING_HOROVOD = "framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)"
 
 needs_horovod = pytest.mark.skipif(
@@ -38,10 +46,18 @@ def ddlbench_run(root: Path, *overrides: str) -> Path:
     """`ddlbench run` with the overrides (once per module); returns the run directory."""
     if overrides in _RUNS:
         return _RUNS[overrides]
-    campaign = "_".join(o.split("=")[1] for o in overrides if o.split("=")[0] in ("framework", "framework.local_launcher",
-                                                                                  "system.ranks_per_node"))
-    proc = subprocess.run([*DDLBENCH, "run", *COMMON, f"run.root={root}", f"run.campaign={campaign}", *overrides],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    campaign = "_".join(
+        o.split("=")[1]
+        for o in overrides
+        if o.split("=")[0] in ("framework", "framework.local_launcher", "system.ranks_per_node")
+    )
+    proc = subprocess.run(
+        [*DDLBENCH, "run", *COMMON, f"run.root={root}", f"run.campaign={campaign}", *overrides],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = (root / campaign).iterdir()
     _RUNS[overrides] = run_dir
@@ -98,16 +114,19 @@ def test_same_parameters_as_ddp(runs, ranks):
             torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-6, msg=f"{name} on rank {rank}")
     # and training moved the weights: the comparison is not between two initial states
     initial = torch.nn.utils.parameters_to_vector(
-        build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).parameters())
+        build_model(arch="simple_cnn", depth=None, num_classes=10, seed=0).parameters()
+    )
     trained = torch.cat([v.flatten() for v in reference.values()])
     assert not torch.allclose(initial, trained)
 
 
 def test_missing_horovod_is_one_line_error(tmp_path):
     # horovod made unimportable in a fresh interpreter (None in sys.modules stops the import)
-    code = ("import sys, runpy; sys.modules['horovod'] = None; "
-            "sys.argv = ['benchmarks', 'framework=horovod', 'model=simple_cnn', 'loader=synthetic', "
-            f"'run.root={tmp_path}']; runpy.run_module('benchmarks', run_name='__main__')")
+    code = (
+        "import sys, runpy; sys.modules['horovod'] = None; "
+        "sys.argv = ['benchmarks', 'framework=horovod', 'model=simple_cnn', 'loader=synthetic', "
+        f"'run.root={tmp_path}']; runpy.run_module('benchmarks', run_name='__main__')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"ddlbench: error: {MISSING_HOROVOD}"
@@ -118,9 +137,31 @@ def test_local_launch_commands_are_exact():
 
     over = ["framework=horovod"]
     assert local_command(launcher="horovodrun", nproc=2, master_port=1, overrides=over) == [
-        sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
-        sys.executable, "-m", "benchmarks", *over]
+        sys.executable,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        sys.executable,
+        "-m",
+        "benchmarks",
+        *over,
+    ]
     # OpenMPI refuses root unless told; the flag appears only when we are root
     for as_root, flag in ((True, ["--allow-run-as-root"]), (False, [])):
         assert local_command(launcher="mpirun", nproc=3, master_port=1, overrides=over, as_root=as_root) == [
-            "mpirun", "-np", "3", *flag, "--bind-to", "none", "--oversubscribe", sys.executable, "-m", "benchmarks", *over]
+            "mpirun",
+            "-np",
+            "3",
+            *flag,
+            "--bind-to",
+            "none",
+            "--oversubscribe",
+            sys.executable,
+            "-m",
+            "benchmarks",
+            *over,
+        ]

@@ -2,6 +2,7 @@
 and SIGTERM end every rank within seconds with one line and an `interrupted` run, a retry of the cell
 runs (the old run moved into attic/), a run whose rank 0 is killed gets a failed summary, and a run
 that fails before its first step does not block the retry."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,13 @@ LONG = ["model=simple_cnn", "run.steps=1000000", "run.warmup_steps=1", "run.per_
 
 
 def start(root: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ddlbench.cli", "run", *LONG, f"run.root={root}", *overrides],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddlbench.cli", "run", *LONG, f"run.root={root}", *overrides],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_steps(root: Path, *, ranks: int = 2, timeout_s: float = 120) -> Path:
@@ -51,7 +57,8 @@ def test_an_interrupted_run_ends_in_seconds_says_one_line_and_can_be_retried(tmp
     took_s, err = stop(process, sig)
     assert process.returncode == 130 and took_s < 15, (process.returncode, took_s, err[-2000:])
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(
-        f"[ddlbench] interrupted ({signal.Signals(sig).name})"), err[-2000:]
+        f"[ddlbench] interrupted ({signal.Signals(sig).name})"
+    ), err[-2000:]
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
     assert (run_dir / "interrupt.log").exists()  # the ranks' last words are kept, not shown
     assert not [p for p in os.popen("ps -eo args").read().splitlines() if str(run_dir) in p]  # no rank left
@@ -64,7 +71,10 @@ def test_an_interrupted_run_ends_in_seconds_says_one_line_and_can_be_retried(tmp
     _, err = stop(retry, signal.SIGINT)
     assert "was interrupted: moved to" in err, err[-2000:]
     (kept,) = (tmp_path / "default" / "attic").iterdir()
-    assert kept.name.startswith(run_dir.name) and json.loads((kept / "summary.json").read_text())["status"] == "interrupted"
+    assert (
+        kept.name.startswith(run_dir.name)
+        and json.loads((kept / "summary.json").read_text())["status"] == "interrupted"
+    )
 
 
 def test_a_killed_rank_0_leaves_a_failed_summary(tmp_path):
@@ -83,8 +93,16 @@ def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_pat
     data.mkdir(parents=True)
     for i in range(4):
         (data / f"{i}.jpg").write_bytes(b"not a jpeg")  # passes the checks on the submit host, fails in a worker
-    common = ["loader=native", f"data.path={tmp_path / 'data'}", "model=simple_cnn", "run.steps=2",
-              "run.warmup_steps=1", "run.per_gpu_batch=2", "loader.num_workers=0", f"run.root={tmp_path / 'runs'}"]
+    common = [
+        "loader=native",
+        f"data.path={tmp_path / 'data'}",
+        "model=simple_cnn",
+        "run.steps=2",
+        "run.warmup_steps=1",
+        "run.per_gpu_batch=2",
+        "loader.num_workers=0",
+        f"run.root={tmp_path / 'runs'}",
+    ]
     first = ddlbench("run", *common)
     assert first.returncode != 0
     (run_dir,) = (tmp_path / "runs" / "default").glob("*-r0")
@@ -94,8 +112,9 @@ def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_pat
     for f in data.iterdir():
         f.unlink()
     data.rmdir()
-    synth_imagefolder(tmp_path / "data", num_classes=1, images_per_class=4, width=32, height=24, quality=90, seed=0,
-                      progress=False)
+    synth_imagefolder(
+        tmp_path / "data", num_classes=1, images_per_class=4, width=32, height=24, quality=90, seed=0, progress=False
+    )
     second = ddlbench("run", *common)
     assert second.returncode == 0 and "was failed: moved to" in second.stderr, second.stderr[-2000:]
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"

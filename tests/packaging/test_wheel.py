@@ -2,6 +2,7 @@
 configs, the batch script and the reference tables come from the installed package
 (benchmarks/resources.py), a user's own site profile from DDLBENCH_CONFIG, and a smoke campaign runs on
 the local Slurm cluster from it."""
+
 from __future__ import annotations
 
 import json
@@ -25,17 +26,40 @@ def venv(tmp_path_factory) -> Path:
     """A fresh venv holding the wheel; its dependencies (torch, hydra, ...) come from this environment's
     site-packages through a .pth line, which does not run this environment's editable-install hook."""
     root = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                            "-w", str(root / "dist"), str(REPO)], capture_output=True, text=True)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(root / "dist"),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (root / "dist").glob("ddlbench-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    purelib = subprocess.run([str(root / "venv/bin/python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(root / "venv/bin/python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # away from the checkout (its ddlbench.egg-info would read as installed) and with no PYTHONPATH
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    installed = subprocess.run([str(root / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-deps",
-                                "--force-reinstall", str(wheel)], capture_output=True, text=True, cwd=root, env=clean)
+    installed = subprocess.run(
+        [str(root / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=clean,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
     # after the install: with this environment's editable ddlbench in sight, pip would call it installed
     Path(purelib, "ddlbench-test-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
@@ -44,19 +68,33 @@ def venv(tmp_path_factory) -> Path:
 
 def run(venv: Path, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDLBENCH_CONFIG")}
-    return subprocess.run([str(venv / "bin/ddlbench"), *args], cwd=cwd, capture_output=True, text=True,
-                          env={**environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [str(venv / "bin/ddlbench"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def test_the_installed_package_is_the_one_that_runs(venv, tmp_path):
-    where = subprocess.run([str(venv / "bin/python"), "-c", "import benchmarks.resources as r; print(r.conf_dir())"],
-                           cwd=tmp_path, capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    where = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import benchmarks.resources as r; print(r.conf_dir())"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(str(venv)) and (Path(where.stdout.strip()) / "config.yaml").is_file()
 
 
 def test_runs_results_and_report_from_the_wheel(venv, tmp_path):
-    assert run(venv, tmp_path, "data", "synth", "--out", "d", "--classes", "2", "--per-class", "8", "--quiet").returncode == 0
+    assert (
+        run(venv, tmp_path, "data", "synth", "--out", "d", "--classes", "2", "--per-class", "8", "--quiet").returncode
+        == 0
+    )
     common = ["model=simple_cnn", "data.path=d", "run.per_gpu_batch=4", "run.steps=2", "run.warmup_steps=1"]
     for loader in ("native", "synthetic"):
         result = run(venv, tmp_path, "run", f"loader={loader}", *common)
@@ -73,8 +111,17 @@ def test_a_site_profile_outside_the_install(venv, tmp_path):
     mine.mkdir(parents=True)
     (mine / "mysite.yaml").write_text("defaults:\n  - local_cpu\n  - _self_\nname: mysite\nranks_per_node: 1\n")
     env = {"DDLBENCH_CONFIG": str(tmp_path / "my_conf")}
-    result = run(venv, tmp_path, "run", "system=mysite", "model=simple_cnn", "run.steps=2", "run.warmup_steps=1",
-                 "run.per_gpu_batch=2", env=env)
+    result = run(
+        venv,
+        tmp_path,
+        "run",
+        "system=mysite",
+        "model=simple_cnn",
+        "run.steps=2",
+        "run.warmup_steps=1",
+        "run.per_gpu_batch=2",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs" / "default").iterdir()
     assert "name: mysite" in (run_dir / "config.yaml").read_text()

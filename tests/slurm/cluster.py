@@ -1,4 +1,5 @@
 """Helpers for tests on the real local Slurm cluster: is it up, submit, poll."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SH = REPO / "slurm" / "run.sh"
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-            "PREEMPTED"}
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 
 
 def slurm_problem() -> str | None:
@@ -46,7 +56,8 @@ def wait_for(job_id: str, *, timeout_s: float = 240) -> dict[str, str]:
 def sbatch(*args: str, cwd: Path, flags: tuple[str, ...] = ()) -> str:
     """Submit slurm/run.sh with overrides the way a user does; the job id."""
     argv = ["sbatch", "--parsable", f"--chdir={cwd}", f"--output={cwd}/slurm-%j.out", *flags, str(RUN_SH), *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "DDLBENCH_PYTHON": sys.executable})
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, env={**os.environ, "DDLBENCH_PYTHON": sys.executable}
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().split(";")[0]

@@ -1,4 +1,5 @@
 """Fixtures for tests on the real local Slurm cluster (slurm/local_cluster.sh up; CI: make slurm-up)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """`ddlbench campaign` on the real local Slurm cluster: plan, submit, status, resubmission."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,12 @@ def test_plan_names_every_cell_and_the_impossible_ones(capsys):
     out = ddlbench(capsys, "campaign", "plan", *GRID, "campaign.gpus=[1,2,8]")
     assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g1-n1-b8-[0-9a-f]{8}-r0\s+1\s+1\s+1\s+planned", out, re.M), out
     assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0\s+2\s+1\s+2\s+planned", out, re.M), out
-    assert re.search(r"^ddp-synthetic-simple_cnn-fp32-g8-n2-b8-[0-9a-f]{8}-r0\s+8\s+2\s+4\s+impossible\s+"
-                     r"needs 2 nodes but system.max_nodes=1", out, re.M), out
+    assert re.search(
+        r"^ddp-synthetic-simple_cnn-fp32-g8-n2-b8-[0-9a-f]{8}-r0\s+8\s+2\s+4\s+impossible\s+"
+        r"needs 2 nodes but system.max_nodes=1",
+        out,
+        re.M,
+    ), out
     assert out.strip().endswith("3 cells: 1 impossible, 2 planned")
 
 
@@ -70,8 +75,10 @@ def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
     assert dry.count("sbatch --parsable") == 1 and "--array=0-1%1" in dry and "--cells=" in dry
     out = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1")
     tasks = re.findall(r"submitted (\S+): job (\d+_\d)", out)
-    cells = [re.fullmatch(rf"ddp-synthetic-simple_cnn-fp32-g2-n1-b8-([0-9a-f]{{8}})-r{r}", cell)
-             for r, (cell, _) in zip((0, 1), tasks)]
+    cells = [
+        re.fullmatch(rf"ddp-synthetic-simple_cnn-fp32-g2-n1-b8-([0-9a-f]{{8}})-r{r}", cell)
+        for r, (cell, _) in zip((0, 1), tasks)
+    ]
     assert len(tasks) == 2 and all(cells), out
     assert cells[0][1] == cells[1][1], out  # two repeats of one cell: one cell hash
     assert len({task.split("_")[0] for _, task in tasks}) == 1  # one array

@@ -1,4 +1,5 @@
 """`sbatch slurm/run.sh OVERRIDES` on the real local Slurm cluster, CPU ranks."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,8 +17,16 @@ from tests.slurm.cluster import REPO, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
 
-SMALL = ["system=slurm_cpu", "loader=synthetic", "model=simple_cnn", "model.image_size=32", "run.per_gpu_batch=8",
-         "run.warmup_steps=1", "run.steps=3", "run.log_every=0"]
+SMALL = [
+    "system=slurm_cpu",
+    "loader=synthetic",
+    "model=simple_cnn",
+    "model.image_size=32",
+    "run.per_gpu_batch=8",
+    "run.warmup_steps=1",
+    "run.steps=3",
+    "run.log_every=0",
+]
 
 
 def _framework_skip(framework: str) -> str | None:
@@ -31,15 +40,22 @@ def _framework_skip(framework: str) -> str | None:
 
 @pytest.mark.parametrize("framework", ["ddp", "deepspeed", "horovod"])
 def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framework):
-    if (reason := _framework_skip(framework)):
+    if reason := _framework_skip(framework):
         pytest.skip(reason)
     job = sbatch(f"framework={framework}", *SMALL, f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log
     run_dir = find_run(tmp_path / "runs" / "t", f"{framework}-synthetic-simple_cnn-g2-n1-b8-r0")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "end_rank0.json", "end_rank1.json",
-                                                         "meta.json", "rank0.jsonl", "rank1.jsonl", "summary.json"], log
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.yaml",
+        "end_rank0.json",
+        "end_rank1.json",
+        "meta.json",
+        "rank0.jsonl",
+        "rank1.jsonl",
+        "summary.json",
+    ], log
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 1
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -49,10 +65,16 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
 
 @pytest.mark.parametrize("framework", ["ddp", "horovod"])
 def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
-    if (reason := _framework_skip(framework)):
+    if reason := _framework_skip(framework):
         pytest.skip(reason)
-    job = sbatch(f"framework={framework}", *SMALL, "system.launcher=mpirun", f"run.root={tmp_path}/runs",
-                 "run.campaign=t", cwd=tmp_path)
+    job = sbatch(
+        f"framework={framework}",
+        *SMALL,
+        "system.launcher=mpirun",
+        f"run.root={tmp_path}/runs",
+        "run.campaign=t",
+        cwd=tmp_path,
+    )
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED", log
@@ -63,8 +85,14 @@ def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
 
 
 def test_a_failing_rank_fails_the_job(slurm_up, tmp_path):
-    job = sbatch("framework=ddp", *[o for o in SMALL if not o.startswith("run.steps")], "run.steps=1000000",
-                 f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
+    job = sbatch(
+        "framework=ddp",
+        *[o for o in SMALL if not o.startswith("run.steps")],
+        "run.steps=1000000",
+        f"run.root={tmp_path}/runs",
+        "run.campaign=t",
+        cwd=tmp_path,
+    )
     campaign = tmp_path / "runs" / "t"
     name = run_name_pattern("ddp-synthetic-simple_cnn-g2-n1-b8-r0")
     deadline = time.monotonic() + 180
@@ -88,8 +116,14 @@ def test_a_failing_rank_fails_the_job(slurm_up, tmp_path):
 
 def test_overrides_reach_the_program_literally(slurm_up, tmp_path):
     # a space stays inside one override, and the run records it as given
-    job = sbatch("framework=ddp", *SMALL, "data.path=/tmp/my data; not a command", f"run.root={tmp_path}/runs",
-                 "run.campaign=t", cwd=tmp_path)
+    job = sbatch(
+        "framework=ddp",
+        *SMALL,
+        "data.path=/tmp/my data; not a command",
+        f"run.root={tmp_path}/runs",
+        "run.campaign=t",
+        cwd=tmp_path,
+    )
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     # ';' is refused before anything starts, in one line naming the override
@@ -98,8 +132,9 @@ def test_overrides_reach_the_program_literally(slurm_up, tmp_path):
 
 
 def test_a_space_in_a_value_is_kept(slurm_up, tmp_path):
-    job = sbatch("framework=ddp", *SMALL, "data.path=/tmp/my data", f"run.root={tmp_path}/runs", "run.campaign=t",
-                 cwd=tmp_path)
+    job = sbatch(
+        "framework=ddp", *SMALL, "data.path=/tmp/my data", f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path
+    )
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED", log
@@ -108,8 +143,15 @@ def test_a_space_in_a_value_is_kept(slurm_up, tmp_path):
     assert config["data"]["path"] == "/tmp/my data"
 
 
-@pytest.mark.parametrize("attack", ["run.campaign=$(touch {p})", "run.campaign=`touch {p}`", "run.campaign=x;touch {p}",
-                                    "run.campaign=x' ; touch {p} ; '"])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "run.campaign=$(touch {p})",
+        "run.campaign=`touch {p}`",
+        "run.campaign=x;touch {p}",
+        "run.campaign=x' ; touch {p} ; '",
+    ],
+)
 def test_shell_code_in_an_override_never_runs(slurm_up, tmp_path, attack):
     marker = tmp_path / "pwned"
     job = sbatch(*SMALL, attack.format(p=marker), f"run.root={tmp_path}/runs", cwd=tmp_path)

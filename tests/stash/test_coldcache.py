@@ -1,4 +1,5 @@
 """data.cache=cold: the eviction methods, their record, and the checks."""
+
 from __future__ import annotations
 
 import os
@@ -49,15 +50,22 @@ def test_prepare_only_for_cold_real_data_on_local_rank_0(dataset, monkeypatch):
     assert coldcache.prepare(data, needs_data=True, local_rank=0) == {"method": "fadvise"}
     assert coldcache.prepare(data, needs_data=True, local_rank=1) == {"method": "by local rank 0"}
     assert coldcache.prepare(data, needs_data=False, local_rank=0) is None  # synthetic reads nothing
-    assert coldcache.prepare(SimpleNamespace(path=str(dataset), cache="warm", cache_evict="auto"),
-                             needs_data=True, local_rank=0) is None
+    assert (
+        coldcache.prepare(
+            SimpleNamespace(path=str(dataset), cache="warm", cache_evict="auto"), needs_data=True, local_rank=0
+        )
+        is None
+    )
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("cache,method,message", [
-    ("cool", "auto", "data.cache=cool is not a cache state; use data.cache=warm or data.cache=cold"),
-    ("cold", "o_direct", "data.cache_evict=o_direct is not a method; use one of auto, drop_caches, fadvise"),
-])
+@pytest.mark.parametrize(
+    "cache,method,message",
+    [
+        ("cool", "auto", "data.cache=cool is not a cache state; use data.cache=warm or data.cache=cold"),
+        ("cold", "o_direct", "data.cache_evict=o_direct is not a method; use one of auto, drop_caches, fadvise"),
+    ],
+)
 def test_bad_values(cache, method, message):
     with pytest.raises(ConfigError, match=message):
         coldcache.check(cache, method)

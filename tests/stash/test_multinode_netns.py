@@ -1,6 +1,7 @@
 """Multi-host launch without Slurm on two network-namespace "hosts" joined by veth (launchers/netns.py):
 each host runs the argv its registered multi-host builder gives (launchers/local.py HOSTS) inside its
 namespace, and the ranks meet over the emulated link only (every address is a namespace's 10.77.0.x)."""
+
 from __future__ import annotations
 
 import json
@@ -27,18 +28,27 @@ def permitted():
         pytest.skip(why)
 
 
-def _run_on_hosts(topo: netns.Topology, launches: list[tuple[str, list[str]]], *, env: dict[str, str],
-                  timeout_s: float) -> list[int]:
+def _run_on_hosts(
+    topo: netns.Topology, launches: list[tuple[str, list[str]]], *, env: dict[str, str], timeout_s: float
+) -> list[int]:
     """Start each (host, argv) in the namespace of that host; stop the others when one fails. Exit codes."""
     by_address = {topo.address(i): i for i in range(topo.num_nodes)}
     procs = []
-    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                               "MASTER_PORT")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
     try:
         for host, argv in launches:
             node = by_address[host]
-            procs.append(subprocess.Popen(netns.exec_in(topo.node(node), *argv), start_new_session=True,
-                                          env={**base, **env, "GLOO_SOCKET_IFNAME": topo.ifname(node)}))
+            procs.append(
+                subprocess.Popen(
+                    netns.exec_in(topo.node(node), *argv),
+                    start_new_session=True,
+                    env={**base, **env, "GLOO_SOCKET_IFNAME": topo.ifname(node)},
+                )
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             codes = [p.poll() for p in procs]
@@ -62,16 +72,26 @@ def _hosts(topo: netns.Topology) -> list[str]:
     return [topo.address(i) for i in range(topo.num_nodes)]
 
 
-TRAIN = ["model=simple_cnn", "run.steps=4", "run.warmup_steps=1", "run.per_gpu_batch=4", "run.log_every=0",
-         "system.ranks_per_node=1"]
+TRAIN = [
+    "model=simple_cnn",
+    "run.steps=4",
+    "run.warmup_steps=1",
+    "run.per_gpu_batch=4",
+    "run.log_every=0",
+    "system.ranks_per_node=1",
+]
 
 
 def test_torchrun_c10d_rendezvous_trains_ddp_across_two_hosts(permitted, tmp_path):
     run_dir = tmp_path / "ddp-2x1"
     with netns.Emulation(num_nodes=2, link=netns.Link()) as topo:
-        launches = local.hosts_training_commands(launcher="torchrun", hosts=_hosts(topo), ranks_per_node=1,
-                                                 master_port=29541, overrides=["framework=ddp", *TRAIN,
-                                                                               f"run.dir={run_dir}"])
+        launches = local.hosts_training_commands(
+            launcher="torchrun",
+            hosts=_hosts(topo),
+            ranks_per_node=1,
+            master_port=29541,
+            overrides=["framework=ddp", *TRAIN, f"run.dir={run_dir}"],
+        )
         assert [host for host, _ in launches] == ["10.77.0.1", "10.77.0.2"]
         codes = _run_on_hosts(topo, launches, env={"OMP_NUM_THREADS": "1"}, timeout_s=300)
         namespaces = topo.namespaces
@@ -89,8 +109,9 @@ def test_deepspeed_without_ssh_trains_across_two_hosts(permitted, tmp_path):
     with netns.Emulation(num_nodes=2, link=netns.Link()) as topo:
         hostfile.write_text(local.hostfile_text(_hosts(topo), slots=1))
         shape = local.hosts_shape(hosts=_hosts(topo), ranks_per_node=1, master_port=29542, hostfile=str(hostfile))
-        launches = local.hosts_commands("deepspeed", shape,
-                                        training(["framework=deepspeed", *TRAIN, f"run.dir={run_dir}"]))
+        launches = local.hosts_commands(
+            "deepspeed", shape, training(["framework=deepspeed", *TRAIN, f"run.dir={run_dir}"])
+        )
         codes = _run_on_hosts(topo, launches, env={"OMP_NUM_THREADS": "1"}, timeout_s=300)
     assert codes == [0, 0]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -101,17 +122,41 @@ def test_deepspeed_without_ssh_trains_across_two_hosts(permitted, tmp_path):
 def test_commbench_suite_across_two_hosts_checks_every_element(permitted, tmp_path):
     """gloo between the namespaces: every op, both placements, no wrong element."""
     out = tmp_path / "commbench-hosts.json"
-    program = RankProgram(module="benchmarks.commbench", args=(
-        "--out", str(out), "--ops", "all", "--min-bytes", "1024", "--max-bytes", "4096", "--warmup", "1", "--iters",
-        "2", "--device", "cpu"), python=sys.executable)
+    program = RankProgram(
+        module="benchmarks.commbench",
+        args=(
+            "--out",
+            str(out),
+            "--ops",
+            "all",
+            "--min-bytes",
+            "1024",
+            "--max-bytes",
+            "4096",
+            "--warmup",
+            "1",
+            "--iters",
+            "2",
+            "--device",
+            "cpu",
+        ),
+        python=sys.executable,
+    )
     with netns.Emulation(num_nodes=2, link=netns.Link(rate_mbit=1000)) as topo:
         shape = local.hosts_shape(hosts=_hosts(topo), ranks_per_node=1, master_port=29543)
-        codes = _run_on_hosts(topo, local.hosts_commands("torchrun", shape, program), env={"OMP_NUM_THREADS": "1"},
-                              timeout_s=300)
+        codes = _run_on_hosts(
+            topo, local.hosts_commands("torchrun", shape, program), env={"OMP_NUM_THREADS": "1"}, timeout_s=300
+        )
     assert codes == [0, 0]
     records = json.loads(out.read_text())
-    assert {r["op"] for r in records} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                                          "send_recv"}
+    assert {r["op"] for r in records} == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "broadcast",
+        "send_recv",
+    }
     assert all(r["world_size"] == 2 and r["wrong"] == 0 for r in records)
 
 
@@ -123,23 +168,56 @@ def test_mpirun_hostfile_runs_the_mpi_suite_across_two_hosts(permitted, tmp_path
     with netns.Emulation(num_nodes=2, link=netns.Link()) as topo:
         agent = tmp_path / "netns-rsh"
         cases = "".join(f"  {topo.address(i)}) ns={topo.node(i)};;\n" for i in range(topo.num_nodes))
-        agent.write_text(f'#!/bin/sh\nhost=$1; shift\necho "$host" >> {calls}\ncase $host in\n{cases}esac\n'
-                         'exec ip netns exec "$ns" sh -c "$*"\n')
+        agent.write_text(
+            f'#!/bin/sh\nhost=$1; shift\necho "$host" >> {calls}\ncase $host in\n{cases}esac\n'
+            'exec ip netns exec "$ns" sh -c "$*"\n'
+        )
         agent.chmod(0o755)
         hostfile = tmp_path / "hostfile"
         hostfile.write_text(local.hostfile_text(_hosts(topo), slots=1))
         subnet = f"{netns.SUBNET}.0/24"
-        shape = local.hosts_shape(hosts=_hosts(topo), ranks_per_node=1, master_port=29544, hostfile=str(hostfile),
-                                  mpirun_args=["--mca", "plm_rsh_agent", str(agent), "--mca", "oob_tcp_if_include",
-                                               subnet, "--mca", "btl_tcp_if_include", subnet, "-x", "PYTHONPATH",
-                                               "-x", "OMP_NUM_THREADS"])
-        program = RankProgram(module="benchmarks.commbench", args=(
-            "--out", str(out), "--backends", "mpi", "--ops", "all", "--max-bytes", "4096", "--warmup", "1", "--iters",
-            "2"), python=sys.executable)
+        shape = local.hosts_shape(
+            hosts=_hosts(topo),
+            ranks_per_node=1,
+            master_port=29544,
+            hostfile=str(hostfile),
+            mpirun_args=[
+                "--mca",
+                "plm_rsh_agent",
+                str(agent),
+                "--mca",
+                "oob_tcp_if_include",
+                subnet,
+                "--mca",
+                "btl_tcp_if_include",
+                subnet,
+                "-x",
+                "PYTHONPATH",
+                "-x",
+                "OMP_NUM_THREADS",
+            ],
+        )
+        program = RankProgram(
+            module="benchmarks.commbench",
+            args=(
+                "--out",
+                str(out),
+                "--backends",
+                "mpi",
+                "--ops",
+                "all",
+                "--max-bytes",
+                "4096",
+                "--warmup",
+                "1",
+                "--iters",
+                "2",
+            ),
+            python=sys.executable,
+        )
         launches = local.hosts_commands("mpirun", shape, program)
         assert [host for host, _ in launches] == ["10.77.0.1"]  # one mpirun, on the first host
-        codes = _run_on_hosts(topo, launches, env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
-                              timeout_s=300)
+        codes = _run_on_hosts(topo, launches, env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}, timeout_s=300)
     assert codes == [0]
     assert calls.read_text().split() == ["10.77.0.2"]  # the second host's ranks came through the agent
     records = json.loads(out.read_text())

@@ -1,6 +1,7 @@
 """Emulated nodes: exact argvs (no root needed), and on a machine that permits it, 2 CPU ranks in 2
 namespaces: a 100 Mbit/s link makes steps slower than an unshaped one; every namespace is gone
 afterwards, also when a rank fails."""
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,66 @@ def test_setup_and_teardown_argv():
     topo = netns.Topology(tag="abc", num_nodes=2, link=netns.Link(rate_mbit=100))
     cmds = netns.setup_commands(topo)
     assert cmds[0] == ["ip", "netns", "add", "ddlb-abc-hub"]
-    assert ["ip", "netns", "exec", "ddlb-abc-hub", "ip", "link", "add", "b1", "type", "veth", "peer", "name", "v1",
-            "netns", "ddlb-abc-n1"] in cmds
+    assert [
+        "ip",
+        "netns",
+        "exec",
+        "ddlb-abc-hub",
+        "ip",
+        "link",
+        "add",
+        "b1",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "v1",
+        "netns",
+        "ddlb-abc-n1",
+    ] in cmds
     assert ["ip", "netns", "exec", "ddlb-abc-n1", "ip", "addr", "add", "10.77.0.2/24", "dev", "v1"] in cmds
-    assert ["ip", "netns", "exec", "ddlb-abc-n0", "tc", "qdisc", "add", "dev", "v0", "root", "tbf", "rate", "100mbit",
-            "burst", "125000", "latency", "50ms"] in cmds
-    assert netns.teardown_commands(topo.namespaces) == [["ip", "netns", "delete", ns] for ns in
-                                                        ("ddlb-abc-hub", "ddlb-abc-n0", "ddlb-abc-n1")]
+    assert [
+        "ip",
+        "netns",
+        "exec",
+        "ddlb-abc-n0",
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        "v0",
+        "root",
+        "tbf",
+        "rate",
+        "100mbit",
+        "burst",
+        "125000",
+        "latency",
+        "50ms",
+    ] in cmds
+    assert netns.teardown_commands(topo.namespaces) == [
+        ["ip", "netns", "delete", ns] for ns in ("ddlb-abc-hub", "ddlb-abc-n0", "ddlb-abc-n1")
+    ]
     delayed = netns.Topology(tag="abc", num_nodes=1, link=netns.Link(rate_mbit=100, delay_ms=2))
     assert netns.shaping_commands(delayed, 0, netem=True) == [
-        ["ip", "netns", "exec", "ddlb-abc-n0", "tc", "qdisc", "add", "dev", "v0", "root", "netem", "delay", "2ms",
-         "rate", "100mbit"]]
+        [
+            "ip",
+            "netns",
+            "exec",
+            "ddlb-abc-n0",
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "v0",
+            "root",
+            "netem",
+            "delay",
+            "2ms",
+            "rate",
+            "100mbit",
+        ]
+    ]
     with pytest.raises(ConfigError, match="stash.net_latency_ms=2 needs the kernel's sch_netem"):
         netns.shaping_commands(delayed, 0, netem=False)
     assert netns.setup_commands(netns.Topology(tag="u", num_nodes=1, link=netns.Link()))[-1][-3:] == ["set", "v0", "up"]
@@ -37,10 +87,26 @@ def test_setup_and_teardown_argv():
 def test_rank_env_and_command():
     topo = netns.Topology(tag="abc", num_nodes=2, link=netns.Link())
     env = netns.rank_env(topo, rank=3, world_size=4, ranks_per_node=2, master_port=29400)
-    assert env == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.77.0.1",
-                   "MASTER_PORT": "29400", "GLOO_SOCKET_IFNAME": "v1", "NCCL_SOCKET_IFNAME": "v1"}
+    assert env == {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "10.77.0.1",
+        "MASTER_PORT": "29400",
+        "GLOO_SOCKET_IFNAME": "v1",
+        "NCCL_SOCKET_IFNAME": "v1",
+    }
     assert netns.rank_command(topo, rank=3, ranks_per_node=2, overrides=["model=simple_cnn"], python="py") == [
-        "ip", "netns", "exec", "ddlb-abc-n1", "py", "-m", "benchmarks", "model=simple_cnn"]
+        "ip",
+        "netns",
+        "exec",
+        "ddlb-abc-n1",
+        "py",
+        "-m",
+        "benchmarks",
+        "model=simple_cnn",
+    ]
 
 
 def _capabilities():
@@ -66,11 +132,24 @@ def permitted():
 def _run(tmp_path, name, link):
     run_dir = tmp_path / name
     with netns.Emulation(num_nodes=2, link=link) as topo:
-        code = netns.run_ranks(topo, world_size=2, ranks_per_node=1, master_port=29511, env={"OMP_NUM_THREADS": "1"},
-                               timeout_s=300, overrides=[
-                                   "model=simple_cnn", "model.num_classes=10000",  # 1.3 MB of gradients per step
-                                   "run.steps=5", "run.warmup_steps=2", "run.per_gpu_batch=4", "run.log_every=0",
-                                   "system.ranks_per_node=1", f"run.dir={run_dir}"])
+        code = netns.run_ranks(
+            topo,
+            world_size=2,
+            ranks_per_node=1,
+            master_port=29511,
+            env={"OMP_NUM_THREADS": "1"},
+            timeout_s=300,
+            overrides=[
+                "model=simple_cnn",
+                "model.num_classes=10000",  # 1.3 MB of gradients per step
+                "run.steps=5",
+                "run.warmup_steps=2",
+                "run.per_gpu_batch=4",
+                "run.log_every=0",
+                "system.ranks_per_node=1",
+                f"run.dir={run_dir}",
+            ],
+        )
         namespaces = topo.namespaces
     assert code == 0
     assert not set(namespaces) & set(netns.list_namespaces())

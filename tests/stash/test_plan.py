@@ -1,4 +1,5 @@
 """The Stash planner: per-GPU batch and per-GPU samples constant across every pair; roles, layout, errors."""
+
 from __future__ import annotations
 
 import re
@@ -71,8 +72,11 @@ def test_loaders_caches_and_run_dirs():
 
 def test_one_gpu_study_pairs_cpu_and_disk_only():
     _, _, runs = stash.plan([*BASE, "stash.gpus=1", "stash.nodes=1", "stash.loader=dali"])
-    assert [(r.role, r.loader, r.world_size) for r in runs] == [("gpu1", "synthetic", 1), ("warm", "dali", 1),
-                                                                 ("cold", "dali", 1)]
+    assert [(r.role, r.loader, r.world_size) for r in runs] == [
+        ("gpu1", "synthetic", 1),
+        ("warm", "dali", 1),
+        ("cold", "dali", 1),
+    ]
     assert len({r.run_dir for r in runs}) == 3
 
 
@@ -81,17 +85,20 @@ def test_no_real_loader_and_one_node():
     assert [r.role for r in runs] == ["gpu1", "node"]
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["stash.gpu=2"], "stash.gpu is not a stash key"),
-    (["stash.gpus=two"], "stash.gpus=two must be of type int"),
-    (["stash.gpus=3", "stash.nodes=2"], "stash.nodes=2 does not divide stash.gpus=3"),
-    (["stash.repeats=0"], "stash.repeats=0 must be >= 1"),
-    (["stash.launcher=k8s"], "stash.launcher=k8s is unknown"),
-    (["loader=native"], "loader=native: stash sets loader per run itself"),
-    (["run.epochs=1", f"data.path={DATA}"], "run.epochs=1: stash pairs runs by measured steps"),
-    (["data.cache_evict=magic", f"data.path={DATA}"], "data.cache_evict=magic is not a method"),
-    ([], "loader=native reads data but data.path is not set"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["stash.gpu=2"], "stash.gpu is not a stash key"),
+        (["stash.gpus=two"], "stash.gpus=two must be of type int"),
+        (["stash.gpus=3", "stash.nodes=2"], "stash.nodes=2 does not divide stash.gpus=3"),
+        (["stash.repeats=0"], "stash.repeats=0 must be >= 1"),
+        (["stash.launcher=k8s"], "stash.launcher=k8s is unknown"),
+        (["loader=native"], "loader=native: stash sets loader per run itself"),
+        (["run.epochs=1", f"data.path={DATA}"], "run.epochs=1: stash pairs runs by measured steps"),
+        (["data.cache_evict=magic", f"data.path={DATA}"], "data.cache_evict=magic is not a method"),
+        ([], "loader=native reads data but data.path is not set"),
+    ],
+)
 def test_errors_name_key_value_and_fix(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.").replace("=", "=")):
         stash.plan(["model=simple_cnn", *overrides])
@@ -123,11 +130,30 @@ def test_plan_cli_prints_the_table():
 def test_cold_cache_note_when_the_dataset_is_too_small(tmp_path):
     for i in range(10):
         (tmp_path / f"{i}.jpg").write_bytes(b"x")
-    _, cfg, runs = stash.plan(["model=simple_cnn", f"data.path={tmp_path}", "run.per_gpu_batch=2", "run.steps=2",
-                               "run.warmup_steps=1", "stash.gpus=2", "stash.nodes=1"])
+    _, cfg, runs = stash.plan(
+        [
+            "model=simple_cnn",
+            f"data.path={tmp_path}",
+            "run.per_gpu_batch=2",
+            "run.steps=2",
+            "run.warmup_steps=1",
+            "stash.gpus=2",
+            "stash.nodes=1",
+        ]
+    )
     assert stash.cold_cache_note(cfg, runs) == (
         f"note: a cold run reads 12 samples but {tmp_path} holds 10 files: later steps re-read cached pages, "
-        "so the disk stall is understated; use a larger dataset or fewer run.steps")
-    _, cfg, runs = stash.plan(["model=simple_cnn", f"data.path={tmp_path}", "run.per_gpu_batch=1", "run.steps=2",
-                               "run.warmup_steps=1", "stash.gpus=2", "stash.nodes=1"])
+        "so the disk stall is understated; use a larger dataset or fewer run.steps"
+    )
+    _, cfg, runs = stash.plan(
+        [
+            "model=simple_cnn",
+            f"data.path={tmp_path}",
+            "run.per_gpu_batch=1",
+            "run.steps=2",
+            "run.warmup_steps=1",
+            "stash.gpus=2",
+            "stash.nodes=1",
+        ]
+    )
     assert stash.cold_cache_note(cfg, runs) is None

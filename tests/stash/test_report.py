@@ -1,4 +1,5 @@
 """Stash stall formulas, repeats, model view and cost on the golden paired study (tests/data/stash/make_golden.py)."""
+
 from __future__ import annotations
 
 import math
@@ -62,10 +63,20 @@ def test_estimates_beside_the_stalls(study):
     table = report.estimates(report.stall_table(per_run), campaign.counted, prices, net_link=None).set_index("stall")
     link = prices["local_cpu"]
     g, steps = 4 * 5418, 2
-    intra = report.comm_time_s(num_layers=6, grad_bytes=g, bandwidth_gb_s=link["interconnect_gb_s"],
-                               latency_us=link["interconnect_latency_us"], world_size=2)
-    inter = report.comm_time_s(num_layers=6, grad_bytes=g, bandwidth_gb_s=link["network_gb_s"],
-                               latency_us=link["network_latency_us"], world_size=2)
+    intra = report.comm_time_s(
+        num_layers=6,
+        grad_bytes=g,
+        bandwidth_gb_s=link["interconnect_gb_s"],
+        latency_us=link["interconnect_latency_us"],
+        world_size=2,
+    )
+    inter = report.comm_time_s(
+        num_layers=6,
+        grad_bytes=g,
+        bandwidth_gb_s=link["network_gb_s"],
+        latency_us=link["network_latency_us"],
+        world_size=2,
+    )
     assert table.loc["interconnect", "estimate_s"] == pytest.approx(steps * intra)
     assert table.loc["network", "estimate_s"] == pytest.approx(steps * (inter - intra))
     assert math.isnan(table.loc["cpu", "estimate_s"]) and table.loc["cpu", "num_layers"] == 6
@@ -73,8 +84,9 @@ def test_estimates_beside_the_stalls(study):
 
 def test_cost_per_run_and_epoch(study):
     campaign, per_run = study
-    costs = report.cost_table(per_run, campaign.counted, {"local_cpu": {"price_per_gpu_hour_usd": 3.6}},
-                              epoch_samples=1000)
+    costs = report.cost_table(
+        per_run, campaign.counted, {"local_cpu": {"price_per_gpu_hour_usd": 3.6}}, epoch_samples=1000
+    )
     cold = costs[(costs["cache"] == "cold")].iloc[0]
     # 2 GPUs x 4 s wall x $3.6/h = $0.008; epoch: 1000 samples / 4 img/s = 250 s -> 2 x 250/3600 x 3.6 = $0.5
     assert cold["usd_per_run"] == pytest.approx(0.008) and cold["usd_per_epoch"] == pytest.approx(0.5)
@@ -88,8 +100,15 @@ def test_report_text_and_cli():
     stash, _ = parse_stash(["stash.launcher=slurm"])
     text = report.stash_report(stash, None, root=STUDY)
     assert "cold cache made with: fadvise" in text and "usd_per_epoch" in text and "interconnect" in text
-    done = ddlbench("stash", "report", "model=simple_cnn", "stash.loader=none", f"run.root={STUDY.parent}",
-                    "run.campaign=study", "run.per_gpu_batch=4")
+    done = ddlbench(
+        "stash",
+        "report",
+        "model=simple_cnn",
+        "stash.loader=none",
+        f"run.root={STUDY.parent}",
+        "run.campaign=study",
+        "run.per_gpu_batch=4",
+    )
     assert done.returncode == 0, done.stderr
     assert "network estimate uses the emulated link: 1000 Mbit/s" in done.stdout
     missing = ddlbench("stash", "report", "model=simple_cnn", "stash.loader=none", "run.root=/nonexistent")

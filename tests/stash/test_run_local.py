@@ -1,4 +1,5 @@
 """`ddlbench stash run` + `report` end to end on CPU ranks: the 4 one-node pairs of a study."""
+
 from __future__ import annotations
 
 import json
@@ -13,20 +14,45 @@ from tests.conftest import ddlbench, find_run
 @pytest.mark.slow
 def test_stash_run_then_report(tmp_path):
     data = tmp_path / "synth"
-    made = ddlbench("data", "synth", "--out", str(data), "--classes", "2", "--per-class", "24", "--width", "80",
-                    "--height", "60", "--quiet")
+    made = ddlbench(
+        "data",
+        "synth",
+        "--out",
+        str(data),
+        "--classes",
+        "2",
+        "--per-class",
+        "24",
+        "--width",
+        "80",
+        "--height",
+        "60",
+        "--quiet",
+    )
     assert made.returncode == 0, made.stderr
-    args = ["model=simple_cnn", f"data.path={data}", "data.cache_evict=fadvise", f"run.root={tmp_path / 'runs'}",
-            "run.steps=2", "run.warmup_steps=1", "run.per_gpu_batch=4", "run.log_every=0",
-            "model.image_size=32", "stash.gpus=2", "stash.nodes=1"]
+    args = [
+        "model=simple_cnn",
+        f"data.path={data}",
+        "data.cache_evict=fadvise",
+        f"run.root={tmp_path / 'runs'}",
+        "run.steps=2",
+        "run.warmup_steps=1",
+        "run.per_gpu_batch=4",
+        "run.log_every=0",
+        "model.image_size=32",
+        "stash.gpus=2",
+        "stash.nodes=1",
+    ]
     done = ddlbench("stash", "run", *args, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     study = tmp_path / "runs" / "stash"
     cells = sorted(p.relative_to(study).as_posix() for p in study.rglob("summary.json"))
-    expected = [r"cold-cache/ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
-                r"ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
-                r"ddp-synthetic-simple_cnn-fp32-g1-n1-b4-[0-9a-f]{8}-r0/summary\.json",
-                r"ddp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json"]
+    expected = [
+        r"cold-cache/ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+        r"ddp-native-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+        r"ddp-synthetic-simple_cnn-fp32-g1-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+        r"ddp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0/summary\.json",
+    ]
     assert len(cells) == len(expected) and all(re.fullmatch(e, c) for e, c in zip(expected, cells)), cells
     meta = json.loads((find_run(study / "cold-cache", "ddp-native-simple_cnn-g2-n1-b4-r0") / "meta.json").read_text())
     assert meta["cache_evict"]["method"] == "fadvise" and meta["cache_evict"]["num_files"] == 48

@@ -1,6 +1,7 @@
 """Each adapter owns its config (benchmarks/<family>/configs.py): one home per default, closed sets as
 Choices, one check(); option YAMLs restate nothing; constructors take the config object; every
 implementation has every protocol member."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,7 +78,10 @@ def test_a_config_built_in_python_takes_strings_for_choices():
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import DeepSpeedConfig, MixedPrecision
 
-    assert DeepSpeedConfig(mixed_precision="engine", train_micro_batch_size_per_gpu=4).mixed_precision is MixedPrecision.engine
+    assert (
+        DeepSpeedConfig(mixed_precision="engine", train_micro_batch_size_per_gpu=4).mixed_precision
+        is MixedPrecision.engine
+    )
     with pytest.raises(ConfigError, match=r"framework.mixed_precision='fp8' is not allowed; choose autocast or engine"):
         DeepSpeedConfig(mixed_precision="fp8", train_micro_batch_size_per_gpu=4)
 

@@ -1,4 +1,5 @@
 """system.cpu_bind on local runs: each rank's share of the node's CPUs."""
+
 import json
 import os
 
@@ -9,12 +10,15 @@ from benchmarks.errors import ConfigError
 from tests.conftest import ddlbench
 
 
-@pytest.mark.parametrize(("ranks", "cpus", "expected"), [
-    (2, list(range(32)), [list(range(16)), list(range(16, 32))]),
-    (3, list(range(8)), [[0, 1, 2], [3, 4, 5], [6, 7]]),
-    (1, [3, 4, 5], [[3, 4, 5]]),
-    (4, [0, 1], [[0], [1], [0], [1]]),  # fewer CPUs than ranks: one each, shared
-])
+@pytest.mark.parametrize(
+    ("ranks", "cpus", "expected"),
+    [
+        (2, list(range(32)), [list(range(16)), list(range(16, 32))]),
+        (3, list(range(8)), [[0, 1, 2], [3, 4, 5], [6, 7]]),
+        (1, [3, 4, 5], [[3, 4, 5]]),
+        (4, [0, 1], [[0], [1], [0], [1]]),  # fewer CPUs than ranks: one each, shared
+    ],
+)
 def test_cores_for_splits_the_cpus_into_disjoint_blocks(ranks, cpus, expected):
     assert [affinity.cores_for(r, ranks, cpus) for r in range(ranks)] == expected
 
@@ -40,7 +44,9 @@ def test_compact_notation():
 def test_srun_only_bindings_are_refused_for_local_runs():
     affinity.check_local("cores")
     affinity.check_local(None)
-    with pytest.raises(ConfigError, match=r"system.cpu_bind='map_ldom:0,1' is a srun binding .* use system.cpu_bind=cores"):
+    with pytest.raises(
+        ConfigError, match=r"system.cpu_bind='map_ldom:0,1' is a srun binding .* use system.cpu_bind=cores"
+    ):
         affinity.check_local("map_ldom:0,1")
 
 
@@ -54,9 +60,18 @@ def test_srun_binding_is_left_as_srun_made_it(monkeypatch):
 
 
 def test_local_ranks_bind_to_their_share(tmp_path):
-    result = ddlbench("run", "framework=ddp", "model=simple_cnn", "loader=synthetic", "system.ranks_per_node=2",
-                      "system.cpu_bind=cores", "run.warmup_steps=0", "run.steps=1", "run.log_every=0",
-                      f"run.dir={tmp_path / 'run'}")
+    result = ddlbench(
+        "run",
+        "framework=ddp",
+        "model=simple_cnn",
+        "loader=synthetic",
+        "system.ranks_per_node=2",
+        "system.cpu_bind=cores",
+        "run.warmup_steps=0",
+        "run.steps=1",
+        "run.log_every=0",
+        f"run.dir={tmp_path / 'run'}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     headers = [json.loads((tmp_path / "run" / f"rank{r}.jsonl").read_text().splitlines()[0]) for r in (0, 1)]
     cpus = [set(affinity.cores_for(r, 2, affinity.topology_order(list(os.sched_getaffinity(0))))) for r in (0, 1)]

@@ -1,4 +1,5 @@
 """Every `ddlbench ... --help` page renders (argparse formats help lazily: a stray % breaks it)."""
+
 import argparse
 
 from ddlbench.cli import build_parser
@@ -26,8 +27,14 @@ def test_hydra_multirun_is_refused_in_one_line(tmp_path):
     from tests.conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "-m", "run.per_gpu_batch=8,16"], cwd=tmp_path,
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "-m", "run.per_gpu_batch=8,16"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("ddlbench: error: -m/--multirun is not supported")
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "multirun").exists()

@@ -1,4 +1,5 @@
 """Every option of every group composes; the config reads as the design says."""
+
 import pytest
 
 from benchmarks.config import GROUPS, options

@@ -1,4 +1,5 @@
 """Bad input: one line naming the key, the value and the fix; nothing launched."""
+
 import pytest
 
 from benchmarks.errors import ConfigError
@@ -18,12 +19,17 @@ from benchmarks.validate import validate
         (["+foo=1"], "adding or deleting keys is not supported"),
         (["+run.foo=1"], "The one exception sets an environment variable for every rank: +system.env.NAME=value"),
         (["+system.env.lower=1"], "'lower' is no environment variable name for the ranks; use capitals, digits and _"),
-        (["system.env.NCCL_MAX_CTAS=8"], "system.env.NCCL_MAX_CTAS is not set by this system profile; add it with a "
-                                         "leading '+': +system.env.NCCL_MAX_CTAS=value"),
+        (
+            ["system.env.NCCL_MAX_CTAS=8"],
+            "system.env.NCCL_MAX_CTAS is not set by this system profile; add it with a "
+            "leading '+': +system.env.NCCL_MAX_CTAS=value",
+        ),
         (["+system.env.NCCL_DEBUG_X=true"], "system.env.NCCL_DEBUG_X=true would reach the ranks as 'True'"),
         (["+system.env.X=$(id)"], "override '+system.env.X=$(id)': system.env.X has characters that are not allowed"),
-        (["system=h200", "+system.env.OMP_NUM_THREADS=4"],
-         "system.env.OMP_NUM_THREADS already exists; set it without the leading '+': system.env.OMP_NUM_THREADS=value"),
+        (
+            ["system=h200", "+system.env.OMP_NUM_THREADS=4"],
+            "system.env.OMP_NUM_THREADS already exists; set it without the leading '+': system.env.OMP_NUM_THREADS=value",
+        ),
         (["framework"], "is not key=value"),
         (["run.campaign=ab\n"], "characters that are not allowed"),
     ],
@@ -48,10 +54,19 @@ def test_composition_errors(compose, overrides, expected):
         (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
         (["framework.comm_timer=sometimes"], "framework.comm_timer=sometimes is not allowed; choose auto, on or off"),
         (["framework=horovod", "framework.comm_timer=x"], "framework.comm_timer=x is not allowed"),
-        (["framework=horovod", "framework.controller=ucx"], "framework.controller=ucx is not allowed; choose auto, gloo or mpi"),
+        (
+            ["framework=horovod", "framework.controller=ucx"],
+            "framework.controller=ucx is not allowed; choose auto, gloo or mpi",
+        ),
         (["framework=horovod", "framework.cycle_time_ms=0"], "framework.cycle_time_ms=0.0 must be > 0"),
-        (["framework=deepspeed", "framework.reduce_dtype=bf16"], "framework.reduce_dtype=bf16 is not allowed; choose fp32 or autocast"),
-        (["framework=deepspeed", "framework.zero_stage=4"], "framework.zero_stage=4 is not allowed; choose 0, 1, 2 or 3"),
+        (
+            ["framework=deepspeed", "framework.reduce_dtype=bf16"],
+            "framework.reduce_dtype=bf16 is not allowed; choose fp32 or autocast",
+        ),
+        (
+            ["framework=deepspeed", "framework.zero_stage=4"],
+            "framework.zero_stage=4 is not allowed; choose 0, 1, 2 or 3",
+        ),
         (["loader=dali", "loader.reader=lmdb"], "loader.reader=lmdb is not allowed; choose file or tfrecord"),
         (["loader=dali", "loader.hw_decoder_load=1.5"], "loader.hw_decoder_load=1.5 must be between 0 and 1"),
         (["loader=native", "data.path=/tmp", "loader.num_workers=-1"], "loader.num_workers=-1 must be >= 0"),
@@ -72,20 +87,31 @@ def test_cuda_system_without_gpu(compose):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the no-GPU error cannot happen here")
-    with pytest.raises(ConfigError, match="system=h200 wants CUDA GPUs but this machine has none; use system=local_cpu"):
+    with pytest.raises(
+        ConfigError, match="system=h200 wants CUDA GPUs but this machine has none; use system=local_cpu"
+    ):
         validate(compose(["system=h200"]))
 
 
 def test_unknown_model_depth():
     from benchmarks.models import build_model
 
-    with pytest.raises(ConfigError, match=r"model.depth=42 is not a ResNet depth; choose one of \[18, 34, 50, 101, 152\]"):
+    with pytest.raises(
+        ConfigError, match=r"model.depth=42 is not a ResNet depth; choose one of \[18, 34, 50, 101, 152\]"
+    ):
         build_model(arch="resnet", depth=42, num_classes=10, seed=0)
 
 
-@pytest.mark.parametrize(("knob", "device", "enabled"), [
-    ("auto", "cpu", True), ("auto", "cuda", False), ("on", "cuda", True), ("off", "cpu", False), ("on", "cpu", True),
-])
+@pytest.mark.parametrize(
+    ("knob", "device", "enabled"),
+    [
+        ("auto", "cpu", True),
+        ("auto", "cuda", False),
+        ("on", "cuda", True),
+        ("off", "cpu", False),
+        ("on", "cpu", True),
+    ],
+)
 def test_comm_timer_knob(compose, knob, device, enabled):
     from benchmarks.adapter_config import adapter_config
 

@@ -1,4 +1,5 @@
 """The note DALI's GPU pipeline gives when CUDA has too few hardware work queues (no DALI needed)."""
+
 import pytest
 
 from benchmarks.loaders.dali import MIN_NUM_HW_QUEUES, hardware_queue_note

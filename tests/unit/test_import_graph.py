@@ -1,6 +1,7 @@
 """Imports flow one way (docs/architecture.md): the CLI (ddlbench/) on top; launchers and analysis below
 it; the training package (benchmarks/, with run identity, records, configs and errors) at the bottom.
 Analysis and launch planning import without torch; horovod, deepspeed and DALI only in their adapters."""
+
 from __future__ import annotations
 
 import ast
@@ -29,11 +30,30 @@ ADAPTER_OF = {
     "mpi4py": "benchmarks/commbench/mpi.py",
 }
 TORCH_FREE = [
-    "benchmarks.rundir", "benchmarks.errors", "benchmarks.config", "benchmarks.schema", "benchmarks.validate",
-    "benchmarks.adapter_config", "benchmarks.frameworks.configs", "benchmarks.loaders.configs",
-    "benchmarks.models.configs", "launchers.campaign", "launchers.slurm", "launchers.local", "launchers.stash",
-    "analysis.load", "analysis.metrics", "analysis.campaign_analysis", "analysis.results", "analysis.report",
-    "analysis.plots", "analysis.stash", "analysis.breakdown", "analysis.cli", "benchmarks.commbench", "launchers.commbench",
+    "benchmarks.rundir",
+    "benchmarks.errors",
+    "benchmarks.config",
+    "benchmarks.schema",
+    "benchmarks.validate",
+    "benchmarks.adapter_config",
+    "benchmarks.frameworks.configs",
+    "benchmarks.loaders.configs",
+    "benchmarks.models.configs",
+    "launchers.campaign",
+    "launchers.slurm",
+    "launchers.local",
+    "launchers.stash",
+    "analysis.load",
+    "analysis.metrics",
+    "analysis.campaign_analysis",
+    "analysis.results",
+    "analysis.report",
+    "analysis.plots",
+    "analysis.stash",
+    "analysis.breakdown",
+    "analysis.cli",
+    "benchmarks.commbench",
+    "launchers.commbench",
 ]
 
 
@@ -49,8 +69,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def _sources() -> dict[str, set[str]]:
-    return {path.relative_to(REPO).as_posix(): _imports(path)
-            for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
+    return {
+        path.relative_to(REPO).as_posix(): _imports(path)
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
 
 
 def test_packages_import_one_way():
@@ -65,8 +88,11 @@ def test_packages_import_one_way():
 
 
 def test_the_package_graph_has_no_cycle():
-    edges = {p: {n.split(".")[0] for f, names in _sources().items() if f.startswith(f"{p}/") for n in names}
-             & set(PACKAGES) - {p} for p in PACKAGES}
+    edges = {
+        p: {n.split(".")[0] for f, names in _sources().items() if f.startswith(f"{p}/") for n in names}
+        & set(PACKAGES) - {p}
+        for p in PACKAGES
+    }
     visiting, done = set(), set()
 
     def visit(p: str, path: list[str]) -> None:
@@ -85,16 +111,21 @@ def test_the_package_graph_has_no_cycle():
 
 @pytest.mark.parametrize("library", sorted(ADAPTER_OF))
 def test_a_framework_library_is_imported_by_its_adapter_only(library):
-    importers = sorted(f for f, names in _sources().items()
-                       if any(n == library or n.startswith(f"{library}.") for n in names))
+    importers = sorted(
+        f for f, names in _sources().items() if any(n == library or n.startswith(f"{library}.") for n in names)
+    )
     assert importers == [ADAPTER_OF[library]]
 
 
 def test_analysis_and_launch_planning_import_without_torch():
-    code = (f"import importlib, sys\nfor m in {TORCH_FREE!r}: importlib.import_module(m)\n"
-            "from launchers.campaign import plan\nplan(['experiment=aach2023_scaling', 'system=juwels_booster'])\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    code = (
+        f"import importlib, sys\nfor m in {TORCH_FREE!r}: importlib.import_module(m)\n"
+        "from launchers.campaign import plan\nplan(['experiment=aach2023_scaling', 'system=juwels_booster'])\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
     env = {**os.environ, "DDLBENCH_IMAGENET": str(REPO)}  # the grid's data path: any folder
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout

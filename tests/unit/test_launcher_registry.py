@@ -1,5 +1,6 @@
 """The launcher registries: every name builds, an unknown name says which exist, and any rank program
 (training, commbench) goes through the same builders."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,10 +29,16 @@ def test_every_registered_name_builds(registry):
         assert argv[-3:] == ["benchmarks", "framework=ddp", "run.steps=3"], (name, argv)
 
 
-@pytest.mark.parametrize("registry, message", [
-    (local.LAUNCHERS, "framework.local_launcher='pbs' is unknown; choose torchrun, horovodrun, mpirun or deepspeed"),
-    (slurm.LAUNCHERS, "system.launcher='pbs' is unknown; choose srun or mpirun"),
-])
+@pytest.mark.parametrize(
+    "registry, message",
+    [
+        (
+            local.LAUNCHERS,
+            "framework.local_launcher='pbs' is unknown; choose torchrun, horovodrun, mpirun or deepspeed",
+        ),
+        (slurm.LAUNCHERS, "system.launcher='pbs' is unknown; choose srun or mpirun"),
+    ],
+)
 def test_an_unknown_name_lists_the_registered_ones(registry, message):
     with pytest.raises(ConfigError) as error:
         registry.build("pbs", SHAPE, training([]))
@@ -48,11 +55,28 @@ def test_local_command_goes_through_the_registry():
 def test_local_torchrun_and_deepspeed_exact():
     program = training(["framework=deepspeed"], python=PY)
     shape = JobShape(nproc=2, master_port=29500)
-    assert local.torchrun(shape, program) == [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                                              "--master-port=29500", "-m", "benchmarks", "framework=deepspeed"]
-    assert local.deepspeed(shape, program) == [PY, "-m", "deepspeed.launcher.runner", "--num_gpus=2",
-                                               "--master_port=29500", "--no_local_rank", "--module", "benchmarks",
-                                               "framework=deepspeed"]
+    assert local.torchrun(shape, program) == [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "--master-port=29500",
+        "-m",
+        "benchmarks",
+        "framework=deepspeed",
+    ]
+    assert local.deepspeed(shape, program) == [
+        PY,
+        "-m",
+        "deepspeed.launcher.runner",
+        "--num_gpus=2",
+        "--master_port=29500",
+        "--no_local_rank",
+        "--module",
+        "benchmarks",
+        "framework=deepspeed",
+    ]
 
 
 @pytest.mark.parametrize("registry", SCOPES)
@@ -64,23 +88,39 @@ def test_the_commbench_rank_program_uses_the_same_builders(registry):
         t, b = registry.build(name, SHAPE, train), registry.build(name, SHAPE, bench)
         cut_t, cut_b = t.index("benchmarks"), b.index("benchmarks.commbench")
         assert t[:cut_t] == b[:cut_b], name
-        assert (t[cut_t + 1:], b[cut_b + 1:]) == (["a=1"], ["--out", "x.json"]), name
+        assert (t[cut_t + 1 :], b[cut_b + 1 :]) == (["a=1"], ["--out", "x.json"]), name
 
 
 def test_commbench_command_is_a_registered_builder():
     shape = local.local_shape(nproc=2, master_port=7, as_root=False)
     for launcher in ("torchrun", "horovodrun"):
-        assert commbench.commbench_command(launcher=launcher, nproc=2, master_port=7, rank_args=["--iters", "3"]) == \
-            local.LAUNCHERS.build(launcher, shape, commbench.rank_program(["--iters", "3"]))
+        assert commbench.commbench_command(
+            launcher=launcher, nproc=2, master_port=7, rank_args=["--iters", "3"]
+        ) == local.LAUNCHERS.build(launcher, shape, commbench.rank_program(["--iters", "3"]))
 
 
 def test_the_netns_wrapper_runs_any_program():
     topo = netns.Topology(tag="abc", num_nodes=2, link=netns.Link())
     bench = RankProgram(module=commbench.MODULE, args=("--out", "x.json"), python="py")
     assert netns.rank_argv(topo, bench, rank=2, ranks_per_node=2) == [
-        "ip", "netns", "exec", "ddlb-abc-n1", "py", "-m", "benchmarks.commbench", "--out", "x.json"]
+        "ip",
+        "netns",
+        "exec",
+        "ddlb-abc-n1",
+        "py",
+        "-m",
+        "benchmarks.commbench",
+        "--out",
+        "x.json",
+    ]
     assert netns.exec_in("ns", *local.mpirun(JobShape(nproc=2), bench))[:6] == [
-        "ip", "netns", "exec", "ns", "mpirun", "-np"]
+        "ip",
+        "netns",
+        "exec",
+        "ns",
+        "mpirun",
+        "-np",
+    ]
 
 
 def test_every_commbench_backend_has_a_registered_launcher():
@@ -91,11 +131,17 @@ def test_every_commbench_backend_has_a_registered_launcher():
     assert commbench.launcher_for(["mpi"]) == "mpirun"
 
 
-@pytest.mark.parametrize("backends, message", [
-    (["torch", "horovod"], "--backends torch,horovod: started by different launchers (torch by torchrun, horovod by "
-                           "horovodrun); run them apart: --backends torch and --backends horovod"),
-    (["torch", "nccl"], "--backends torch,nccl: 'nccl' is unknown; choose from torch, deepspeed, horovod, mpi"),
-])
+@pytest.mark.parametrize(
+    "backends, message",
+    [
+        (
+            ["torch", "horovod"],
+            "--backends torch,horovod: started by different launchers (torch by torchrun, horovod by "
+            "horovodrun); run them apart: --backends torch and --backends horovod",
+        ),
+        (["torch", "nccl"], "--backends torch,nccl: 'nccl' is unknown; choose from torch, deepspeed, horovod, mpi"),
+    ],
+)
 def test_commbench_backends_that_no_one_launcher_starts(backends, message):
     with pytest.raises(ConfigError) as error:
         commbench.launcher_for(backends)
@@ -110,6 +156,12 @@ def test_a_new_builder_is_one_registration():
         return ["echo", str(shape.nproc), *program.argv()]
 
     assert registry.build("echo", JobShape(nproc=3), training(["a=1"], python="py")) == [
-        "echo", "3", "py", "-m", "benchmarks", "a=1"]
+        "echo",
+        "3",
+        "py",
+        "-m",
+        "benchmarks",
+        "a=1",
+    ]
     with pytest.raises(ConfigError, match=r"^x.launcher='mpi' is unknown; choose echo$"):
         registry.get("mpi")

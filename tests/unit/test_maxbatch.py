@@ -2,6 +2,7 @@
 directory (fits, out of memory, any other failure), the table and the answer, and the one-line refusal
 on a CPU system. The probes' runs are stood in for by a fake `cmd_run` that writes what a rank writes
 (a GPU out of memory cannot happen on this machine); the OOM records themselves are rundir's."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,12 +14,15 @@ from benchmarks import rundir
 from ddlbench import cli
 
 
-@pytest.mark.parametrize(("largest", "asked"), [
-    (1, [1, 2]),
-    (3, [1, 2, 4, 3]),
-    (10, [1, 2, 4, 8, 16, 12, 10, 11]),
-    (16, [1, 2, 4, 8, 16, 32, 24, 20, 18, 17]),
-])
+@pytest.mark.parametrize(
+    ("largest", "asked"),
+    [
+        (1, [1, 2]),
+        (3, [1, 2, 4, 3]),
+        (10, [1, 2, 4, 8, 16, 12, 10, 11]),
+        (16, [1, 2, 4, 8, 16, 32, 24, 20, 18, 17]),
+    ],
+)
 def test_search_doubles_then_bisects(largest, asked):
     seen: list[int] = []
 
@@ -38,19 +42,23 @@ def test_search_ends_at_its_limits():
 def test_a_cpu_system_is_refused_in_one_line(capsys):
     assert cli.main(["maxbatch", "model=simple_cnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["ddlbench: error: ddlbench maxbatch searches GPU memory, but system=local_cpu runs on the CPU "
-                   "(system.device=cpu), which has none to fill; pass a GPU system, e.g. "
-                   "'ddlbench maxbatch system=h200 model=resnet model.depth=50'"]
+    assert err == [
+        "ddlbench: error: ddlbench maxbatch searches GPU memory, but system=local_cpu runs on the CPU "
+        "(system.device=cpu), which has none to fill; pass a GPU system, e.g. "
+        "'ddlbench maxbatch system=h200 model=resnet model.depth=50'"
+    ]
 
 
 def _fake_run(*, largest: int, broken: int | None = None, oom_only_in_end_record: bool = False):
     """A cmd_run that writes the run directory a GPU run would: completed up to `largest` per GPU, out of
     memory above it (in summary.json, or only in rank 1's end record, as when the launcher killed rank 0)."""
+
     def cmd_run(args: argparse.Namespace) -> int:
         overrides = dict(o.split("=", 1) for o in args.overrides)
         batch = int(overrides["run.per_gpu_batch"])
-        run_dir = next(p for p in sorted((cli.Path(overrides["run.root"]) / "maxbatch").iterdir())
-                       if not rundir.holds_a_run(p))  # the fresh directory maxbatch made for this probe
+        run_dir = next(
+            p for p in sorted((cli.Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir.holds_a_run(p)
+        )  # the fresh directory maxbatch made for this probe
         (run_dir / rundir.CONFIG).write_text("run: {}\n")
         peaks = {"peak_allocated_bytes": batch * 2**30, "peak_reserved_bytes": batch * 2**30 + 2**28}
         if batch == broken:
@@ -60,8 +68,11 @@ def _fake_run(*, largest: int, broken: int | None = None, oom_only_in_end_record
             for rank in (0, 1):
                 (run_dir / f"rank{rank}.jsonl").write_text('{"kind": "header"}\n')
                 rundir.write_json_atomic(rundir.end_path(run_dir, rank), rundir.end_record(rank=rank, peaks=peaks))
-            summary = {"status": "completed", "throughput_img_s": 100.0 * batch,
-                       **rundir.memory_of_run(run_dir, num_processes=2)}
+            summary = {
+                "status": "completed",
+                "throughput_img_s": 100.0 * batch,
+                **rundir.memory_of_run(run_dir, num_processes=2),
+            }
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
             return 0
         oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -81,14 +92,34 @@ def test_probes_find_the_largest_batch_that_fits(tmp_path, monkeypatch, capfd, o
     out = capfd.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
-    assert lines[0].split() == ["batch/GPU", "status", "peak", "alloc", "GiB", "peak", "reserved", "GiB", "img/s", "run"]
+    assert lines[0].split() == [
+        "batch/GPU",
+        "status",
+        "peak",
+        "alloc",
+        "GiB",
+        "peak",
+        "reserved",
+        "GiB",
+        "img/s",
+        "run",
+    ]
     table = [line.split() for line in lines[1:9]]
     assert [(row[0], " ".join(row[1:-4])) for row in table] == [
-        ("1", "fits"), ("2", "fits"), ("4", "fits"), ("8", "fits"), ("16", "out of memory"), ("12", "out of memory"),
-        ("10", "fits"), ("11", "out of memory")]
+        ("1", "fits"),
+        ("2", "fits"),
+        ("4", "fits"),
+        ("8", "fits"),
+        ("16", "out of memory"),
+        ("12", "out of memory"),
+        ("10", "fits"),
+        ("11", "out of memory"),
+    ]
     assert table[6][-4:-1] == ["10.00", "10.25", "1,000.0"]
-    assert lines[-1] == ("largest per-GPU batch that fits: 10; 11 is out of memory; peak allocated 10.00 GiB, "
-                         "reserved 10.25 GiB (the largest over the ranks)")
+    assert lines[-1] == (
+        "largest per-GPU batch that fits: 10; 11 is out of memory; peak allocated 10.00 GiB, "
+        "reserved 10.25 GiB (the largest over the ranks)"
+    )
     # a fresh run directory per probe in the scratch campaign, each with the probe's output
     probes = sorted((tmp_path / "maxbatch").iterdir())
     assert len(probes) == 8 and all((p / "probe.log").is_file() for p in probes)
@@ -99,8 +130,14 @@ def test_a_probe_that_fails_otherwise_stops_the_search(tmp_path, monkeypatch, ca
     monkeypatch.setattr(cli, "cmd_run", _fake_run(largest=10, broken=4))
     assert cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}"]) == 2
     captured = capfd.readouterr()
-    assert [line.split()[:2] for line in captured.out.splitlines()[1:]] == [["1", "fits"], ["2", "fits"], ["4", "failed"]]
-    assert "ddlbench: error: the probe at run.per_gpu_batch=4 failed, not for lack of memory (exit code 1)" in captured.err
+    assert [line.split()[:2] for line in captured.out.splitlines()[1:]] == [
+        ["1", "fits"],
+        ["2", "fits"],
+        ["4", "failed"],
+    ]
+    assert (
+        "ddlbench: error: the probe at run.per_gpu_batch=4 failed, not for lack of memory (exit code 1)" in captured.err
+    )
 
 
 def test_nothing_fits(tmp_path, monkeypatch, capfd):
@@ -119,18 +156,33 @@ def test_bad_bounds_and_run_dir_are_refused(capsys):
 def test_out_of_memory_is_its_own_failure():
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
     assert rundir.failed_summary(oom)["out_of_memory"] is True
-    assert rundir.failed_summary(RuntimeError("NCCL error: unhandled cuda error (out of memory)"))["out_of_memory"] is True
+    assert (
+        rundir.failed_summary(RuntimeError("NCCL error: unhandled cuda error (out of memory)"))["out_of_memory"] is True
+    )
     assert rundir.failed_summary(ValueError("corrupt JPEG"))["out_of_memory"] is False
     end = rundir.end_record(rank=3, peaks={"peak_allocated_bytes": 5, "peak_reserved_bytes": 8}, error=oom)
-    assert end == {"schema_version": 1, "rank": 3, "status": "failed", "out_of_memory": True,
-                   "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
-                   "peak_allocated_bytes": 5, "peak_reserved_bytes": 8}
+    assert end == {
+        "schema_version": 1,
+        "rank": 3,
+        "status": "failed",
+        "out_of_memory": True,
+        "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        "peak_allocated_bytes": 5,
+        "peak_reserved_bytes": 8,
+    }
 
 
 def test_memory_summary_takes_the_largest_peak_over_the_ranks():
-    ends = [{"peak_allocated_bytes": 3, "peak_reserved_bytes": 4}, None, {"peak_allocated_bytes": 7, "peak_reserved_bytes": 9}]
+    ends = [
+        {"peak_allocated_bytes": 3, "peak_reserved_bytes": 4},
+        None,
+        {"peak_allocated_bytes": 7, "peak_reserved_bytes": 9},
+    ]
     assert rundir.memory_summary(ends) == {
-        "peak_allocated_bytes": 7, "peak_reserved_bytes": 9,
-        "peak_allocated_bytes_by_rank": [3, None, 7], "peak_reserved_bytes_by_rank": [4, None, 9]}
+        "peak_allocated_bytes": 7,
+        "peak_reserved_bytes": 9,
+        "peak_allocated_bytes_by_rank": [3, None, 7],
+        "peak_reserved_bytes_by_rank": [4, None, 9],
+    }
     cpu = [{"peak_allocated_bytes": None, "peak_reserved_bytes": None}] * 2
     assert set(rundir.memory_summary(cpu).values()) == {None}

@@ -1,5 +1,6 @@
 """Multi-host launch without Slurm: the exact argv of every registered multi-host builder (launchers/local.py
 HOSTS), hostfiles written and read, which launchers run on every host, and the one-line errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,15 @@ PROGRAM = training(["framework=ddp", "run.steps=3"], python=PY)
 
 
 def shape(node_rank: int = 0, **kw) -> JobShape:
-    return local.hosts_shape(hosts=HOSTS, ranks_per_node=4, master_port=29500, node_rank=node_rank,
-                             hostfile="/tmp/hosts", as_root=False, **kw)
+    return local.hosts_shape(
+        hosts=HOSTS,
+        ranks_per_node=4,
+        master_port=29500,
+        node_rank=node_rank,
+        hostfile="/tmp/hosts",
+        as_root=False,
+        **kw,
+    )
 
 
 def test_the_multi_host_builders_are_the_local_launchers_names():
@@ -25,35 +33,103 @@ def test_the_multi_host_builders_are_the_local_launchers_names():
 
 def test_torchrun_c10d_rendezvous_exact():
     assert local.torchrun_hosts(shape(0), PROGRAM) == [
-        PY, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d",
-        "--rdzv-endpoint=10.0.0.1:29500", "--rdzv-id=ddlbench-29500", "--rdzv-conf=is_host=1",
-        "--local-addr=10.0.0.1", "-m", "benchmarks", "framework=ddp", "run.steps=3"]
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc-per-node=4",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.1:29500",
+        "--rdzv-id=ddlbench-29500",
+        "--rdzv-conf=is_host=1",
+        "--local-addr=10.0.0.1",
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
     assert local.torchrun_hosts(shape(1), PROGRAM) == [
-        PY, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d",
-        "--rdzv-endpoint=10.0.0.1:29500", "--rdzv-id=ddlbench-29500", "--rdzv-conf=is_host=0",
-        "--local-addr=10.0.0.2", "-m", "benchmarks", "framework=ddp", "run.steps=3"]
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc-per-node=4",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.1:29500",
+        "--rdzv-id=ddlbench-29500",
+        "--rdzv-conf=is_host=0",
+        "--local-addr=10.0.0.2",
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
 
 
 def test_horovodrun_hosts_exact():
     assert local.horovodrun_hosts(shape(), PROGRAM) == [
-        PY, "-m", "horovod.runner.launch", "-np", "8", "-H", "10.0.0.1:4,10.0.0.2:4", "--gloo",
-        PY, "-m", "benchmarks", "framework=ddp", "run.steps=3"]
+        PY,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        "8",
+        "-H",
+        "10.0.0.1:4,10.0.0.2:4",
+        "--gloo",
+        PY,
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
 
 
 def test_mpirun_hostfile_exact():
     assert local.mpirun_hosts(shape(mpirun_args=["--mca", "btl", "tcp,self"]), PROGRAM) == [
-        "mpirun", "-np", "8", "--hostfile", "/tmp/hosts", "--map-by", "ppr:4:node", "--bind-to", "none",
-        "-x", "MASTER_ADDR=10.0.0.1", "-x", "MASTER_PORT=29500", "--mca", "btl", "tcp,self",
-        PY, "-m", "benchmarks", "framework=ddp", "run.steps=3"]
+        "mpirun",
+        "-np",
+        "8",
+        "--hostfile",
+        "/tmp/hosts",
+        "--map-by",
+        "ppr:4:node",
+        "--bind-to",
+        "none",
+        "-x",
+        "MASTER_ADDR=10.0.0.1",
+        "-x",
+        "MASTER_PORT=29500",
+        "--mca",
+        "btl",
+        "tcp,self",
+        PY,
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
     as_root = local.hosts_shape(hosts=HOSTS, ranks_per_node=1, master_port=1, hostfile="h", as_root=True)
     assert local.mpirun_hosts(as_root, PROGRAM)[:4] == ["mpirun", "-np", "2", "--allow-run-as-root"]
 
 
 def test_deepspeed_without_ssh_exact():
     assert local.deepspeed_hosts(shape(1), PROGRAM) == [
-        PY, "-m", "deepspeed.launcher.runner", "--hostfile=/tmp/hosts", "--no_ssh", "--node_rank=1", "--num_nodes=2",
-        "--num_gpus=4", "--master_addr=10.0.0.1", "--master_port=29500", "--no_local_rank", "--module", "benchmarks",
-        "framework=ddp", "run.steps=3"]
+        PY,
+        "-m",
+        "deepspeed.launcher.runner",
+        "--hostfile=/tmp/hosts",
+        "--no_ssh",
+        "--node_rank=1",
+        "--num_nodes=2",
+        "--num_gpus=4",
+        "--master_addr=10.0.0.1",
+        "--master_port=29500",
+        "--no_local_rank",
+        "--module",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
 
 
 def test_every_host_or_the_first_only():
@@ -61,19 +137,42 @@ def test_every_host_or_the_first_only():
         launches = local.hosts_commands(name, shape(), PROGRAM)
         hosts = [host for host, _ in launches]
         assert hosts == (list(HOSTS) if name in local.RUNS_ON_EVERY_HOST else ["10.0.0.1"]), name
-        assert [argv for _, argv in launches] == [local.HOSTS.build(name, shape(i), PROGRAM)
-                                                  for i in range(len(hosts))], name
-    training_launches = local.hosts_training_commands(launcher="torchrun", hosts=HOSTS, ranks_per_node=4,
-                                                      master_port=29500, overrides=["a=1"], as_root=False)
+        assert [argv for _, argv in launches] == [
+            local.HOSTS.build(name, shape(i), PROGRAM) for i in range(len(hosts))
+        ], name
+    training_launches = local.hosts_training_commands(
+        launcher="torchrun", hosts=HOSTS, ranks_per_node=4, master_port=29500, overrides=["a=1"], as_root=False
+    )
     assert [argv[-3:] for _, argv in training_launches] == [["-m", "benchmarks", "a=1"]] * 2
 
 
 def test_single_host_builders_are_unchanged():
     one = JobShape(nproc=2, master_port=29500)
-    assert local.torchrun(one, PROGRAM) == [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                                            "--master-port=29500", "-m", "benchmarks", "framework=ddp", "run.steps=3"]
-    assert local.mpirun(one, PROGRAM) == ["mpirun", "-np", "2", "--bind-to", "none", "--oversubscribe",
-                                          PY, "-m", "benchmarks", "framework=ddp", "run.steps=3"]
+    assert local.torchrun(one, PROGRAM) == [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "--master-port=29500",
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
+    assert local.mpirun(one, PROGRAM) == [
+        "mpirun",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        "--oversubscribe",
+        PY,
+        "-m",
+        "benchmarks",
+        "framework=ddp",
+        "run.steps=3",
+    ]
 
 
 def test_hostfile_written_and_read():
@@ -84,12 +183,15 @@ def test_hostfile_written_and_read():
     assert local.parse_hostfile("node1\nnode2\n") == (["node1", "node2"], None)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("node1 slots=2\nnode2 slots=4\n", "--hostfile gives hosts different slots (2, 4); every host runs the same"),
-    ("node1\nnode1\n", "--hostfile lists a host twice (node1); give each host once"),
-    ("node1 slots=two\n", "--hostfile line 1 'node1 slots=two' is no host line; write '<host> slots=<N>'"),
-    ("# nothing\n", "--hostfile lists no host; write one '<host> slots=<N>' line per host"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("node1 slots=2\nnode2 slots=4\n", "--hostfile gives hosts different slots (2, 4); every host runs the same"),
+        ("node1\nnode1\n", "--hostfile lists a host twice (node1); give each host once"),
+        ("node1 slots=two\n", "--hostfile line 1 'node1 slots=two' is no host line; write '<host> slots=<N>'"),
+        ("# nothing\n", "--hostfile lists no host; write one '<host> slots=<N>' line per host"),
+    ],
+)
 def test_bad_hostfiles_say_what_to_write(text, message):
     with pytest.raises(ConfigError) as error:
         local.parse_hostfile(text)
@@ -108,10 +210,12 @@ def test_shape_errors_name_the_key():
 
 def test_commbench_across_hosts_goes_through_the_same_builders():
     bench = RankProgram(module=commbench.MODULE, args=("--iters", "3"))
-    launches = commbench.hosts_commands(launcher="torchrun", hosts=HOSTS, nproc_per_host=4, master_port=29500,
-                                        rank_args=["--iters", "3"])
-    assert launches == local.hosts_commands("torchrun", local.hosts_shape(hosts=HOSTS, ranks_per_node=4,
-                                                                          master_port=29500), bench)
+    launches = commbench.hosts_commands(
+        launcher="torchrun", hosts=HOSTS, nproc_per_host=4, master_port=29500, rank_args=["--iters", "3"]
+    )
+    assert launches == local.hosts_commands(
+        "torchrun", local.hosts_shape(hosts=HOSTS, ranks_per_node=4, master_port=29500), bench
+    )
 
 
 def test_commbench_cli_across_hosts(tmp_path):
@@ -120,11 +224,14 @@ def test_commbench_cli_across_hosts(tmp_path):
     out = tmp_path / "c.json"
     done = ddlbench("commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--out", str(out), "--dry-run")
     assert done.returncode == 2 and "torchrun runs on every host: pass --node-rank 0..1" in done.stderr
-    done = ddlbench("commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--node-rank", "1", "--out", str(out),
-                    "--dry-run")
+    done = ddlbench(
+        "commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--node-rank", "1", "--out", str(out), "--dry-run"
+    )
     assert done.returncode == 0, done.stderr
-    assert "--rdzv-endpoint=10.0.0.1:29500 --rdzv-id=ddlbench-29500 --rdzv-conf=is_host=0 --local-addr=10.0.0.2" \
+    assert (
+        "--rdzv-endpoint=10.0.0.1:29500 --rdzv-id=ddlbench-29500 --rdzv-conf=is_host=0 --local-addr=10.0.0.2"
         in done.stdout
+    )
     hostfile = tmp_path / "hosts"
     hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n")
     done = ddlbench("commbench", "--hostfile", str(hostfile), "--backends", "horovod", "--out", str(out), "--dry-run")

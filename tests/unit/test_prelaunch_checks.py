@@ -1,5 +1,6 @@
 """What the submit host checks before any rank starts: the model's options per architecture and the data
 set (present, the loader's files, enough for one step of every rank, readable)."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,10 +18,13 @@ def folder(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["model=vgg16", "model.image_size=16"], "model.image_size=16 must be >= 32 for model.arch=vgg"),
-    (["model=resnet", "model.depth=51"], "model.depth=51 is not a ResNet depth"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["model=vgg16", "model.image_size=16"], "model.image_size=16 must be >= 32 for model.arch=vgg"),
+        (["model=resnet", "model.depth=51"], "model.depth=51 is not a ResNet depth"),
+    ],
+)
 def test_model_options_per_architecture(compose, overrides, words):
     with pytest.raises(ConfigError, match=words):
         validate(compose(overrides), check_device=False)
@@ -32,7 +36,9 @@ def test_a_data_set_large_enough_for_one_step_passes(compose, folder):
 
 
 def test_too_small_empty_and_wrong_kind_are_one_line(compose, folder, tmp_path):
-    with pytest.raises(ConfigError, match=r"holds 8 samples, but one step of 4 rank\(s\) at run.per_gpu_batch=4 needs 16"):
+    with pytest.raises(
+        ConfigError, match=r"holds 8 samples, but one step of 4 rank\(s\) at run.per_gpu_batch=4 needs 16"
+    ):
         check_data(compose(["loader=native", f"data.path={folder}", "run.per_gpu_batch=4"]), world_size=4)
     (tmp_path / "empty" / "a").mkdir(parents=True)
     with pytest.raises(ConfigError, match="holds no images"):
@@ -68,7 +74,8 @@ def test_a_campaign_submit_names_the_sizes_the_data_set_cannot_feed(folder, tmp_
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "tiny.yaml").write_text(
         "# @package _global_\nmodel:\n  arch: simple_cnn\nrun:\n  campaign: tiny\n  per_gpu_batch: 6\n"
-        "campaign:\n  gpus: [1, 2]\n  repeats: 1\n  axes:\n    loader: [native]\n")
+        "campaign:\n  gpus: [1, 2]\n  repeats: 1\n  axes:\n    loader: [native]\n"
+    )
     monkeypatch.setenv("DDLBENCH_CONFIG", str(tmp_path))
     from launchers.campaign import plan
 

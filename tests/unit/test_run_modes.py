@@ -1,5 +1,6 @@
 """`ddlbench run` as Hydra users expect it: -m sweeps (one launched run per combination), --cfg job, and
 tab completion (the bash script and its candidates)."""
+
 from __future__ import annotations
 
 import os
@@ -12,14 +13,30 @@ from tests.conftest import REPO, ddlbench
 
 
 def test_sweep_values_split_outside_brackets():
-    assert split_sweep("8,16") == ["8", "16"] and split_sweep("[1,2],[4]") == ["[1,2]", "[4]"] and split_sweep("x") == ["x"]
-    assert sweep(["a=1,2", "b=x,y", "c=[1,2]"]) == [["a=1", "b=x", "c=[1,2]"], ["a=1", "b=y", "c=[1,2]"],
-                                                    ["a=2", "b=x", "c=[1,2]"], ["a=2", "b=y", "c=[1,2]"]]
+    assert (
+        split_sweep("8,16") == ["8", "16"]
+        and split_sweep("[1,2],[4]") == ["[1,2]", "[4]"]
+        and split_sweep("x") == ["x"]
+    )
+    assert sweep(["a=1,2", "b=x,y", "c=[1,2]"]) == [
+        ["a=1", "b=x", "c=[1,2]"],
+        ["a=1", "b=y", "c=[1,2]"],
+        ["a=2", "b=x", "c=[1,2]"],
+        ["a=2", "b=y", "c=[1,2]"],
+    ]
 
 
 def test_multirun_runs_every_combination_in_its_own_directory(tmp_path):
-    result = ddlbench("run", "-m", "model=simple_cnn", "run.per_gpu_batch=2,4", "system.ranks_per_node=1",
-                      "run.steps=2", "run.warmup_steps=1", f"run.root={tmp_path}")
+    result = ddlbench(
+        "run",
+        "-m",
+        "model=simple_cnn",
+        "run.per_gpu_batch=2,4",
+        "system.ranks_per_node=1",
+        "run.steps=2",
+        "run.warmup_steps=1",
+        f"run.root={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "multirun 2/2: run.per_gpu_batch=4" in result.stderr and "2 of 2 run(s) completed" in result.stderr
     names = sorted(p.name for p in (tmp_path / "default").iterdir())
@@ -27,8 +44,9 @@ def test_multirun_runs_every_combination_in_its_own_directory(tmp_path):
 
 
 def test_multirun_validates_every_combination_before_the_first_starts(tmp_path):
-    result = ddlbench("run", "-m", "model=simple_cnn", "model.depth=18", "system.ranks_per_node=1,0",
-                      f"run.root={tmp_path}")
+    result = ddlbench(
+        "run", "-m", "model=simple_cnn", "model.depth=18", "system.ranks_per_node=1,0", f"run.root={tmp_path}"
+    )
     assert result.returncode == 2 and "system.ranks_per_node=0 must be >= 1" in result.stderr
     assert not (tmp_path / "default").exists()
 
@@ -56,10 +74,12 @@ def test_completion_candidates():
 def test_the_bash_script_completes_after_an_equals_sign(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "ddlbench").write_text(f"#!/bin/sh\nexec {sys.executable} -m ddlbench.cli \"$@\"\n")
+    (bin_dir / "ddlbench").write_text(f'#!/bin/sh\nexec {sys.executable} -m ddlbench.cli "$@"\n')
     (bin_dir / "ddlbench").chmod(0o755)
     line = "ddlbench run framework=hor"
-    script = f'{BASH}\nCOMP_LINE="{line}"; COMP_POINT={len(line)}; _ddlbench_complete; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    script = (
+        f'{BASH}\nCOMP_LINE="{line}"; COMP_POINT={len(line)}; _ddlbench_complete; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.split() == ["horovod"], out  # what follows the '=' (bash splits words there)

@@ -1,4 +1,5 @@
 """benchmarks/rundir.py: a run key holds every setting, so runs that differ in any of them are two cells."""
+
 from __future__ import annotations
 
 import re
@@ -13,18 +14,22 @@ NAME = re.compile(r"(?P<readable>.+)-(?P<hash>[0-9a-f]{8})-r(?P<repeat>\d+)")
 
 
 def _dir(compose, overrides: list[str], *, world_size: int = 2, num_nodes: int = 1):
-    return rundir.run_dir(OmegaConf.to_container(compose(overrides), resolve=True), world_size=world_size,
-                          num_nodes=num_nodes)
+    return rundir.run_dir(
+        OmegaConf.to_container(compose(overrides), resolve=True), world_size=world_size, num_nodes=num_nodes
+    )
 
 
-@pytest.mark.parametrize("a, b", [
-    (["framework=deepspeed", "framework.zero_stage=1"], ["framework=deepspeed", "framework.zero_stage=2"]),
-    (["precision=amp_bf16"], ["precision=fp32"]),
-    (["system=local_cpu"], ["system=h200"]),
-    (["run.campaign=a"], ["run.campaign=b"]),
-    (["data.path=/d1"], ["data.path=/d2"]),
-    (["loader=native", "loader.num_workers=2"], ["loader=native", "loader.num_workers=8"]),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (["framework=deepspeed", "framework.zero_stage=1"], ["framework=deepspeed", "framework.zero_stage=2"]),
+        (["precision=amp_bf16"], ["precision=fp32"]),
+        (["system=local_cpu"], ["system=h200"]),
+        (["run.campaign=a"], ["run.campaign=b"]),
+        (["data.path=/d1"], ["data.path=/d2"]),
+        (["loader=native", "loader.num_workers=2"], ["loader=native", "loader.num_workers=8"]),
+    ],
+)
 def test_any_setting_makes_another_cell(compose, a, b):
     dir_a, dir_b = _dir(compose, a), _dir(compose, b)
     assert dir_a != dir_b
@@ -32,8 +37,10 @@ def test_any_setting_makes_another_cell(compose, a, b):
 
 
 def test_repeats_share_the_cell_and_not_the_directory(compose):
-    first, second = _dir(compose, ["run.repeat=0"]), _dir(compose, ["run.repeat=1", "run.root=elsewhere",
-                                                                    "run.log_every=0"])
+    first, second = (
+        _dir(compose, ["run.repeat=0"]),
+        _dir(compose, ["run.repeat=1", "run.root=elsewhere", "run.log_every=0"]),
+    )
     assert NAME.fullmatch(first.name)["hash"] == NAME.fullmatch(second.name)["hash"]
     assert first.name.endswith("-r0") and second.name.endswith("-r1")
 
@@ -62,14 +69,18 @@ def test_scaling_groups_leave_out_the_size():
 def test_throughput_counts_measured_steps_only():
     """Per measured step the slowest rank; warm-up and profiled steps do not count."""
     logs = {
-        0: [{"step": 0, "samples": 4, "warmup": True, "step_s": 9.0},
+        0: [
+            {"step": 0, "samples": 4, "warmup": True, "step_s": 9.0},
             {"step": 1, "samples": 4, "warmup": False, "profiled": True, "step_s": 5.0},
             {"step": 2, "samples": 4, "warmup": False, "profiled": False, "step_s": 0.5},
-            {"step": 3, "samples": 4, "warmup": False, "step_s": 0.4}],
-        1: [{"step": 0, "samples": 4, "warmup": True, "step_s": 9.0},
+            {"step": 3, "samples": 4, "warmup": False, "step_s": 0.4},
+        ],
+        1: [
+            {"step": 0, "samples": 4, "warmup": True, "step_s": 9.0},
             {"step": 1, "samples": 4, "warmup": False, "profiled": True, "step_s": 5.0},
             {"step": 2, "samples": 4, "warmup": False, "profiled": False, "step_s": 0.3},
-            {"step": 3, "samples": 4, "warmup": False, "step_s": 0.6}],
+            {"step": 3, "samples": 4, "warmup": False, "step_s": 0.6},
+        ],
     }
     out = rundir.throughput(logs)
     assert (out["measured_steps"], out["measured_samples"]) == (2, 16)
@@ -83,8 +94,10 @@ def test_state_of_a_run_directory(tmp_path):
     run.mkdir()
     (run / "rank0.jsonl").write_text("{}\n")
     assert rundir.state(run) == "incomplete"
-    for summary, state in ((rundir.failed_summary(RuntimeError("x")), "failed"),
-                           (rundir.interrupted_summary("Ctrl-C"), "interrupted")):
+    for summary, state in (
+        (rundir.failed_summary(RuntimeError("x")), "failed"),
+        (rundir.interrupted_summary("Ctrl-C"), "interrupted"),
+    ):
         rundir.write_json_atomic(run / rundir.SUMMARY, summary)
         assert rundir.state(run) == state
     (run / rundir.SUMMARY).write_text("{not json")
@@ -96,17 +109,21 @@ def test_campaign_plan_refuses_two_cells_with_one_identity():
 
     _, cells = plan(["experiment=slurm_smoke", "system=slurm_cpu"])
     assert len({c.run_dir for c in cells}) == len(cells)
-    with pytest.raises(ConfigError, match=r"campaign cells 'framework=ddp loader=synthetic on 1 GPU\(s\), repeat 0' "
-                                          r"and 'framework=ddp loader=synthetic on 1 GPU\(s\), repeat 0' are one "
-                                          r"configuration"):
+    with pytest.raises(
+        ConfigError,
+        match=r"campaign cells 'framework=ddp loader=synthetic on 1 GPU\(s\), repeat 0' "
+        r"and 'framework=ddp loader=synthetic on 1 GPU\(s\), repeat 0' are one "
+        r"configuration",
+    ):
         plan(["experiment=slurm_smoke", "system=slurm_cpu", "campaign.axes.framework=[ddp,ddp]"])
 
 
 def test_campaign_cells_differing_in_one_setting_plan_distinct_directories():
     from launchers.campaign import plan
 
-    _, cells = plan(["experiment=slurm_smoke", "system=slurm_cpu", "campaign.axes.framework=[ddp,deepspeed]",
-                     "campaign.repeats=2"])
+    _, cells = plan(
+        ["experiment=slurm_smoke", "system=slurm_cpu", "campaign.axes.framework=[ddp,deepspeed]", "campaign.repeats=2"]
+    )
     assert len(cells) == 2 * 2 * 2  # framework x gpus [1, 2] x repeats
     assert len({c.run_dir for c in cells}) == len(cells)
     hashes = {NAME.fullmatch(c.run_dir.name)["hash"] for c in cells}

@@ -1,4 +1,5 @@
 """The sharding contract: disjoint, complete, equal steps per rank (2 and 3 ranks, uneven counts)."""
+
 import pytest
 
 from benchmarks.errors import ConfigError
@@ -35,17 +36,21 @@ def test_dataset_smaller_than_world():
         shard_batches([0, 1], rank=0, world_size=3, per_gpu_batch=1)
 
 
-@pytest.mark.parametrize(("num_samples", "world_size", "batch", "expected"), [
-    (4096, 1, 256, None),  # whole batches
-    (4100, 1, 256, 4),  # 16 whole steps and one of 4
-    (4100, 2, 256, 2),
-    (4097, 2, 256, None),  # one leftover sample rides along with the previous step
-    (1000, 3, 100, 33),  # tail 100 split over 3 ranks: the smallest share
-])
+@pytest.mark.parametrize(
+    ("num_samples", "world_size", "batch", "expected"),
+    [
+        (4096, 1, 256, None),  # whole batches
+        (4100, 1, 256, 4),  # 16 whole steps and one of 4
+        (4100, 2, 256, 2),
+        (4097, 2, 256, None),  # one leftover sample rides along with the previous step
+        (1000, 3, 100, 33),  # tail 100 split over 3 ranks: the smallest share
+    ],
+)
 def test_short_last_step(num_samples, world_size, batch, expected):
     assert short_last_step(num_samples, world_size=world_size, per_gpu_batch=batch) == expected
     if expected is not None:  # the rank with the fewest samples in shard_batches' last step
         order = list(range(num_samples))
-        sizes = [len(shard_batches(order, rank=r, world_size=world_size, per_gpu_batch=batch)[-1])
-                 for r in range(world_size)]
+        sizes = [
+            len(shard_batches(order, rank=r, world_size=world_size, per_gpu_batch=batch)[-1]) for r in range(world_size)
+        ]
         assert min(sizes) == expected

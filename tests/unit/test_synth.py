@@ -1,4 +1,5 @@
 """`ddlbench data synth`: deterministic for a seed, learnable classes, never overwrites."""
+
 import hashlib
 
 import numpy as np
@@ -10,7 +11,9 @@ from benchmarks.errors import ConfigError
 
 
 def _digest(root):
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))
+    }
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
@@ -25,12 +28,20 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 def test_classes_are_separable_by_their_mean_colour(tmp_path):
     """Not pure noise: a nearest-class-mean classifier on the mean RGB already beats chance by far."""
-    synth_imagefolder(tmp_path / "d", num_classes=4, images_per_class=10, width=48, height=32, quality=90, seed=0,
-                      progress=False)
-    features = {c: [np.asarray(Image.open(p), dtype=np.float32).mean(axis=(0, 1))
-                    for p in sorted((tmp_path / "d" / f"class_{c:05d}").glob("*.jpg"))] for c in range(4)}
+    synth_imagefolder(
+        tmp_path / "d", num_classes=4, images_per_class=10, width=48, height=32, quality=90, seed=0, progress=False
+    )
+    features = {
+        c: [
+            np.asarray(Image.open(p), dtype=np.float32).mean(axis=(0, 1))
+            for p in sorted((tmp_path / "d" / f"class_{c:05d}").glob("*.jpg"))
+        ]
+        for c in range(4)
+    }
     centres = {c: np.mean(f, axis=0) for c, f in features.items()}
-    correct = sum(min(centres, key=lambda k: np.linalg.norm(x - centres[k])) == c for c, f in features.items() for x in f)
+    correct = sum(
+        min(centres, key=lambda k: np.linalg.norm(x - centres[k])) == c for c, f in features.items() for x in f
+    )
     assert correct / 40 >= 0.9
 
 
@@ -38,6 +49,7 @@ def test_refuses_a_non_empty_folder(tmp_path):
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "keep.txt").write_text("mine")
     with pytest.raises(ConfigError, match="is not empty; choose a new folder"):
-        synth_imagefolder(tmp_path / "e", num_classes=1, images_per_class=1, width=8, height=8, quality=90, seed=0,
-                          progress=False)
+        synth_imagefolder(
+            tmp_path / "e", num_classes=1, images_per_class=1, width=8, height=8, quality=90, seed=0, progress=False
+        )
     assert (tmp_path / "e" / "keep.txt").read_text() == "mine"

@@ -9,6 +9,7 @@ Per role and repeat, the slowest rank's measured step times (2 measured steps af
 so interconnect = 0.4 s (36.36 %), network = 1.5 s (100 %), cpu = 0.5 s (33.33 %), disk = 2.0 s (100 %).
     python tests/data/stash/make_golden.py
 """
+
 import json
 import shutil
 from pathlib import Path
@@ -37,27 +38,83 @@ def main() -> None:
                 f"framework:\n  name: ddp\n  bucket_cap_mb: 25.0\nloader:\n  name: {loader}\nmodel:\n  arch: simple_cnn\n"
                 f"  depth: null\n  num_classes: 10\nprecision:\n  name: fp32\nsystem:\n  name: local_cpu\n"
                 f"data:\n  path: {'null' if loader == 'synthetic' else '/data/synth'}\n  cache: {cache}\n"
-                f"run:\n  campaign: study\n  repeat: {repeat}\n  per_gpu_batch: {BATCH}\n  steps: 2\n")
-            meta = {"schema_version": 1, "started": "2026-11-29T10:00:00+0000", "launcher": "torchrun",
-                    "world_size": world, "num_nodes": nodes, "git_sha": "abc123", "git_dirty": False,
-                    "versions": {"torch": "2.14.1"}, "hardware": {"host": "vm", "gpus": [], "cpu_count": 2}, "env": {}}
+                f"run:\n  campaign: study\n  repeat: {repeat}\n  per_gpu_batch: {BATCH}\n  steps: 2\n"
+            )
+            meta = {
+                "schema_version": 1,
+                "started": "2026-11-29T10:00:00+0000",
+                "launcher": "torchrun",
+                "world_size": world,
+                "num_nodes": nodes,
+                "git_sha": "abc123",
+                "git_dirty": False,
+                "versions": {"torch": "2.14.1"},
+                "hardware": {"host": "vm", "gpus": [], "cpu_count": 2},
+                "env": {},
+            }
             if cache == "cold":
-                meta["cache_evict"] = {"method": "fadvise", "num_files": 160, "dataset_bytes": 1300153,
-                                       "resident_before_bytes": 1429504, "resident_after_bytes": 0}
+                meta["cache_evict"] = {
+                    "method": "fadvise",
+                    "num_files": 160,
+                    "dataset_bytes": 1300153,
+                    "resident_before_bytes": 1429504,
+                    "resident_after_bytes": 0,
+                }
             (run / "meta.json").write_text(json.dumps(meta))
-            (run / "summary.json").write_text(json.dumps({
-                "schema_version": 1, "status": "completed", "framework": "ddp", "loader": loader, "model": "simple_cnn",
-                "precision": "fp32", "world_size": world, "num_nodes": nodes, "per_gpu_batch": BATCH,
-                "global_batch": BATCH * world, "warmup_steps": 1, "measured_steps": 2,
-                "measured_samples": 2 * BATCH * world, "wall_s": wall, "throughput_img_s": 2 * BATCH * world / wall,
-                "per_gpu_img_s": 2 * BATCH / wall, "campaign": "study", "repeat": repeat}))
+            (run / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "schema_version": 1,
+                        "status": "completed",
+                        "framework": "ddp",
+                        "loader": loader,
+                        "model": "simple_cnn",
+                        "precision": "fp32",
+                        "world_size": world,
+                        "num_nodes": nodes,
+                        "per_gpu_batch": BATCH,
+                        "global_batch": BATCH * world,
+                        "warmup_steps": 1,
+                        "measured_steps": 2,
+                        "measured_samples": 2 * BATCH * world,
+                        "wall_s": wall,
+                        "throughput_img_s": 2 * BATCH * world / wall,
+                        "per_gpu_img_s": 2 * BATCH / wall,
+                        "campaign": "study",
+                        "repeat": repeat,
+                    }
+                )
+            )
             for rank, times in enumerate(ranks):
-                lines = [{"kind": "header", "schema_version": 1, "rank": rank, "local_rank": rank % (world // nodes),
-                          "host": "vm", "device": "cpu", "pid": 3, "steps_per_epoch": 100}]
+                lines = [
+                    {
+                        "kind": "header",
+                        "schema_version": 1,
+                        "rank": rank,
+                        "local_rank": rank % (world // nodes),
+                        "host": "vm",
+                        "device": "cpu",
+                        "pid": 3,
+                        "steps_per_epoch": 100,
+                    }
+                ]
                 for step, (warm, t) in enumerate([(True, 0.9), *((False, t) for t in times)]):
-                    lines.append({"step": step, "epoch": 0, "step_in_epoch": step, "samples": BATCH, "warmup": warm,
-                                  "comm_s": None, "comm_exposed_s": None, "data_s": 0.1, "fwd_s": 0.1, "bwd_s": 0.1,
-                                  "opt_s": 0.1, "step_s": t})
+                    lines.append(
+                        {
+                            "step": step,
+                            "epoch": 0,
+                            "step_in_epoch": step,
+                            "samples": BATCH,
+                            "warmup": warm,
+                            "comm_s": None,
+                            "comm_exposed_s": None,
+                            "data_s": 0.1,
+                            "fwd_s": 0.1,
+                            "bwd_s": 0.1,
+                            "opt_s": 0.1,
+                            "step_s": t,
+                        }
+                    )
                 (run / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
