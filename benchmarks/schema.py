@@ -57,7 +57,10 @@ class SystemConfig:
     gpus_per_node: int = 0
     cpus_per_rank: int = 1
     partition: str | None = None
-    account: str | None = None
+    account: str | None = None  # sbatch --account
+    account_required: bool = False  # the site bills every job to a project: campaign submit refuses without account
+    prelude: list[str] = field(default_factory=list)  # shell lines a batch job runs before ddlbench (module load ...)
+    exclusive: bool = False  # sbatch --exclusive: whole nodes for each job
     env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
     launcher: str = "srun"  # how ranks start in a Slurm job: srun (one task per rank) | mpirun

@@ -16,7 +16,7 @@ import argparse
 import shlex
 import sys
 
-from launchers import submit
+from launchers import scheduler, submit
 from launchers.campaign import Cell, plan
 
 
@@ -27,6 +27,60 @@ def format_table(rows: list[tuple[Cell, str, str]]) -> str:
     ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) + "  " + line[-1] for line in lines).rstrip()
+
+
+def grouped(
+    rows: list[tuple[Cell, str, str]], *, state: str = "impossible", keep: int = 3
+) -> list[tuple[Cell, str, str]]:
+    """The rows with every run of `state` rows that share a detail (an impossible cell's reason) folded
+    into its first `keep` and one line that counts the rest: 486 cells with one unset variable read as one reason."""
+    by_reason: dict[str, list[Cell]] = {}
+    for cell, s, detail in rows:
+        if s == state:
+            by_reason.setdefault(detail, []).append(cell)
+    out, shown = [], {reason: 0 for reason in by_reason}
+    for cell, s, detail in rows:
+        if s != state:
+            out.append((cell, s, detail))
+            continue
+        shown[detail] += 1
+        count = len(by_reason[detail])
+        if shown[detail] <= keep or count == keep + 1:
+            out.append((cell, s, detail if shown[detail] == 1 else "(the same)"))
+        elif shown[detail] == keep + 1:
+            out.append((_More(count - keep), s, "(the same)"))
+    return out
+
+
+class _More:
+    """A table row standing for the cells a grouped reason folds."""
+
+    def __init__(self, count: int) -> None:
+        self.name, self.num_gpus, self.num_nodes, self.ranks_per_node = f"... {count} more", "", "", ""
+
+
+def hours(time_limit: str) -> float:
+    """Slurm's --time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in hours."""
+    days, _, clock = time_limit.rpartition("-")
+    parts = [float(p) for p in clock.split(":")]
+    if days:
+        h, m, sec = (parts + [0.0, 0.0])[:3]
+    else:
+        h, m, sec = {1: (0.0, parts[0], 0.0), 2: (0.0, *parts)}.get(len(parts), tuple(parts))
+    return float(days or 0) * 24 + h + m / 60 + sec / 3600
+
+
+def cost_line(cfg, cells: list[Cell]) -> str:
+    """At most how many node-hours (and GPU-hours) the possible cells take, at system.time_limit each."""
+    possible = [c for c in cells if not c.problem]
+    limit = hours(str(cfg.system.time_limit))
+    nodes = sum(c.num_nodes for c in possible) * limit
+    gpus = sum(c.num_gpus for c in possible) * limit
+    unit = "GPU-hours" if cfg.system.device == "cuda" else "rank-hours"
+    return (
+        f"at most {nodes:,.1f} node-hours, {gpus:,.1f} {unit} for {len(possible)} job(s) at "
+        f"system.time_limit={cfg.system.time_limit} each"
+    )
 
 
 def summary_line(rows: list[tuple[Cell, str, str]]) -> str:
@@ -44,15 +98,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if not cell.problem:
                 print(shlex.join(submit.sbatch_command(cfg, cell, args.overrides)))
         return 0
-    print(format_table(rows))
-    print(f"campaign {cfg.run.campaign} on system={cfg.system.name}: {summary_line(rows)}")
+    print(format_table(grouped(rows)))
+    print(f"campaign {cfg.run.campaign} on system={cfg.system.name}: {summary_line(rows)}; {cost_line(cfg, cells)}")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     cfg, cells = plan(args.overrides)
     rows = submit.cell_states(cfg, cells)
-    print(format_table(rows))
+    if not scheduler.available():
+        print("[ddlbench] Slurm is not installed here: states come from the run directories only", file=sys.stderr)
+    print(format_table(grouped(rows)))
     print(f"campaign {cfg.run.campaign} on system={cfg.system.name}: {summary_line(rows)}")
     return 0
 
@@ -64,10 +120,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     rows = submit.cell_states(cfg, cells)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
-    room = len(todo) if args.max_jobs is None or args.array else max(0, args.max_jobs - queued)
+    # --max-jobs is one limit for the campaign, jobs already queued included
+    free = None if args.max_jobs is None else max(0, args.max_jobs - queued)
+    room = len(todo) if free is None or args.array else free
     try:
         submitted = submit.submit_cells(
-            cfg, todo[:room], overrides=args.overrides, array=args.array, max_jobs=args.max_jobs, dry_run=args.dry_run
+            cfg, todo[:room], overrides=args.overrides, array=args.array, max_jobs=free, dry_run=args.dry_run
         )
     except submit.Refused as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)

@@ -27,6 +27,14 @@ class QueuedJob:
         return self.state in PENDING_STATES
 
 
+def available() -> bool:
+    """Whether this machine can ask Slurm (squeue on the PATH): off a cluster, states come from the run
+    directories alone."""
+    import shutil
+
+    return shutil.which("squeue") is not None
+
+
 def active_jobs(name_prefix: str) -> dict[str, QueuedJob]:
     """{job name, or array task id: job} of my queued or running jobs whose name starts with name_prefix
     (squeue; -r lists every array task on its own line, as <array id>_<k>)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks import rundir
+from benchmarks.errors import ConfigError
 from launchers import scheduler
 from launchers.campaign import Cell, job_overrides
 
@@ -47,8 +49,39 @@ def slurm_dir(cfg) -> Path:
 
 
 def queued_jobs(campaign: str) -> dict[str, scheduler.QueuedJob]:
-    """This campaign's queued or running jobs, by job name (array tasks: by task id)."""
+    """This campaign's queued or running jobs, by job name (array tasks: by task id); none where Slurm is
+    not installed (plan, status and dry runs work off the cluster, from the run directories)."""
+    if not scheduler.available():
+        return {}
     return scheduler.active_jobs(f"{JOB_PREFIX}{campaign}/")
+
+
+def check_account(cfg) -> None:
+    """A system that bills jobs to a project (system.account_required) refuses to submit without one."""
+    if cfg.system.get("account_required") and not cfg.system.account:
+        raise ConfigError(
+            f"system={cfg.system.name} bills every job to a project: pass system.account=<project> "
+            "(sbatch --account), or set account: in your site profile"
+        )
+
+
+def prelude_file(cfg, *, write: bool) -> Path | None:
+    """The job's prelude (system.prelude: shell lines such as module loads, sourced by slurm/run.sh before
+    ddlbench starts) as runs/<campaign>/slurm/prelude-<hash>.sh; named by its content, so a queued job
+    keeps the prelude it was submitted with. None without one; written only when `write`."""
+    import hashlib
+
+    lines = list(cfg.system.get("prelude") or [])
+    if not lines:
+        return None
+    text = (
+        "# system.prelude of system=" + str(cfg.system.name) + ", sourced by slurm/run.sh\n" + "\n".join(lines) + "\n"
+    )
+    path = slurm_dir(cfg) / f"prelude-{hashlib.sha256(text.encode()).hexdigest()[:8]}.sh"
+    if write and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
 
 
 # ---- sbatch argvs ----
@@ -59,6 +92,11 @@ def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -
     from launchers import slurm
 
     system = cfg.system
+    export = {"DDLBENCH_PYTHON": sys.executable}
+    prelude = prelude_file(cfg, write=False)
+    if prelude is not None:
+        export["DDLBENCH_PRELUDE"] = str(prelude)
+    exclusive = ["--exclusive"] if system.get("exclusive") else []
     return slurm.sbatch(
         nodes=cell.num_nodes,
         ntasks_per_node=cell.ranks_per_node,
@@ -67,8 +105,8 @@ def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -
         partition=system.partition,
         account=system.account,
         time_limit=system.time_limit,
-        extra=[f"--chdir={os.getcwd()}", *extra, *system.sbatch_args],
-        export={"DDLBENCH_PYTHON": sys.executable},
+        extra=[f"--chdir={os.getcwd()}", *exclusive, *extra, *system.sbatch_args],
+        export=export,
         **kwargs,
     )
 
@@ -192,20 +230,47 @@ def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
     return rows
 
 
+def array_throttles(num_arrays: int, max_jobs: int | None) -> list[int | None]:
+    """Each array's share of --max-jobs (running tasks at once), summing to it: max_jobs=20 over 9 arrays
+    gives 3, 3 and 2s; over more arrays than max_jobs the last ones get 0 (held back for a later submit)."""
+    if max_jobs is None:
+        return [None] * num_arrays
+    return [max_jobs // num_arrays + (k < max_jobs % num_arrays) for k in range(num_arrays)]
+
+
 def submit_cells(
     cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], array: bool, max_jobs: int | None, dry_run: bool
 ) -> int:
     """Submit these (cell, run-directory state) pairs, one job each or one array per shape; the number
     submitted (dry run: the argvs are printed instead). Refused, naming the cell and the command, when
     sbatch says no."""
+    check_account(cfg)
+    if not dry_run and shutil.which("sbatch") is None:
+        raise ConfigError(
+            "sbatch not found: this machine is not a Slurm submit host; submit on the login node, "
+            "or pass --dry-run to print the sbatch commands here"
+        )
     logs = slurm_dir(cfg)
     base = job_overrides(overrides)
     submitted = 0
-    for batch in by_shape(todo) if array else [[item] for item in todo]:
+    batches = by_shape(todo) if array else [[item] for item in todo]
+    # --max-jobs is one limit for the campaign: with arrays, their throttles share it
+    throttles = array_throttles(len(batches), max_jobs) if array else [None] * len(batches)
+    prelude = prelude_file(cfg, write=not dry_run)
+    if prelude is not None:
+        print(f"[ddlbench] the jobs source {prelude} first: {'; '.join(cfg.system.prelude)}", file=sys.stderr)
+    for batch, throttle in zip(batches, throttles):
+        if throttle == 0:
+            print(
+                f"[ddlbench] {len(batch)} cell(s) of shape {batch[0][0].num_nodes}x{batch[0][0].ranks_per_node} held "
+                f"back: --max-jobs {max_jobs} is shared by {len(batches)} arrays (run submit again later)",
+                file=sys.stderr,
+            )
+            continue
         batch_cells = [cell for cell, _ in batch]
         if array:
             cells_file = new_cells_file(logs, batch_cells[0])
-            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=max_jobs)
+            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=throttle)
         else:
             argv = sbatch_command(cfg, batch_cells[0], overrides)
         if dry_run:

@@ -13,6 +13,11 @@
 #SBATCH --output=slurm-%x-%j.out
 set -euo pipefail
 
+# the system profile's prelude (system.prelude: module loads, ...), written by `ddlbench campaign submit`
+if [[ -n ${DDLBENCH_PRELUDE:-} ]]; then
+    # shellcheck disable=SC1090
+    source "$DDLBENCH_PRELUDE"
+fi
 PY=${DDLBENCH_PYTHON:-python3}
 if ! "$PY" -c "import launchers.slurm" 2>/dev/null; then
     echo "ddlbench: error: DDLBENCH_PYTHON=$PY cannot import ddlbench; set DDLBENCH_PYTHON to the venv's python (e.g. ~/.cache/ddlbench/venv-*/bin/python)" >&2

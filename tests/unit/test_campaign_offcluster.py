@@ -1,0 +1,85 @@
+"""Campaigns off the cluster and the site's demands: plan, status and submit --dry-run without Slurm
+installed, identical reasons grouped, node- and GPU-hour totals, --max-jobs as one limit for all arrays,
+a required account, a prelude and exclusive nodes."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ddlbench.cli import main
+from launchers.campaign_cli import hours
+from launchers.submit import array_throttles
+
+JUWELS = ["experiment=aach2023_scaling", "system=juwels_booster"]
+
+
+@pytest.fixture
+def no_slurm(monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in ("squeue", "sbatch", "sacct", "scontrol")
+                        else real(name, *a, **k))
+
+
+@pytest.fixture
+def imagenet(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_plan_status_and_a_dry_run_work_without_slurm(no_slurm, imagenet, capsys):
+    assert main(["campaign", "plan", *JUWELS]) == 0
+    out = capsys.readouterr().out
+    assert "486 cells: 486 planned; at most 13,797.0 node-hours, 55,188.0 GPU-hours for 486 job(s)" in out
+    assert main(["campaign", "status", *JUWELS]) == 0
+    captured = capsys.readouterr()
+    assert "486 cells: 486 missing" in captured.out and "Slurm is not installed here" in captured.err
+    # the data set is checked on the submit host: this one is empty, so every cell is refused in one line
+    assert main(["campaign", "submit", *JUWELS, "system.account=p", "--dry-run"]) == 2
+    assert "every one of the 486 cells" in capsys.readouterr().err
+
+
+def test_a_real_submit_without_sbatch_is_one_line(no_slurm, imagenet, capsys):
+    from benchmarks.data.synth import synth_imagefolder
+
+    data = imagenet / "data"
+    synth_imagefolder(data, num_classes=1, images_per_class=4, width=16, height=16, quality=90, seed=0, progress=False)
+    grid = ["experiment=slurm_smoke", "system=slurm_cpu"]
+    assert main(["campaign", "submit", *grid]) == 2
+    assert "sbatch not found: this machine is not a Slurm submit host" in capsys.readouterr().err
+    assert main(["campaign", "submit", *grid, "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("sbatch ") == 2
+
+
+def test_identical_reasons_are_one_line_with_a_count(imagenet, capsys):
+    assert main(["campaign", "plan", *JUWELS, "system.max_nodes=2"]) == 0
+    out = capsys.readouterr().out
+    reason = "needs 4 nodes but system.max_nodes=2"
+    assert out.count(reason) == 1 and "... 51 more" in out, out[-3000:]  # 54 cells need 4 nodes (16 GPUs)
+    assert out.strip().endswith("GPU-hours for 108 job(s) at system.time_limit=00:30:00 each")
+
+
+def test_time_limits_in_hours():
+    assert [hours(t) for t in ("30", "00:30:00", "90:00", "1-12", "1-00:30", "2-01:00:00")] == [0.5, 0.5, 1.5, 36, 24.5, 49]
+
+
+def test_max_jobs_is_one_limit_for_all_arrays():
+    assert array_throttles(9, 20) == [3, 3, 2, 2, 2, 2, 2, 2, 2] and sum(array_throttles(9, 20)) == 20
+    assert array_throttles(3, 2) == [1, 1, 0]  # the third array waits for a later submit
+    assert array_throttles(4, None) == [None] * 4
+
+
+def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(imagenet, capsys):
+    from benchmarks.data.synth import synth_imagefolder
+
+    synth_imagefolder(imagenet / "d", num_classes=1, images_per_class=256, width=8, height=8, quality=50, seed=0,
+                      progress=False)
+    grid = [*JUWELS, f"data.path={imagenet / 'd'}", "campaign.gpus=[4]", "campaign.repeats=1"]
+    assert main(["campaign", "submit", *grid, "--dry-run"]) == 2
+    assert "system=juwels_booster bills every job to a project: pass system.account=<project>" in capsys.readouterr().err
+    assert main(["campaign", "submit", *grid, "system.account=proj42", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    line = captured.out.splitlines()[0]
+    assert "--account=proj42" in line and "--exclusive" in line and "DDLBENCH_PRELUDE=" in line, line
+    assert "module load Stages/2025" in captured.err
