@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test lint venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
+.PHONY: demo test lint browser venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -24,12 +24,17 @@ demo: venv
 
 # everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI;
 # the lint (ruff check and ruff format --check, configured in pyproject.toml) comes first (about a second)
-test: lint deepspeed dali horovod mpi slurm-up
+test: lint deepspeed dali horovod mpi slurm-up browser
 	$(PY) -m pytest -q tests
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# the report's browser test: Debian's chromium (~20 s to install) driven by playwright (no browser download)
+browser: venv
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(PIP) install -q 'playwright>=1.40'
 
 # DS_BUILD_OPS=0: a pure-python install (~10 s); the adapter needs no compiled op (torch optimizer,
 # shm_comm marked unavailable), so nothing is JIT-built at run time either
