@@ -1,6 +1,7 @@
 """Campaigns off the cluster and the site's demands: plan, status and submit --dry-run without Slurm
 installed, identical reasons grouped, node- and GPU-hour totals, --max-jobs as one limit for all arrays,
 a required account, a prelude and exclusive nodes."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,8 +18,11 @@ JUWELS = ["experiment=aach2023_scaling", "system=juwels_booster"]
 @pytest.fixture
 def no_slurm(monkeypatch):
     real = shutil.which
-    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in ("squeue", "sbatch", "sacct", "scontrol")
-                        else real(name, *a, **k))
+    monkeypatch.setattr(
+        shutil,
+        "which",
+        lambda name, *a, **k: None if name in ("squeue", "sbatch", "sacct", "scontrol") else real(name, *a, **k),
+    )
 
 
 @pytest.fixture
@@ -61,7 +65,8 @@ def test_identical_reasons_are_one_line_with_a_count(imagenet, capsys):
 
 
 def test_time_limits_in_hours():
-    assert [hours(t) for t in ("30", "00:30:00", "90:00", "1-12", "1-00:30", "2-01:00:00")] == [0.5, 0.5, 1.5, 36, 24.5, 49]
+    limits = ("30", "00:30:00", "90:00", "1-12", "1-00:30", "2-01:00:00")
+    assert [hours(t) for t in limits] == [0.5, 0.5, 1.5, 36, 24.5, 49]
 
 
 def test_max_jobs_is_one_limit_for_all_arrays():
@@ -73,11 +78,14 @@ def test_max_jobs_is_one_limit_for_all_arrays():
 def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(imagenet, capsys):
     from benchmarks.data.synth import synth_imagefolder
 
-    synth_imagefolder(imagenet / "d", num_classes=1, images_per_class=256, width=8, height=8, quality=50, seed=0,
-                      progress=False)
+    synth_imagefolder(
+        imagenet / "d", num_classes=1, images_per_class=256, width=8, height=8, quality=50, seed=0, progress=False
+    )
     grid = [*JUWELS, f"data.path={imagenet / 'd'}", "campaign.gpus=[4]", "campaign.repeats=1"]
     assert main(["campaign", "submit", *grid, "--dry-run"]) == 2
-    assert "system=juwels_booster bills every job to a project: pass system.account=<project>" in capsys.readouterr().err
+    assert (
+        "system=juwels_booster bills every job to a project: pass system.account=<project>" in capsys.readouterr().err
+    )
     assert main(["campaign", "submit", *grid, "system.account=proj42", "--dry-run"]) == 0
     captured = capsys.readouterr()
     line = captured.out.splitlines()[0]
