@@ -87,7 +87,7 @@ def test_an_existing_run_is_never_overwritten(tmp_path):
     before = (run_dir / "summary.json").read_bytes()
     again = ddlbench("run", *TINY, f"run.root={tmp_path}")
     assert again.returncode == 2
-    assert "already holds a run (never overwritten); pass run.repeat=1" in again.stderr
+    assert "already holds a completed run (never overwritten); pass run.repeat=1" in again.stderr
     assert (run_dir / "summary.json").read_bytes() == before
     assert [p.name for p in (tmp_path / "default").iterdir()] == [run_dir.name]  # and no second directory made
 
