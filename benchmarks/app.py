@@ -20,6 +20,7 @@ from benchmarks.frameworks.configs import node_layout
 from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
+from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace
 from benchmarks.validate import validate
 
@@ -193,7 +194,8 @@ def run(cfg: DictConfig) -> int:
                 data_path=cfg.data.path,
             )
         )
-        model, optimizer = components.build_model_and_optimizer(cfg, device)
+        global_batch = cfg.run.per_gpu_batch * env.num_devices
+        model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
         amp_dtype = components.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
@@ -244,6 +246,13 @@ def run(cfg: DictConfig) -> int:
                 log_every=cfg.run.log_every,
                 amp_dtype=amp_dtype,
                 trailing_steps=window.extra_steps if window else 0,
+                label_smoothing=cfg.optim.label_smoothing,
+            ),
+            optimizer=optimizer,
+            lr_schedule=LrSchedule(
+                cfg.optim,
+                global_batch=global_batch,
+                total_steps=warmup + measured + (window.extra_steps if window else 0),
             ),
         )
         # from the process start (imports, process group, builds, warm-up) to the last step, without the

@@ -57,13 +57,16 @@ def amp_dtype(cfg: DictConfig) -> torch.dtype | None:
     return AMP_DTYPES[cfg.precision.amp_dtype]
 
 
-def build_model_and_optimizer(cfg: DictConfig, device: torch.device) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+def build_model_and_optimizer(
+    cfg: DictConfig, device: torch.device, *, global_batch: int
+) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The model on the device and its optimizer (optim.name, at the lr the linear scaling rule gives
+    global_batch where optim.scale_lr asks for it: benchmarks/optim.py)."""
+    from benchmarks.optim import build_optimizer
+
     model = build_model(
         arch=cfg.model.arch, depth=cfg.model.depth, num_classes=cfg.model.num_classes, seed=cfg.run.seed
     ).to(device)
     if cfg.precision.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=cfg.optim.lr, momentum=cfg.optim.momentum, weight_decay=cfg.optim.weight_decay
-    )
-    return model, optimizer
+    return model, build_optimizer(model.parameters(), cfg.optim, global_batch=global_batch)

@@ -19,6 +19,7 @@ import torch
 
 from benchmarks.frameworks.base import Framework
 from benchmarks.loaders.base import EpochLoader
+from benchmarks.optim import LrSchedule
 from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
 from benchmarks.timing import make_step_timer, synchronize
@@ -31,6 +32,29 @@ class LoopPlan:
     log_every: int
     amp_dtype: torch.dtype | None
     trailing_steps: int = 0  # steps after the measured ones, not timed as the window (the trace window)
+    label_smoothing: float = 0.0  # of the cross-entropy loss (optim.label_smoothing)
+
+
+class LossReader:
+    """Each step's loss, read without making the host wait: on a GPU it is copied into a page-locked slot
+    right after the forward (asynchronously) and read when the step's times are, by which time its end
+    event has completed and the copy with it. A step's record waits at most the timer's lag (2 steps)."""
+
+    SLOTS = 16  # more than the steps a record can wait (CudaStepTimer's lag + 1)
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self._slots = torch.zeros(self.SLOTS, dtype=torch.float32, pin_memory=self.cuda)
+        self._cpu: dict[int, float] = {}
+
+    def keep(self, step: int, loss: torch.Tensor) -> None:
+        if self.cuda:
+            self._slots[step % self.SLOTS].copy_(loss.detach().float(), non_blocking=True)
+        else:
+            self._cpu[step] = float(loss.detach())
+
+    def read(self, step: int) -> float:
+        return float(self._slots[step % self.SLOTS]) if self.cuda else self._cpu.pop(step)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -80,8 +104,13 @@ def train(
     plan: LoopPlan,
     log: RankLog,
     profiler: StepProfiler | None = None,
+    optimizer=None,
+    lr_schedule: LrSchedule | None = None,
 ) -> LoopResult:
-    criterion = torch.nn.CrossEntropyLoss()
+    """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
+    with it: LossReader). lr_schedule sets optimizer's learning rate before each step."""
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=plan.label_smoothing)
+    losses = LossReader(device)
     timer = make_step_timer(device)
     comm_timer = framework.comm_timer()
     # a comm timer that reads its events late is asked when the step's own times are read
@@ -105,6 +134,7 @@ def train(
     def complete(times: dict) -> dict:
         record = pending.popleft()
         record.update(times)
+        record["loss"] = losses.read(record["step"])
         if comm_late:
             record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
         return record
@@ -133,6 +163,7 @@ def train(
             if step == measured_end and wall_s is None:  # the steps after it (a trace window) are not in its wall time
                 synchronize(device)
                 wall_s = time.perf_counter() - t_start
+            lr = lr_schedule.apply(optimizer, step) if lr_schedule is not None else None
             timer.start_step()
             t_host = time.perf_counter()
             try:
@@ -146,6 +177,7 @@ def train(
             timer.mark()
             with autocast():
                 loss = criterion(model(images), labels)
+            losses.keep(step, loss)
             timer.mark()
             framework.backward(loss)
             timer.mark()
@@ -168,6 +200,7 @@ def train(
                 "profiled": profiler is not None and profiler.covers(step),
                 "host_data_s": t_host_data - t_host,
                 "host_step_s": t_host_end - t_host,
+                "lr": lr,
             }
             if comm_timer is not None and not comm_late:
                 record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()

@@ -73,6 +73,8 @@ STEP_FIELDS: dict[str, str] = {
     "step_s": "float64",
     "host_data_s": "float64",
     "host_step_s": "float64",
+    "loss": "float64",  # the step's training loss (read once the step is done: no extra wait)
+    "lr": "float64",  # the learning rate the step ran with (optim.schedule)
 }
 REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
 # end_rank<R>.json (end_record), written by each rank when it stops: field -> type; the peaks are null on a CPU

@@ -21,6 +21,7 @@ from benchmarks.adapter_config import Choice
 from benchmarks.frameworks import configs as framework_configs
 from benchmarks.loaders import configs as loader_configs
 from benchmarks.models.configs import ModelConfig
+from benchmarks.optim_configs import OptimConfig
 
 
 class AmpDtype(Choice):
@@ -81,13 +82,6 @@ class CampaignConfig:
     gpus: list[int] = MISSING  # world sizes (ranks = GPUs on GPU systems)
     axes: dict[str, list[Any]] = field(default_factory=dict)  # override group/key -> values, e.g. framework: [ddp]
     repeats: int = 1
-
-
-@dataclass
-class OptimConfig:
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
 
 
 @dataclass

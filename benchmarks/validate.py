@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
 
@@ -45,6 +46,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     # each adapter option's own rules (its closed sets are checked by Hydra when the config is composed)
     for group in ("framework", "loader", "model"):
         adapter_config(cfg[group]).check()
+    optim_configs.check(cfg.optim)
     for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
         if cfg.data[key] not in allowed:
             raise ConfigError(f"data.{key}={cfg.data[key]!r} is not allowed; choose {' or '.join(allowed)}")

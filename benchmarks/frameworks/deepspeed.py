@@ -27,7 +27,7 @@ from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DeepSpeedConfig
 from benchmarks.frameworks.torch_collectives import TorchCollectives
 
-INSTALL_HINT = "make deepspeed (pip install -e '.[deepspeed]')"
+INSTALL_HINT = "pip install -e '.[deepspeed]'"
 # where DeepSpeed's op builder puts anything it compiles: outside the checkout, kept between runs
 EXTENSIONS_DIR = Path.home() / ".cache" / "ddlbench" / "torch_extensions"
 _UNCOMPILED_OPS = ("deepspeed_shm_comm",)
@@ -173,7 +173,7 @@ class DeepSpeed(TorchCollectives):
     @classmethod
     def installation(cls) -> Installation:
         if importlib.util.find_spec("deepspeed") is None:
-            return Installation(ok=False, detail="not installed", fix=INSTALL_HINT)
+            return Installation(ok=False, detail="not installed", fix=f"make deepspeed ({INSTALL_HINT})")
         from importlib import metadata
 
         return Installation(ok=True, detail=metadata.version("deepspeed"))

@@ -302,7 +302,7 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
     (cell,) = [c for c in cells if re.fullmatch(r"deepspeed-native-resnet101-fp32-g16-n4-b64-[0-9a-f]{8}-r1", c.name)]
     argv = submit.sbatch_command(cfg, cell, base)
     logs = tmp_path / "runs" / "aach2023_scaling" / "slurm"
-    assert argv[:13] == [
+    assert argv[:14] == [
         "sbatch",
         "--parsable",
         "--nodes=4",
@@ -314,11 +314,12 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
         "--time=00:30:00",
         f"--job-name=ddlbench/aach2023_scaling/{cell.name}",
         f"--output={logs}/{cell.name}-%j.out",
-        f"--export=ALL,DDLBENCH_PYTHON={sys.executable}",
+        f"--export=ALL,DDLBENCH_PYTHON={sys.executable},DDLBENCH_PRELUDE={submit.prelude_file(cfg, write=False)}",
         f"--chdir={tmp_path}",
+        "--exclusive",  # juwels_booster: exclusive: true
     ]
-    assert argv[13].endswith("slurm/run.sh")
-    assert argv[14:] == [
+    assert argv[14].endswith("slurm/run.sh")
+    assert argv[15:] == [
         "experiment=aach2023_scaling",
         "system=juwels_booster",
         "system.account=proj42",
