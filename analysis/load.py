@@ -526,10 +526,14 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
     status = summary.get("status")
     if status in ("failed", "interrupted"):
         error = summary.get("error")
-        return (
-            status,
-            f"{status}: {_one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}",
-        )
+        reason = f"{status}: {_one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}"
+        # every rank's own error (launchers/supervise.py): the one that failed first may not be rank 0
+        ranks = summary.get("rank_errors")
+        if isinstance(ranks, dict):
+            shown = [f"rank {r}: {_one_line(e)[:160]}" for r, e in ranks.items() if isinstance(e, str) and e != error]
+            if shown:
+                reason += "; every rank: " + "; ".join(shown[:4])
+        return status, reason
     if status != "completed":
         return "corrupt", (
             f"{SUMMARY} status {_shown(status)} is not one a run writes (completed, failed, interrupted)"

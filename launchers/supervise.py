@@ -107,16 +107,51 @@ def run_launcher(
             flush=True,
         )
         return INTERRUPTED_EXIT
-    if code != 0 and run_dir.is_dir() and summary is None:
-        rundir.write_json_atomic(
-            run_dir / rundir.SUMMARY,
-            rundir.failed_summary(
-                f"{Path(argv[0]).name} exited with code {code} and no rank wrote a summary (rank 0 was killed, "
-                "e.g. by the out-of-memory killer, or died before it could)",
-                **summary_extra,
-            ),
-        )
+    if code != 0 and run_dir.is_dir():
+        _write_up_failure(run_dir, summary, launcher=Path(argv[0]).name, code=code, extra=summary_extra)
     return code
+
+
+def _write_up_failure(run_dir: Path, summary: dict | None, *, launcher: str, code: int, extra: dict) -> None:
+    """The summary of a run whose launcher exited non-zero while nobody interrupted it, with every rank's own
+    error (end_rank<R>.json) beside it: rank 0's may only say that a peer went away.
+    - no summary: rank 0 was killed (the out-of-memory killer) or died before it could write one;
+    - "interrupted": a rank failed and the launcher stopped the others (torchrun and mpirun send SIGTERM),
+      so it is a failure;
+    - "failed": kept, with the ranks' errors added."""
+    errors = _rank_errors(run_dir)
+    first = next(iter(errors.items()), None)
+    cause = f"rank {first[0]}: {first[1]}" if first else None
+    if summary is None:
+        text = (
+            f"{launcher} exited with code {code} and no rank wrote a summary (rank 0 was killed, e.g. by the "
+            "out-of-memory killer, or died before it could)" + (f"; {cause}" if cause else "")
+        )
+        record = rundir.failed_summary(text, rank_errors=errors, **extra)
+    elif summary.get("status") == "interrupted":
+        text = f"{launcher} exited with code {code}: {cause or 'a rank failed'}; the launcher stopped the other ranks"
+        record = rundir.failed_summary(text, rank_errors=errors, **extra)
+    elif summary.get("status") == "failed" and errors and "rank_errors" not in summary:
+        record = {**summary, "rank_errors": errors}
+    else:
+        return
+    rundir.write_json_atomic(run_dir / rundir.SUMMARY, record)
+
+
+def _rank_errors(run_dir: Path) -> dict[str, str]:
+    """{rank: error} of the ranks whose end record holds an error other than being stopped
+    (KeyboardInterrupt: Ctrl-C or the launcher's SIGTERM), in rank order."""
+    import json
+
+    errors = {}
+    for path in sorted(run_dir.glob("end_rank*.json"), key=lambda p: int(p.stem.removeprefix("end_rank") or 0)):
+        try:
+            error = json.loads(path.read_text()).get("error")
+        except (OSError, ValueError):
+            continue
+        if error and not error.startswith("KeyboardInterrupt"):
+            errors[path.stem.removeprefix("end_rank")] = error
+    return errors
 
 
 def _stop(process: subprocess.Popen, *, own_group: bool, grace_s: float) -> int:

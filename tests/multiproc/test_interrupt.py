@@ -118,3 +118,31 @@ def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_pat
     second = ddlbench("run", *common)
     assert second.returncode == 0 and "was failed: moved to" in second.stderr, second.stderr[-2000:]
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+
+
+def test_one_failing_rank_makes_a_failed_run_not_an_interrupted_one(tmp_path):
+    """torchrun stops the surviving ranks with SIGTERM when one fails; the run is still a failure, with the
+    failing rank's error, and not marked interrupted."""
+    from benchmarks.data.synth import synth_imagefolder
+
+    data = tmp_path / "data"
+    synth_imagefolder(data, num_classes=1, images_per_class=8, width=32, height=24, quality=90, seed=0, progress=False)
+    sorted(data.rglob("*.jpg"))[3].write_bytes(b"not a jpeg")  # in one rank's shard only
+    result = ddlbench(
+        "run",
+        "loader=native",
+        f"data.path={data}",
+        "model=simple_cnn",
+        "run.steps=4",
+        "run.warmup_steps=1",
+        "run.per_gpu_batch=1",
+        "loader.num_workers=0",
+        "loader.shuffle=false",
+        f"run.root={tmp_path / 'runs'}",
+    )
+    assert result.returncode != 0
+    (run_dir,) = (tmp_path / "runs" / "default").glob("*-r0")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed", summary
+    # whichever rank wrote the summary (or none did), every rank's own error is kept: the bad image is named
+    assert any("cannot identify image" in e for e in summary["rank_errors"].values()), summary
