@@ -532,7 +532,7 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
         if isinstance(ranks, dict):
             shown = [f"rank {r}: {_one_line(e)[:160]}" for r, e in ranks.items() if isinstance(e, str) and e != error]
             if shown:
-                reason += "; every rank: " + "; ".join(shown[:4])
+                reason += "; the ranks said: " + "; ".join(shown[:4])
         return status, reason
     if status != "completed":
         return "corrupt", (
