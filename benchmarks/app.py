@@ -152,6 +152,24 @@ def _summary(
     )
 
 
+def _evaluation(model, val_loader, *, device, amp_dtype, framework, run_dir: Path, rank: int):
+    """The loop's evaluation(steps done, epoch): every rank evaluates its shard, rank 0 writes eval.jsonl."""
+    from benchmarks.evaluate import evaluate, write_eval
+
+    def run_eval(step: int, epoch: int) -> None:
+        result = evaluate(model, val_loader, device=device, amp_dtype=amp_dtype, reduce=framework.all_reduce_scalar)
+        if rank == 0:
+            write_eval(run_dir, {"step": step, "epoch": epoch, **result})
+            print(
+                f"[ddlbench] eval after step {step}: top-1 {result['top1']:.2%}, top-5 {result['top5']:.2%}, loss "
+                f"{result['loss']:.3f} on {result['samples']} samples ({result['eval_s']:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return run_eval
+
+
 def run(cfg: DictConfig) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
     # world_size counts processes; a single-process framework (DataParallel) drives several devices each
@@ -181,19 +199,24 @@ def run(cfg: DictConfig) -> int:
         cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
         log = runlog.RankLog(run_dir, env.rank)
-        loader = loader_option.build(
-            LoaderContext(
-                rank=env.rank,
-                world_size=env.world_size,
-                device=device,
-                per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-                seed=cfg.run.seed,
-                num_classes=cfg.model.num_classes,
-                image_size=cfg.model.image_size,
-                channels_last=cfg.precision.channels_last,
-                data_path=cfg.data.path,
-            )
+        context = LoaderContext(
+            rank=env.rank,
+            world_size=env.world_size,
+            device=device,
+            per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+            seed=cfg.run.seed,
+            num_classes=cfg.model.num_classes,
+            image_size=cfg.model.image_size,
+            channels_last=cfg.precision.channels_last,
+            data_path=cfg.data.path,
+            holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
         )
+        loader = loader_option.build(context)
+        val_loader = None
+        if cfg.data.val_path or cfg.data.val_split:  # the held-out folder, or the held-out part of data.path
+            val_loader = loader_option.build(
+                dataclasses.replace(context, data_path=cfg.data.val_path or cfg.data.path, validation=True)
+            )
         global_batch = cfg.run.per_gpu_batch * env.num_devices
         model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
         amp_dtype = components.amp_dtype(cfg)
@@ -247,6 +270,18 @@ def run(cfg: DictConfig) -> int:
                 amp_dtype=amp_dtype,
                 trailing_steps=window.extra_steps if window else 0,
                 label_smoothing=cfg.optim.label_smoothing,
+                eval_every=cfg.run.eval_every_steps,
+            ),
+            evaluation=None
+            if val_loader is None
+            else _evaluation(
+                model,
+                val_loader,
+                device=device,
+                amp_dtype=amp_dtype,
+                framework=framework,
+                run_dir=run_dir,
+                rank=env.rank,
             ),
             optimizer=optimizer,
             lr_schedule=LrSchedule(

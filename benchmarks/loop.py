@@ -13,6 +13,7 @@ import contextlib
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,7 @@ class LoopPlan:
     amp_dtype: torch.dtype | None
     trailing_steps: int = 0  # steps after the measured ones, not timed as the window (the trace window)
     label_smoothing: float = 0.0  # of the cross-entropy loss (optim.label_smoothing)
+    eval_every: int = 0  # evaluate every N steps (run.eval_every_steps); the evaluation is in no step
 
 
 class LossReader:
@@ -106,9 +108,12 @@ def train(
     profiler: StepProfiler | None = None,
     optimizer=None,
     lr_schedule: LrSchedule | None = None,
+    evaluation: Callable[[int, int], None] | None = None,
 ) -> LoopResult:
     """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
-    with it: LossReader). lr_schedule sets optimizer's learning rate before each step."""
+    with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation(steps
+    done, epoch) runs every plan.eval_every steps and after the last, between steps, its time taken out
+    of the measured wall time."""
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=plan.label_smoothing)
     losses = LossReader(device)
     timer = make_step_timer(device)
@@ -208,6 +213,12 @@ def train(
             write([complete(times) for times in timer.pop_ready()])
             step += 1
             step_in_epoch += 1
+            if evaluation is not None and plan.eval_every and step % plan.eval_every == 0 and step < total:
+                synchronize(device)  # the steps so far are done: the evaluation is in none of them
+                eval_start = time.perf_counter()
+                evaluation(step, epoch)
+                if plan.warmup_steps < step <= measured_end:
+                    t_start += time.perf_counter() - eval_start  # out of the measured window's wall time
         epoch += 1
         if step_in_epoch == 0:
             raise RuntimeError("the loader yielded no batch in a whole epoch")
@@ -215,6 +226,8 @@ def train(
     if wall_s is None:
         wall_s = time.perf_counter() - t_start
     write([complete(times) for times in timer.flush()])
+    if evaluation is not None:
+        evaluation(step, epoch)  # after the last step
     return LoopResult(
         measured_steps=plan.measured_steps,
         measured_samples_local=measured_samples,

@@ -91,6 +91,10 @@ class DataConfig:
     cache: str = "warm"
     # how a cold cache is made: auto (drop_caches where permitted, else fadvise) | drop_caches | fadvise
     cache_evict: str = "auto"
+    # validation (benchmarks/evaluate.py): a held-out folder of the same layout, or a share of data.path
+    # held out by a fixed permutation (the same split in every run); one of the two, or neither
+    val_path: str | None = None
+    val_split: float = 0.0
 
 
 @dataclass
@@ -115,6 +119,9 @@ class RunConfig:
     trace_steps: int = 5
     keep_trace: bool = False  # keep the sampled window's raw trace/rank<R>.pt.trace.json.gz too
     telemetry_hz: float = 0.0  # NVML/psutil samples per second into telemetry_rank<R>.jsonl; 0: off
+    # evaluate on the validation set every N optimizer steps (0: only after the last step, where there is
+    # a validation set); top-1 / top-5 over all ranks into <run dir>/eval.jsonl, not in the throughput
+    eval_every_steps: int = 0
 
 
 @dataclass

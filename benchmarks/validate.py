@@ -47,6 +47,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     for group in ("framework", "loader", "model"):
         adapter_config(cfg[group]).check()
     optim_configs.check(cfg.optim)
+    _check_validation(cfg)
     for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
         if cfg.data[key] not in allowed:
             raise ConfigError(f"data.{key}={cfg.data[key]!r} is not allowed; choose {' or '.join(allowed)}")
@@ -74,6 +75,39 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
                 f"use system.ranks_per_node={available} or fewer"
             )
+
+
+def _check_validation(cfg: DictConfig) -> None:
+    """data.val_path / data.val_split / run.eval_every_steps: one held-out set, a loader that reads data."""
+    data, every = cfg.data, cfg.run.eval_every_steps
+    if not 0.0 <= data.val_split < 1.0:
+        raise ConfigError(
+            f"data.val_split={data.val_split} must be in [0, 1): the share of data.path held out, "
+            "e.g. data.val_split=0.1"
+        )
+    if data.val_path and data.val_split:
+        raise ConfigError(
+            f"data.val_path={data.val_path} and data.val_split={data.val_split} both set; choose one "
+            "held-out set (data.val_split=0 to use the folder)"
+        )
+    if every < 0:
+        raise ConfigError(f"run.eval_every_steps={every} must be >= 0 (0: evaluate after the last step only)")
+    held_out = bool(data.val_path or data.val_split)
+    if every and not held_out:
+        raise ConfigError(
+            f"run.eval_every_steps={every} needs a validation set: pass data.val_split=0.1 (held out "
+            "of data.path) or data.val_path=DIR"
+        )
+    if held_out and not cfg.loader.needs_data:
+        raise ConfigError(
+            f"loader={cfg.loader.name} reads no data set, so there is none to hold out; use a loader "
+            "that reads data.path (loader=native) or drop data.val_path / data.val_split"
+        )
+    if data.val_path and not os.path.isdir(data.val_path):
+        raise ConfigError(
+            f"data.val_path={data.val_path!r} is not a directory; pass the held-out folder "
+            "(the same layout as data.path)"
+        )
 
 
 def warnings(cfg: DictConfig) -> list[str]:

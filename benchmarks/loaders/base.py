@@ -24,6 +24,24 @@ class LoaderContext:
     image_size: int
     channels_last: bool
     data_path: str | None  # None for loaders that read nothing (synthetic)
+    # data.val_split: the share of data_path held out for validation (sharding.validation_split over the
+    # loader's own sorted sample list); the training loader reads the rest, the validation one (validation=
+    # True) the held-out part. 0: no split
+    holdout: float = 0.0
+    validation: bool = False  # a validation loader: no augmentation, no shuffle
+
+    def settings(self, knobs: dict) -> dict:
+        """A loader's knobs, with augment and shuffle off for validation."""
+        return {**knobs, **{k: False for k in ("augment", "shuffle") if k in knobs}} if self.validation else dict(knobs)
+
+    def indices(self, num_samples: int) -> tuple[int, ...] | None:
+        """The positions of the loader's sample list this context reads (None: all)."""
+        if not self.holdout:
+            return None
+        from benchmarks.loaders.sharding import validation_split
+
+        train, held = validation_split(num_samples, self.holdout)
+        return held if self.validation else train
 
 
 class EpochLoader(Protocol):

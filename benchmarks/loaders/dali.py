@@ -300,7 +300,14 @@ class DaliLoader:
                     f"data.path={path} holds no <class>/<image>.jpg files for loader.reader=file; "
                     "pass an ImageFolder, or loader.reader=tfrecord for a TFRecord folder"
                 )
+            if (chosen := ctx.indices(len(files))) is not None:  # a validation split of the file list
+                files, labels = [files[i] for i in chosen], [labels[i] for i in chosen]
             return fn.readers.file(files=files, labels=labels, **common)
+        if ctx.holdout:
+            raise ConfigError(
+                "data.val_split needs loader.reader=file (a TFRecord folder cannot be split by position); "
+                "pass data.val_path=<a TFRecord folder of held-out samples> instead"
+            )
         from nvidia.dali import tfrecord
 
         from benchmarks.data.tfrecord import find_tfrecords
@@ -329,7 +336,7 @@ class DaliLoader:
         return features["image/encoded"], features["image/class/label"]
 
     def build(self, ctx: LoaderContext) -> DaliEpoch:
-        k = self.knobs
+        k = ctx.settings(self.knobs)
         cuda = ctx.device.type == "cuda"
         if k["decoder_device"] == "mixed" and not cuda:
             raise ConfigError("loader.decoder_device=mixed needs a CUDA device; use loader.decoder_device=auto or cpu")

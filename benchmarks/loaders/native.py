@@ -96,6 +96,15 @@ class NativeEpoch:
         return {"loader": "native", "num_samples": self.num_samples, "cpu_count": os.cpu_count(), **self.knobs}
 
 
+def subset(dataset, indices: tuple[int, ...] | None):
+    """The samples of `dataset` at `indices` (a validation split), or all of it."""
+    if indices is None:
+        return dataset
+    from torch.utils.data import Subset
+
+    return Subset(dataset, list(indices))
+
+
 def sharded_dataloader(
     dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None
 ) -> tuple[DataLoader, ShardedBatchSampler]:
@@ -142,6 +151,8 @@ class NativeLoader:
                 f"data.path={ctx.data_path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "and pass data.path=DIR"
             )
-        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=self.knobs["augment"]))
-        loader, sampler = sharded_dataloader(dataset, ctx, self.knobs)
-        return NativeEpoch(ctx, loader, sampler, len(dataset), dict(self.knobs))
+        knobs = ctx.settings(self.knobs)
+        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=knobs["augment"]))
+        dataset = subset(dataset, ctx.indices(len(dataset)))
+        loader, sampler = sharded_dataloader(dataset, ctx, knobs)
+        return NativeEpoch(ctx, loader, sampler, len(dataset), knobs)

@@ -33,7 +33,7 @@ from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import NativeGpuLoaderConfig
-from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, to_model_input
+from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, subset, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 # The decode thread shares the GIL with training's thread, which holds it while it queues a step. A
@@ -292,5 +292,7 @@ class NativeGpuLoader:
                 f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
                 "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
             ) from None
-        loader, sampler = sharded_dataloader(dataset, ctx, self.knobs, collate_fn=collate_encoded)
-        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), dict(self.knobs))
+        knobs = ctx.settings(self.knobs)
+        dataset = subset(dataset, ctx.indices(len(dataset)))
+        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate_encoded)
+        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)

@@ -57,3 +57,17 @@ def short_last_step(num_samples: int, *, world_size: int, per_gpu_batch: int) ->
     few leftover samples are appended to the previous step, see shard_batches)."""
     tail = num_samples % (world_size * per_gpu_batch)
     return tail // world_size if tail >= world_size else None
+
+
+VAL_SPLIT_SEED = 1234  # the held-out split's own seed: the same split in every run, whatever run.seed
+
+
+def validation_split(num_samples: int, share: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(training indices, validation indices) of a data set: round(share x N) samples held out by a fixed
+    permutation, both sorted. Every run of a data set gets the same split."""
+    import random
+
+    held = round(share * num_samples)
+    order = list(range(num_samples))
+    random.Random(VAL_SPLIT_SEED).shuffle(order)
+    return tuple(sorted(order[held:])), tuple(sorted(order[:held]))
