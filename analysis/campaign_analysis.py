@@ -59,6 +59,24 @@ class CampaignAnalysis:
         """Every skipped line or file: run_id, file, line, problem."""
         return self.campaign.problems
 
+    # --- accuracy -------------------------------------------------------------------------------
+
+    @functools.cache
+    def accuracy(self) -> pd.DataFrame:
+        """Per cell with evaluations: the last top-1 / top-5 (%), validation loss, evaluations and their
+        seconds (mean over repeats; metrics.accuracy_runs)."""
+        per_run = metrics.accuracy_runs(self.campaign.evals)
+        counted = self.run_throughput()
+        per_run = per_run[per_run["run_id"].isin(set(counted["run_id"]))]
+        if per_run.empty:
+            return pd.DataFrame(columns=[*metrics.CELL, *metrics.ACCURACY])
+        return metrics.accuracy_cells(per_run, counted)
+
+    def evals(self) -> pd.DataFrame:
+        """Every evaluation of the counted runs: run_id, step, epoch, samples, top1, top5, loss, eval_s."""
+        evals = self.campaign.evals
+        return evals[evals["run_id"].isin(set(self.counted()["run_id"]))]
+
     # --- throughput and scaling -----------------------------------------------------------------
 
     @functools.cache

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import rundir
+from benchmarks.rundir import EVAL_FIELDS, EVAL_FILE
 from benchmarks.tracereduce import TraceBreakdown
 
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
@@ -98,6 +99,7 @@ class Campaign:
     commbench: pd.DataFrame
     problems: pd.DataFrame = field(default_factory=pd.DataFrame)
     traces: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRACE_COLUMNS))  # a row per rank
+    evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVAL_COLUMNS))  # a row per evaluation
 
     @property
     def counted(self) -> pd.DataFrame:
@@ -260,6 +262,8 @@ RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group
 TRACE_SECONDS = tuple(
     f.name for f in dataclasses.fields(TraceBreakdown) if f.name.endswith("_s") and not f.name.startswith("collectives")
 )
+# eval.jsonl (benchmarks/evaluate.py): one row per evaluation of a completed run
+EVAL_COLUMNS = ["run_id", *EVAL_FIELDS]
 TRACE_COLUMNS = [
     "run_id",
     "rank",
@@ -967,6 +971,29 @@ def _run_traces(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
     return out
 
 
+def _run_evals(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
+    """The evaluations of a run (eval.jsonl, benchmarks/evaluate.py), typed; a bad line is a problem, skipped."""
+    path = run_dir / EVAL_FILE
+    if not path.is_file():
+        return []
+    out = []
+    try:
+        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    except OSError as error:
+        problems.add(row["run_id"], path, None, f"unreadable: {error.strerror or error}")
+        return []
+    for number, line in enumerate(lines, 1):
+        record, _ = _json_line(line.encode())
+        ok = isinstance(record, dict) and all(
+            isinstance(record.get(k), int | float) and not isinstance(record.get(k), bool) for k in EVAL_FIELDS
+        )
+        if not ok:
+            problems.add(row["run_id"], path, number, f"not an evaluation record ({', '.join(EVAL_FIELDS)}); skipped")
+            continue
+        out.append({"run_id": row["run_id"], **{k: float(record[k]) for k in EVAL_FIELDS}})
+    return out
+
+
 def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
     """A measurement with its seven fields typed (COMMBENCH_KINDS), the suite's where present
     (COMMBENCH_OPTIONAL_KINDS), any others as plain cells; or why it is none."""
@@ -1055,6 +1082,12 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         if row["status"] == "completed" and row["run_id"] not in bad
         for t in _run_traces(Path(row["run_dir"]), row, problems)
     ]
+    evals = [
+        e
+        for row in rows
+        if row["status"] == "completed" and row["run_id"] not in bad
+        for e in _run_evals(Path(row["run_dir"]), row, problems)
+    ]
     commbench: list[dict] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -1079,6 +1112,7 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         commbench=commbench_frame,
         problems=problems.frame(),
         traces=pd.DataFrame(traces, columns=TRACE_COLUMNS),
+        evals=pd.DataFrame(evals, columns=EVAL_COLUMNS),
     )
 
 

@@ -829,3 +829,31 @@ def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
     table = frame.groupby(keys, dropna=False, sort=True).size().reset_index(name="runs")
     # a setting no loader of these runs has is no column
     return table.loc[:, [c for c in table.columns if not (table[c].astype(str) == "-").all()]]
+
+
+ACCURACY = ["top1_pct", "top5_pct", "val_loss", "evaluations", "eval_s"]
+
+
+def accuracy_runs(evals: pd.DataFrame) -> pd.DataFrame:
+    """Per run with evaluations (eval.jsonl): the last evaluation's top-1 / top-5 (%) and loss, how many
+    evaluations it made and their seconds in all (not in any training step)."""
+    if evals.empty:
+        return pd.DataFrame(columns=["run_id", *ACCURACY])
+    ordered = evals.sort_values(["run_id", "step"])
+    last = ordered.groupby("run_id", observed=True).last()
+    out = pd.DataFrame(
+        {
+            "run_id": last.index.astype(str),
+            "top1_pct": 100 * last["top1"].to_numpy(),
+            "top5_pct": 100 * last["top5"].to_numpy(),
+            "val_loss": last["loss"].to_numpy(),
+        }
+    )
+    counts = ordered.groupby("run_id", observed=True).agg(evaluations=("step", "size"), eval_s=("eval_s", "sum"))
+    counts.index = counts.index.astype(str)
+    return out.merge(counts, left_on="run_id", right_index=True).reset_index(drop=True)
+
+
+def accuracy_cells(per_run_accuracy: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """accuracy_runs() per cell (mean over repeats)."""
+    return _per_cell_mean(per_run_accuracy, per_run, ACCURACY)

@@ -820,3 +820,19 @@ def loaderbench_curves(measurements: pd.DataFrame) -> Figure:
     ax.set_ylabel("images/s (loader alone)")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     return _finish(fig, [ax], legend_cols=2)
+
+
+@_paper
+def accuracy_curves(evals: pd.DataFrame) -> Figure:
+    """Validation top-1 (%) against the optimizer step, one curve per run (columns: run_id, step, top1)."""
+    fig, (ax,) = _panels(1)
+    cmap = matplotlib.colormaps["viridis"]
+    runs = sorted(evals["run_id"].astype(str).unique())
+    for k, run in enumerate(runs):
+        rows = evals[evals["run_id"].astype(str) == run].sort_values("step")
+        label = run.rsplit("/", 1)[-1]
+        ax.plot(rows["step"], 100 * rows["top1"], marker=".", color=cmap(k / max(1, len(runs) - 1) * 0.85), label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("validation top-1 (%)")
+    ax.set_ylim(0, 100)
+    return _finish(fig, [ax], legend_cols=1)

@@ -337,6 +337,7 @@ def assemble(
                 ),
             )
         )
+        _accuracy_section(blocks, figures, analysis)
         _trace_section(blocks, figures, analysis, reference)
         stability = analysis.step_stability()
         blocks.append(
@@ -484,6 +485,35 @@ def seed_layout(traced: pd.DataFrame, reference: pd.DataFrame | None) -> pd.Data
         kind="stable",
         key=lambda col: col.map(plots._model_key) if col.name == "model" else col,
     ).reset_index(drop=True)
+
+
+def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
+    """Validation accuracy (runs with data.val_path or data.val_split): the last evaluation per cell, and
+    top-1 against the step per run."""
+    accuracy = analysis.accuracy()
+    if accuracy.empty:
+        return
+    blocks.append(Block("heading", "Validation accuracy"))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "The last evaluation of each run on its held-out set (data.val_path, or the data.val_split share of "
+                "data.path), every rank its shard, summed over ranks; mean over repeats. eval_s: the evaluations' "
+                "seconds, in no training step (throughput leaves them out)."
+            ),
+        )
+    )
+    blocks.append(Block("table", _shown(accuracy, [*metrics.CELL, "variant", *metrics.ACCURACY]).round(3)))
+    evals = analysis.evals()
+    if evals["step"].nunique() > 1:
+        _figure(
+            blocks,
+            figures,
+            "accuracy_vs_step",
+            lambda: plots.accuracy_curves(evals),
+            "Validation top-1 against the optimizer step, one curve per run.",
+        )
 
 
 def _trace_section(

@@ -3,7 +3,7 @@
 Every rank evaluates its shard of the validation set (the sharding contract: each sample on exactly one
 rank, each epoch), and the counts are summed over the ranks, so W ranks give exactly the accuracy one
 process gets on the same data and weights. Rank 0 writes each evaluation to <run dir>/eval.jsonl
-(EVAL_FIELDS). Its time is logged apart (eval_s) and is in no training step: throughput never counts it.
+(rundir.EVAL_FIELDS). Its time is logged apart (eval_s) and is in no training step: throughput never counts it.
 """
 
 from __future__ import annotations
@@ -16,17 +16,7 @@ from pathlib import Path
 
 import torch
 
-EVAL_FILE = "eval.jsonl"
-# eval.jsonl: one line per evaluation (rank 0)
-EVAL_FIELDS = {
-    "step": "int64",
-    "epoch": "int64",
-    "samples": "int64",
-    "top1": "float64",
-    "top5": "float64",
-    "loss": "float64",
-    "eval_s": "float64",
-}
+from benchmarks.rundir import EVAL_FILE
 
 
 @torch.no_grad()

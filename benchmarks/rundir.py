@@ -77,6 +77,17 @@ STEP_FIELDS: dict[str, str] = {
     "lr": "float64",  # the learning rate the step ran with (optim.schedule)
 }
 REQUIRED_STEP_FIELDS = ("step", "samples", "warmup", "step_s")
+# eval.jsonl (benchmarks/evaluate.py, rank 0): one line per evaluation of the validation set
+EVAL_FILE = "eval.jsonl"
+EVAL_FIELDS: dict[str, str] = {
+    "step": "int64",
+    "epoch": "int64",
+    "samples": "int64",
+    "top1": "float64",
+    "top5": "float64",
+    "loss": "float64",
+    "eval_s": "float64",
+}
 # end_rank<R>.json (end_record), written by each rank when it stops: field -> type; the peaks are null on a CPU
 END_FIELDS: dict[str, str] = {
     "rank": "int64",

@@ -61,6 +61,12 @@ def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data):
         assert (a["top1"], a["top5"]) == (b["top1"], b["top5"])
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
     assert one[-1]["top1"] > 0.5  # the learnable set is learned
+    # the report's section: the last evaluation per cell and top-1 against the step
+    from ddlbench.cli import main
+
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Validation accuracy" in text and (tmp_path / "rep" / "figures" / "accuracy_vs_step.png").is_file()
 
 
 @pytest.mark.parametrize(
