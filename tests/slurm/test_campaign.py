@@ -37,7 +37,7 @@ def test_plan_names_every_cell_and_the_impossible_ones(capsys):
         out,
         re.M,
     ), out
-    assert out.strip().endswith("3 cells: 1 impossible, 2 planned")
+    assert "3 cells: 1 impossible, 2 planned; at most 0.3 node-hours, 0.5 rank-hours for 2 job(s)" in out, out
 
 
 def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
