@@ -42,7 +42,7 @@ def split_sweep(value: str) -> list[str]:
     """A sweep value's choices: split at the commas outside brackets ("8,16" -> 8, 16; "[1,2],[4]" -> [1,2], [4])."""
     parts, depth, current = [], 0, ""
     for char in value:
-        depth += {"[": 1, "]": -1}.get(char, 0)
+        depth += {"[": 1, "]": -1, "(": 1, ")": -1, "{": 1, "}": -1}.get(char, 0)
         if char == "," and depth == 0:
             parts.append(current)
             current = ""
@@ -66,11 +66,22 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
     """ddlbench run -m: every combination, each validated before the first starts, then one after the other,
     one run directory each; a summary line per run at the end."""
     combos = sweep(args.overrides)
-    for combo in combos:  # bad input in any combination stops before anything runs
-        code = cmd_run(argparse.Namespace(overrides=combo, dry_run=True, quiet=True))
+    if any(o.startswith("run.dir=") for o in args.overrides):
+        raise ConfigError("run.dir cannot be set with -m: every combination needs its own run directory; drop it")
+    quiet = not (args.dry_run or getattr(args, "cfg", None))
+    for combo in combos:  # bad input in any combination stops before anything runs; a dry run prints each
+        code = cmd_run(
+            argparse.Namespace(
+                overrides=combo,
+                dry_run=True,
+                quiet=quiet,
+                cfg=getattr(args, "cfg", None),
+                resolve=getattr(args, "resolve", False),
+            )
+        )
         if code:
             return code
-    if args.dry_run:
+    if args.dry_run or getattr(args, "cfg", None):
         print(f"[ddlbench] multirun: {len(combos)} run(s) valid", file=sys.stderr)
         return 0
     results = []
@@ -107,6 +118,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "multirun", False):
         return cmd_run_multirun(args)
     ambiguous = [o for o in args.overrides if "=" in o and len(split_sweep(o.partition("=")[2])) > 1]
+    env = [o for o in ambiguous if o.lstrip("+").startswith("system.env.")]
+    if env:
+        name, _, value = env[0].lstrip("+").removeprefix("system.env.").partition("=")
+        raise ConfigError(
+            f"override {env[0]!r}: Hydra reads a comma as a list of choices, so system.env cannot carry {value!r}; "
+            f"export {name}={value} before ddlbench run (the ranks inherit it)"
+        )
     if ambiguous:
         raise ConfigError(
             f"override {ambiguous[0]!r} lists several values; pass -m to run each combination "
@@ -130,16 +148,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
     check_data(cfg, world_size=world_size)
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=1)
+    retry = None
     if holds_a_run(run_dir):
         state = rundir.state(run_dir)
         if state not in ("failed", "interrupted"):
+            held = "an incomplete" if state == "incomplete" else f"a {state}"
             raise ConfigError(
-                f"run directory {run_dir} already holds a {state} run (never overwritten); pass "
+                f"run directory {run_dir} already holds {held} run (never overwritten); pass "
                 f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
             )
-        # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
-        moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
-        print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
+        retry = state  # moved aside below, once the run really starts (not for a dry run)
     argv = local_command(
         launcher=cfg.framework.local_launcher,
         nproc=nproc,
@@ -151,6 +169,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         announce(argv, dry_run=args.dry_run)
     if args.dry_run:
         return 0
+    if retry is not None:
+        # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
+        moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
+        print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
     code = run_launcher(argv, env=env, run_dir=run_dir)
     if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)

@@ -49,8 +49,11 @@ class _Output:
         log = None
         for line in iter(self.stream.readline, b""):
             if not self.quiet.is_set():
-                sys.stderr.buffer.write(line)
-                sys.stderr.buffer.flush()
+                try:
+                    sys.stderr.buffer.write(line)
+                    sys.stderr.buffer.flush()
+                except (OSError, ValueError):  # our stderr is gone (a closed pipe): keep draining theirs
+                    self.quiet.set()
                 continue
             if log is None and self.run_dir.is_dir():
                 log = open(self.run_dir / INTERRUPT_LOG, "ab")
@@ -75,23 +78,32 @@ def run_launcher(
     """Run `argv` to its end; the exit code (INTERRUPTED_EXIT after an interruption). own_group: the
     launcher and its ranks get a process group of their own, which this process signals (local
     launchers); else only the launcher is signalled (srun passes signals on to its tasks)."""
-    previous = {s: signal.signal(s, _raise_on) for s in (signal.SIGINT, signal.SIGTERM)}
-    process = subprocess.Popen(list(argv), env=dict(env), stderr=subprocess.PIPE, start_new_session=own_group)
-    output = _Output(process.stderr, run_dir)
-    interrupted = None
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh session went away
+    previous = {s: signal.getsignal(s) for s in stopping}
+    interrupted, process, output = None, None, None
     try:
-        try:
-            code = process.wait()
-        except _Interrupted as signalled:
-            interrupted = signalled.name
-            output.quiet.set()
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the clean-up short
-            code = _stop(process, own_group=own_group, grace_s=grace_s)
+        for s in stopping:
+            signal.signal(s, _raise_on)
+        process = subprocess.Popen(list(argv), env=dict(env), stderr=subprocess.PIPE, start_new_session=own_group)
+        output = _Output(process.stderr, run_dir)
+        code = process.wait()
+    except _Interrupted as signalled:
+        interrupted = signalled.name
+        for s in stopping:  # a second signal does not cut the clean-up short
+            signal.signal(s, signal.SIG_IGN)
+        if process is None:
+            raise KeyboardInterrupt from None  # before the launcher started: nothing ran
+        output.quiet.set()
+        code = _stop(process, own_group=own_group, grace_s=grace_s)
     finally:
+        if process is not None and own_group:
+            _kill_group(process.pid)  # no rank outlives its launcher
         for s, handler in previous.items():
             signal.signal(s, handler)
     output.join(5.0)
     summary = rundir.read_summary(run_dir) if run_dir.is_dir() else None
+    if interrupted is not None and summary is not None and summary.get("status") == "completed":
+        interrupted, code = None, 0  # the run had finished: its result stands
     if interrupted is not None:
         if run_dir.is_dir() and (summary is None or summary.get("status") != "interrupted"):
             # what a rank wrote (a collective's error once its peers stopped) follows from the interruption
@@ -101,8 +113,8 @@ def run_launcher(
             )
         where = f"; its logs are in {run_dir} ({INTERRUPT_LOG}: the ranks' last words)" if run_dir.is_dir() else ""
         print(
-            f"[ddlbench] interrupted ({interrupted}): the run is marked interrupted{where}; the same command "
-            "runs the cell again",
+            f"[ddlbench] interrupted ({interrupted}): the run is marked interrupted{where}; `ddlbench run` with the "
+            "same overrides (or `campaign submit`) runs the cell again",
             file=sys.stderr,
             flush=True,
         )
@@ -154,9 +166,21 @@ def _rank_errors(run_dir: Path) -> dict[str, str]:
     return errors
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _stop(process: subprocess.Popen, *, own_group: bool, grace_s: float) -> int:
-    """SIGINT, then SIGTERM after grace_s, then SIGKILL: the launcher's exit code (negative: a signal)."""
-    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    """The launcher's exit code (negative: a signal) after SIGINT, then SIGTERM after grace_s, then SIGKILL
+    to its process group (local launchers); srun gets SIGTERM first (a single SIGINT only makes it print
+    its tasks' state), which it passes on to its tasks."""
+    steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+    if not own_group:
+        steps = ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0))
+    for sig, wait_s in steps:
         try:
             if own_group:
                 os.killpg(process.pid, sig)

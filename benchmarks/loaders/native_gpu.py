@@ -102,43 +102,50 @@ def crop_boxes(
     return boxes
 
 
-def _batched(images: list[torch.Tensor]) -> torch.Tensor:
-    """The decoded images as one NCHW half-precision batch: stacked when they share a shape, else each
-    copied into the top-left corner of a zero batch of the largest height and width."""
-    if all(image.shape == images[0].shape for image in images):
-        return torch.stack(images).half()
-    height, width = max(i.shape[1] for i in images), max(i.shape[2] for i in images)
-    batch = torch.zeros((len(images), 3, height, width), dtype=torch.uint8, device=images[0].device)
-    for n, image in enumerate(images):
-        batch[n, :, : image.shape[1], : image.shape[2]] = image
-    return batch.half()
+# half-precision roi_align is exact for what it is given up to here: image positions (the batch index) and
+# pixel coordinates of at most 2048 (fp16's integers); beyond, and on the CPU, it runs in float32
+HALF_EXACT = 2048
 
 
 def transform_batch(images: list[torch.Tensor], *, size: int, augment: bool, rng: random.Random) -> torch.Tensor:
     """Decoded CHW uint8 RGB images (any sizes, on one device) -> an NCHW float batch (0..255) of size x size:
-    random resized crop + flip, or resize + centre crop. Every crop and resize is one roi_align over the
-    batch: each output pixel averages bilinear samples over its share of the crop (as many per axis as the
-    crop is larger than the output), so shrinking is antialiased, as PIL's resize is. Flips are drawn after
-    all the crops. A few kernels per batch, not per image: the thread that runs this shares the GIL and
-    the GPU with training."""
+    random resized crop + flip, or resize + centre crop. The crops and resizes of the images that share a
+    shape are one roi_align (all of them in the usual batch of one size): each output pixel averages
+    bilinear samples over its share of the crop (as many per axis as the crop is larger than the output),
+    so shrinking is antialiased, as PIL's resize is. Flips are drawn after all the crops. A few kernels per
+    batch, not per image: the thread that runs this shares the GIL and the GPU with training."""
     from torchvision.ops import roi_align
 
     boxes = crop_boxes([tuple(i.shape[1:]) for i in images], size=size, augment=augment, rng=rng)
-    rois = torch.tensor(
-        [[n, left, top, left + w, top + h] for n, (top, left, h, w) in enumerate(boxes)],
-        dtype=torch.float16 if images[0].is_cuda else torch.float32,
-    )
-    batch = _batched(images)
-    if not batch.is_cuda:
-        batch = batch.float()  # half-precision roi_align runs on CUDA only
-    out = roi_align(
-        batch,
-        rois.to(batch.device, batch.dtype, non_blocking=True),
-        output_size=(size, size),
-        spatial_scale=1.0,
-        sampling_ratio=-1,
-        aligned=True,
-    ).float()
+    device = images[0].device
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for n, image in enumerate(images):
+        by_shape.setdefault(tuple(image.shape), []).append(n)
+    out = None
+    for shape, members in by_shape.items():
+        half = device.type == "cuda" and len(members) <= HALF_EXACT and max(shape[1:]) <= HALF_EXACT
+        dtype = torch.float16 if half else torch.float32
+        rois = torch.tensor(
+            [
+                [k, boxes[n][1], boxes[n][0], boxes[n][1] + boxes[n][3], boxes[n][0] + boxes[n][2]]
+                for k, n in enumerate(members)
+            ],
+            dtype=dtype,
+        )
+        crops = roi_align(
+            torch.stack([images[n] for n in members]).to(dtype),
+            rois.to(device, non_blocking=True),
+            output_size=(size, size),
+            spatial_scale=1.0,
+            sampling_ratio=-1,
+            aligned=True,
+        ).float()
+        if len(by_shape) == 1:
+            out = crops
+        else:
+            if out is None:
+                out = torch.empty((len(images), 3, size, size), dtype=torch.float32, device=device)
+            out[torch.tensor(members, device=device)] = crops
     if augment:
         flips = [rng.random() < 0.5 for _ in images]
         if any(flips):
@@ -236,9 +243,10 @@ class NativeGpuEpoch:
             name=f"native_gpu-decode-rank{self.ctx.rank}",
         )
         thread.start()
+        timeout_s = float(self.knobs.get("timeout_s") or 0)
         try:
             while True:
-                item = ready.get()
+                item = self._next(ready, thread, timeout_s)
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
@@ -253,6 +261,26 @@ class NativeGpuEpoch:
         finally:
             stop.set()
             thread.join()
+
+    @staticmethod
+    def _next(ready: queue.Queue, thread: threading.Thread, timeout_s: float):
+        """The decode thread's next item; an error if it died without one, or gave none for timeout_s
+        (loader.timeout_s; 0: no limit)."""
+        waited = 0.0
+        while True:
+            try:
+                return ready.get(timeout=1.0)
+            except queue.Empty:
+                waited += 1.0
+                if not thread.is_alive() and ready.empty():
+                    raise RuntimeError(
+                        "loader=native_gpu: the decode thread ended without handing over a batch"
+                    ) from None
+                if timeout_s and waited >= timeout_s:
+                    raise RuntimeError(
+                        f"loader=native_gpu: no batch for {timeout_s:.0f} s (loader.timeout_s); the "
+                        "decode thread or a DataLoader worker is stuck"
+                    ) from None
 
     def describe(self) -> dict:
         return {

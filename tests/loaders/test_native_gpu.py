@@ -146,3 +146,15 @@ def test_two_rank_run_with_native_gpu_completes(tmp_path, folder):
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(find_run(tmp_path / "default", "ddp-native_gpu-simple_cnn-g2-n1-b4-r0"))
     assert summary["status"] == "completed" and summary["throughput_img_s"] > 0
+
+
+def test_a_batch_of_mixed_sizes_is_cropped_as_each_image_alone():
+    """Images of several shapes go through roi_align a shape at a time: no zero padding bleeds into the
+    crops near an image's edge, and the order of the batch is kept."""
+    from benchmarks.loaders.native_gpu import transform_batch
+
+    torch.manual_seed(0)
+    images = [torch.randint(0, 256, shape, dtype=torch.uint8) for shape in ((3, 40, 60), (3, 64, 48), (3, 40, 60))]
+    batch = transform_batch(images, size=16, augment=False, rng=random.Random(0))
+    alone = torch.cat([transform_batch([image], size=16, augment=False, rng=random.Random(0)) for image in images])
+    assert batch.shape == (3, 3, 16, 16) and torch.allclose(batch, alone)
