@@ -32,10 +32,12 @@ def main(cfg: DictConfig) -> None:
 
 
 def _interrupt(signum, _frame) -> None:
-    """SIGTERM (Slurm at the time limit, a launcher stopping its ranks) ends a rank as Ctrl-C does."""
-    raise KeyboardInterrupt(
-        signal.Signals(signum).name
-    )  # not interpreter finalization: benchmarks/rankexit.py says why
+    """SIGTERM (Slurm at the time limit, a launcher stopping its ranks) ends a rank as Ctrl-C does; a further
+    SIGINT or SIGTERM (the supervisor and torchrun both signal) does not cut its clean-up short, which
+    writes the end record and rank 0's summary."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def refuse_multirun(argv: list[str]) -> str | None:

@@ -287,7 +287,7 @@ def run(cfg: DictConfig) -> int:
             lr_schedule=LrSchedule(
                 cfg.optim,
                 global_batch=global_batch,
-                total_steps=warmup + measured + (window.extra_steps if window else 0),
+                total_steps=warmup + measured,  # the trace window's steps after them do not stretch the schedule
             ),
         )
         # from the process start (imports, process group, builds, warm-up) to the last step, without the

@@ -89,16 +89,23 @@ def synchronize(device: torch.device) -> None:
 def loader_img_s(epoch_loader, device: torch.device, *, warmup: int, batches: int) -> tuple[float, int]:
     """(img/s, images timed) of a built loader alone: `batches` batches after `warmup`, epochs as needed."""
     done, epoch, start, samples = 0, 0, 0.0, 0
-    while done < warmup + batches:
+    while done < warmup + batches + 1:
         epoch_loader.set_epoch(epoch)
+        before = done
         for _, labels in epoch_loader:
-            if done == warmup:
+            if done == warmup:  # the clock starts once this batch is here: it is not counted
                 synchronize(device)
                 start, samples = time.perf_counter(), 0
-            samples += int(labels.shape[0])
+            elif done > warmup:
+                samples += int(labels.shape[0])
             done += 1
-            if done == warmup + batches:
+            if done == warmup + batches + 1:
                 break
+        if done == before:
+            raise ConfigError(
+                "the loader yielded no batch in a whole epoch: the data set is smaller than one batch; "
+                "pass a smaller run.per_gpu_batch or more data"
+            )
         epoch += 1
     synchronize(device)
     return samples / (time.perf_counter() - start), samples

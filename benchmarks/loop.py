@@ -168,6 +168,7 @@ def train(
             if step == measured_end and wall_s is None:  # the steps after it (a trace window) are not in its wall time
                 synchronize(device)
                 wall_s = time.perf_counter() - t_start
+
             lr = lr_schedule.apply(optimizer, step) if lr_schedule is not None else None
             timer.start_step()
             t_host = time.perf_counter()
@@ -191,6 +192,10 @@ def train(
             timer.end_step()
             t_host_end = time.perf_counter()
             if profiler is not None:
+                if step == profiler.first - 1 and step >= measured_end:
+                    # a sampled window (after the measured steps) records only its own steps' device work:
+                    # the profiler's warm-up step is done before recording starts (no measured step waits)
+                    synchronize(device)
                 profiler.step()
             samples = int(labels.shape[0])
             if plan.warmup_steps <= step < measured_end:

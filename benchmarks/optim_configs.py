@@ -32,9 +32,9 @@ class ScheduleName(Choice):
     constant = "constant"
     step = "step"  # x gamma every step_size steps
     multistep = "multistep"  # x gamma at each of milestones
-    cosine = "cosine"  # to min_lr_factor x lr at the last step
+    cosine = "cosine"  # to min_lr_factor x lr at the end of the run (one step past its last)
     exponential = "exponential"  # x gamma every step
-    polynomial = "polynomial"  # (1 - k/K)^power, to 0 at the last step
+    polynomial = "polynomial"  # (1 - k/K)^power, to 0 at the end of the run (one step past its last)
 
 
 @dataclass

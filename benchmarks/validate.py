@@ -47,6 +47,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     for group in ("framework", "loader", "model"):
         adapter_config(cfg[group]).check()
     optim_configs.check(cfg.optim)
+    _check_optimizer_with_framework(cfg)
     _check_validation(cfg)
     for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
         if cfg.data[key] not in allowed:
@@ -75,6 +76,22 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
                 f"use system.ranks_per_node={available} or fewer"
             )
+
+
+def _check_optimizer_with_framework(cfg: DictConfig) -> None:
+    """LARS scales each weight tensor by its own trust ratio: frameworks that flatten or shard the tensors
+    the optimizer sees (DeepSpeed ZeRO >= 1, FSDP) would make it plain momentum SGD or cost a collective per
+    parameter, so they are refused."""
+    if str(cfg.optim.name) != "lars":
+        return
+    name = cfg.framework.name
+    if name == "fsdp" or (name == "deepspeed" and int(cfg.framework.get("zero_stage", 0)) >= 1):
+        raise ConfigError(
+            f"optim.name=lars with framework={name} "
+            + (f"(framework.zero_stage={cfg.framework.zero_stage}) " if name == "deepspeed" else "")
+            + "would see flattened or sharded tensors, not layers; use framework=ddp or horovod, or "
+            "framework=deepspeed framework.zero_stage=0, or optim.name=sgd"
+        )
 
 
 def _check_validation(cfg: DictConfig) -> None:
@@ -128,7 +145,12 @@ def warnings(cfg: DictConfig) -> list[str]:
     return out
 
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+# the files each loader reads: torchvision's ImageFolder (native), DALI's file reader, nvJPEG (native_gpu)
+IMAGE_SUFFIXES = {
+    "native": (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"),
+    "dali": (".jpg", ".jpeg", ".png"),
+    "native_gpu": (".jpg", ".jpeg"),
+}
 
 
 def check_data(cfg: DictConfig, *, world_size: int) -> None:
@@ -144,7 +166,7 @@ def check_data(cfg: DictConfig, *, world_size: int) -> None:
         files, count = _tfrecord_samples(root, needed)
         what = "TFRecord samples (lines of the .idx files)"
     else:
-        suffixes = (".jpg", ".jpeg") if cfg.loader.name == "native_gpu" else IMAGE_SUFFIXES
+        suffixes = IMAGE_SUFFIXES.get(str(cfg.loader.name), IMAGE_SUFFIXES["native"])
         files, count = _imagefolder_samples(root, needed, suffixes)
         what = f"images ({', '.join(suffixes)}) in class folders"
     if count == 0:
@@ -178,14 +200,20 @@ def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...]) -> t
     except OSError:
         return [], 0
     for folder in classes:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.lower().endswith(suffixes):
-                    count += 1
-                    if not first:
-                        first.append(entry.path)
-                    if count >= needed:
-                        return first, count
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.lower().endswith(suffixes):
+                        count += 1
+                        if not first:
+                            first.append(entry.path)
+                        if count >= needed:
+                            return first, count
+        except OSError as error:
+            raise ConfigError(
+                f"data.path={root}: the class folder {folder} cannot be read ({error.strerror}); fix its "
+                "permissions (the ranks list every folder) or pass another data.path"
+            ) from None
     return first, count
 
 

@@ -336,6 +336,9 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
             "loaderbench reads data: pass data.path=DIR (an ImageFolder of JPEGs; "
             "'ddlbench data synth --out DIR' makes one)"
         )
+    from benchmarks.validate import check_data
+
+    check_data(compose([*args.overrides, "loader=native"]), world_size=1)  # there, readable, a batch's worth
     cases = [c.strip() for c in args.loaders.split(",") if c.strip()]
     for case in cases:
         loaderbench.loader_overrides(case, 1, tfrecord_path=args.tfrecord)  # an unknown case: one line, now

@@ -61,8 +61,17 @@ class _More:
 
 def hours(time_limit: str) -> float:
     """Slurm's --time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in hours."""
+    from benchmarks.errors import ConfigError
+
     days, _, clock = time_limit.rpartition("-")
-    parts = [float(p) for p in clock.split(":")]
+    try:
+        parts = [float(p) for p in clock.split(":")]
+        float(days or 0)
+    except ValueError:
+        raise ConfigError(
+            f"system.time_limit={time_limit} is no Slurm time limit the cost can be counted from; "
+            "write MM, HH:MM:SS or D-HH:MM:SS, e.g. system.time_limit=01:00:00"
+        ) from None
     if days:
         h, m, sec = (parts + [0.0, 0.0])[:3]
     else:

@@ -15,8 +15,11 @@ set -euo pipefail
 
 # the system profile's prelude (system.prelude: module loads, ...), written by `ddlbench campaign submit`
 if [[ -n ${DDLBENCH_PRELUDE:-} ]]; then
+    # module init scripts read unset variables: not under set -u
+    set +u
     # shellcheck disable=SC1090
     source "$DDLBENCH_PRELUDE"
+    set -u
 fi
 PY=${DDLBENCH_PYTHON:-python3}
 if ! "$PY" -c "import launchers.slurm" 2>/dev/null; then

@@ -86,12 +86,14 @@ def test_loaderbench_bad_input_is_one_line(folder):
         (["--loaders", "dali-tfrecord"], "--tfrecord"),
         (["--workers", "a"], "comma-separated"),
     ):
-        result = ddlbench("loaderbench", f"data.path={folder}", *args)
+        result = ddlbench("loaderbench", f"data.path={folder}", "run.per_gpu_batch=4", *args)
         assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
             result.stderr
         )
     result = ddlbench("loaderbench")
     assert result.returncode == 2 and "data.path=DIR" in result.stderr
+    result = ddlbench("loaderbench", f"data.path={folder}", "run.per_gpu_batch=32")  # 16 images
+    assert result.returncode == 2 and "holds 16 samples, but one step" in result.stderr
 
 
 def test_the_report_states_each_loaders_settings(tmp_path, folder):
