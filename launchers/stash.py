@@ -26,14 +26,13 @@ import argparse
 import dataclasses
 import os
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.errors import ConfigError
-from launchers.supervise import announce
+from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
 ROLES = ("gpu1", "node", "nodes", "warm", "cold")
 CONF_DIR = resources.conf_dir() / "stash"
@@ -345,7 +344,9 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
             announce(argv, dry_run=dry_run, label=f"stash {run.role} r{run.repeat}: ")
             if dry_run:
                 continue
-            code = subprocess.run(argv, env=env).returncode
+            code = run_launcher(argv, env=env, run_dir=run.run_dir)  # Ctrl-C, a killed rank 0: launchers/supervise.py
+            if code == INTERRUPTED_EXIT:
+                return code  # the rest of the plan does not start
         if code:
             failed += 1
             print(f"ddlbench: error: stash {run.role} run failed (exit {code}); logs in {run.run_dir}", file=sys.stderr)
