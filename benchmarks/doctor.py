@@ -84,6 +84,23 @@ def needed_by(cfg) -> set[str]:
     return names
 
 
+def gpu_check(cfg) -> Check:
+    """Whether this machine has the GPUs a CUDA run's ranks_per_node asks for."""
+    import torch as torch_module
+
+    wanted, found = int(cfg.system.ranks_per_node), torch_module.cuda.device_count()
+    ok = found >= wanted
+    return Check(
+        "gpus",
+        ok,
+        f"{found} visible, system={cfg.system.name} runs {wanted} rank(s) per node",
+        ""
+        if ok
+        else f"run where {wanted} GPUs are visible, or pass system.ranks_per_node={max(1, found)}"
+        + (" (none here: system=local_cpu runs on the CPU)" if found == 0 else ""),
+    )
+
+
 def run_checks(only: set[str] | None = None) -> list[Check]:
     """Every check, or those named in `only` (Check.name)."""
     results = []

@@ -459,12 +459,15 @@ def cmd_data_convert(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
-    from benchmarks.doctor import format_checks, needed_by, run_checks
+    from benchmarks.doctor import format_checks, gpu_check, needed_by, run_checks
 
     if args.overrides:
         from benchmarks.config import compose
 
-        checks = run_checks(needed_by(compose(args.overrides)))
+        cfg = compose(args.overrides)
+        checks = run_checks(needed_by(cfg))
+        if cfg.system.device == "cuda":
+            checks.append(gpu_check(cfg))
     else:
         checks = run_checks()
     print(format_checks(checks))

@@ -230,12 +230,20 @@ def cell_states(cfg, cells: list[Cell]) -> list[tuple[Cell, str, str]]:
     return rows
 
 
-def array_throttles(num_arrays: int, max_jobs: int | None) -> list[int | None]:
-    """Each array's share of --max-jobs (running tasks at once), summing to it: max_jobs=20 over 9 arrays
-    gives 3, 3 and 2s; over more arrays than max_jobs the last ones get 0 (held back for a later submit)."""
+def array_throttles(sizes: list[int], max_jobs: int | None) -> list[int | None]:
+    """Each array's share of --max-jobs (its tasks running at once), for arrays of these many tasks: the
+    slots are dealt out one at a time in turn, never more to an array than it has tasks, so they sum to
+    max_jobs (or to all the tasks). 9 arrays of 10 tasks under 20: 3, 3, 2, ...; arrays of 1 and 10 tasks:
+    1 and 10; more arrays than slots: the last ones get 0 (held back for a later submit)."""
     if max_jobs is None:
-        return [None] * num_arrays
-    return [max_jobs // num_arrays + (k < max_jobs % num_arrays) for k in range(num_arrays)]
+        return [None] * len(sizes)
+    shares, left = [0] * len(sizes), max_jobs
+    while left > 0 and any(share < size for share, size in zip(shares, sizes)):
+        for k, size in enumerate(sizes):
+            if left > 0 and shares[k] < size:
+                shares[k] += 1
+                left -= 1
+    return shares
 
 
 def submit_cells(
@@ -255,7 +263,7 @@ def submit_cells(
     submitted = 0
     batches = by_shape(todo) if array else [[item] for item in todo]
     # --max-jobs is one limit for the campaign: with arrays, their throttles share it
-    throttles = array_throttles(len(batches), max_jobs) if array else [None] * len(batches)
+    throttles = array_throttles([len(b) for b in batches], max_jobs) if array else [None] * len(batches)
     prelude = prelude_file(cfg, write=not dry_run)
     if prelude is not None:
         print(f"[ddlbench] the jobs source {prelude} first: {'; '.join(cfg.system.prelude)}", file=sys.stderr)

@@ -70,9 +70,11 @@ def test_time_limits_in_hours():
 
 
 def test_max_jobs_is_one_limit_for_all_arrays():
-    assert array_throttles(9, 20) == [3, 3, 2, 2, 2, 2, 2, 2, 2] and sum(array_throttles(9, 20)) == 20
-    assert array_throttles(3, 2) == [1, 1, 0]  # the third array waits for a later submit
-    assert array_throttles(4, None) == [None] * 4
+    assert array_throttles([10] * 9, 20) == [3, 3, 2, 2, 2, 2, 2, 2, 2] and sum(array_throttles([10] * 9, 20)) == 20
+    assert array_throttles([1, 10], 20) == [1, 10]  # never more than an array's tasks
+    assert array_throttles([1, 30], 20) == [1, 19]  # the small array's unused share goes to the big one
+    assert array_throttles([5, 5, 5], 2) == [1, 1, 0]  # the third array waits for a later submit
+    assert array_throttles([4, 4], None) == [None, None]
 
 
 def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(imagenet, capsys):

@@ -110,3 +110,11 @@ def test_dry_runs_print_the_command_on_stdout(tmp_path):
     result = ddlbench("run", "--dry-run", "model=simple_cnn", f"run.root={tmp_path}")
     assert result.returncode == 0 and result.stdout.startswith(sys.executable) and "-m benchmarks" in result.stdout
     assert "[ddlbench]" not in result.stdout
+
+
+def test_doctor_counts_the_gpus_a_cuda_run_needs(capsys):
+    from ddlbench.cli import main
+
+    assert main(["doctor", "system=h200"]) == 1  # this machine has no GPU
+    out = capsys.readouterr().out
+    assert "MISS gpus" in out and "system=h200 runs 1 rank(s) per node" in out and "system=local_cpu" in out
