@@ -90,15 +90,12 @@ def gpu_check(cfg) -> Check:
 
     wanted, found = int(cfg.system.ranks_per_node), torch_module.cuda.device_count()
     ok = found >= wanted
-    return Check(
-        "gpus",
-        ok,
-        f"{found} visible, system={cfg.system.name} runs {wanted} rank(s) per node",
-        ""
-        if ok
-        else f"run where {wanted} GPUs are visible, or pass system.ranks_per_node={max(1, found)}"
-        + (" (none here: system=local_cpu runs on the CPU)" if found == 0 else ""),
-    )
+    if found == 0:
+        fix = "no GPU here: use system=local_cpu, or run on a GPU machine"
+    else:
+        fix = f"run where {wanted} GPU(s) are visible, or pass system.ranks_per_node={found}"
+    detail = f"{found} visible, system={cfg.system.name} runs {wanted} rank(s) per node"
+    return Check("gpus", ok, detail, "" if ok else fix)
 
 
 def run_checks(only: set[str] | None = None) -> list[Check]:
