@@ -219,15 +219,11 @@ def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...]) -> t
 
 @functools.lru_cache(maxsize=256)
 def _tfrecord_samples(root: str, needed: int) -> tuple[list[str], int]:
-    from benchmarks.data.tfrecord import find_tfrecords
+    from benchmarks.data.tfrecord import check_indexes, find_tfrecords
 
     pairs, count = find_tfrecords(Path(root)), 0
-    for record, index in pairs:
-        if not index.is_file():
-            raise ConfigError(
-                f"data.path={root}: {record.name} has no DALI index {index.name}; write it with "
-                f"'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
-            )
+    check_indexes(root, pairs)
+    for _, index in pairs:
         with open(index, "rb") as f:
             count += sum(1 for _ in f)
         if count >= needed:

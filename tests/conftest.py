@@ -89,3 +89,31 @@ def compose():
     from benchmarks.config import compose as compose_config
 
     return compose_config
+
+
+def cpu_loader_context(
+    *,
+    data_path,
+    rank: int = 0,
+    world_size: int = 1,
+    per_gpu_batch: int = 4,
+    image_size: int = 32,
+    channels_last: bool = False,
+    num_classes: int = 4,
+):
+    """A LoaderContext on the CPU, as a run builds it, for loader tests."""
+    import torch
+
+    from benchmarks.loaders.base import LoaderContext
+
+    return LoaderContext(
+        rank=rank,
+        world_size=world_size,
+        device=torch.device("cpu"),
+        per_gpu_batch=per_gpu_batch,
+        seed=0,
+        num_classes=num_classes,
+        image_size=image_size,
+        channels_last=channels_last,
+        data_path=str(data_path),
+    )

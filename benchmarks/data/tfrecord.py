@@ -355,3 +355,13 @@ def find_tfrecords(root: Path) -> list[tuple[Path, Path]]:
         return []
     records = sorted(p for p in root.iterdir() if p.name.endswith(RECORD_SUFFIX))
     return [(p, p.with_name(p.name[: -len(RECORD_SUFFIX)] + INDEX_SUFFIX)) for p in records]
+
+
+def check_indexes(root: Path, pairs: list[tuple[Path, Path]]) -> None:
+    """ConfigError naming the first record file without its DALI index, and how to write it."""
+    for record, index in pairs:
+        if not index.is_file():
+            raise ConfigError(
+                f"data.path={root}: {record.name} has no DALI index {index.name}; write it with "
+                f"'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
+            )

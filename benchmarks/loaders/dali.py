@@ -310,7 +310,7 @@ class DaliLoader:
             )
         from nvidia.dali import tfrecord
 
-        from benchmarks.data.tfrecord import find_tfrecords
+        from benchmarks.data.tfrecord import check_indexes, find_tfrecords
 
         pairs = find_tfrecords(Path(path))
         if not pairs:
@@ -318,12 +318,7 @@ class DaliLoader:
                 f"data.path={path} holds no *.tfrecord files for loader.reader=tfrecord; write them with "
                 f"'ddlbench data convert --from IMAGEFOLDER --out DIR', or use loader.reader=file"
             )
-        for record, index in pairs:
-            if not index.is_file():
-                raise ConfigError(
-                    f"data.path={path}: {record.name} has no DALI index {index.name}; "
-                    f"write it with 'tfrecord2idx {record} {index}' (or re-create the folder with 'ddlbench data convert')"
-                )
+        check_indexes(path, pairs)
         features = fn.readers.tfrecord(
             path=[str(r) for r, _ in pairs],
             index_path=[str(i) for _, i in pairs],

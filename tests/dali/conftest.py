@@ -7,7 +7,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import torch
 
 if importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None:
     pytest.skip("nvidia-dali is not installed: run 'make dali'", allow_module_level=True)
@@ -44,26 +43,8 @@ def small_folder(tmp_path_factory) -> Path:
     return out
 
 
-def loader_context(
-    *,
-    rank: int = 0,
-    world_size: int = 1,
-    per_gpu_batch: int = 4,
-    data_path: Path,
-    image_size: int = 32,
-    channels_last: bool = False,
-    num_classes: int = NUM_IDS,
-):
-    from benchmarks.loaders.base import LoaderContext
+def loader_context(*, num_classes: int = NUM_IDS, **settings):
+    """tests.conftest.cpu_loader_context with the id folder's classes."""
+    from tests.conftest import cpu_loader_context
 
-    return LoaderContext(
-        rank=rank,
-        world_size=world_size,
-        device=torch.device("cpu"),
-        per_gpu_batch=per_gpu_batch,
-        seed=0,
-        num_classes=num_classes,
-        image_size=image_size,
-        channels_last=channels_last,
-        data_path=str(data_path),
-    )
+    return cpu_loader_context(num_classes=num_classes, **settings)

@@ -11,29 +11,17 @@ import pytest
 import torch
 
 from benchmarks.errors import ConfigError
-from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.native_gpu import centre_box, random_resized_crop_box
 from benchmarks.loaders.sharding import shard_batches
-from tests.conftest import ddlbench, find_run, read_summary
+from tests.conftest import cpu_loader_context, ddlbench, find_run, read_summary
 from tests.loaders.augment_probe import crops_of, ks_statistic, write_probe_folder
 
 
-def context(path, **extra) -> LoaderContext:
-    values = dict(
-        rank=0,
-        world_size=1,
-        device=torch.device("cpu"),
-        per_gpu_batch=8,
-        seed=0,
-        num_classes=4,
-        image_size=32,
-        channels_last=False,
-        data_path=str(path),
-    )
-    return LoaderContext(**{**values, **extra})
+def context(path, **extra):
+    return cpu_loader_context(data_path=path, **{"per_gpu_batch": 8, **extra})
 
 
-def build(compose, name: str, ctx: LoaderContext, *extra: str):
+def build(compose, name: str, ctx, *extra: str):
     from benchmarks.components import build_loader
 
     return build_loader(compose([f"loader={name}", "loader.num_workers=1", *extra])).build(ctx)
