@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -13,13 +14,15 @@ import psutil
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import affinity, components, distenv, rundir, runlog, telemetry
+from benchmarks import affinity, components, distenv, mllog, rundir, runlog, telemetry
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
+from benchmarks.evaluate import Validation
 from benchmarks.frameworks.configs import node_layout
 from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
+from benchmarks.mllog import MlLog
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace
 from benchmarks.validate import validate
@@ -128,6 +131,7 @@ def _summary(
     wall_s: float,
     last_loss: float,
     runtime_s: float,
+    target: dict | None = None,
 ) -> dict:
     """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
     key = rundir.identity(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes)
@@ -141,6 +145,7 @@ def _summary(
         warmup_steps=warmup,
         repeat=cfg.run.repeat,
         runtime_s=runtime_s,
+        target=target,
         names={
             "framework": cfg.framework.name,
             "loader": cfg.loader.name,
@@ -152,22 +157,14 @@ def _summary(
     )
 
 
-def _evaluation(model, val_loader, *, device, amp_dtype, framework, run_dir: Path, rank: int):
-    """The loop's evaluation(steps done, epoch): every rank evaluates its shard, rank 0 writes eval.jsonl."""
-    from benchmarks.evaluate import evaluate, write_eval
-
-    def run_eval(step: int, epoch: int) -> None:
-        result = evaluate(model, val_loader, device=device, amp_dtype=amp_dtype, reduce=framework.all_reduce_scalar)
-        if rank == 0:
-            write_eval(run_dir, {"step": step, "epoch": epoch, **result})
-            print(
-                f"[ddlbench] eval after step {step}: top-1 {result['top1']:.2%}, top-5 {result['top5']:.2%}, loss "
-                f"{result['loss']:.3f} on {result['samples']} samples ({result['eval_s']:.1f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    return run_eval
+def _target_text(target: dict) -> str:
+    """One line on run.target_top1: reached after how long and how many samples, or not reached."""
+    if not target["target_reached"]:
+        return f"target top-1 {target['target_top1']:.2%} not reached"
+    return (
+        f"target top-1 {target['target_top1']:.2%} reached after {target['time_to_target_s']:.1f} s, "
+        f"{target['samples_to_target']:,} samples, {target['steps_to_target']} steps"
+    )
 
 
 def run(cfg: DictConfig) -> int:
@@ -191,7 +188,7 @@ def run(cfg: DictConfig) -> int:
     framework = components.build_framework(cfg)
     loader_option = components.build_loader(cfg)
     framework.init(env, device)
-    log = profiler = sampler = None
+    log = profiler = sampler = events = None
     try:
         if env.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -223,6 +220,16 @@ def run(cfg: DictConfig) -> int:
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
             model = torch.compile(model)
+        if env.rank == 0:
+            events = MlLog(run_dir)
+            events.start("init_start")
+            mllog.settings_events(
+                events,
+                cfg=cfg,
+                global_batch=global_batch,
+                train_samples=loader.num_samples,
+                eval_samples=None if val_loader is None else val_loader.num_samples,
+            )
         warmup, measured = plan_steps(
             warmup_steps=cfg.run.warmup_steps, steps=cfg.run.steps, epochs=cfg.run.epochs, steps_per_epoch=len(loader)
         )
@@ -254,6 +261,20 @@ def run(cfg: DictConfig) -> int:
             sampler = telemetry.start_sampler(
                 run_dir, rank=env.rank, hz=cfg.run.telemetry_hz, gpu=telemetry.gpu_identity(device)
             )
+        validation = None
+        if val_loader is not None:
+            validation = Validation(
+                model,
+                val_loader,
+                device=device,
+                amp_dtype=amp_dtype,
+                reduce=framework.all_reduce_scalar,
+                run_dir=run_dir,
+                rank=env.rank,
+                steps_per_epoch=len(loader),
+                target_top1=cfg.run.target_top1,
+                events=events,
+            )
         if profiler is not None:
             profiler.start()
         result = train(
@@ -271,18 +292,11 @@ def run(cfg: DictConfig) -> int:
                 trailing_steps=window.extra_steps if window else 0,
                 label_smoothing=cfg.optim.label_smoothing,
                 eval_every=cfg.run.eval_every_steps,
+                eval_every_epochs=cfg.run.eval_every_epochs,
+                steps_per_epoch=len(loader),
             ),
-            evaluation=None
-            if val_loader is None
-            else _evaluation(
-                model,
-                val_loader,
-                device=device,
-                amp_dtype=amp_dtype,
-                framework=framework,
-                run_dir=run_dir,
-                rank=env.rank,
-            ),
+            evaluation=validation,
+            events=events,
             optimizer=optimizer,
             lr_schedule=LrSchedule(
                 cfg.optim,
@@ -298,6 +312,9 @@ def run(cfg: DictConfig) -> int:
         # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
         wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
         runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
+        target = validation.target_fields() if validation is not None else {}
+        if events is not None:
+            events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
         if cfg.run.save_params:
             torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
         _write_end(run_dir, env=env, device=device)
@@ -305,7 +322,14 @@ def run(cfg: DictConfig) -> int:
         framework.barrier()  # every rank finished its steps and logs before the summary says so
         if env.rank == 0:
             summary = _summary(
-                cfg, run_dir, env=env, warmup=warmup, wall_s=wall_s, last_loss=result.last_loss, runtime_s=runtime_s
+                cfg,
+                run_dir,
+                env=env,
+                warmup=warmup,
+                wall_s=wall_s,
+                last_loss=result.last_loss,
+                runtime_s=runtime_s,
+                target=target,
             )
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
             unit = "GPU" if device.type == "cuda" else "rank"
@@ -314,8 +338,13 @@ def run(cfg: DictConfig) -> int:
                 f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}",
                 flush=True,
             )
+            if target:
+                print(f"[ddlbench] {_target_text(target)}", flush=True)
         return 0
     except BaseException as error:
+        if events is not None and events.run_start_s is not None:
+            with contextlib.suppress(OSError, ValueError):
+                events.run_stop(status="aborted")
         if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)
             _write_end(run_dir, env=env, device=device, error=error)
         if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
@@ -334,6 +363,8 @@ def run(cfg: DictConfig) -> int:
             sampler.stop()
         if log is not None:
             log.close()
+        if events is not None:
+            events.close()
         # the wrapped model (DDP's reducer, a DeepSpeed engine) holds the process group: it goes first
         model = optimizer = loader = None  # noqa: F841
         framework.shutdown()

@@ -3,19 +3,22 @@
 Every rank evaluates its shard of the validation set (the sharding contract: each sample on exactly one
 rank, each epoch), and the counts are summed over the ranks, so W ranks give exactly the accuracy one
 process gets on the same data and weights. Rank 0 writes each evaluation to <run dir>/eval.jsonl
-(rundir.EVAL_FIELDS). Its time is logged apart (eval_s) and is in no training step: throughput never counts it.
+(rundir.EVAL_FIELDS and EVAL_OPTIONAL_FIELDS) and its MLLOG events (benchmarks/mllog.py). Its time is
+logged apart (eval_s) and is in no training step: throughput never counts it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from benchmarks.mllog import MlLog
 from benchmarks.rundir import EVAL_FILE
 
 
@@ -65,3 +68,72 @@ def write_eval(run_dir: Path, record: dict) -> None:
     """Append one evaluation to eval.jsonl (rank 0)."""
     with open(Path(run_dir) / EVAL_FILE, "a") as f:
         f.write(json.dumps(record) + "\n")
+
+
+class Validation:
+    """The loop's evaluation (loop.Evaluation): every rank evaluates its shard; rank 0 appends eval.jsonl,
+    writes the MLLOG eval events and prints one line. The first evaluation whose top-1 reaches
+    `target_top1` is the run's time to target; from then on it answers True (stop)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        loader,
+        *,
+        device: torch.device,
+        amp_dtype: torch.dtype | None,
+        reduce: Callable[[float, str], float],
+        run_dir: Path,
+        rank: int,
+        steps_per_epoch: int,
+        target_top1: float | None = None,
+        events: MlLog | None = None,
+    ) -> None:
+        self.model, self.loader, self.device, self.amp_dtype, self.reduce = model, loader, device, amp_dtype, reduce
+        self.run_dir, self.rank, self.steps_per_epoch = Path(run_dir), rank, max(1, steps_per_epoch)
+        self.target_top1, self.events = target_top1, events
+        self.reached: dict | None = None  # the first evaluation at or above the target
+
+    def __call__(self, step: int, epoch: int, samples_local: int, run_start_s: float) -> bool:
+        epochs = round(step / self.steps_per_epoch, 4)
+        if self.events is not None:
+            self.events.start("eval_start", epoch_num=epochs)
+        result = evaluate(self.model, self.loader, device=self.device, amp_dtype=self.amp_dtype, reduce=self.reduce)
+        train_samples = int(round(self.reduce(float(samples_local), "sum")))
+        record = {
+            "step": step,
+            "epoch": epoch,
+            **result,
+            "train_samples": train_samples,
+            "train_s": time.perf_counter() - run_start_s,
+            "epochs": epochs,
+        }
+        if self.target_top1 is not None and self.reached is None and result["top1"] >= self.target_top1:
+            self.reached = record
+        if self.rank == 0:
+            if self.events is not None:
+                self.events.end("eval_stop", epoch_num=epochs)
+                self.events.event("eval_accuracy", round(result["top1"], 6), epoch_num=epochs)
+            write_eval(self.run_dir, record)
+            target = "" if self.reached is not record else f" (target {self.target_top1:.2%} reached: stopping)"
+            print(
+                f"[ddlbench] eval after step {step} (epoch {epochs:g}): top-1 {result['top1']:.2%}, top-5 "
+                f"{result['top5']:.2%}, loss {result['loss']:.3f} on {result['samples']} samples "
+                f"({result['eval_s']:.1f} s){target}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return self.reached is not None
+
+    def target_fields(self) -> dict:
+        """summary.json's rundir.TARGET_FIELDS ({} without a target)."""
+        if self.target_top1 is None:
+            return {}
+        hit = self.reached or {}
+        return {
+            "target_top1": self.target_top1,
+            "target_reached": self.reached is not None,
+            "time_to_target_s": hit.get("train_s"),
+            "samples_to_target": hit.get("train_samples"),
+            "steps_to_target": hit.get("step"),
+        }

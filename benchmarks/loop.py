@@ -20,6 +20,7 @@ import torch
 
 from benchmarks.frameworks.base import Framework
 from benchmarks.loaders.base import EpochLoader
+from benchmarks.mllog import MlLog
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
@@ -35,6 +36,8 @@ class LoopPlan:
     trailing_steps: int = 0  # steps after the measured ones, not timed as the window (the trace window)
     label_smoothing: float = 0.0  # of the cross-entropy loss (optim.label_smoothing)
     eval_every: int = 0  # evaluate every N steps (run.eval_every_steps); the evaluation is in no step
+    eval_every_epochs: int = 0  # or after every N-th epoch's last step (run.eval_every_epochs)
+    steps_per_epoch: int = 0  # the loader's batches per epoch (len(loader)): where an epoch ends
 
 
 class LossReader:
@@ -65,6 +68,24 @@ class LoopResult:
     measured_samples_local: int
     wall_s_local: float
     last_loss: float
+    stopped_at_target: bool = False  # an evaluation reached run.target_top1 and the run stopped there
+
+
+# the loop's evaluation: (optimizer steps done, epoch, this rank's training samples so far, the
+# perf_counter of the first training step) -> True when the run should stop (its target is reached)
+Evaluation = Callable[[int, int, int, float], bool]
+
+
+def evaluates_after(step: int, step_in_epoch: int, epoch: int, plan: LoopPlan) -> bool:
+    """Whether the loop evaluates after `step` optimizer steps (step_in_epoch of them in this epoch):
+    every plan.eval_every steps, or after every plan.eval_every_epochs-th epoch's last step."""
+    if plan.eval_every:
+        return step % plan.eval_every == 0
+    return (
+        bool(plan.eval_every_epochs)
+        and step_in_epoch == plan.steps_per_epoch
+        and (epoch + 1) % plan.eval_every_epochs == 0
+    )
 
 
 def plan_steps(*, warmup_steps: int, steps: int, epochs: int | None, steps_per_epoch: int) -> tuple[int, int]:
@@ -108,12 +129,14 @@ def train(
     profiler: StepProfiler | None = None,
     optimizer=None,
     lr_schedule: LrSchedule | None = None,
-    evaluation: Callable[[int, int], None] | None = None,
+    evaluation: Evaluation | None = None,
+    events: MlLog | None = None,
 ) -> LoopResult:
     """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
-    with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation(steps
-    done, epoch) runs every plan.eval_every steps and after the last, between steps, its time taken out
-    of the measured wall time."""
+    with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation runs
+    where evaluates_after() says and after the last step, between steps, its time taken out of the
+    measured wall time; when it returns True after the warm-up, the run stops there (run.target_top1).
+    events (rank 0): the MLLOG run_start and epoch_start / epoch_stop."""
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=plan.label_smoothing)
     losses = LossReader(device)
     timer = make_step_timer(device)
@@ -131,8 +154,11 @@ def train(
     step = epoch = 0
     recent: list[dict] = []
     pending: deque[dict] = deque()
-    measured_samples = 0
-    t_start = time.perf_counter()
+    measured_samples = samples_done = 0
+    stop = False
+    t_start = t_run = time.perf_counter()
+    if events is not None:
+        events.run_start()
     loss = torch.zeros(())
     model.train()
 
@@ -155,10 +181,12 @@ def train(
             )
             recent = []
 
-    while step < total:
+    while step < total and not stop:
         loader.set_epoch(epoch)
         batches = iter(loader)
         step_in_epoch = 0
+        if events is not None:
+            events.start("epoch_start", epoch_num=epoch + 1)
         while step < total:
             if step == plan.warmup_steps:
                 # the measured window starts with an idle device on every rank
@@ -200,6 +228,7 @@ def train(
             samples = int(labels.shape[0])
             if plan.warmup_steps <= step < measured_end:
                 measured_samples += samples
+            samples_done += samples
             # the timer hands back a step's times only once its events completed: pair them in order
             record = {
                 "step": step,
@@ -218,12 +247,18 @@ def train(
             write([complete(times) for times in timer.pop_ready()])
             step += 1
             step_in_epoch += 1
-            if evaluation is not None and plan.eval_every and step % plan.eval_every == 0 and step < total:
+            if evaluation is not None and step < total and evaluates_after(step, step_in_epoch, epoch, plan):
                 synchronize(device)  # the steps so far are done: the evaluation is in none of them
                 eval_start = time.perf_counter()
-                evaluation(step, epoch)
+                reached = evaluation(step, epoch, samples_done, t_run)
                 if plan.warmup_steps < step <= measured_end:
                     t_start += time.perf_counter() - eval_start  # out of the measured window's wall time
+                # the measured window needs steps: a target reached in the warm-up stops at a later evaluation
+                if reached and step > plan.warmup_steps:
+                    stop = True
+                    break
+        if events is not None:
+            events.end("epoch_stop", epoch_num=epoch + 1)
         epoch += 1
         if step_in_epoch == 0:
             raise RuntimeError("the loader yielded no batch in a whole epoch")
@@ -231,11 +266,12 @@ def train(
     if wall_s is None:
         wall_s = time.perf_counter() - t_start
     write([complete(times) for times in timer.flush()])
-    if evaluation is not None:
-        evaluation(step, epoch)  # after the last step
+    if evaluation is not None and not stop:
+        evaluation(step, max(0, epoch - 1), samples_done, t_run)  # after the last step, in its epoch
     return LoopResult(
-        measured_steps=plan.measured_steps,
+        measured_steps=min(step, measured_end) - plan.warmup_steps,
         measured_samples_local=measured_samples,
         wall_s_local=wall_s,
         last_loss=float(loss.detach().float().item()),
+        stopped_at_target=stop,
     )

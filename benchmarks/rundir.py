@@ -88,6 +88,13 @@ EVAL_FIELDS: dict[str, str] = {
     "loss": "float64",
     "eval_s": "float64",
 }
+# written since evaluations carry the training progress (older eval.jsonl files lack them): the global
+# training samples before the evaluation, seconds since the first training step (MLPerf's clock), and the
+# epochs done (steps / steps per epoch: 2.5 is half-way through the third); `epoch` is the 0-based epoch
+# of the last step before it
+EVAL_OPTIONAL_FIELDS: dict[str, str] = {"train_samples": "int64", "train_s": "float64", "epochs": "float64"}
+# mllog.txt (benchmarks/mllog.py, rank 0): MLPerf-style :::MLLOG events
+MLLOG_FILE = "mllog.txt"
 # end_rank<R>.json (end_record), written by each rank when it stops: field -> type; the peaks are null on a CPU
 END_FIELDS: dict[str, str] = {
     "rank": "int64",
@@ -257,13 +264,15 @@ def completed_summary(
     runtime_s: float | None = None,
     num_processes: int | None = None,
     memory: Mapping[str, Any] | None = None,
+    target: Mapping[str, Any] | None = None,
 ) -> dict:
     """summary.json of a completed run: the run key's hash, the names tables show, and `measured`
     (throughput() over the rank logs); wall_s is the measured window's wall time, kept for reference;
     runtime_s the slowest rank's time from its process start to its last step (start-up included: the
     denominator of the breakdown's "share of runtime"). world_size counts GPUs (processes x devices per
     process: FrameworkConfig.local_layout), num_processes the rank logs (default one per GPU); `memory`
-    is memory_summary() of the ranks' end records (null on CPUs)."""
+    is memory_summary() of the ranks' end records (null on CPUs); `target` the time-to-accuracy fields
+    (TARGET_FIELDS) of a run with run.target_top1."""
     world = int(key["world_size"])
     return {
         "schema_version": SCHEMA_VERSION,
@@ -282,7 +291,14 @@ def completed_summary(
         **({"runtime_s": runtime_s} if runtime_s is not None else {}),
         "num_processes": world if num_processes is None else int(num_processes),
         **(memory_summary([]) if memory is None else memory),
+        **(dict(target) if target else {}),
     }
+
+
+# summary.json of a run with run.target_top1: the target (a fraction), whether an evaluation reached it, and
+# at the first that did: seconds since the first training step (evaluations included), global training
+# samples and optimizer steps before it (null when not reached)
+TARGET_FIELDS = ("target_top1", "target_reached", "time_to_target_s", "samples_to_target", "steps_to_target")
 
 
 def is_out_of_memory(error: BaseException | str) -> bool:

@@ -122,6 +122,10 @@ class RunConfig:
     # evaluate on the validation set every N optimizer steps (0: only after the last step, where there is
     # a validation set); top-1 / top-5 over all ranks into <run dir>/eval.jsonl, not in the throughput
     eval_every_steps: int = 0
+    eval_every_epochs: int = 0  # or at the end of every N-th epoch (one cadence: the other is 0)
+    # stop at the first evaluation whose top-1 (a fraction) reaches it, once the warm-up steps are done;
+    # summary.json records time_to_target_s, samples_to_target, steps_to_target (rundir.TARGET_FIELDS)
+    target_top1: float | None = None
 
 
 @dataclass

@@ -95,8 +95,9 @@ def _check_optimizer_with_framework(cfg: DictConfig) -> None:
 
 
 def _check_validation(cfg: DictConfig) -> None:
-    """data.val_path / data.val_split / run.eval_every_steps: one held-out set, a loader that reads data."""
-    data, every = cfg.data, cfg.run.eval_every_steps
+    """data.val_path / data.val_split / run.eval_every_steps|epochs / run.target_top1: one held-out set, a
+    loader that reads data, and evaluations during training for a target to stop at."""
+    data, run = cfg.data, cfg.run
     if not 0.0 <= data.val_split < 1.0:
         raise ConfigError(
             f"data.val_split={data.val_split} must be in [0, 1): the share of data.path held out, "
@@ -107,14 +108,31 @@ def _check_validation(cfg: DictConfig) -> None:
             f"data.val_path={data.val_path} and data.val_split={data.val_split} both set; choose one "
             "held-out set (data.val_split=0 to use the folder)"
         )
-    if every < 0:
-        raise ConfigError(f"run.eval_every_steps={every} must be >= 0 (0: evaluate after the last step only)")
-    held_out = bool(data.val_path or data.val_split)
-    if every and not held_out:
+    for key in ("eval_every_steps", "eval_every_epochs"):
+        if run[key] < 0:
+            raise ConfigError(f"run.{key}={run[key]} must be >= 0 (0: evaluate after the last step only)")
+    if run.eval_every_steps and run.eval_every_epochs:
         raise ConfigError(
-            f"run.eval_every_steps={every} needs a validation set: pass data.val_split=0.1 (held out "
-            "of data.path) or data.val_path=DIR"
+            f"run.eval_every_steps={run.eval_every_steps} and run.eval_every_epochs={run.eval_every_epochs} "
+            "both set; choose one cadence (the other =0)"
         )
+    held_out = bool(data.val_path or data.val_split)
+    for key in ("eval_every_steps", "eval_every_epochs", "target_top1"):
+        if run[key] and not held_out:
+            raise ConfigError(
+                f"run.{key}={run[key]} needs a validation set: pass data.val_split=0.1 (held out "
+                "of data.path) or data.val_path=DIR"
+            )
+    if run.target_top1 is not None:
+        if not 0.0 < run.target_top1 <= 1.0:
+            raise ConfigError(
+                f"run.target_top1={run.target_top1} must be a fraction in (0, 1], e.g. run.target_top1=0.759"
+            )
+        if not (run.eval_every_steps or run.eval_every_epochs):
+            raise ConfigError(
+                f"run.target_top1={run.target_top1} needs evaluations during training to stop at: set "
+                "run.eval_every_epochs=1 or run.eval_every_steps=N"
+            )
     if held_out and not cfg.loader.needs_data:
         raise ConfigError(
             f"loader={cfg.loader.name} reads no data set, so there is none to hold out; use a loader "

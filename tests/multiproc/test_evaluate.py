@@ -51,13 +51,14 @@ def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data):
     for ranks in (1, 2):
         result = ddlbench("run", *common, f"run.per_gpu_batch={8 // ranks}", f"system.ranks_per_node={ranks}")
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "eval after step 8: top-1" in result.stderr
+        assert "eval after step 8 (epoch" in result.stderr
         (path,) = tmp_path.glob(f"default/*-g{ranks}-n1-*/eval.jsonl")
         evals.append([json.loads(line) for line in path.read_text().splitlines()])
     one, two = evals
     assert [e["step"] for e in one] == [e["step"] for e in two] == [4, 8]
     for a, b in zip(one, two):
         assert a["samples"] == b["samples"] == 40
+        assert a["train_samples"] == b["train_samples"] == 8 * a["step"]  # global samples, summed over ranks
         assert (a["top1"], a["top5"]) == (b["top1"], b["top5"])
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
     assert one[-1]["top1"] > 0.5  # the learnable set is learned
