@@ -64,8 +64,15 @@ def build_model_and_optimizer(
     global_batch where optim.scale_lr asks for it: benchmarks/optim.py)."""
     from benchmarks.optim import build_optimizer
 
+    m = cfg.model
     model = build_model(
-        arch=cfg.model.arch, depth=cfg.model.depth, num_classes=cfg.model.num_classes, seed=cfg.run.seed
+        arch=m.arch,
+        depth=m.depth,
+        num_classes=m.num_classes,
+        seed=cfg.run.seed,
+        width=m.width,
+        batch_norm=m.batch_norm,
+        residual=m.residual,
     ).to(device)
     if cfg.precision.channels_last:
         model = model.to(memory_format=torch.channels_last)

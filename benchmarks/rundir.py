@@ -175,15 +175,38 @@ def group_hash(settings: Mapping[str, Any], *, world_size: int, mode: str = "wea
     return key_hash(key)
 
 
-def model_name(arch: str, depth: int | None) -> str:
-    """The name used in run directories and tables: resnet50, vgg16, mobilenet_v2."""
-    return f"{arch}{depth}" if arch in ("resnet", "vgg") and depth is not None else arch
+def model_name(
+    arch: str, depth: int | None, *, width: float | None = None, batch_norm: bool | None = None, residual: bool = True
+) -> str:
+    """The name used in run directories and tables, from every key that shapes the network
+    (benchmarks/models/configs.py): resnet50, resnet50_nobn, resnet50_noskip, vgg16, vgg16_bn,
+    shufflenet_v2_x1_0, mobilenet_v2. None is a record without the key: the family's own network (ResNet
+    with BatchNorm, VGG without). Keys a family ignores do not show."""
+    arch = str(arch)
+    if arch == "shufflenet_v2" and width is not None:
+        return f"{arch}_x{str(float(width)).replace('.', '_')}"
+    if arch not in ("resnet", "vgg") or depth is None:
+        return arch
+    if arch == "vgg":
+        return f"vgg{depth}{'_bn' if batch_norm else ''}"
+    return f"resnet{depth}{'_nobn' if batch_norm is False else ''}{'_noskip' if residual is False else ''}"
+
+
+def model_name_of(model: Mapping[str, Any]) -> str:
+    """model_name of a model section (config.yaml's `model:`, a composed cfg.model)."""
+    return model_name(
+        model["arch"],
+        model.get("depth"),
+        width=model.get("width"),
+        batch_norm=model.get("batch_norm"),
+        residual=model.get("residual", True),
+    )
 
 
 def dir_name(settings: Mapping[str, Any], *, world_size: int, num_nodes: int, repeat: int) -> str:
     """<framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>-<cell hash>-r<repeat> of a resolved config."""
     flat = flatten(settings)
-    model = model_name(flat["model.arch"], flat.get("model.depth"))
+    model = model_name_of({k.removeprefix("model."): v for k, v in flat.items() if k.startswith("model.")})
     return (
         f"{flat['framework.name']}-{flat['loader.name']}-{model}-{flat['precision.name']}-g{world_size}"
         f"-n{num_nodes}-b{flat['run.per_gpu_batch']}-{cell_hash(flat, world_size=world_size, num_nodes=num_nodes)}"

@@ -194,7 +194,7 @@ def run_state(run: PlannedRun) -> str:
 
 
 def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool = True) -> str:
-    from benchmarks.rundir import model_name
+    from benchmarks.rundir import model_name_of
 
     header = (
         "role",
@@ -236,7 +236,7 @@ def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool
         + ("through Slurm" if stash.launcher == "slurm" else f"emulated ({_link(stash).describe()})")
     )
     return (
-        f"{table}\nstash study {campaign_name(cfg)}: {model_name(cfg.model.arch, cfg.model.depth)}, "
+        f"{table}\nstash study {campaign_name(cfg)}: {model_name_of(cfg.model)}, "
         f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}"
     )
 

@@ -7,37 +7,42 @@ torch and torchvision are imported when a model is built, not when this package 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from benchmarks.errors import ConfigError
-from benchmarks.models.configs import Arch, check_depth
+from benchmarks.models.configs import Arch, ModelConfig
 
 if TYPE_CHECKING:
     from torch import nn
 
 
-def _torchvision(depth: int | None, num_classes: int, *, arch: str) -> nn.Module:
+def _resnet(m: ModelConfig) -> nn.Module:
+    from benchmarks.models import resnet
+
+    # None is the family's own: ResNet with BatchNorm
+    return resnet.build(m.depth, m.num_classes, batch_norm=m.batch_norm is not False, residual=m.residual)
+
+
+def _vgg(m: ModelConfig) -> nn.Module:
     import torchvision.models as tvm
 
-    check_depth(arch, depth)
-    return getattr(tvm, f"{arch}{depth}")(weights=None, num_classes=num_classes)
+    # None is the family's own: torchvision's vgg<depth>, without BatchNorm
+    return getattr(tvm, f"vgg{m.depth}{'_bn' if m.batch_norm else ''}")(weights=None, num_classes=m.num_classes)
 
 
-def _resnet(depth: int | None, num_classes: int) -> nn.Module:
-    return _torchvision(depth, num_classes, arch="resnet")
-
-
-def _vgg(depth: int | None, num_classes: int) -> nn.Module:
-    return _torchvision(depth, num_classes, arch="vgg")
-
-
-def _mobilenet_v2(depth: int | None, num_classes: int) -> nn.Module:
+def _mobilenet_v2(m: ModelConfig) -> nn.Module:
     import torchvision.models as tvm
 
-    return tvm.mobilenet_v2(weights=None, num_classes=num_classes)
+    return tvm.mobilenet_v2(weights=None, num_classes=m.num_classes)
 
 
-def _simple_cnn(depth: int | None, num_classes: int) -> nn.Module:
+def _shufflenet_v2(m: ModelConfig) -> nn.Module:
+    import torchvision.models as tvm
+
+    name = f"shufflenet_v2_x{str(float(m.width)).replace('.', '_')}"  # 0.5 -> shufflenet_v2_x0_5
+    return getattr(tvm, name)(weights=None, num_classes=m.num_classes)
+
+
+def _simple_cnn(m: ModelConfig) -> nn.Module:
     from torch import nn
 
     # no BatchNorm: a W-rank step equals a 1-rank step at W times the batch, exactly
@@ -48,23 +53,25 @@ def _simple_cnn(depth: int | None, num_classes: int) -> nn.Module:
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
-        nn.Linear(32, num_classes),
+        nn.Linear(32, m.num_classes),
     )
 
 
-BUILDERS: dict[Arch, Callable[[int | None, int], nn.Module]] = {
+BUILDERS: dict[Arch, Callable[[ModelConfig], nn.Module]] = {
     Arch.resnet: _resnet,
     Arch.vgg: _vgg,
     Arch.mobilenet_v2: _mobilenet_v2,
+    Arch.shufflenet_v2: _shufflenet_v2,
     Arch.simple_cnn: _simple_cnn,
 }
 
 
-def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int) -> nn.Module:
-    """A freshly initialised model, identical on every rank for the same seed."""
+def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int, **options: Any) -> nn.Module:
+    """A freshly initialised model, identical on every rank for the same seed. `options` are ModelConfig's
+    other shape fields (width, batch_norm, residual), with its defaults; checked by ModelConfig.check()."""
     import torch
 
-    if arch not in BUILDERS:
-        raise ConfigError(f"model.arch={arch!r} is unknown; choose {Arch.listed()}")
+    config = ModelConfig(arch=arch, depth=depth, num_classes=num_classes, **options)
+    config.check()
     torch.manual_seed(seed)
-    return BUILDERS[arch](depth, num_classes)
+    return BUILDERS[config.arch](config)

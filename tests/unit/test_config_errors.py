@@ -70,8 +70,15 @@ def test_composition_errors(compose, overrides, expected):
         (["loader=dali", "loader.reader=lmdb"], "loader.reader=lmdb is not allowed; choose file or tfrecord"),
         (["loader=dali", "loader.hw_decoder_load=1.5"], "loader.hw_decoder_load=1.5 must be between 0 and 1"),
         (["loader=native", "data.path=/tmp", "loader.num_workers=-1"], "loader.num_workers=-1 must be >= 0"),
+        (
+            ["loader=native_gpu", "data.path=/tmp", "loader.cpu_decode_share=1.5"],
+            "loader.cpu_decode_share=1.5 must be between 0 and 1",
+        ),
         (["model=resnet", "model.depth=42"], "model.depth=42 is not a ResNet depth"),
-        (["model.arch=alexnet"], "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2 or simple_cnn"),
+        (
+            ["model.arch=alexnet"],
+            "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2, shufflenet_v2 or simple_cnn",
+        ),
         (["data.cache=tepid"], "data.cache='tepid' is not allowed; choose warm or cold"),
     ],
 )

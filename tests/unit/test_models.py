@@ -1,0 +1,203 @@
+"""benchmarks/models: every family and ablation builds for any class count and image size, trains on a CPU,
+has torchvision's parameters where torchvision builds it, is checked before launch and names its cells."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from benchmarks import rundir
+from benchmarks.errors import ConfigError
+from benchmarks.models import build_model
+from benchmarks.validate import validate
+
+# torchvision's published parameter counts at 1000 classes (the weights tables of torchvision.models)
+TORCHVISION_PARAMS = {
+    ("vgg", 11, False): 132_863_336,
+    ("vgg", 11, True): 132_868_840,
+    ("vgg", 13, False): 133_047_848,
+    ("vgg", 13, True): 133_053_736,
+    ("vgg", 16, False): 138_357_544,
+    ("vgg", 16, True): 138_365_992,
+    ("vgg", 19, False): 143_667_240,
+    ("vgg", 19, True): 143_678_248,
+    ("shufflenet_v2", 0.5, None): 1_366_792,
+    ("shufflenet_v2", 1.0, None): 2_278_604,
+    ("shufflenet_v2", 1.5, None): 3_503_624,
+    ("shufflenet_v2", 2.0, None): 7_393_996,
+    ("resnet", 18, True): 11_689_512,
+    ("resnet", 34, True): 21_797_672,
+    ("resnet", 50, True): 25_557_032,
+    ("resnet", 101, True): 44_549_160,
+    ("resnet", 152, True): 60_192_808,
+}
+
+
+def _numel(modules) -> int:
+    return sum(p.numel() for m in modules for p in m.parameters(recurse=False))
+
+
+def _on_meta(**kw) -> nn.Module:
+    """The model without memory or init work: parameter shapes only."""
+    with torch.device("meta"):
+        return build_model(num_classes=1000, seed=0, **kw)
+
+
+def _forward_backward(model: nn.Module, *, num_classes: int, image_size: int) -> None:
+    x = torch.randn(2, 3, image_size, image_size)
+    out = model(x)
+    assert out.shape == (2, num_classes)
+    nn.functional.cross_entropy(out, torch.randint(num_classes, (2,))).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        *({"arch": "shufflenet_v2", "depth": None, "width": width} for width in (0.5, 1.0, 1.5, 2.0)),
+        {"arch": "vgg", "depth": 11, "batch_norm": False},
+        {"arch": "vgg", "depth": 11, "batch_norm": True},
+        *(
+            {"arch": "resnet", "depth": depth, "batch_norm": bn, "residual": residual}
+            for depth in (18, 50)
+            for bn, residual in ((False, True), (True, False), (False, False))
+        ),
+    ],
+    ids=str,
+)
+def test_forward_and_backward_on_a_cpu(kw):
+    _forward_backward(build_model(num_classes=7, seed=0, **kw), num_classes=7, image_size=32)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"arch": "shufflenet_v2", "depth": None, "width": 0.5},
+        {"arch": "resnet", "depth": 18, "batch_norm": False},
+        {"arch": "resnet", "depth": 50, "residual": False},
+    ],
+    ids=str,
+)
+def test_the_smallest_image_and_one_class(kw):
+    """Any image_size and num_classes the non-VGG families accept (VGG needs 32 px: checked before launch)."""
+    _forward_backward(build_model(num_classes=1, seed=0, **kw), num_classes=1, image_size=1)
+
+
+@pytest.mark.parametrize(("arch", "shape", "bn"), list(TORCHVISION_PARAMS), ids=str)
+def test_torchvision_parameter_counts(arch, shape, bn):
+    kw = {"width": shape, "depth": None} if arch == "shufflenet_v2" else {"depth": shape, "batch_norm": bn}
+    assert _numel(_on_meta(arch=arch, **kw).modules()) == TORCHVISION_PARAMS[(arch, shape, bn)]
+
+
+@pytest.mark.parametrize("depth", [18, 34, 50, 101, 152])
+def test_resnet_ablations_drop_exactly_the_norms_and_the_skips(depth):
+    full = _on_meta(arch="resnet", depth=depth)
+    norms = _numel(m for m in full.modules() if isinstance(m, nn.BatchNorm2d))
+    projections = _numel(m for name, m in full.named_modules() if ".downsample." in name)
+    projection_norms = _numel(
+        m for name, m in full.named_modules() if ".downsample." in name and isinstance(m, nn.BatchNorm2d)
+    )
+    total = TORCHVISION_PARAMS[("resnet", depth, True)]
+    nobn = _on_meta(arch="resnet", depth=depth, batch_norm=False)
+    noskip = _on_meta(arch="resnet", depth=depth, residual=False)
+    both = _on_meta(arch="resnet", depth=depth, batch_norm=False, residual=False)
+    assert _numel(nobn.modules()) == total - norms
+    assert _numel(noskip.modules()) == total - projections
+    assert _numel(both.modules()) == total - norms - projections + projection_norms
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in (*nobn.modules(), *both.modules()))
+    assert all(block.downsample is None for stage in ("layer1", "layer4") for block in getattr(noskip, stage))
+
+
+def test_resnet_without_batch_norm_starts_as_identity_blocks_and_trains():
+    """The last conv of each residual branch starts at zero (Fixup/SkipInit); the plain net zeroes nothing."""
+    model = build_model(arch="resnet", depth=18, num_classes=10, seed=0, batch_norm=False)
+    assert all(not block.conv2.weight.any() for stage in ("layer1", "layer4") for block in getattr(model, stage))
+    plain = build_model(arch="resnet", depth=18, num_classes=10, seed=0, batch_norm=False, residual=False)
+    assert all(block.conv2.weight.any() for block in plain.layer4)
+    x, y = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    losses = []
+    for _ in range(10):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_the_default_resnet_is_torchvisions():
+    import torchvision.models as tvm
+
+    ours = build_model(arch="resnet", depth=18, num_classes=10, seed=3).state_dict()
+    torch.manual_seed(3)
+    theirs = tvm.resnet18(weights=None, num_classes=10).state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+VARIANTS = {
+    "resnet50": ["model=resnet"],
+    "resnet18_nobn": ["model=resnet", "model.depth=18", "model.batch_norm=false"],
+    "resnet18_noskip": ["model=resnet", "model.depth=18", "model.residual=false"],
+    "resnet18_nobn_noskip": ["model=resnet", "model.depth=18", "model.batch_norm=false", "model.residual=false"],
+    "resnet18": ["model=resnet", "model.depth=18"],
+    "vgg16": ["model=vgg"],
+    "vgg16_bn": ["model=vgg", "model.batch_norm=true"],
+    "vgg19": ["model=vgg", "model.depth=19"],
+    "vgg19_bn": ["model=vgg", "model.depth=19", "model.batch_norm=true"],
+    "shufflenet_v2_x0_5": ["model=shufflenet_v2", "model.width=0.5"],
+    "shufflenet_v2_x1_0": ["model=shufflenet_v2"],
+    "shufflenet_v2_x2_0": ["model=shufflenet_v2", "model.width=2.0"],
+    "mobilenet_v2": ["model=mobilenet_v2"],
+}
+
+
+def _dir_name(compose, overrides: list[str]) -> str:
+    cfg = compose(overrides)
+    validate(cfg, check_device=False)
+    return rundir.run_dir(OmegaConf.to_container(cfg, resolve=True), world_size=1, num_nodes=1).name
+
+
+def test_every_variant_has_its_own_readable_name(compose):
+    names = {model: _dir_name(compose, overrides) for model, overrides in VARIANTS.items()}
+    for model, name in names.items():
+        assert name.startswith(f"ddp-synthetic-{model}-fp32-g1-n1-b32-"), name
+    assert len(set(names.values())) == len(names)
+    assert _dir_name(compose, ["model=vgg16"]) == names["vgg16"]  # the alias is the same cell
+
+
+def test_records_without_the_new_keys_keep_their_names():
+    assert rundir.model_name("resnet", 50) == "resnet50"
+    assert rundir.model_name("vgg", 16) == "vgg16"
+    assert rundir.model_name_of({"arch": "simple_cnn", "depth": 50, "batch_norm": True}) == "simple_cnn"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["model=shufflenet_v2", "model.width=0.75"],
+            r"model.width=0.75 is not a ShuffleNetV2 width; choose one of \[0.5, 1.0, 1.5, 2.0\] "
+            r"\(e.g. model.width=1.0\)",
+        ),
+        (["model.arch=shufflenet_v2"], "model.width=None is not a ShuffleNetV2 width"),
+        (["model=vgg", "model.depth=18"], r"model.depth=18 is not a VGG depth; choose one of \[11, 13, 16, 19\]"),
+        (["model=vgg", "model.batch_norm=true", "model.image_size=31"], "model.image_size=31 must be >= 32"),
+        (
+            ["model=mobilenet_v2", "model.batch_norm=false"],
+            "model.batch_norm=false is not built for model.arch=mobilenet_v2; drop it, or choose model=resnet "
+            "or model=vgg for the ablation",
+        ),
+        (
+            ["model=shufflenet_v2", "model.residual=false"],
+            "model.residual=false is not built for model.arch=shufflenet_v2; drop it, or choose model=resnet",
+        ),
+        (["model=resnet", "model.batch_norm=maybe"], "model.batch_norm"),
+    ],
+)
+def test_model_errors_before_launch(compose, overrides, expected):
+    with pytest.raises(ConfigError, match=expected) as error:
+        validate(compose(overrides), check_device=False)
+    assert "\n" not in str(error.value)
