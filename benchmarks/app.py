@@ -149,7 +149,7 @@ def _summary(
         names={
             "framework": cfg.framework.name,
             "loader": cfg.loader.name,
-            "model": rundir.model_name(cfg.model.arch, cfg.model.depth),
+            "model": rundir.model_name_of(cfg.model),
             "precision": cfg.precision.name,
             "per_gpu_batch": cfg.run.per_gpu_batch,
             "campaign": cfg.run.campaign,
@@ -302,6 +302,7 @@ def run(cfg: DictConfig) -> int:
                 cfg.optim,
                 global_batch=global_batch,
                 total_steps=warmup + measured,  # the trace window's steps after them do not stretch the schedule
+                steps_per_epoch=len(loader),
             ),
         )
         # from the process start (imports, process group, builds, warm-up) to the last step, without the

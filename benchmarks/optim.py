@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import torch
 
-from benchmarks.optim_configs import lr_factor, scaled_lr
+from benchmarks.optim_configs import in_steps, lr_factor, scaled_lr
 
 
 class LARS(torch.optim.Optimizer):
@@ -90,8 +90,9 @@ class LrSchedule:
     """Sets the learning rate of optimizer step k on an optimizer's parameter groups; returns it (the rank
     log's lr)."""
 
-    def __init__(self, optim, *, global_batch: int, total_steps: int) -> None:
-        self.schedule, self.total_steps = optim.schedule, int(total_steps)
+    def __init__(self, optim, *, global_batch: int, total_steps: int, steps_per_epoch: int = 1) -> None:
+        self.schedule = in_steps(optim.schedule, steps_per_epoch=steps_per_epoch)
+        self.total_steps = int(total_steps)
         self.base_lr = scaled_lr(optim, global_batch=global_batch)
         self.constant = str(self.schedule.name) == "constant" and self.schedule.warmup_steps == 0
 

@@ -6,7 +6,7 @@ The schedule counts optimizer steps from the first step of the run (warm-up step
 warm-up over `warmup_steps` from `warmup_start_factor` x lr to lr (torch's LinearLR), then the schedule
 over the remaining steps (torch's SequentialLR of LinearLR and the schedule: the schedule's own count
 starts at 0 when the warm-up ends). `optim.scale_lr` applies the linear scaling rule first:
-lr x global_batch / base_batch.
+lr x global_batch / base_batch. With optim.schedule.unit=epochs the counts are epochs (in_steps()).
 """
 
 from __future__ import annotations
@@ -37,9 +37,17 @@ class ScheduleName(Choice):
     polynomial = "polynomial"  # (1 - k/K)^power, to 0 at the end of the run (one step past its last)
 
 
+class ScheduleUnit(Choice):
+    """What warmup_steps, step_size and milestones count, and how often exponential decays."""
+
+    steps = "steps"  # optimizer steps
+    epochs = "epochs"  # epochs of the training set (the same epochs at every global batch: a campaign's unit)
+
+
 @dataclass
 class ScheduleConfig:
     name: ScheduleName = ScheduleName.constant
+    unit: ScheduleUnit = ScheduleUnit.steps
     warmup_steps: int = 0  # linear warm-up steps (0: none)
     warmup_start_factor: float = 0.001  # the warm-up starts at this x lr
     step_size: int = 1000  # step: steps between decays
@@ -115,6 +123,31 @@ def check(optim) -> None:
 def scaled_lr(optim, *, global_batch: int) -> float:
     """optim.lr, times global_batch / base_batch under the linear scaling rule (optim.scale_lr)."""
     return optim.lr * global_batch / optim.base_batch if optim.scale_lr else optim.lr
+
+
+def in_steps(schedule, *, steps_per_epoch: int) -> ScheduleConfig:
+    """The schedule with every count in optimizer steps: under unit=epochs, warmup_steps, step_size and
+    milestones are epochs (x steps_per_epoch), and exponential decays once per epoch (a step schedule of
+    one epoch: torch's ExponentialLR stepped at each epoch's end)."""
+    plain = ScheduleConfig(
+        name=ScheduleName(str(schedule.name)),
+        warmup_steps=int(schedule.warmup_steps),
+        warmup_start_factor=float(schedule.warmup_start_factor),
+        step_size=int(schedule.step_size),
+        milestones=[int(m) for m in schedule.milestones],
+        gamma=float(schedule.gamma),
+        power=float(schedule.power),
+        min_lr_factor=float(schedule.min_lr_factor),
+    )
+    if str(schedule.unit) == "steps":
+        return plain
+    spe = max(1, int(steps_per_epoch))
+    plain.warmup_steps *= spe
+    plain.step_size *= spe
+    plain.milestones = [m * spe for m in plain.milestones]
+    if plain.name is ScheduleName.exponential:
+        plain.name, plain.step_size = ScheduleName.step, spe
+    return plain
 
 
 def lr_factor(schedule, step: int, *, total_steps: int) -> float:

@@ -636,7 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from launchers.campaign_cli import add_parser as add_campaign_parser
 
-    add_campaign_parser(sub)  # ddlbench campaign plan|submit|status (Slurm)
+    add_campaign_parser(sub, run_cell=cmd_run)  # ddlbench campaign plan|submit|run|status
 
     from launchers.commbench import add_parser as add_commbench_parser
 

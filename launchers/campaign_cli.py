@@ -1,9 +1,14 @@
-"""`ddlbench campaign plan|submit|status`: the commands over launchers/campaign.py (the grid),
+"""`ddlbench campaign plan|submit|run|status`: the commands over launchers/campaign.py (the grid),
 launchers/submit.py (sbatch and the ledger) and launchers/scheduler.py (what Slurm says).
 
     ddlbench campaign plan   experiment=aach2023_scaling system=juwels_booster [--dry-run]
     ddlbench campaign submit experiment=slurm_smoke system=slurm_cpu [--max-jobs 8] [--array] [--dry-run]
+    ddlbench campaign run    experiment=aach2023_lr_cpu data.path=data/learn     # here, no Slurm
     ddlbench campaign status experiment=slurm_smoke system=slurm_cpu
+
+`run` runs the missing and failed one-node cells on this machine, one after the other, through
+`ddlbench run` (the same run directories a Slurm job would write, so `status` and the analysis see one
+campaign whichever way its cells ran).
 
 `submit` sends only cells that are missing or failed (and not queued). With --array, cells of the
 same shape (nodes x ranks per node) go as one Slurm job array, throttled by Slurm itself with
@@ -151,19 +156,60 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
-    """Register `ddlbench campaign plan|submit|status` on the ddlbench CLI."""
-    p = sub.add_parser("campaign", help="plan, submit and follow a Slurm campaign (an experiment's campaign: grid)")
+def cmd_run_here(args: argparse.Namespace) -> int:
+    """Run the missing and failed cells that fit on one node here, one after the other (ddlbench run with
+    the cell's overrides and system.ranks_per_node = its GPUs); every cell is validated first. The CLI hands
+    its `ddlbench run` in as args.run_cell (launchers sit below the CLI)."""
+    cmd_run = args.run_cell
+    cfg, cells = plan(args.overrides, check_data_set=True)
+    rows = submit.cell_states(cfg, cells)
+    todo = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes == 1]
+    elsewhere = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes > 1]
+    base = [o for o in args.overrides if not o.startswith("campaign.")]
+    commands = [[*cell.overrides(base), f"system.ranks_per_node={cell.num_gpus}"] for cell in todo]
+    for overrides in commands:  # bad input in any cell stops before anything runs; a dry run prints each
+        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=True, quiet=not args.dry_run))
+        if code:
+            return code
+    skipped = f", {len(elsewhere)} multi-node cell(s) left to campaign submit" if elsewhere else ""
+    if args.dry_run:
+        print(f"campaign {cfg.run.campaign}: would run {len(todo)} cell(s) here{skipped}")
+        return 0
+    failed, code = [], 0
+    for k, (cell, overrides) in enumerate(zip(todo, commands), 1):
+        print(f"[ddlbench] campaign {cfg.run.campaign} {k}/{len(todo)}: {cell.name}", file=sys.stderr, flush=True)
+        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+        if code:
+            failed.append(cell.name)
+        if code == 130:
+            break  # interrupted: the rest does not start
+    done = sum(1 for _, s, _ in rows if s == "completed")
+    print(
+        f"campaign {cfg.run.campaign}: ran {len(todo) - len(failed)} of {len(todo)} cell(s) here, "
+        f"{done} were already completed{skipped}" + "".join(f"\n  failed: {name}" for name in failed)
+    )
+    return 130 if code == 130 else (1 if failed else 0)
+
+
+def add_parser(sub, *, run_cell) -> None:
+    """Register `ddlbench campaign plan|submit|run|status` on the ddlbench CLI; run_cell(Namespace(overrides,
+    dry_run, quiet)) -> exit code is its `ddlbench run`, which `campaign run` calls for each cell."""
+    p = sub.add_parser(
+        "campaign", help="plan, submit (Slurm) or run (here) and follow a campaign (an experiment's campaign: grid)"
+    )
     actions = p.add_subparsers(dest="campaign_command", required=True, metavar="ACTION")
     for name, func, text in (
         ("plan", cmd_plan, "print the table of jobs (impossible cells say why)"),
         ("submit", cmd_submit, "submit missing or failed cells"),
+        ("run", cmd_run_here, "run missing or failed one-node cells here, one after the other (no Slurm)"),
         ("status", cmd_status, "completed/running/failed/missing per cell"),
     ):
         a = actions.add_parser(name, help=text)
         a.add_argument("overrides", nargs="*", help="experiment=<name> system=<profile> [more Hydra overrides]")
         if name in ("plan", "submit"):
             a.add_argument("--dry-run", action="store_true", help="print the exact sbatch commands only")
+        if name == "run":
+            a.add_argument("--dry-run", action="store_true", help="validate every cell and print its command only")
         if name == "submit":
             a.add_argument(
                 "--max-jobs",
@@ -176,4 +222,4 @@ def add_parser(sub) -> None:
                 action="store_true",
                 help="submit cells of the same shape as one Slurm job array (throttled by --max-jobs)",
             )
-        a.set_defaults(func=func)
+        a.set_defaults(func=func, run_cell=run_cell)

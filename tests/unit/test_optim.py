@@ -70,6 +70,49 @@ def test_every_schedule_equals_torchs_step_by_step(name, warmup):
     ]
 
 
+def _torch_per_epoch(main, *, epochs: int, steps_per_epoch: int, warmup_epochs: int) -> list[float]:
+    """lr of every step with torch's schedulers stepped once per epoch (the ImageNet recipes' way)."""
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.4)
+    sched = main(opt)
+    ramp = warmup_epochs * steps_per_epoch
+    out = []
+    for step in range(epochs * steps_per_epoch):
+        if step < ramp:  # a per-step linear warm-up, as ours
+            out.append(0.4 * (0.001 + 0.999 * step / ramp))
+        else:
+            out.append(opt.param_groups[0]["lr"])
+        if step >= ramp and (step + 1 - ramp) % steps_per_epoch == 0:
+            opt.step()
+            sched.step()
+    return out
+
+
+@pytest.mark.parametrize(
+    "name, settings, main",
+    [
+        ("exponential", dict(gamma=0.8), lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.8)),
+        ("step", dict(step_size=3, gamma=0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
+        (
+            "multistep",
+            dict(milestones=[2, 5], gamma=0.1),
+            lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 5], gamma=0.1),
+        ),
+    ],
+)
+@pytest.mark.parametrize("warmup_epochs", [0, 2])
+def test_epoch_units_equal_torchs_schedulers_stepped_per_epoch(name, settings, main, warmup_epochs):
+    """optim.schedule.unit=epochs: counts in epochs, exponential decays once per epoch (a campaign's schedule
+    is then the same in epochs at every global batch)."""
+    from benchmarks.optim_configs import ScheduleUnit, in_steps
+
+    epochs, spe = 9, 7
+    schedule = ScheduleConfig(name=ScheduleName(name), unit=ScheduleUnit.epochs, warmup_steps=warmup_epochs, **settings)
+    plain = in_steps(schedule, steps_per_epoch=spe)
+    ours = [0.4 * lr_factor(plain, k, total_steps=epochs * spe) for k in range(epochs * spe)]
+    theirs = _torch_per_epoch(main, epochs=epochs, steps_per_epoch=spe, warmup_epochs=warmup_epochs)
+    assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-12)
+
+
 def test_the_linear_scaling_rule_and_the_schedule_on_the_optimizer():
     optim = OptimConfig(
         lr=0.1, scale_lr=True, base_batch=256, schedule=ScheduleConfig(name=ScheduleName.step, step_size=2)
