@@ -409,6 +409,11 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_data_synth(args: argparse.Namespace) -> int:
+    if args.format == "tfrecord" and args.first_index:
+        raise ConfigError(
+            f"--first-index {args.first_index} is for ImageFolders; write the held-out folder as JPEGs "
+            "and convert it (ddlbench data convert)"
+        )
     if args.format == "tfrecord":
         from benchmarks.data.tfrecord import synth_tfrecords
 
@@ -439,6 +444,7 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
         quality=args.quality,
         seed=args.seed,
         progress=not args.quiet,
+        first_index=args.first_index,
     )
     print(f"[ddlbench] wrote {total} JPEGs in {args.classes} classes to {args.out}")
     return 0
@@ -530,7 +536,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--width", type=int, default=160)
     s.add_argument("--height", type=int, default=120)
     s.add_argument("--quality", type=int, default=90, help="JPEG quality 1-100")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="the classes' look and the images (default 0)")
+    s.add_argument(
+        "--first-index",
+        type=int,
+        default=0,
+        help="number the images from here: a held-out folder of the same classes (same --seed) starts past "
+        "the training folder's --per-class",
+    )
     s.add_argument(
         "--format",
         choices=("jpeg", "tfrecord"),

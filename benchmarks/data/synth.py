@@ -41,8 +41,11 @@ def synth_imagefolder(
     quality: int,
     seed: int,
     progress: bool = True,
+    first_index: int = 0,
 ) -> int:
-    """Write out/<class>/<index>.jpg; refuses a non-empty `out` (nothing is ever overwritten).
+    """Write out/<class>/<index>.jpg for indexes first_index .. first_index + images_per_class - 1; refuses
+    a non-empty `out` (nothing is ever overwritten). The classes depend on the seed only, so a held-out
+    folder of the same classes is the same seed with first_index past the training folder's images.
     Written into a temporary sibling and renamed at the end, so a crash leaves no half dataset."""
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out} is not empty; choose a new folder (existing data is never overwritten)")
@@ -52,6 +55,7 @@ def synth_imagefolder(
         ("--width", width, 8, 8192),
         ("--height", height, 8, 8192),
         ("--quality", quality, 1, 100),
+        ("--first-index", first_index, 0, 10_000_000),
     ):
         if not low <= value <= high:
             raise ConfigError(f"{name}={value} must be between {low} and {high}")
@@ -62,7 +66,7 @@ def synth_imagefolder(
         for class_id in range(num_classes):
             class_dir = tmp / f"class_{class_id:05d}"
             class_dir.mkdir(parents=True)
-            for index in range(images_per_class):
+            for index in range(first_index, first_index + images_per_class):
                 image = class_image(class_id, index, num_classes=num_classes, width=width, height=height, seed=seed)
                 image.save(class_dir / f"{index:07d}.jpg", quality=quality)
                 bar.update()

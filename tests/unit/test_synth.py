@@ -26,6 +26,17 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert a != c
 
 
+def test_a_held_out_folder_continues_the_numbering_of_the_same_classes(tmp_path):
+    """--first-index: the held-out images are new images of the same classes (the classes follow the seed)."""
+    kwargs = dict(num_classes=2, width=32, height=24, quality=90, seed=3, progress=False)
+    synth_imagefolder(tmp_path / "all", images_per_class=6, **kwargs)
+    synth_imagefolder(tmp_path / "val", images_per_class=2, first_index=4, **kwargs)
+    every, held = _digest(tmp_path / "all"), _digest(tmp_path / "val")
+    assert sorted(held) == ["class_00000/0000004.jpg", "class_00000/0000005.jpg", "class_00001/0000004.jpg",
+                            "class_00001/0000005.jpg"]  # fmt: skip
+    assert all(every[name] == digest for name, digest in held.items())
+
+
 def test_classes_are_separable_by_their_mean_colour(tmp_path):
     """Not pure noise: a nearest-class-mean classifier on the mean RGB already beats chance by far."""
     synth_imagefolder(
