@@ -806,6 +806,7 @@ LOADER_SETTINGS = [
     "prefetch_factor",
     "prefetch_queue_depth",
     "prefetch_batches",
+    "cpu_decode_share",
     "pin_memory",
     "reader",
     "decoder_device",

@@ -111,10 +111,19 @@ class NativeGpuLoaderConfig(NativeLoaderConfig):
     name: str = "native_gpu"
     pin_memory: bool = False  # the encoded bytes go to nvJPEG, which stages them itself
     prefetch_batches: int = 2  # batches decoded ahead on the device (their own stream)
+    # share of each batch's JPEGs (its first round(share x batch)) the DataLoader workers decode on the CPU
+    # themselves, taking that decode work off the GPU training shares; the rest go to nvJPEG
+    cpu_decode_share: float = 0.0
 
     def check(self) -> None:
         super().check()
         self.at_least("prefetch_batches", 1)
+        share = self.cpu_decode_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
+            raise ConfigError(
+                f"{self.key('cpu_decode_share')}={share!r} must be between 0 and 1 (the share of each batch "
+                "the DataLoader workers decode on the CPU; 0: all on the GPU), e.g. loader.cpu_decode_share=0.25"
+            )
 
 
 @dataclass

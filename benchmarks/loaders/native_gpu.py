@@ -8,6 +8,11 @@ event. The thread works prefetch_batches ahead; training's stream waits on a bat
 wait) and record_stream() tells the caching allocator that training's stream uses the batch, so its
 memory is not handed out again before that work is done. Decoding overlaps training.
 
+cpu_decode_share takes some decoding off the GPU that training shares: the workers decode each batch's
+first round(share x batch) JPEGs on the CPU themselves (collate_encoded) and the thread uploads them
+(pinned, non-blocking, on its stream) ahead of nvJPEG's share. Both halves go through the same
+transform_batch in batch order, so the crops and flips do not depend on which side decoded an image.
+
 Augmentation contract (the native and DALI loaders' too): augment=true -> random resized crop (area
 8-100%, aspect 3/4-4/3, torchvision's RandomResizedCrop algorithm, random_resized_crop_box) resized to
 image_size (one torchvision.ops.roi_align over the batch, antialiased: transform_batch), then a
@@ -19,6 +24,7 @@ On a CPU run the same steps run on the CPU (what the tests cover).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import queue
@@ -26,6 +32,7 @@ import random
 import sys
 import threading
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 
@@ -160,17 +167,77 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def collate_encoded(batch: list[tuple[bytes, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A batch of (bytes, label) -> (all the bytes in one uint8 tensor, each file's length, labels): one
-    tensor crosses from the worker in shared memory, not one per JPEG (split_encoded undoes it)."""
-    lengths = torch.tensor([len(data) for data, _ in batch], dtype=torch.int64)
-    joined = torch.frombuffer(bytearray(b"".join(data for data, _ in batch)), dtype=torch.uint8)
-    return joined, lengths, torch.tensor([label for _, label in batch], dtype=torch.int64)
+# a NamedTuple, not a dataclass: the DataLoader pins (loader.pin_memory=true) the fields of a named tuple
+class WorkerBatch(NamedTuple):
+    """One batch as a DataLoader worker hands it over: its first len(shapes) images decoded on the CPU
+    (uint8 CHW, flattened one after another into `pixels`; `shapes` holds each one's C, H, W), the rest
+    still encoded (all their bytes in `joined`, each file's length in `lengths`), every label in batch order."""
+
+    pixels: torch.Tensor
+    shapes: torch.Tensor
+    joined: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+
+
+def num_cpu_decoded(batch_size: int, share: float) -> int:
+    """How many of a batch's images the workers decode on the CPU (loader.cpu_decode_share): its first
+    round(share x batch_size)."""
+    return round(share * batch_size)
+
+
+def decode_cpu(encoded: list[torch.Tensor]) -> list[torch.Tensor]:
+    """JPEGs (1-D uint8 tensors) -> uint8 CHW RGB images, decoded on the CPU."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return decode_jpeg(encoded, mode=ImageReadMode.RGB) if encoded else []
+
+
+def join_decoded(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decoded images -> (all their pixels in one flat uint8 tensor, their (C, H, W) as an (n, 3) tensor):
+    one tensor crosses from the worker, not one per image. In a worker the pixels are concatenated straight
+    into shared memory, as default_collate does, so sending the batch copies them no second time."""
+    shapes = torch.tensor([list(image.shape) for image in images], dtype=torch.int64).view(-1, 3)
+    total = sum(image.numel() for image in images)
+    if total and torch.utils.data.get_worker_info() is not None:
+        out = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
+    else:
+        out = torch.empty(total, dtype=torch.uint8)
+    if images:
+        torch.cat([image.reshape(-1) for image in images], out=out)
+    return out, shapes
+
+
+def collate_encoded(batch: list[tuple[bytes, int]], *, cpu_decode_share: float = 0.0) -> WorkerBatch:
+    """A batch of (bytes, label) -> a WorkerBatch: the first num_cpu_decoded() JPEGs decoded here, the
+    rest's bytes in one uint8 tensor with each file's length (split_encoded undoes it)."""
+    num_decoded = num_cpu_decoded(len(batch), cpu_decode_share)
+    pixels, shapes = join_decoded(
+        decode_cpu([torch.frombuffer(bytearray(data), dtype=torch.uint8) for data, _ in batch[:num_decoded]])
+    )
+    encoded = batch[num_decoded:]
+    lengths = torch.tensor([len(data) for data, _ in encoded], dtype=torch.int64)
+    joined = bytearray(b"".join(data for data, _ in encoded))
+    joined = torch.frombuffer(joined, dtype=torch.uint8) if joined else torch.empty(0, dtype=torch.uint8)
+    labels = torch.tensor([label for _, label in batch], dtype=torch.int64)
+    return WorkerBatch(pixels, shapes, joined, lengths, labels)
 
 
 def split_encoded(joined: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
     """The JPEGs of a collated batch, as contiguous 1-D views."""
     return list(torch.split(joined, lengths.tolist()))
+
+
+def upload_decoded(pixels: torch.Tensor, shapes: torch.Tensor, device: torch.device) -> list[torch.Tensor]:
+    """The workers' decoded images (join_decoded) on `device` as CHW views: on a GPU one pinned copy of
+    them all, sent without blocking on the current stream (the host allocator keeps the pinned block
+    until that copy is done)."""
+    if not len(shapes):
+        return []
+    if device.type == "cuda":
+        pixels = pixels.pin_memory().to(device, non_blocking=True)  # pin_memory: a no-op if already pinned
+    sizes = shapes.prod(dim=1).tolist()
+    return [flat.view(shape) for flat, shape in zip(torch.split(pixels, sizes), shapes.tolist())]
 
 
 class NativeGpuEpoch:
@@ -192,10 +259,16 @@ class NativeGpuEpoch:
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
 
-    def _decode(self, encoded: list[torch.Tensor]) -> torch.Tensor:
+    def _decode(self, batch: WorkerBatch) -> torch.Tensor:
+        """A worker's batch -> its transformed images, in batch order: the CPU-decoded first (uploaded), then
+        the rest decoded on the device. One transform_batch over both: the same crops and flips whichever
+        side decoded an image."""
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.ctx.device)
+        images = upload_decoded(batch.pixels, batch.shapes, self.ctx.device)
+        if len(batch.lengths):
+            encoded = split_encoded(batch.joined, batch.lengths)
+            images += decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.ctx.device)
         return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=self.rng)
 
     def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
@@ -215,13 +288,9 @@ class NativeGpuEpoch:
             if self.cuda:
                 torch.cuda.set_device(self.ctx.device)  # the current device is per thread
             with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
-                for joined, lengths, labels in batches:
-                    images = to_model_input(
-                        self._decode(split_encoded(joined, lengths)),
-                        self.ctx.device,
-                        channels_last=self.ctx.channels_last,
-                    )
-                    labels = labels.to(self.ctx.device, non_blocking=True)
+                for batch in batches:
+                    images = to_model_input(self._decode(batch), self.ctx.device, channels_last=self.ctx.channels_last)
+                    labels = batch.labels.to(self.ctx.device, non_blocking=True)
                     event = None
                     if self.cuda:
                         event = torch.cuda.Event()
@@ -288,6 +357,8 @@ class NativeGpuEpoch:
             "num_samples": self.num_samples,
             "cpu_count": os.cpu_count(),
             "decode_device": self.ctx.device.type,
+            # of each batch, the images the DataLoader workers decode on the CPU (loader.cpu_decode_share)
+            "cpu_decoded_per_batch": num_cpu_decoded(self.ctx.per_gpu_batch, self.knobs["cpu_decode_share"]),
             "switch_interval_s": sys.getswitchinterval(),
             **self.knobs,
         }
@@ -322,5 +393,6 @@ class NativeGpuLoader:
             ) from None
         knobs = ctx.settings(self.knobs)
         dataset = subset(dataset, ctx.indices(len(dataset)))
-        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate_encoded)
+        collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
+        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
         return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)

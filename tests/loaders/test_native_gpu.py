@@ -111,6 +111,42 @@ def test_crops_and_flips_are_distributed_as_the_native_loader_draws_them(compose
     assert ks_statistic([c[0] for c in native], narrow) > 0.3
 
 
+@pytest.mark.parametrize("augment", ["true", "false"])
+def test_cpu_decode_share_does_not_change_the_batches(compose, folder, augment):
+    """Decode is on the CPU either way here, so whichever side (worker or decode thread) decodes an image,
+    every batch is the same for the same seed: the crops and flips do not depend on the share."""
+    runs = []
+    for share in ("0", "0.3", "0.5", "1"):
+        epoch = build(
+            compose, "native_gpu", context(folder), f"loader.cpu_decode_share={share}", f"loader.augment={augment}"
+        )
+        runs.append([])
+        for e in range(2):
+            epoch.set_epoch(e)
+            runs[-1] += list(epoch)
+    for other in runs[1:]:
+        assert len(other) == len(runs[0])
+        for (a, la), (b, lb) in zip(runs[0], other):
+            assert torch.equal(la, lb) and torch.equal(a, b)
+
+
+def test_workers_hand_over_the_first_share_decoded_and_the_rest_encoded(folder):
+    from benchmarks.loaders.native_gpu import collate_encoded, decode_cpu, read_bytes, split_encoded, upload_decoded
+
+    files = sorted(folder.rglob("*.jpg"))[:5]
+    samples = [(read_bytes(str(f)), n) for n, f in enumerate(files)]
+    batch = collate_encoded(samples, cpu_decode_share=0.5)  # round(2.5) = 2
+    assert batch.shapes.tolist() == [[3, 48, 64]] * 2 and batch.labels.tolist() == [0, 1, 2, 3, 4]
+    decoded = upload_decoded(batch.pixels, batch.shapes, torch.device("cpu"))
+    rest = [bytes(t.numpy()) for t in split_encoded(batch.joined, batch.lengths)]
+    assert rest == [data for data, _ in samples[2:]]
+    expected = decode_cpu([torch.frombuffer(bytearray(data), dtype=torch.uint8) for data, _ in samples[:2]])
+    assert all(torch.equal(a, b) for a, b in zip(decoded, expected))
+    none, every = collate_encoded(samples), collate_encoded(samples, cpu_decode_share=1.0)
+    assert none.shapes.shape == (0, 3) and none.lengths.tolist() == [len(d) for d, _ in samples]
+    assert every.shapes.shape == (5, 3) and every.lengths.numel() == every.joined.numel() == 0
+
+
 def test_a_folder_without_jpegs_is_a_one_line_error(compose, tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.png").write_bytes(b"\x89PNG")
