@@ -10,7 +10,7 @@
 # Carry [".devwheels/base", ".devwheels/old"] (plus DALI's parts: bench/loaders_gpu.sh says how; without
 # DALI the loader is native_gpu).
 #   bash bench/eval_gpu.sh      (runs under $OUT/eval)
-# Knobs: ROUNDS (2) WARMUP (15) STEPS (60) EPOCHS (4) TARGET (0.9) LOADER (dali, else native_gpu) OLD (.devwheels/old)
+# Knobs: SKIP_OFF (0; 1: not part 1) ROUNDS (2) WARMUP (15) STEPS (60) EPOCHS (4) TARGET (0.9) LOADER (dali, else native_gpu) OLD (.devwheels/old)
 #        SYSTEM (h200) EXTRA (overrides appended to every run: a CPU rehearsal, e.g. "model=simple_cnn precision=fp32")
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,14 +31,18 @@ STEADY=("run.warmup_steps=${WARMUP:-15}" "run.steps=${STEPS:-60}")
 new() { "$PY" -m ddlbench.cli run "${COMMON[@]}" "$@" 2>&1 | grep -E "done:|rror|reached|eval after" | sed 's/ -> .*//'; }
 old() { (cd "$OLD" && PYTHONPATH="$OLD:$SITE" "$PY" -m ddlbench.cli run "${COMMON[@]}" "$@" 2>&1 | grep -E "done:|rror" | sed 's/ -> .*//'); }
 echo "== loader $LOADER; evaluation off: this tree against the code before it, interleaved"
+[[ ${SKIP_OFF:-0} == 1 ]] && ROUNDS=0
 for round in $(seq 0 $(( ${ROUNDS:-2} - 1 ))); do
     echo "round $round old"; old "${STEADY[@]}" run.campaign=eval_off_old "run.repeat=$round"
     echo "round $round new"; new "${STEADY[@]}" run.campaign=eval_off_new "run.repeat=$round"
 done
+# a one-epoch warm-up, then cosine: at a constant 0.1 from the first step, the BatchNorm running statistics
+# lag the weights and the first evaluations read nothing
+LEARN=(optim.schedule.name=cosine optim.schedule.unit=epochs optim.schedule.warmup_steps=1)
 echo "== an evaluation after every epoch (${EPOCHS:-4} epochs)"
-new run.campaign=eval_on "run.epochs=${EPOCHS:-4}" run.warmup_steps=5 "data.val_path=$DATA/val" run.eval_every_epochs=1
+new "${LEARN[@]}" run.campaign=eval_on "run.epochs=${EPOCHS:-4}" run.warmup_steps=5 "data.val_path=$DATA/val" run.eval_every_epochs=1
 echo "== time to accuracy: run.target_top1=${TARGET:-0.9}"
-new run.campaign=target run.epochs=12 run.warmup_steps=5 "data.val_path=$DATA/val" run.eval_every_epochs=1 \
+new "${LEARN[@]}" run.campaign=target run.epochs=12 run.warmup_steps=5 "data.val_path=$DATA/val" run.eval_every_epochs=1 \
     "run.target_top1=${TARGET:-0.9}"
 
 "$PY" - "$ROOT" <<'PY'
@@ -62,6 +66,9 @@ if old and new:
           f"ratio {statistics.median(new) / statistics.median(old):.4f} (runs new {new}, before {old})")
 for campaign in ("eval_on", "target"):
     for s, run in zip(summaries(campaign), sorted((root / campaign).glob("*/summary.json"))):
+        if s.get("status") != "completed":
+            print(f"RESULT {campaign}: {s.get('status')}: {s.get('error', '')[:300]}")
+            continue
         evals = [json.loads(line) for line in (run.parent / "eval.jsonl").read_text().splitlines()]
         eval_s = sum(e["eval_s"] for e in evals)
         train_s = evals[-1]["train_s"]

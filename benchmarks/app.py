@@ -308,7 +308,12 @@ def run(cfg: DictConfig) -> int:
         # from the process start (imports, process group, builds, warm-up) to the last step, without the
         # trace export (the ranks' own work, not the run's)
         runtime_local_s = time.time() - psutil.Process().create_time() - (profiler.export_s if profiler else 0.0)
-        if window is not None:
+        if window is not None and result.stopped_at_target:
+            # the window's steps come after the measured ones, which the target cut short: nothing was traced
+            if env.rank == 0:
+                print("[ddlbench] the run stopped at its target before the trace window: no trace breakdown",
+                      file=sys.stderr, flush=True)  # fmt: skip
+        elif window is not None:
             reduce_trace(window, run_dir=run_dir, rank=env.rank)
         # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
         wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")

@@ -30,9 +30,12 @@ def evaluate(
     device: torch.device,
     amp_dtype: torch.dtype | None,
     reduce: Callable[[float, str], float],
+    epoch: int = 0,
 ) -> dict:
     """{top1, top5, loss, samples, eval_s} of `model` on this rank's shard of `loader`, summed over all
-    ranks with reduce(value, "sum") (the framework's all_reduce_scalar). The model is left in train mode."""
+    ranks with reduce(value, "sum") (the framework's all_reduce_scalar). `epoch`: the validation loader's
+    own epoch, one more each evaluation (DALI's readers only go forward; the held-out set is not
+    shuffled, so every epoch reads the same samples). The model is left in train mode."""
     start = time.perf_counter()
     model.eval()
     autocast = (
@@ -42,7 +45,7 @@ def evaluate(
     top1 = top5 = torch.zeros((), dtype=torch.float64, device=device)
     loss = torch.zeros((), dtype=torch.float64, device=device)
     count = 0
-    loader.set_epoch(0)
+    loader.set_epoch(epoch)
     for images, labels in loader:
         with autocast():
             logits = model(images)
@@ -93,12 +96,16 @@ class Validation:
         self.run_dir, self.rank, self.steps_per_epoch = Path(run_dir), rank, max(1, steps_per_epoch)
         self.target_top1, self.events = target_top1, events
         self.reached: dict | None = None  # the first evaluation at or above the target
+        self.count = 0  # evaluations so far: the validation loader's epoch
 
     def __call__(self, step: int, epoch: int, samples_local: int, run_start_s: float) -> bool:
         epochs = round(step / self.steps_per_epoch, 4)
         if self.events is not None:
             self.events.start("eval_start", epoch_num=epochs)
-        result = evaluate(self.model, self.loader, device=self.device, amp_dtype=self.amp_dtype, reduce=self.reduce)
+        result = evaluate(
+            self.model, self.loader, device=self.device, amp_dtype=self.amp_dtype, reduce=self.reduce, epoch=self.count
+        )
+        self.count += 1
         train_samples = int(round(self.reduce(float(samples_local), "sum")))
         record = {
             "step": step,

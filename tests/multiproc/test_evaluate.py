@@ -87,3 +87,18 @@ def test_bad_validation_settings_are_one_line(overrides, words):
     assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
         result.stderr
     )
+
+
+@pytest.mark.dali
+def test_dali_evaluates_again_and_again(tmp_path, data):
+    """DALI's readers only go forward: every evaluation reads the held-out set's next epoch (the same samples:
+    it is not shuffled), so a run evaluates as often as it likes (on the H200 the second evaluation failed)."""
+    result = ddlbench(
+        "run", "loader=dali", f"data.path={data}", "data.val_split=0.25", "run.eval_every_steps=3",
+        "model=simple_cnn", "model.image_size=32", "model.num_classes=4", "run.steps=8", "run.warmup_steps=1",
+        "run.per_gpu_batch=8", "system.ranks_per_node=1", f"run.root={tmp_path}", "run.trace=off",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (path,) = tmp_path.glob("default/*/eval.jsonl")
+    evals = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["step"] for e in evals] == [3, 6, 9] and all(e["samples"] == 40 for e in evals)

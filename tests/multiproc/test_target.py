@@ -53,7 +53,9 @@ def _run(tmp_path, data, *extra: str):
 
 
 def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data):
-    result, run_dir, summary = _run(tmp_path, data)
+    # with a trace window (on GPUs by default), which the stop leaves untraced
+    result, run_dir, summary = _run(tmp_path, data, "run.trace=on")
+    assert "no trace breakdown" in result.stderr
     assert summary["target_reached"] is True, result.stderr[-2000:]
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     # it stopped at the first evaluation at or above the target, within the step budget
