@@ -62,20 +62,48 @@ class CampaignAnalysis:
     # --- accuracy -------------------------------------------------------------------------------
 
     @functools.cache
-    def accuracy(self) -> pd.DataFrame:
-        """Per cell with evaluations: the last top-1 / top-5 (%), validation loss, evaluations and their
-        seconds (mean over repeats; metrics.accuracy_runs)."""
+    def study_runs(self) -> pd.DataFrame:
+        """run_throughput() with each run's schedule (optim.schedule.name) and global batch (metrics.study_runs)."""
+        return metrics.study_runs(self.run_throughput(), self.counted())
+
+    @functools.cache
+    def accuracy_runs(self) -> pd.DataFrame:
+        """Per counted run with evaluations: the last top-1 / top-5 (%), loss, epochs, evaluations, eval_s."""
         per_run = metrics.accuracy_runs(self.campaign.evals)
-        counted = self.run_throughput()
-        per_run = per_run[per_run["run_id"].isin(set(counted["run_id"]))]
+        return per_run[per_run["run_id"].isin(set(self.run_throughput()["run_id"]))]
+
+    @functools.cache
+    def accuracy(self) -> pd.DataFrame:
+        """Per cell with evaluations: the last top-1 / top-5 (%), validation loss, epochs, evaluations and
+        their seconds (mean over repeats), num_repeats, schedule and global_batch (metrics.accuracy_cells)."""
+        per_run = self.accuracy_runs()
         if per_run.empty:
-            return pd.DataFrame(columns=[*metrics.CELL, *metrics.ACCURACY])
-        return metrics.accuracy_cells(per_run, counted)
+            return pd.DataFrame(columns=[*metrics.CELL, *metrics.STUDY, "num_repeats", *metrics.ACCURACY])
+        return metrics.accuracy_cells(per_run, self.study_runs())
 
     def evals(self) -> pd.DataFrame:
-        """Every evaluation of the counted runs: run_id, step, epoch, samples, top1, top5, loss, eval_s."""
+        """Every evaluation of the counted runs: run_id, step, epoch, samples, top1, top5, loss, eval_s and,
+        where eval.jsonl has them, train_samples, train_s, epochs."""
         evals = self.campaign.evals
         return evals[evals["run_id"].isin(set(self.counted()["run_id"]))]
+
+    @functools.cache
+    def accuracy_curves(self) -> pd.DataFrame:
+        """Top-1 per cell and evaluation point, mean and min-max over repeats (metrics.accuracy_curves)."""
+        return metrics.accuracy_curves(self.evals(), self.study_runs())
+
+    @functools.cache
+    def training_curves(self) -> pd.DataFrame:
+        """Training loss and lr per cell with evaluations against the step, from the rank logs (metrics.training_curves)."""
+        evaluated = set(self.accuracy_runs()["run_id"])
+        per_run = self.study_runs()
+        return metrics.training_curves(self.campaign.steps, per_run[per_run["run_id"].isin(evaluated)])
+
+    @functools.cache
+    def time_to_accuracy(self) -> pd.DataFrame:
+        """Per cell with run.target_top1: the target, repeats that reached it, and mean time, samples and steps
+        to it (metrics.time_to_accuracy)."""
+        return metrics.time_to_accuracy(self.counted(), self.study_runs())
 
     # --- throughput and scaling -----------------------------------------------------------------
 
@@ -165,12 +193,20 @@ class CampaignAnalysis:
 
     # --- two campaigns ---------------------------------------------------------------------------
 
-    def compare(self, candidate: CampaignAnalysis, *, threshold: float = 0.05) -> pd.DataFrame:
+    def compare(
+        self,
+        candidate: CampaignAnalysis,
+        *,
+        threshold: float = 0.05,
+        top1_drop_pp: float = metrics.TOP1_DROP_PP,
+    ) -> pd.DataFrame:
         """Per cell, candidate B against this campaign A (metrics.compare): throughput medians, delta,
         rel_delta, the repeats' confidence intervals, and flag (regression, improvement, ok, missing in
-        B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign."""
+        B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign. Where
+        cells have evaluations or a target, their final top-1 and time to target too
+        (metrics.compare_accuracy): `regressed` names each metric that regressed."""
         key_a, key_b, _ = metrics.match_keys(self.runs(), candidate.runs())
-        tables = []
+        tables, accuracy = [], []
         for analysis, keys in ((self, key_a), (candidate, key_b)):
             per_run = analysis.run_throughput()
             per_run = per_run.merge(
@@ -181,12 +217,15 @@ class CampaignAnalysis:
             stats = metrics.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
             shown = per_run.groupby("match_key")[[c for c in [*metrics.CELL, "variant"] if c in per_run]].first()
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
+            key_of = pd.Series(keys.to_numpy(), index=analysis.runs()["run_id"].astype(str).to_numpy())
+            accuracy.append(metrics.accuracy_by_key(analysis.accuracy_runs(), analysis.counted(), key_of))
         a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)
         counted_b = set(b_cells["match_key"]) if not b_cells.empty else set()
         incomplete = (
             set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
         )
-        return metrics.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
+        compared = metrics.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
+        return metrics.compare_accuracy(compared, *accuracy, top1_drop_pp=top1_drop_pp, threshold=threshold)
 
     # --- export -----------------------------------------------------------------------------------
 

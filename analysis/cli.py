@@ -52,16 +52,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
-    table = compare_campaigns(Path(args.a), Path(args.b), threshold=args.threshold / 100)
-    print(format_compare(table, threshold=args.threshold / 100))
+    from analysis.metrics import TOP1_DROP_PP
+
+    drop = TOP1_DROP_PP if args.top1_drop_pp is None else args.top1_drop_pp
+    if not 0 <= drop < 100:
+        raise ConfigError(f"--top1-drop-pp {drop}: give percentage points between 0 and 100, e.g. --top1-drop-pp 1")
+    threshold = args.threshold / 100
+    table = compare_campaigns(Path(args.a), Path(args.b), threshold=threshold, top1_drop_pp=drop)
+    print(format_compare(table, threshold=threshold, top1_drop_pp=drop))
     failing = FAILING_FLAGS[:1] if args.allow_missing else FAILING_FLAGS
     return 1 if table["flag"].isin(failing).any() else 0
 
 
 def cmd_synthlogs(args: argparse.Namespace) -> int:
-    from analysis.synthlogs import bench_cells, small_cells, write_campaign
+    from analysis.synthlogs import bench_cells, lr_study_cells, small_cells, write_campaign
 
-    cells = bench_cells() if args.size == "bench" else small_cells()
+    cells = {"bench": bench_cells, "lr": lr_study_cells, "small": small_cells}[args.size]()
     stats = write_campaign(
         Path(args.out), cells, steps=args.steps, warmup_steps=args.warmup, seed=args.seed, campaign=args.campaign
     )
@@ -87,7 +93,7 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser(
         "compare",
-        help="per-cell throughput deltas of campaign B against campaign A "
+        help="per-cell throughput (and top-1, time-to-target) deltas of campaign B against campaign A "
         "(exit 1 on a regression or a cell of A missing in B)",
     )
     p.add_argument("a", metavar="A", help="baseline runs directory")
@@ -100,6 +106,14 @@ def add_parsers(sub) -> None:
         "repeats, whose 95%% confidence intervals do not overlap",
     )
     p.add_argument(
+        "--top1-drop-pp",
+        type=float,
+        default=None,
+        help="flag cells whose final validation top-1 is lower by more than this many percentage points "
+        "(default 1.0: analysis.metrics.TOP1_DROP_PP; cells with evaluations in both); time to target is "
+        "held to --threshold",
+    )
+    p.add_argument(
         "--allow-missing",
         action="store_true",
         help="do not fail on cells of A that B lacks or did not complete (they are still listed)",
@@ -110,9 +124,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="new folder (never overwritten)")
     p.add_argument(
         "--size",
-        choices=("small", "bench"),
+        choices=("small", "bench", "lr"),
         default="small",
-        help="small: 16 runs of 1-4 ranks; bench: 55 runs, 1024 ranks",
+        help="small: 16 runs of 1-4 ranks; bench: 55 runs, 1024 ranks; lr: a learning-rate study (3 schedules "
+        "x 1, 2, 4 ranks, with evaluations)",
     )
     p.add_argument("--steps", type=int, default=500, help="steps per rank, warmup included")
     p.add_argument("--warmup", type=int, default=10)

@@ -8,6 +8,8 @@ Tables (column names follow docs/architecture.md):
 - commbench: one row per measurement of commbench*.json (op, size_bytes, algbw_gb_s, ...);
 - traces: one row per rank of every completed run with a trace window (breakdown_rank<R>.json):
   the window's seconds by class (TRACE_COLUMNS);
+- evals: one row per evaluation (eval.jsonl) of every completed run: EVAL_FIELDS, and the training
+  progress (EVAL_OPTIONAL_FIELDS: train_samples, train_s, epochs) where the file has it, else null;
 - problems: every line, file or field that was skipped, and why.
 
 Only `status == "completed"` runs are counted; everything else stays in `runs` with its reason.
@@ -51,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import rundir
-from benchmarks.rundir import EVAL_FIELDS, EVAL_FILE
+from benchmarks.rundir import EVAL_FIELDS, EVAL_FILE, EVAL_OPTIONAL_FIELDS
 from benchmarks.tracereduce import TraceBreakdown
 
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
@@ -99,7 +101,7 @@ class Campaign:
     commbench: pd.DataFrame
     problems: pd.DataFrame = field(default_factory=pd.DataFrame)
     traces: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRACE_COLUMNS))  # a row per rank
-    evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVAL_COLUMNS))  # a row per evaluation
+    evals: pd.DataFrame = field(default_factory=lambda: _evals_frame([]))  # a row per evaluation
 
     @property
     def counted(self) -> pd.DataFrame:
@@ -179,6 +181,11 @@ def _is_number(value: Any) -> bool:
     return _as_float(value) is not None
 
 
+def _is_fraction(value: Any) -> bool:
+    number = _as_float(value)
+    return number is not None and 0.0 <= number <= 1.0
+
+
 def _is_flag(value: Any) -> bool:
     return type(value) is bool
 
@@ -203,6 +210,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "size": (_is_size, "an integer >= 1", int),
     "seconds": (_is_seconds, "a finite number >= 0", float),
     "number": (_is_number, "a number", float),
+    "fraction": (_is_fraction, "a fraction in [0, 1]", float),
     "flag": (_is_flag, "true or false", bool),
     "text": (_is_text, "a string", _text),
     "name": (_is_name, "a non-empty string", lambda v: _text(str(v))),
@@ -240,6 +248,12 @@ SUMMARY_FIELDS = {
     "peak_allocated_bytes_by_rank": "counts",
     "peak_reserved_bytes_by_rank": "counts",
     "out_of_memory": "flag",
+    # time to accuracy (rundir.TARGET_FIELDS; absent, or null, without run.target_top1 and in older summaries)
+    "target_top1": "fraction",
+    "target_reached": "flag",
+    "time_to_target_s": "seconds",
+    "samples_to_target": "count",
+    "steps_to_target": "count",
 }
 # the run's identity columns: from config.yaml (meta.json for the size), as its cell hash is
 SETTINGS = {
@@ -262,8 +276,10 @@ RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group
 TRACE_SECONDS = tuple(
     f.name for f in dataclasses.fields(TraceBreakdown) if f.name.endswith("_s") and not f.name.startswith("collectives")
 )
-# eval.jsonl (benchmarks/evaluate.py): one row per evaluation of a completed run
-EVAL_COLUMNS = ["run_id", *EVAL_FIELDS]
+# eval.jsonl (benchmarks/evaluate.py): one row per evaluation of a completed run; the optional fields
+# (training progress: train_samples, train_s, epochs) are null where an older file lacks them
+EVAL_COLUMNS = ["run_id", *EVAL_FIELDS, *EVAL_OPTIONAL_FIELDS]
+EVAL_OPTIONAL_KINDS = {"int64": "count", "float64": "seconds"}
 TRACE_COLUMNS = [
     "run_id",
     "rank",
@@ -971,8 +987,37 @@ def _run_traces(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
     return out
 
 
+def _eval_record(record: Any) -> tuple[dict | None, list[str]]:
+    """One eval.jsonl line as a row: every EVAL_FIELDS field a number (the counts whole and >= 0), the
+    optional ones (EVAL_OPTIONAL_FIELDS) typed where present and null where absent; (None, []) when it is
+    no evaluation record, else (row, the optional fields that were there but of the wrong type)."""
+    if not isinstance(record, dict):
+        return None, []
+    row = {}
+    for name, dtype in EVAL_FIELDS.items():
+        value = record.get(name)
+        if _as_float(value) is None or (dtype == "int64" and not _is_whole(value)):
+            return None, []
+        row[name] = int(value) if dtype == "int64" else float(value)
+    ignored = []
+    for name, dtype in EVAL_OPTIONAL_FIELDS.items():
+        value, expected = (
+            (None, None) if record.get(name) is None else _checked(record[name], EVAL_OPTIONAL_KINDS[dtype])
+        )
+        if expected:
+            ignored.append(f"{name} {_shown(record[name])} is not {expected}")
+        row[name] = value
+    return row, ignored
+
+
+def _is_whole(value: Any) -> bool:
+    """A count as JSON may carry it: an integer >= 0, or a float that is one (3.0)."""
+    return _is_count(value) or (type(value) is float and value.is_integer() and 0 <= value <= INT64_MAX)
+
+
 def _run_evals(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
-    """The evaluations of a run (eval.jsonl, benchmarks/evaluate.py), typed; a bad line is a problem, skipped."""
+    """The evaluations of a run (eval.jsonl, benchmarks/evaluate.py), typed; a bad line is a problem, skipped;
+    an optional field of the wrong type is a problem, null."""
     path = run_dir / EVAL_FILE
     if not path.is_file():
         return []
@@ -983,15 +1028,29 @@ def _run_evals(run_dir: Path, row: dict, problems: _Problems) -> list[dict]:
         problems.add(row["run_id"], path, None, f"unreadable: {error.strerror or error}")
         return []
     for number, line in enumerate(lines, 1):
-        record, _ = _json_line(line.encode())
-        ok = isinstance(record, dict) and all(
-            isinstance(record.get(k), int | float) and not isinstance(record.get(k), bool) for k in EVAL_FIELDS
-        )
-        if not ok:
+        if not line.strip():
+            continue
+        parsed, _ = _json_line(line.encode())
+        record, ignored = _eval_record(parsed)
+        if record is None:
             problems.add(row["run_id"], path, number, f"not an evaluation record ({', '.join(EVAL_FIELDS)}); skipped")
             continue
-        out.append({"run_id": row["run_id"], **{k: float(record[k]) for k in EVAL_FIELDS}})
+        for problem in ignored:
+            problems.add(row["run_id"], path, number, f"{problem}; ignored")
+        out.append({"run_id": row["run_id"], **record})
     return out
+
+
+def _evals_frame(rows: list[dict]) -> pd.DataFrame:
+    """The evals table with EVAL_FIELDS' dtypes (counts int64, the rest float64) and the optional fields
+    nullable (Int64, float64 NaN)."""
+    frame = pd.DataFrame(rows, columns=EVAL_COLUMNS)
+    frame["run_id"] = frame["run_id"].astype("object")
+    for name, dtype in EVAL_FIELDS.items():
+        frame[name] = frame[name].astype(dtype)
+    for name, dtype in EVAL_OPTIONAL_FIELDS.items():
+        frame[name] = frame[name].astype("Int64" if dtype == "int64" else "float64")
+    return frame
 
 
 def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
@@ -1112,7 +1171,7 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         commbench=commbench_frame,
         problems=problems.frame(),
         traces=pd.DataFrame(traces, columns=TRACE_COLUMNS),
-        evals=pd.DataFrame(evals, columns=EVAL_COLUMNS),
+        evals=_evals_frame(evals),
     )
 
 
@@ -1142,7 +1201,11 @@ INT_COLUMNS = (
     "num_processes",
     "peak_allocated_bytes",
     "peak_reserved_bytes",
+    "samples_to_target",
+    "steps_to_target",
 )
+# flags a run may lack (older summaries, runs without a target): nullable booleans
+BOOL_COLUMNS = ("target_reached",)
 
 
 def _tidy_runs(rows: list[dict]) -> pd.DataFrame:
@@ -1155,6 +1218,9 @@ def _tidy_runs(rows: list[dict]) -> pd.DataFrame:
         if column in runs:
             # from the rows, not the frame: pandas turns a column of ints and Nones into floats
             runs[column] = pd.array([v if _is_count(v := row.get(column)) else None for row in rows], dtype="Int64")
+    for column in BOOL_COLUMNS:
+        if column in runs:
+            runs[column] = pd.array([v if _is_flag(v := row.get(column)) else None for row in rows], dtype="boolean")
     return runs
 
 

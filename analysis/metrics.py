@@ -249,9 +249,10 @@ def _by_cell(frame: pd.DataFrame) -> list[str]:
     return ["cell_hash"] if "cell_hash" in frame else [c for c in CELL if c in frame]
 
 
-def _carried(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """One row per cell of the columns that describe it (equal over a cell's runs)."""
-    keep = [c for c in CARRIED if c in frame and c not in by]
+def _carried(frame: pd.DataFrame, by: list[str], *, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One row per cell of the columns that describe it (equal over a cell's runs): CARRIED, and `extra`
+    where the frame has them."""
+    keep = [c for c in [*CARRIED, *extra] if c in frame and c not in by]
     return (
         frame.groupby(by, dropna=False, observed=True)[keep].first().reset_index()
         if keep
@@ -832,12 +833,35 @@ def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
     return table.loc[:, [c for c in table.columns if not (table[c].astype(str) == "-").all()]]
 
 
-ACCURACY = ["top1_pct", "top5_pct", "val_loss", "evaluations", "eval_s"]
+# --- validation accuracy, time to accuracy and the learning-rate study ----------------------------
+
+# the setting a learning-rate study varies besides the global batch (docs/optim.md)
+SCHEDULE_SETTING = "config.optim.schedule.name"
+STUDY = ["schedule", "global_batch"]
+ACCURACY = ["top1_pct", "top5_pct", "val_loss", "epochs", "evaluations", "eval_s"]
+
+
+def study_runs(per_run: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """per_run (run_throughput) with what a learning-rate study varies: `schedule` (optim.schedule.name;
+    '' where config.yaml has none) and `global_batch` (per_gpu_batch x world_size where the summary
+    lacks it)."""
+    out = per_run.copy()
+    names = (
+        runs.set_index(runs["run_id"].astype(str))[SCHEDULE_SETTING]
+        if SCHEDULE_SETTING in runs
+        else pd.Series(dtype="object")
+    )
+    out["schedule"] = _setting_text(out["run_id"].astype(str).map(names))
+    batch = pd.to_numeric(out["per_gpu_batch"], errors="coerce") * pd.to_numeric(out["world_size"], errors="coerce")
+    given = pd.to_numeric(out["global_batch"], errors="coerce") if "global_batch" in out else batch
+    out["global_batch"] = given.fillna(batch).astype("Int64")
+    return out
 
 
 def accuracy_runs(evals: pd.DataFrame) -> pd.DataFrame:
-    """Per run with evaluations (eval.jsonl): the last evaluation's top-1 / top-5 (%) and loss, how many
-    evaluations it made and their seconds in all (not in any training step)."""
+    """Per run with evaluations (eval.jsonl): the last evaluation's top-1 / top-5 (%), loss and epochs
+    done (NaN where the file predates the field), how many evaluations it made and their seconds in all
+    (not in any training step)."""
     if evals.empty:
         return pd.DataFrame(columns=["run_id", *ACCURACY])
     ordered = evals.sort_values(["run_id", "step"])
@@ -848,6 +872,7 @@ def accuracy_runs(evals: pd.DataFrame) -> pd.DataFrame:
             "top1_pct": 100 * last["top1"].to_numpy(),
             "top5_pct": 100 * last["top5"].to_numpy(),
             "val_loss": last["loss"].to_numpy(),
+            "epochs": last.reindex(columns=["epochs"])["epochs"].astype("float64").to_numpy(),
         }
     )
     counts = ordered.groupby("run_id", observed=True).agg(evaluations=("step", "size"), eval_s=("eval_s", "sum"))
@@ -856,5 +881,173 @@ def accuracy_runs(evals: pd.DataFrame) -> pd.DataFrame:
 
 
 def accuracy_cells(per_run_accuracy: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
-    """accuracy_runs() per cell (mean over repeats)."""
-    return _per_cell_mean(per_run_accuracy, per_run, ACCURACY)
+    """accuracy_runs() per cell (mean over repeats), with num_repeats (its runs with evaluations) and,
+    where per_run has them (study_runs), the schedule and the global batch."""
+    by = _by_cell(per_run)
+    merged = per_run_accuracy.merge(per_run[["run_id", *by]], on="run_id")
+    stats = merged.groupby(by, dropna=False, observed=True).agg(
+        num_repeats=("run_id", "size"), **{c: (c, "mean") for c in ACCURACY}
+    )
+    out = _carried(per_run, by, extra=("schedule",)).merge(stats.reset_index(), on=by)
+    return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
+
+
+def accuracy_curves(evals: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Validation top-1 over training, per cell and evaluation point (the optimizer steps done: repeats
+    evaluate at the same steps): top1_pct, the mean over the repeats that evaluated there, with their
+    min and max (top1_pct_min, _max), the epochs done (NaN in eval.jsonl files that predate the field),
+    num_repeats, and the cell's columns (schedule and global batch with study_runs' per_run)."""
+    by = _by_cell(per_run)
+    columns = [*by, "step", "epochs", "top1_pct", "top1_pct_min", "top1_pct_max", "num_repeats"]
+    if evals.empty:
+        return pd.DataFrame(columns=columns)
+    points = evals.reindex(columns=["run_id", "step", "epochs", "top1"]).assign(
+        run_id=lambda d: d["run_id"].astype(str), epochs=lambda d: d["epochs"].astype("float64")
+    )
+    merged = points.merge(per_run[["run_id", *by]], on="run_id")
+    stats = (
+        merged.groupby([*by, "step"], dropna=False, observed=True)
+        .agg(
+            epochs=("epochs", "mean"),
+            top1_pct=("top1", "mean"),
+            top1_pct_min=("top1", "min"),
+            top1_pct_max=("top1", "max"),
+            num_repeats=("run_id", "nunique"),
+        )
+        .reset_index()
+    )
+    for column in ("top1_pct", "top1_pct_min", "top1_pct_max"):
+        stats[column] *= 100
+    out = _carried(per_run, by, extra=("schedule",)).merge(stats, on=by)
+    return out.sort_values([c for c in [*CELL, "variant", "step"] if c in out]).reset_index(drop=True)
+
+
+TRAINING_POINTS = 400  # points per cell in the loss and lr curves: more steps are binned
+
+
+def training_curves(steps: pd.DataFrame, per_run: pd.DataFrame, *, max_points: int = TRAINING_POINTS) -> pd.DataFrame:
+    """The training loss and the learning rate against the optimizer step, per cell, from the rank logs:
+    every logged step (warm-up included: the schedule starts there), per step the mean loss over the ranks
+    and the lr (the same on every rank), then the mean over repeats. A cell of more than max_points
+    steps is binned into max_points runs of consecutive steps (their mean step, loss and lr), so a
+    figure of 100k-step runs stays light. Only the runs of per_run; empty when no step has a loss or lr."""
+    by = _by_cell(per_run)
+    columns = [*by, "step", "loss", "lr"]
+    if steps.empty or steps.reindex(columns=["loss", "lr"]).isna().all().all():
+        return pd.DataFrame(columns=columns)
+    rows = steps.reindex(columns=["run_id", "step", "loss", "lr"])
+    rows = rows[rows[["loss", "lr"]].notna().any(axis=1)]
+    per_step = rows.groupby(["run_id", "step"], observed=True)[["loss", "lr"]].mean().reset_index()
+    per_step["run_id"] = per_step["run_id"].astype(str)
+    merged = per_step.merge(per_run[["run_id", *by]], on="run_id")
+    per_cell = merged.groupby([*by, "step"], dropna=False, observed=True)[["loss", "lr"]].mean().reset_index()
+    grouped = per_cell.groupby(by, dropna=False, observed=True)
+    width = np.ceil(grouped["step"].transform("size") / max(1, max_points)).astype("int64")
+    per_cell["bin"] = grouped.cumcount() // width
+    binned = per_cell.groupby([*by, "bin"], dropna=False, observed=True)[["step", "loss", "lr"]].mean().reset_index()
+    out = _carried(per_run, by, extra=("schedule",)).merge(binned.drop(columns="bin"), on=by)
+    return out.sort_values([c for c in [*CELL, "variant", "step"] if c in out]).reset_index(drop=True)
+
+
+TARGET = ["target_top1_pct", "num_reached", "num_repeats", "time_to_target_s", "samples_to_target", "steps_to_target"]
+
+
+def time_to_accuracy(runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per cell whose runs had a target (run.target_top1; summary.json's rundir.TARGET_FIELDS): the
+    target in %, num_reached of num_repeats, and over the repeats that reached it the mean
+    time_to_target_s (seconds since the first training step, evaluations included: MLPerf's clock),
+    samples_to_target and steps_to_target (NaN where none did). Only the runs of per_run."""
+    by = _by_cell(per_run)
+    columns = [*by, *[c for c in CARRIED if c not in by], "schedule", *TARGET]
+    if "target_top1" not in runs:
+        return pd.DataFrame(columns=columns)
+    fields = runs.reindex(
+        columns=["run_id", "target_top1", "target_reached", "time_to_target_s", "samples_to_target", "steps_to_target"]
+    )
+    fields = fields[pd.to_numeric(fields["target_top1"], errors="coerce").notna()].assign(
+        run_id=lambda d: d["run_id"].astype(str)
+    )
+    if fields.empty:
+        return pd.DataFrame(columns=columns)
+    reached = fields["time_to_target_s"].notna() | fields["target_reached"].astype("boolean").fillna(False).astype(bool)
+    fields = fields.assign(
+        reached=reached,
+        target_top1_pct=100 * fields["target_top1"].astype("float64"),
+        **{c: pd.to_numeric(fields[c], errors="coerce").astype("float64") for c in TARGET[3:]},
+    )
+    merged = fields.merge(per_run[["run_id", *by]], on="run_id")
+    stats = merged.groupby(by, dropna=False, observed=True).agg(
+        target_top1_pct=("target_top1_pct", "first"),
+        num_reached=("reached", "sum"),
+        num_repeats=("run_id", "size"),
+        **{c: (c, "mean") for c in TARGET[3:]},
+    )
+    out = _carried(per_run, by, extra=("schedule",)).merge(stats.reset_index(), on=by)
+    return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
+
+
+ACCURACY_COMPARED = ["top1_pct", "time_to_target_s", "num_reached", "num_targeted"]
+
+
+def accuracy_by_key(per_run_accuracy: pd.DataFrame, runs: pd.DataFrame, key_of: pd.Series) -> pd.DataFrame:
+    """One campaign's side of an accuracy comparison, per compare key (`key_of`: run_id -> match_keys'
+    key): top1_pct, the final top-1 mean over its runs with evaluations; over its runs with a target,
+    num_targeted, num_reached and the mean time_to_target_s of those that reached it. `runs`: the counted
+    runs (with summary.json's target fields where any)."""
+    top1 = (
+        per_run_accuracy.assign(match_key=per_run_accuracy["run_id"].astype(str).map(key_of))
+        .groupby("match_key")["top1_pct"]
+        .mean()
+    )
+    fields = runs.reindex(columns=["run_id", "target_top1", "target_reached", "time_to_target_s"])
+    fields = fields[pd.to_numeric(fields["target_top1"], errors="coerce").notna()]
+    seconds = pd.to_numeric(fields["time_to_target_s"], errors="coerce").astype("float64")
+    fields = fields.assign(
+        match_key=fields["run_id"].astype(str).map(key_of),
+        time_to_target_s=seconds,
+        reached=seconds.notna() | fields["target_reached"].astype("boolean").fillna(False).astype(bool),
+    )
+    targets = fields.groupby("match_key").agg(
+        time_to_target_s=("time_to_target_s", "mean"),
+        num_reached=("reached", "sum"),
+        num_targeted=("run_id", "size"),
+    )
+    out = pd.concat([top1, targets], axis=1).reindex(columns=ACCURACY_COMPARED)
+    return out.rename_axis("match_key").reset_index()
+
+
+TOP1_DROP_PP = 1.0  # compare: a final top-1 lower by more than this (percentage points) is a regression
+
+
+def compare_accuracy(
+    compared: pd.DataFrame,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    top1_drop_pp: float = TOP1_DROP_PP,
+    threshold: float = 0.05,
+) -> pd.DataFrame:
+    """compare()'s table with each cell's accuracy in A and B (accuracy_by_key's sides): top1_pct_a/_b
+    and top1_delta_pp (B - A, percentage points), time_to_target_s_a/_b and time_to_target_rel_delta;
+    and `regressed`, the metrics that regressed: throughput (compare's rule), top-1 (where both have
+    evaluations, lower by more than top1_drop_pp), time to target (where both had the target: longer by
+    more than `threshold`, or reached in A and never in B). A paired cell with any is a 'regression'."""
+    if not 0 <= top1_drop_pp < 100 or math.isnan(top1_drop_pp):
+        raise ValueError(f"top1_drop_pp={top1_drop_pp}: use percentage points in [0, 100), e.g. 1.0")
+    sides = {tag: side.set_index("match_key").add_suffix(f"_{tag}") for tag, side in (("a", a), ("b", b))}
+    out = compared.join(sides["a"], on="match_key").join(sides["b"], on="match_key")
+    out["top1_delta_pp"] = out["top1_pct_b"] - out["top1_pct_a"]
+    out["time_to_target_rel_delta"] = out["time_to_target_s_b"] / out["time_to_target_s_a"] - 1
+    never = (out["num_reached_a"] > 0) & (out["num_targeted_b"] > 0) & (out["num_reached_b"] == 0)
+    regressed = {
+        "throughput": out["flag"] == "regression",
+        "top-1": out["top1_delta_pp"] < -top1_drop_pp,
+        "time to target": (out["time_to_target_rel_delta"] > threshold) | never,
+    }
+    out["regressed"] = [
+        ", ".join(name for name, hit in zip(regressed, hits) if hit)
+        for hits in zip(*(mask.fillna(False).to_numpy(dtype=bool) for mask in regressed.values()))
+    ]
+    paired = out["flag"].isin(["regression", "improvement", "ok"])
+    out["flag"] = out["flag"].where(~(paired & (out["regressed"] != "")), "regression")
+    return out

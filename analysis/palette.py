@@ -1,4 +1,5 @@
-"""One palette for every figure: a framework always has the same colour, a loader the same line style.
+"""One palette for every figure: a framework always has the same colour, a loader the same line style
+(the learning-rate study's figures, which compare schedules, colour by schedule).
 
 Okabe-Ito colours (readable for colour-blind readers and in greyscale print).
 """
@@ -42,6 +43,15 @@ TRACE_COLORS = {
     "idle": "#DDDDDD",
     "rest": "#F2F2F2",
 }
+# learning-rate schedules (optim.schedule.name): the learning-rate study's figures colour by schedule
+SCHEDULE_COLORS = {
+    "step": "#E69F00",  # orange
+    "cosine": "#0072B2",  # blue
+    "exponential": "#D55E00",  # vermillion
+    "multistep": "#CC79A7",  # reddish purple
+    "polynomial": "#009E73",  # bluish green
+    "constant": "#555555",  # grey
+}
 STALL_COLORS = {"interconnect": "#0072B2", "network": "#D55E00", "cpu": "#E69F00", "disk": "#CC79A7"}
 IDEAL_COLOR = "#555555"
 
@@ -80,6 +90,11 @@ def framework_color(name: str) -> str:
 def loader_color(name: str) -> str:
     """A loader's colour where a figure compares loaders (loaderbench)."""
     return LOADER_COLORS.get(name, _SPARE[sum(map(ord, str(name))) % len(_SPARE)])
+
+
+def schedule_color(name: str) -> str:
+    """A learning-rate schedule's colour (the study's figures); unknown names get a stable spare colour."""
+    return SCHEDULE_COLORS.get(name, _SPARE[sum(map(ord, str(name))) % len(_SPARE)])
 
 
 def loader_style(name: str) -> tuple[str, str]:

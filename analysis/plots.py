@@ -30,6 +30,7 @@ from analysis.palette import (
     framework_color,
     loader_color,
     loader_style,
+    schedule_color,
 )
 
 _NAMES = {
@@ -836,3 +837,164 @@ def accuracy_curves(evals: pd.DataFrame) -> Figure:
     ax.set_ylabel("validation top-1 (%)")
     ax.set_ylim(0, 100)
     return _finish(fig, [ax], legend_cols=1)
+
+
+# --- the learning-rate study: colour = schedule, one line per cell, panels per global batch ------------
+
+_STUDY_SHOWN = ("framework", "loader", "model", "precision", "per_gpu_batch")  # named where they differ
+_STUDY_LINES = ["-", "--", ":", "-."]
+_SCHEDULE_PREFIX = "optim.schedule.name="
+
+
+def _text_of(value: object) -> str:
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _study_key(frame: pd.DataFrame) -> pd.Series:
+    """Each row's cell: cell_hash, or (tables without run keys) the columns that show a cell."""
+    if "cell_hash" in frame:
+        return frame["cell_hash"].astype(str)
+    shown = [c for c in (*_STUDY_SHOWN, "world_size", "num_nodes", "schedule", "variant") if c in frame]
+    return frame[shown].astype("string").fillna("").agg("/".join, axis=1)
+
+
+def _study_lines(frame: pd.DataFrame, key: pd.Series) -> dict[str, tuple[str, str, str, str]]:
+    """key -> (label, colour, line style, marker) of each line. Colour = schedule; the label is the
+    schedule, then whatever else tells the line apart from the figure's others: framework, loader, model,
+    precision and per-GPU batch where they differ, and the variant's other settings; lines of one schedule
+    differ in line style and marker too."""
+    firsts = frame.assign(_key=key.to_numpy()).groupby("_key", sort=False).first()
+    varying = [c for c in _STUDY_SHOWN if c in firsts and firsts[c].astype("string").nunique() > 1]
+    labels = {}
+    for name, row in firsts.iterrows():
+        schedule = _text_of(row.get("schedule")) or "no schedule"
+        parts = [schedule, *(_study_part(c, row[c]) for c in varying)]
+        rest = ", ".join(
+            p for p in _text_of(row.get("variant")).split(", ") if p and not p.startswith(_SCHEDULE_PREFIX)
+        )
+        labels[name] = (schedule, ", ".join(parts) + (f" [{rest}]" if rest else ""))
+    lines, seen = {}, {}
+    for name, (schedule, label) in sorted(labels.items(), key=lambda item: item[1][1]):
+        index = seen.setdefault(schedule, {}).setdefault(label, len(seen[schedule]))
+        marker = VARIANT_MARKERS[index % len(VARIANT_MARKERS)]
+        lines[name] = (label, schedule_color(schedule), _STUDY_LINES[index % len(_STUDY_LINES)], marker)
+    return lines
+
+
+def _study_part(column: str, value: object) -> str:
+    if column == "per_gpu_batch":
+        return f"b{_text_of(value)}"
+    return pretty(value) if column in ("framework", "loader") else _text_of(value)
+
+
+def _layout_labels(rows: pd.DataFrame, key: pd.Series, lines: dict) -> dict[str, str]:
+    """The labels of one panel's lines; lines that would read alike (the same settings on another node
+    layout) are told apart by their GPUs and nodes."""
+    labels = {k: lines[k][0] for k in dict.fromkeys(key)}
+    counts = pd.Series(labels).value_counts()
+    firsts = rows.assign(_key=key.to_numpy()).groupby("_key", sort=False).first()
+    for k, label in labels.items():
+        if counts[label] > 1 and {"world_size", "num_nodes"} <= set(firsts.columns):
+            gpus, nodes = int(firsts.loc[k, "world_size"]), int(firsts.loc[k, "num_nodes"])
+            labels[k] = f"{label}, {gpus} GPUs on {nodes} node{'s' if nodes != 1 else ''}"
+    return labels
+
+
+def _batches(frame: pd.DataFrame) -> list:
+    return sorted(frame["global_batch"].dropna().unique())
+
+
+def _batch_label(value: float, _pos=None) -> str:
+    """A global batch as a tick: 256, 512, 1k, ..., 64k (k = 1024)."""
+    if value >= 1024 and value % 1024 == 0:
+        return f"{value / 1024:g}k"
+    return f"{value:g}"
+
+
+@_paper
+def accuracy_by_schedule(curves: pd.DataFrame) -> Figure:
+    """Validation top-1 (%) against the epochs done (the optimizer step where eval.jsonl files predate
+    epochs), one panel per global batch, one line per cell (metrics.accuracy_curves): colour = schedule,
+    labelled with whatever else tells the cell apart; a band: min-max over the repeats."""
+    batches = _batches(curves)
+    by_epochs = curves["epochs"].notna().all()
+    x = "epochs" if by_epochs else "step"
+    key = _study_key(curves)
+    lines = _study_lines(curves, key)
+    fig, axes = _panels(len(batches), row_height_in=1.9, sharey=True)
+    for ax, batch in zip(axes, batches):
+        in_panel = (curves["global_batch"] == batch).to_numpy()
+        rows_b, key_b = curves[in_panel], key[in_panel]
+        labels = _layout_labels(rows_b, key_b, lines)
+        for k in labels:
+            rows = rows_b[(key_b == k).to_numpy()].sort_values("step")
+            _, color, style, marker = lines[k]
+            ax.plot(rows[x], rows["top1_pct"], style, marker=marker, color=color, label=labels[k])
+            if (rows["num_repeats"] > 1).any():
+                ax.fill_between(
+                    rows[x], rows["top1_pct_min"], rows["top1_pct_max"], color=color, alpha=0.15, linewidth=0
+                )
+        ax.set_title(f"global batch {batch:,.0f}")
+        ax.set_xlabel("epochs" if by_epochs else "optimizer step")
+        ax.set_ylabel("validation top-1 (%)")
+    return _finish(fig, axes, legend_cols=_legend_cols(axes))
+
+
+@_paper
+def top1_vs_global_batch(cells: pd.DataFrame) -> Figure:
+    """Final validation top-1 (%) against the global batch (log2 x), one line per schedule: a line is one
+    configuration at every size (group_hash: the per-GPU batch held, the global batch growing with the
+    GPUs), labelled with whatever else tells it apart; other node layouts of a batch are hollow markers."""
+    frame = cells.dropna(subset=["global_batch", "top1_pct"])
+    curve = frame["group_hash"].astype(str) if "group_hash" in frame else _study_key(frame)
+    lines = _study_lines(frame, curve)
+    fig, (ax,) = _panels(1, row_height_in=2.4)
+    for k, (label, color, style, marker) in lines.items():
+        rows = frame[(curve == k).to_numpy()].sort_values(["global_batch", "num_nodes"])
+        line = rows.drop_duplicates("global_batch")
+        ax.plot(line["global_batch"], line["top1_pct"], style, marker=marker, color=color, label=label)
+        extra = rows.drop(line.index)
+        if not extra.empty:
+            ax.plot(
+                extra["global_batch"],
+                extra["top1_pct"],
+                linestyle="none",
+                marker=marker,
+                markerfacecolor="white",
+                color=color,
+                label="_other node layout",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([float(b) for b in _batches(frame)])
+    ax.xaxis.set_major_formatter(FuncFormatter(_batch_label))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("global batch")
+    ax.set_ylabel("final validation top-1 (%)")
+    return _finish(fig, [ax], legend_cols=_legend_cols([ax]))
+
+
+@_paper
+def loss_and_lr(curves: pd.DataFrame) -> Figure:
+    """Training loss (mean over ranks) and learning rate against the optimizer step, from the rank logs
+    (metrics.training_curves): a row per global batch, a panel each, one line per cell coloured by
+    schedule."""
+    batches = _batches(curves)
+    shown = [(c, t) for c, t in (("loss", "training loss"), ("lr", "learning rate")) if curves[c].notna().any()]
+    key = _study_key(curves)
+    lines = _study_lines(curves, key)
+    fig, axes = _panels(len(batches) * len(shown), ncols=len(shown), row_height_in=1.7)
+    panels = iter(axes)
+    for batch in batches:
+        in_row = (curves["global_batch"] == batch).to_numpy()
+        rows_b, key_b = curves[in_row], key[in_row]
+        labels = _layout_labels(rows_b, key_b, lines)
+        for column, title in shown:
+            ax = next(panels)
+            for k in labels:
+                rows = rows_b[(key_b == k).to_numpy()].dropna(subset=[column])
+                _, color, style, _marker = lines[k]
+                ax.plot(rows["step"], rows[column], style, color=color, linewidth=1.0, label=labels[k])
+            ax.set_title(f"{title}, global batch {batch:,.0f}")
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel(title)
+    return _finish(fig, axes, legend_cols=_legend_cols(axes))

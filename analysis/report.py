@@ -488,8 +488,10 @@ def seed_layout(traced: pd.DataFrame, reference: pd.DataFrame | None) -> pd.Data
 
 
 def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
-    """Validation accuracy (runs with data.val_path or data.val_split): the last evaluation per cell, and
-    top-1 against the step per run."""
+    """Validation accuracy (runs with data.val_path or data.val_split): the last evaluation per cell with
+    its schedule and global batch; time to accuracy where runs had run.target_top1; and the figures the
+    runs have data for: top-1 over training (per schedule and global batch in a study, else per run),
+    final top-1 against the global batch, training loss and lr against the step."""
     accuracy = analysis.accuracy()
     if accuracy.empty:
         return
@@ -499,20 +501,94 @@ def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnal
             "text",
             (
                 "The last evaluation of each run on its held-out set (data.val_path, or the data.val_split share of "
-                "data.path), every rank its shard, summed over ranks; mean over repeats. eval_s: the evaluations' "
-                "seconds, in no training step (throughput leaves them out)."
+                "data.path), every rank its shard, summed over ranks; mean over the num_repeats runs. schedule: "
+                "optim.schedule.name; global_batch: per-GPU batch x GPUs; epochs: the training epochs done at "
+                "that evaluation (empty for eval.jsonl files that predate it; a run that reached its run.target_top1 "
+                "stopped there, so its last evaluation is that one). eval_s: the evaluations' seconds, in no "
+                "training step (throughput leaves them out)."
             ),
         )
     )
-    blocks.append(Block("table", _shown(accuracy, [*metrics.CELL, "variant", *metrics.ACCURACY]).round(3)))
-    evals = analysis.evals()
-    if evals["step"].nunique() > 1:
+    columns = [*metrics.CELL, "variant", *metrics.STUDY, "num_repeats", *metrics.ACCURACY]
+    if not accuracy["schedule"].astype(bool).any():
+        columns.remove("schedule")  # runs from before schedules
+    if accuracy["epochs"].isna().all():
+        columns.remove("epochs")
+    blocks.append(Block("table", _shown(accuracy, columns).round(3)))
+    target = analysis.time_to_accuracy()
+    if not target.empty:
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "Time to accuracy (run.target_top1): a run stops at the first evaluation whose top-1 reaches the "
+                    "target. reached: of the cell's repeats, how many did; time_to_target_s (seconds since the first "
+                    "training step, evaluations included: MLPerf's clock), samples_to_target (global training "
+                    "samples) and steps_to_target: the mean over the repeats that reached it (empty where none did)."
+                ),
+            )
+        )
+        shown = target.assign(
+            reached=[f"{int(k)} of {int(n)}" for k, n in zip(target["num_reached"], target["num_repeats"])]
+        )
+        blocks.append(
+            Block(
+                "table",
+                _shown(
+                    shown,
+                    [
+                        *metrics.CELL,
+                        "variant",
+                        *metrics.STUDY,
+                        "target_top1_pct",
+                        "reached",
+                        "time_to_target_s",
+                        "samples_to_target",
+                        "steps_to_target",
+                    ],
+                ).round(1),
+            )
+        )
+    curves = analysis.accuracy_curves()
+    study = accuracy["schedule"].nunique() > 1 or accuracy["global_batch"].nunique() > 1
+    over = "epochs" if curves["epochs"].notna().all() else "optimizer step"
+    if study and curves["step"].nunique() > 1:
+        _figure(
+            blocks,
+            figures,
+            "accuracy_by_schedule",
+            lambda: plots.accuracy_by_schedule(curves),
+            f"Validation top-1 against the {over} (eval.jsonl), one panel per global batch, one line per cell "
+            "coloured by schedule (mean over repeats; band: min-max).",
+        )
+    elif curves["step"].nunique() > 1:
+        evals = analysis.evals()
         _figure(
             blocks,
             figures,
             "accuracy_vs_step",
             lambda: plots.accuracy_curves(evals),
             "Validation top-1 against the optimizer step, one curve per run.",
+        )
+    if accuracy["global_batch"].nunique() > 1:
+        _figure(
+            blocks,
+            figures,
+            "top1_vs_global_batch",
+            lambda: plots.top1_vs_global_batch(accuracy),
+            "Final validation top-1 (the table above) against the global batch (log scale; k = 1024), one line per "
+            "schedule and configuration.",
+        )
+    training = analysis.training_curves()
+    if not training.empty and training["lr"].notna().any():
+        _figure(
+            blocks,
+            figures,
+            "loss_and_lr",
+            lambda: plots.loss_and_lr(training),
+            "Training loss (mean over ranks) and learning rate against the optimizer step, from the rank logs "
+            f"(warm-up included; mean over repeats, at most {metrics.TRAINING_POINTS} points per line), a row per "
+            "global batch.",
         )
 
 
@@ -890,8 +966,11 @@ def build_report(
     return timings
 
 
-def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05) -> pd.DataFrame:
-    """Per-cell deltas of campaign B against campaign A (CampaignAnalysis.compare)."""
+def compare_campaigns(
+    a_dir: Path, b_dir: Path, *, threshold: float = 0.05, top1_drop_pp: float = metrics.TOP1_DROP_PP
+) -> pd.DataFrame:
+    """Per-cell deltas of campaign B against campaign A (CampaignAnalysis.compare): throughput, and final
+    top-1 and time to target where the cells have them."""
     analyses = []
     for option, root in (("A", a_dir), ("B", b_dir)):
         if not Path(root).is_dir():
@@ -900,7 +979,7 @@ def compare_campaigns(a_dir: Path, b_dir: Path, *, threshold: float = 0.05) -> p
         if option == "A" and analysis.run_throughput().empty:
             raise ConfigError(f"{option}={root} holds no completed run; run `ddlbench results {root}` to see why")
         analyses.append(analysis)
-    return analyses[0].compare(analyses[1], threshold=threshold)
+    return analyses[0].compare(analyses[1], threshold=threshold, top1_drop_pp=top1_drop_pp)
 
 
 COMPARE_COLUMNS = [
@@ -915,26 +994,59 @@ COMPARE_COLUMNS = [
     "flag",
     "judged_by",
 ]
+# shown where some cell has them in both campaigns (evaluations; a target)
+COMPARE_ACCURACY = {
+    "top1": ["top1_pct_a", "top1_pct_b", "top1_delta_pp"],
+    "target": ["time_to_target_s_a", "time_to_target_s_b", "time_to_target_rel_delta"],
+}
 FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
 
 
-def format_compare(table: pd.DataFrame, *, threshold: float) -> str:
+def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float = metrics.TOP1_DROP_PP) -> str:
     """The comparison as text, and a last line that counts what makes `compare` fail."""
-    shown = _shown(table, COMPARE_COLUMNS).copy()
+    columns = list(COMPARE_COLUMNS)
+    accuracy = {
+        name: both
+        for name, both in COMPARE_ACCURACY.items()
+        if all(c in table for c in both)
+        and (table[both[:2]].notna().all(axis=1) if name == "top1" else table[both[:2]].notna().any(axis=1)).any()
+    }
+    for both in accuracy.values():
+        columns[columns.index("flag") : columns.index("flag")] = both
+    if "regressed" in table and (table["regressed"] != "").any():
+        columns.insert(columns.index("flag") + 1, "regressed")
+    shown = _shown(table, columns).copy()
     shown["rel_delta"] = (100 * shown["rel_delta"]).round(1).map(lambda v: "" if pd.isna(v) else f"{v:+.1f}%")
     for column in ("throughput_img_s_a", "throughput_img_s_b", "delta"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}")
+    for column in ("top1_pct_a", "top1_pct_b", "time_to_target_s_a", "time_to_target_s_b"):
+        if column in shown:
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.2f}")
+    if "top1_delta_pp" in shown:
+        shown["top1_delta_pp"] = shown["top1_delta_pp"].map(lambda v: "" if pd.isna(v) else f"{v:+.2f}")
+    if "time_to_target_rel_delta" in shown:
+        shown["time_to_target_rel_delta"] = shown["time_to_target_rel_delta"].map(
+            lambda v: "" if pd.isna(v) else f"{100 * v:+.1f}%"
+        )
     shown = shown.rename(
         columns={
             "throughput_img_s_a": "img/s A",
             "throughput_img_s_b": "img/s B",
             "num_repeats_a": "repeats A",
             "num_repeats_b": "repeats B",
+            "top1_pct_a": "top-1 % A",
+            "top1_pct_b": "top-1 % B",
+            "top1_delta_pp": "top-1 pp",
+            "time_to_target_s_a": "to target s A",
+            "time_to_target_s_b": "to target s B",
+            "time_to_target_rel_delta": "to target",
         }
     )
     counts = table["flag"].value_counts()
     said = ", ".join(f"{counts.get(flag, 0)} {flag}" for flag in FAILING_FLAGS)
-    return (
-        shown.to_string(index=False, na_rep="") + f"\n\n{said} (throughput_img_s, B relative to A; a change "
-        f"counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap)"
-    )
+    rules = f"throughput_img_s, B relative to A; a change counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap"
+    if "top1" in accuracy:
+        rules += f"; final top-1 lower by more than {top1_drop_pp:g} pp"
+    if "target" in accuracy:
+        rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
+    return shown.to_string(index=False, na_rep="") + f"\n\n{said} ({rules})"

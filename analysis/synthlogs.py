@@ -6,6 +6,12 @@ The timing model is coarse but has the seed studies' shape: compute per model de
 time that grows with GPU count and jumps when it leaves the node, partly overlapped with backward
 (DDP > Horovod > DeepSpeed); native loading on CPUs is slower than DALI; lognormal jitter per rank
 and occasional straggler steps, so the slowest rank matters.
+
+Cells of a learning-rate study (`schedule` set: lr_study_cells) also log each step's lr (the schedule's
+closed form, benchmarks/optim_configs.lr_factor) and training loss, and evaluate (eval.jsonl): top-1
+rises with training and as the lr anneals, towards a ceiling that falls with the global batch, with
+cosine a little ahead at small batches and exponential at the largest (the shape of seed study A's
+finding, not its numbers). With `target_top1` the run stops at the first evaluation that reaches it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.errors import ConfigError
+from benchmarks.optim_configs import ScheduleConfig, ScheduleName, ScheduleUnit, in_steps, lr_factor
 
 # seconds per image of fwd / bwd / opt on one A100-class GPU (fp32-ish), and gradient size in bytes
 MODELS = {
@@ -30,6 +37,11 @@ OVERLAP = {"ddp": 0.75, "horovod": 0.6, "deepspeed": 0.4}
 # host time per image to decode+augment, split over the workers of one GPU
 PREP_S_PER_IMAGE = {"native": 0.0080 / 8, "dali": 0.0025 / 8, "synthetic": 0.0}
 FATES = ("completed", "failed", "truncated", "corrupt_line", "schema2")
+# the learning-rate study: its epochs (an evaluation after each), lr at batch 256 (the linear scaling
+# rule), a ceiling of top-1 at 256, what a schedule adds to it per doubling of the global batch beyond
+# 256, and an evaluation's seconds
+STUDY_EPOCHS, BASE_LR, BASE_BATCH, TOP1_CEILING, EVAL_S = 8, 0.1, 256, 0.765, 0.4
+SCHEDULE_EDGE = {"cosine": (0.006, -0.0015), "exponential": (0.0, 0.0005), "step": (0.0, 0.0)}
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,6 +59,9 @@ class SynthCell:
     fate: str = "completed"
     telemetry: bool = False
     comm_measured: bool = True  # False: comm_s/comm_exposed_s null (a framework without a comm timer)
+    schedule: str | None = None  # optim.schedule.name: logs lr and loss per step, and evaluates
+    eval_progress: bool = True  # False: eval.jsonl as written before train_samples/train_s/epochs
+    target_top1: float | None = None  # run.target_top1: stop at the first evaluation that reaches it
 
 
 @dataclass(slots=True)
@@ -125,6 +140,95 @@ def small_cells() -> list[SynthCell]:
     return cells
 
 
+def lr_study_cells(
+    gpus: tuple[int, ...] = (1, 2, 4),
+    *,
+    schedules: tuple[str, ...] = ("step", "cosine", "exponential"),
+    per_gpu_batch: int = 64,
+    repeats: int = 1,
+    target_top1: float | None = None,
+    eval_progress: bool = True,
+) -> list[SynthCell]:
+    """A learning-rate study: every schedule at every GPU count (the global batch grows with the GPUs,
+    per_gpu_batch each), DDP with DALI, `repeats` runs of each cell, STUDY_EPOCHS epochs evaluated after
+    each (as conf/experiment/aach2023_lr_cpu.yaml)."""
+    return [
+        SynthCell(
+            "ddp",
+            "dali",
+            "resnet50",
+            n,
+            max(1, math.ceil(n / 4)),
+            per_gpu_batch=per_gpu_batch,
+            repeat=repeat,
+            schedule=schedule,
+            eval_progress=eval_progress,
+            target_top1=target_top1,
+        )
+        for schedule in schedules
+        for n in gpus
+        for repeat in range(repeats)
+    ]
+
+
+def _steps_per_epoch(cell: SynthCell, steps: int) -> int:
+    return max(1, steps // (STUDY_EPOCHS if cell.schedule else 2))
+
+
+def _schedule(cell: SynthCell) -> ScheduleConfig:
+    """The study's schedule in epochs (aach2023_lr_cpu's): one warm-up epoch; step: x 0.5 every 3 epochs;
+    exponential: x 0.5 every epoch; cosine: to 0 at the end."""
+    return ScheduleConfig(
+        name=ScheduleName(cell.schedule), unit=ScheduleUnit.epochs, warmup_steps=1, step_size=3, gamma=0.5
+    )
+
+
+def _training(cell: SynthCell, steps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step of a study cell: its lr, how far the lr has annealed (1 - lr / peak), and the loss per
+    rank x step."""
+    schedule = in_steps(_schedule(cell), steps_per_epoch=_steps_per_epoch(cell, steps))
+    factor = np.array([lr_factor(schedule, i, total_steps=steps) for i in range(steps)])
+    lr = BASE_LR * cell.per_gpu_batch * cell.world_size / BASE_BATCH * factor
+    annealed = np.where(np.arange(steps) < schedule.warmup_steps, 0.0, 1.0 - factor)
+    progress = np.arange(steps) / steps
+    loss = 0.8 + 6.1 * np.exp(-4 * progress) - 0.3 * annealed
+    return lr, annealed, loss * rng.lognormal(0.0, 0.03, size=(cell.world_size, steps))
+
+
+def _evaluations(
+    cell: SynthCell, steps: int, warmup: int, step_s: np.ndarray, annealed: np.ndarray, rng: np.random.Generator
+) -> list[dict]:
+    """eval.jsonl of a study cell: an evaluation after each epoch (and after the last step), up to the
+    first that reaches target_top1 after the warm-up steps, where there is one (the run stops there)."""
+    doublings = max(0.0, math.log2(cell.per_gpu_batch * cell.world_size / BASE_BATCH))
+    base, per_doubling = SCHEDULE_EDGE.get(str(cell.schedule), (0.0, 0.0))
+    ceiling = TOP1_CEILING - 0.0025 * doublings**2 + base + per_doubling * doublings
+    spe = _steps_per_epoch(cell, steps)
+    records = []
+    for j, done in enumerate(sorted({*range(spe, steps + 1, spe), steps})):
+        top1 = ceiling * (1 - math.exp(-3.5 * done / steps)) * (0.9 + 0.1 * annealed[done - 1])
+        top1 = float(np.clip(top1 + rng.normal(0, 0.002), 0, 1))
+        record = {
+            "step": done,
+            "epoch": (done - 1) // spe,
+            "samples": 10_000,
+            "top1": round(top1, 6),
+            "top5": round(min(1.0, top1 + 0.15), 6),
+            "loss": round(4.0 * (1 - top1) + 0.5, 6),
+            "eval_s": EVAL_S,
+        }
+        if cell.eval_progress:
+            record.update(
+                train_samples=done * cell.per_gpu_batch * cell.world_size,
+                train_s=round(float(step_s[:done].sum()) + EVAL_S * j, 6),
+                epochs=round(done / spe, 4),
+            )
+        records.append(record)
+        if cell.target_top1 is not None and top1 >= cell.target_top1 and done > warmup:
+            break
+    return records
+
+
 def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Per rank x step phase times (arrays of shape world_size x steps)."""
     fwd1, bwd1, opt1, grad_bytes = MODELS[cell.model]
@@ -174,8 +278,10 @@ def _lines(
     warmup: int,
     steps_per_epoch: int,
     comm_measured: bool,
+    training: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[str]:
     cols = {k: v[rank].tolist() for k, v in phases.items()}
+    lr, loss = (training[0].tolist(), training[1][rank].tolist()) if training is not None else (None, None)
     b = cell.per_gpu_batch
     out = []
     data, fwd, bwd, opt, comm, exp, step = (
@@ -186,7 +292,9 @@ def _lines(
         out.append(
             f'{{"step":{i},"epoch":{i // steps_per_epoch},"step_in_epoch":{i % steps_per_epoch},"samples":{b},'
             f'"warmup":{"true" if i < warmup else "false"},"comm_s":{comm_text},"data_s":{data[i]:.6g},'
-            f'"fwd_s":{fwd[i]:.6g},"bwd_s":{bwd[i]:.6g},"opt_s":{opt[i]:.6g},"step_s":{step[i]:.6g}}}\n'
+            f'"fwd_s":{fwd[i]:.6g},"bwd_s":{bwd[i]:.6g},"opt_s":{opt[i]:.6g},"step_s":{step[i]:.6g}'
+            + (f',"loss":{loss[i]:.6g},"lr":{lr[i]:.6g}' if lr is not None else "")
+            + "}\n"
         )
     return out
 
@@ -196,10 +304,25 @@ def _config_yaml(cell: SynthCell, campaign: str, steps: int, warmup: int, gpus_p
     return (
         f"framework:\n  name: {cell.framework}\nloader:\n  name: {cell.loader}\nmodel:\n  arch: resnet\n"
         f"  depth: {depth}\nprecision:\n  name: amp_bf16\ndata:\n  path: /p/scratch/imagenet\n"
-        f"  cache: {cell.cache}\nsystem:\n  name: juwels_booster\n  device: cuda\n"
+        f"  cache: {cell.cache}\n{'  val_split: 0.02' + chr(10) if cell.schedule else ''}system:\n  name: juwels_booster\n  device: cuda\n"
         f"  ranks_per_node: {gpus_per_node}\n  gpus_per_node: {gpus_per_node}\n"
         f"run:\n  campaign: {campaign}\n  repeat: {cell.repeat}\n  per_gpu_batch: {cell.per_gpu_batch}\n"
-        f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n"
+        f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n" + _study_yaml(cell)
+    )
+
+
+def _study_yaml(cell: SynthCell) -> str:
+    """A study cell's settings: its evaluation cadence, its target, and its optimizer and schedule
+    (config.yaml's run block ends the text before, so the run keys come first)."""
+    if cell.schedule is None:
+        return ""
+    schedule = _schedule(cell)
+    target = f"  target_top1: {cell.target_top1}\n" if cell.target_top1 is not None else ""
+    return (
+        f"  eval_every_epochs: 1\n{target}"
+        f"optim:\n  name: sgd\n  lr: {BASE_LR}\n  base_batch: {BASE_BATCH}\n  scale_lr: true\n"
+        f"  schedule:\n    name: {cell.schedule}\n    unit: epochs\n    warmup_steps: {schedule.warmup_steps}\n"
+        f"    step_size: {schedule.step_size}\n    gamma: {schedule.gamma}\n"
     )
 
 
@@ -222,19 +345,30 @@ def write_campaign(
         raise ConfigError(f"--steps {steps} / --warmup {warmup_steps}: need steps >= 2 and 0 <= warmup < steps")
     rng = np.random.default_rng(seed)
     stats = SynthStats()
-    steps_per_epoch = max(1, steps // 2)
     for cell in cells:
+        steps_per_epoch = _steps_per_epoch(cell, steps)
         if cell.fate not in FATES:
             raise ConfigError(f"fate={cell.fate!r} is not one of {', '.join(FATES)}")
+        study = f"-{cell.schedule}" if cell.schedule else ""
+        study += f"-t{cell.target_top1:g}" if cell.target_top1 is not None else ""
         name = (
             f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
-            f"-b{cell.per_gpu_batch}-r{cell.repeat}"
+            f"-b{cell.per_gpu_batch}{study}-r{cell.repeat}"
         )
         run_dir = out / campaign / name
         run_dir.mkdir(parents=True)
         version = 2 if cell.fate == "schema2" else 1
         phases = _phase_times(cell, steps, rng)
         written_steps = steps if cell.fate not in ("failed", "truncated") else int(steps * 0.6)
+        training = evals = None
+        if cell.schedule is not None:
+            lr, annealed, loss = _training(cell, steps, rng)
+            training = (lr, loss)
+            evals = _evaluations(cell, steps, warmup_steps, phases["step_s"].max(axis=0), annealed, rng)
+            evals = [e for e in evals if e["step"] <= written_steps]
+            if cell.target_top1 is not None and evals and evals[-1]["top1"] >= cell.target_top1:
+                written_steps = min(written_steps, evals[-1]["step"])  # stopped at the target
+            (run_dir / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
         (run_dir / "config.yaml").write_text(_config_yaml(cell, campaign, steps, warmup_steps, gpus_per_node))
         hosts = [f"jwb{0x100 + i:04d}" for i in range(cell.num_nodes)]
         meta = {
@@ -269,7 +403,7 @@ def write_campaign(
             }
             lines = [
                 json.dumps(header, separators=(",", ":")) + "\n",
-                *_lines(rank, cell, phases, written_steps, warmup_steps, steps_per_epoch, cell.comm_measured),
+                *_lines(rank, cell, phases, written_steps, warmup_steps, steps_per_epoch, cell.comm_measured, training),
             ]
             if cell.fate == "truncated" and rank == cell.world_size - 1:
                 lines[-1] = lines[-1][: len(lines[-1]) // 2]  # the rank died mid-write
@@ -297,7 +431,7 @@ def write_campaign(
         elif cell.fate == "truncated":
             continue
         else:
-            samples = cell.per_gpu_batch * cell.world_size * (steps - warmup_steps)
+            samples = cell.per_gpu_batch * cell.world_size * (written_steps - warmup_steps)
             summary = {
                 "schema_version": version,
                 "status": "completed",
@@ -311,7 +445,7 @@ def write_campaign(
                 "per_gpu_batch": cell.per_gpu_batch,
                 "global_batch": cell.per_gpu_batch * cell.world_size,
                 "warmup_steps": warmup_steps,
-                "measured_steps": steps - warmup_steps,
+                "measured_steps": written_steps - warmup_steps,
                 "measured_samples": samples,
                 "wall_s": wall_s,
                 "throughput_img_s": samples / wall_s,
@@ -319,11 +453,26 @@ def write_campaign(
                 "campaign": campaign,
                 "repeat": cell.repeat,
                 "last_loss": 6.9,
+                **_target_fields(cell, evals),
             }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if commbench:
         _write_commbench(out / campaign / "commbench.json", gpus_per_node)
     return stats
+
+
+def _target_fields(cell: SynthCell, evals: list[dict] | None) -> dict:
+    """summary.json's time-to-accuracy fields (rundir.TARGET_FIELDS) of a cell with a target."""
+    if cell.target_top1 is None:
+        return {}
+    hit = next((e for e in evals or [] if e["top1"] >= cell.target_top1), None) or {}
+    return {
+        "target_top1": cell.target_top1,
+        "target_reached": bool(hit),
+        "time_to_target_s": hit.get("train_s"),
+        "samples_to_target": hit.get("train_samples"),
+        "steps_to_target": hit.get("step"),
+    }
 
 
 def _write_telemetry(
