@@ -468,8 +468,17 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
         if expected:
             problems.add(run_id, run_dir / CONFIG, None, f"{key} {_shown(raw)} is not {expected}; ignored")
     arch, depth = _raw_setting(cfg, "model.arch"), _raw_setting(cfg, "model.depth")
-    if _is_name(arch) and (depth is None or _is_count(depth)):
-        row["model"] = rundir.model_name(_text(str(arch)), depth)
+    width, batch_norm = _raw_setting(cfg, "model.width"), _raw_setting(cfg, "model.batch_norm")
+    residual = _raw_setting(cfg, "model.residual")
+    if (
+        _is_name(arch)
+        and (depth is None or _is_count(depth))
+        and (width is None or (isinstance(width, int | float) and not isinstance(width, bool)))
+        and all(v is None or isinstance(v, bool) for v in (batch_norm, residual))
+    ):
+        row["model"] = rundir.model_name(
+            _text(str(arch)), depth, width=width, batch_norm=batch_norm, residual=True if residual is None else residual
+        )
     return cfg
 
 

@@ -44,14 +44,19 @@ def sync_points(model, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str,
     return {"num_layers": len(grads), "grad_bytes": int(sum(sizes)), "num_buckets": buckets}
 
 
+# the model keys besides arch and depth that shape the network (benchmarks/models/configs.py)
+MODEL_SHAPE_KEYS = ("width", "batch_norm", "residual")
+
+
 def model_view(
-    arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB
+    arch: str, depth: int | None, num_classes: int, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB, **shape
 ) -> dict[str, int]:
-    """sync_points of the model as the benchmark builds it (benchmarks.models.build_model)."""
+    """sync_points of the model as the benchmark builds it (benchmarks.models.build_model); `shape`: the
+    model's other keys the run recorded (width, batch_norm, residual)."""
     from benchmarks.models import build_model
 
     return sync_points(
-        build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0), bucket_cap_mb=bucket_cap_mb
+        build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0, **shape), bucket_cap_mb=bucket_cap_mb
     )
 
 
@@ -170,6 +175,7 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
         "config.model.num_classes": "num_classes",
         "config.system.name": "system",
         "config.framework.bucket_cap_mb": "bucket_cap_mb",
+        **{f"config.model.{key}": key for key in MODEL_SHAPE_KEYS},
     }
     present = {k: v for k, v in cfg_cols.items() if k in runs}
     models = runs[["model", *present]].rename(columns=present).drop_duplicates("model").set_index("model")
@@ -188,7 +194,10 @@ def estimates(stalls: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, net_lin
                 if "bucket_cap_mb" in m and not pd.isna(m["bucket_cap_mb"])
                 else DDP_BUCKET_CAP_MB
             )
-            views[r["model"]] = model_view(str(m["arch"]), depth, int(m.get("num_classes", 1000)), bucket_cap_mb=cap)
+            shape = {k: m[k] for k in MODEL_SHAPE_KEYS if k in m and not pd.isna(m[k])}
+            views[r["model"]] = model_view(
+                str(m["arch"]), depth, int(m.get("num_classes", 1000)), bucket_cap_mb=cap, **shape
+            )
         view = views[r["model"]]
         out.at[i, "num_layers"], out.at[i, "num_buckets"] = view["num_layers"], view["num_buckets"]
         out.at[i, "grad_mb"] = view["grad_bytes"] / 1e6

@@ -107,3 +107,27 @@ def test_parquet_export_never_overwrites(tmp_path, hand):
 def test_empty_directory(tmp_path):
     campaign = load_campaign(tmp_path)
     assert campaign.runs.empty and campaign.steps.empty and list(campaign.counted.columns)
+
+
+@pytest.mark.parametrize(
+    "model, name",
+    [
+        ("{arch: resnet, depth: 50, batch_norm: false, num_classes: 10}", "resnet50_nobn"),
+        ("{arch: resnet, depth: 18, residual: false, num_classes: 10}", "resnet18_noskip"),
+        ("{arch: vgg, depth: 11, batch_norm: true, num_classes: 10}", "vgg11_bn"),
+        ("{arch: shufflenet_v2, width: 0.5, num_classes: 10}", "shufflenet_v2_x0_5"),
+    ],
+)
+def test_the_model_name_comes_from_every_key_that_shapes_the_network(copy_of, model, name):
+    """Two runs of different networks are never one model in the tables (the ablations, VGG's BatchNorm,
+    ShuffleNet's width)."""
+    import re
+
+    from analysis.load import load_campaign
+    from tests.analysis.conftest import HAND
+
+    root = copy_of(HAND)
+    config = next(root.glob("*/config.yaml"))
+    config.write_text(re.sub(r"(?m)^model:\n(  .*\n)+", f"model: {model}\n", config.read_text()))
+    runs = load_campaign(root).runs
+    assert name in set(runs["model"])

@@ -120,3 +120,12 @@ def test_missing_price_table_is_one_line():
 
     with pytest.raises(ConfigError, match=r"stash.prices=/nope.yaml does not exist"):
         report.load_prices(Path("/nope.yaml"))
+
+
+def test_the_model_view_builds_the_network_the_run_trained():
+    """ShuffleNet needs its width, and the no-BatchNorm ablation has fewer gradient tensors than ResNet."""
+    from analysis.stash import model_view
+
+    assert model_view("shufflenet_v2", None, 10, width=0.5)["num_layers"] > 0
+    plain, ablated = model_view("resnet", 18, 10), model_view("resnet", 18, 10, batch_norm=False)
+    assert ablated["num_layers"] < plain["num_layers"]
