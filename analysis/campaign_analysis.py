@@ -191,6 +191,26 @@ class CampaignAnalysis:
         per_run = self.run_throughput()
         return metrics.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
 
+    # --- utilisation and the GPU interconnect ---------------------------------------------------
+
+    @functools.cache
+    def utilisation_runs(self) -> pd.DataFrame:
+        """Per run with telemetry: GPU util mean/p95, GPU and host memory peaks, PCIe/NVLink and CPU means."""
+        return metrics.utilisation_runs(self.campaign.telemetry)
+
+    @functools.cache
+    def utilisation(self) -> pd.DataFrame:
+        """utilisation_runs per cell (mean over the counted repeats with telemetry)."""
+        return metrics.utilisation_cells(self.utilisation_runs(), self.run_throughput())
+
+    def p2p_matrix(self) -> pd.DataFrame:
+        """commbench's P2P copy bandwidth and latency per GPU pair, per file and host."""
+        return metrics.p2p_matrix(self.campaign.commbench)
+
+    def h2d_bandwidth(self) -> pd.DataFrame:
+        """commbench's host-to-device bandwidth per GPU with every rank copying at once, per file."""
+        return metrics.h2d_bandwidth(self.campaign.commbench)
+
     # --- two campaigns ---------------------------------------------------------------------------
 
     def compare(

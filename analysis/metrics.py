@@ -833,6 +833,123 @@ def loader_settings(runs: pd.DataFrame) -> pd.DataFrame:
     return table.loc[:, [c for c in table.columns if not (table[c].astype(str) == "-").all()]]
 
 
+# --- utilisation (telemetry) and the GPU interconnect (commbench) ---------------------------------
+
+# column -> (telemetry field, statistic, scale): benchmarks/telemetry.py's fields, in the units the name says.
+# GPU fields over every sample of every GPU; host fields (HOST_FIELDS) over one rank per host
+UTILISATION = {
+    "gpu_util_pct_mean": ("gpu_util_percent", "mean", 1.0),
+    "gpu_util_pct_p95": ("gpu_util_percent", "p95", 1.0),
+    "gpu_mem_used_gb_peak": ("gpu_mem_used_bytes", "max", 1e-9),
+    "pcie_rx_gb_s_mean": ("pcie_rx_bytes_s", "mean", 1e-9),
+    "pcie_tx_gb_s_mean": ("pcie_tx_bytes_s", "mean", 1e-9),
+    "nvlink_rx_gb_s_mean": ("nvlink_rx_bytes_s", "mean", 1e-9),
+    "nvlink_tx_gb_s_mean": ("nvlink_tx_bytes_s", "mean", 1e-9),
+    "cpu_pct_mean": ("cpu_percent", "mean", 1.0),
+    "host_mem_used_gb_peak": ("host_mem_used_bytes", "max", 1e-9),
+}
+# host-wide fields repeat on every rank of a host (benchmarks/telemetry.py): one rank's samples per host count
+HOST_FIELDS = ("cpu_percent", "host_mem_used_bytes")
+_STATISTIC = {"mean": "mean", "max": "max", "p95": lambda values: values.quantile(0.95)}
+
+
+def utilisation_runs(telemetry: pd.DataFrame) -> pd.DataFrame:
+    """Per run with telemetry: UTILISATION's columns over all its samples (the whole run, sampler start to
+    stop: the rank logs carry no wall-clock times to match the measured window to), and num_samples. GPU
+    fields pool every GPU's samples (all sample at one rate); CPU % and host memory use the lowest rank of
+    each host (`host`; every rank where samples have none). NaN where no sample has the field (no NVML, no
+    NVLink counters)."""
+    columns = ["run_id", "num_samples", *UTILISATION]
+    if telemetry.empty or "run_id" not in telemetry:
+        return pd.DataFrame(columns=columns)
+    frame = telemetry.assign(run_id=telemetry["run_id"].astype(str))
+    out = frame.groupby("run_id").size().rename("num_samples").to_frame()
+    host_rows = frame
+    if "host" in frame and "rank" in frame:
+        rank = pd.to_numeric(frame["rank"], errors="coerce")
+        first = rank.groupby([frame["run_id"], frame["host"].astype(str)]).transform("min")
+        host_rows = frame[(rank == first) | rank.isna()]  # a sample without a rank cannot be told apart
+    for column, (field, statistic, scale) in UTILISATION.items():
+        rows = host_rows if field in HOST_FIELDS else frame
+        if field not in rows:
+            out[column] = np.nan
+            continue
+        values = pd.to_numeric(rows[field], errors="coerce").astype("float64")
+        out[column] = values.groupby(rows["run_id"]).agg(_STATISTIC[statistic]).reindex(out.index) * scale
+    return out.reset_index()[columns]
+
+
+def utilisation_cells(per_run_utilisation: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """utilisation_runs() per cell (mean over the repeats with telemetry; counted runs only), keyed like `cells`,
+    with num_repeats: how many of them had telemetry."""
+    frame = per_run_utilisation[per_run_utilisation["run_id"].isin(set(per_run["run_id"].astype(str)))]
+    if frame.empty:
+        return pd.DataFrame(columns=[*CELL, "variant", "num_repeats", *UTILISATION])
+    frame = frame.assign(num_repeats=1.0)
+    runs = per_run.assign(run_id=per_run["run_id"].astype(str))
+    by = _by_cell(runs)
+    merged = frame.merge(runs[["run_id", *by]], on="run_id")
+    counts = merged.groupby(by, dropna=False, observed=True)["num_repeats"].sum().astype("int64").reset_index()
+    out = _per_cell_mean(frame, runs, list(UTILISATION)).merge(counts, on=by)
+    return out[[c for c in out if c not in UTILISATION] + list(UTILISATION)]
+
+
+P2P_OP, P2P_LATENCY_OP, H2D_OP = "p2p_copy", "p2p_latency", "h2d_copy"  # benchmarks/commbench/gpu.py's records
+GPU_TEST_OPS = (P2P_OP, P2P_LATENCY_OP, H2D_OP)
+P2P_COLUMNS = ["source", "host", "src_gpu", "dst_gpu", "peer_access", "p2p_gb_s", "p2p_latency_us"]
+H2D_COLUMNS = ["source", "host", "rank", "gpu", "concurrent_gpus", "size_bytes", "h2d_gb_s"]
+
+
+def _with(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """frame with every one of `columns` (null where the records lack the field)."""
+    return frame.assign(**{c: pd.NA for c in columns if c not in frame})
+
+
+def _index(values: pd.Series) -> pd.Series:
+    """A GPU index or count as Int64: null where a record's value is no whole number >= 0."""
+    numbers = pd.to_numeric(values, errors="coerce").astype("float64")
+    return numbers.where((numbers >= 0) & (numbers == numbers.round()) & (numbers < 2**31)).astype("Int64")
+
+
+def p2p_matrix(commbench: pd.DataFrame) -> pd.DataFrame:
+    """The P2P copy matrix per commbench file (`source`) and host: per ordered GPU pair (src_gpu -> dst_gpu)
+    the copy bandwidth p2p_gb_s (algbw of the large copy, GB = 1e9 B) and p2p_latency_us (the 4-byte copy's
+    time), median over repeated records, and whether peer access was on."""
+    if commbench.empty or "op" not in commbench or not (commbench["op"] == P2P_OP).any():
+        return pd.DataFrame(columns=P2P_COLUMNS)
+    frame = _with(commbench, ["host", "src_gpu", "dst_gpu", "peer_access", "source", "algbw_gb_s", "time_s"])
+    frame = frame.assign(host=frame["host"].astype("string").fillna(""), source=frame["source"].astype("string"))
+    frame = frame.assign(src_gpu=_index(frame["src_gpu"]), dst_gpu=_index(frame["dst_gpu"]))
+    frame = frame.dropna(subset=["src_gpu", "dst_gpu"])
+    key = ["source", "host", "src_gpu", "dst_gpu"]
+    copies = frame[frame["op"] == P2P_OP]
+    out = copies.groupby(key, sort=True).agg(peer_access=("peer_access", "first"), p2p_gb_s=("algbw_gb_s", "median"))
+    latency = frame[frame["op"] == P2P_LATENCY_OP].groupby(key)["time_s"].median() * 1e6
+    out["p2p_latency_us"] = latency.reindex(out.index)
+    return out.reset_index()[P2P_COLUMNS]
+
+
+def h2d_bandwidth(commbench: pd.DataFrame) -> pd.DataFrame:
+    """Host-to-device copy bandwidth per GPU while every rank copies at once, per commbench file: one row per
+    record (`rank`: its place in the file, which lists the ranks in order), its GPU, how many GPUs copied
+    at the same time and h2d_gb_s (GB = 1e9 B)."""
+    if commbench.empty or "op" not in commbench or not (commbench["op"] == H2D_OP).any():
+        return pd.DataFrame(columns=H2D_COLUMNS)
+    frame = _with(
+        commbench[commbench["op"] == H2D_OP],
+        ["host", "gpu", "concurrent_gpus", "source", "size_bytes", "world_size", "algbw_gb_s"],
+    )
+    frame = frame.assign(
+        host=frame["host"].astype("string").fillna(""),
+        source=frame["source"].astype("string"),
+        rank=frame.groupby("source", sort=False).cumcount(),
+        gpu=_index(frame["gpu"]),
+        concurrent_gpus=_index(frame["concurrent_gpus"]).fillna(_index(frame["world_size"])),
+        h2d_gb_s=frame["algbw_gb_s"],
+    )
+    return frame.sort_values(["source", "rank"]).reset_index(drop=True)[H2D_COLUMNS]
+
+
 # --- validation accuracy, time to accuracy and the learning-rate study ----------------------------
 
 # the setting a learning-rate study varies besides the global batch (docs/optim.md)

@@ -998,3 +998,132 @@ def loss_and_lr(curves: pd.DataFrame) -> Figure:
             ax.set_xlabel("optimizer step")
             ax.set_ylabel(title)
     return _finish(fig, axes, legend_cols=_legend_cols(axes))
+
+
+# the utilisation figure's panels (of metrics.UTILISATION's columns; the table has them all): column ->
+# (title, x axis label)
+UTILISATION_PANELS = {
+    "gpu_util_pct_mean": ("GPU util, mean", "%"),
+    "gpu_util_pct_p95": ("GPU util, p95", "%"),
+    "pcie_rx_gb_s_mean": ("PCIe rx (to GPU), mean", "GB/s"),
+    "pcie_tx_gb_s_mean": ("PCIe tx (from GPU), mean", "GB/s"),
+    "nvlink_rx_gb_s_mean": ("NVLink rx, mean", "GB/s"),
+    "cpu_pct_mean": ("host CPU, mean", "%"),
+}
+
+
+def cell_labels(cells: pd.DataFrame) -> list[str]:
+    """One label per cell: framework, loader, model, GPUs (and nodes, precision, per-GPU batch where cells
+    differ in them), its variant; cells that would still read alike are numbered, so none is hidden."""
+    varying = [c for c in ("num_nodes", "precision", "per_gpu_batch") if c in cells and cells[c].nunique() > 1]
+    labels = []
+    for row in cells.itertuples(index=False):
+        label = f"{pretty(row.framework)}, {pretty(row.loader)}, {row.model}, {row.world_size} GPU"
+        for column in varying:
+            value = getattr(row, column)
+            label += f"/{value}n" if column == "num_nodes" else f", {_SHORT.get(column, '')}{value}"
+        variant = getattr(row, "variant", "")
+        labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
+    counts = {label: labels.count(label) for label in labels}
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if counts[label] > 1:
+            labels[i] = f"{label} #{seen[label]}"
+    return labels
+
+
+@_paper
+def utilisation_bars(cells: pd.DataFrame) -> Figure:
+    """One panel per utilisation figure (UTILISATION_PANELS that some cell has), one horizontal bar per
+    cell in every panel, labelled on the left of each row of panels (colour = framework, hatched = DALI)."""
+    rows = cells.reset_index(drop=True)
+    metrics_shown = [c for c in UTILISATION_PANELS if c in rows and rows[c].notna().any()]
+    labels = cell_labels(rows)
+    ncols = min(3, max(1, len(metrics_shown)))
+    fig, axes = _panels(
+        max(1, len(metrics_shown)), ncols=ncols, row_height_in=max(1.4, 0.16 * len(rows) + 0.6), sharey=True
+    )
+    y = np.arange(len(rows))
+    colors = [framework_color(f) for f in rows["framework"]]
+    hatches = ["////" if loader == "dali" else None for loader in rows["loader"]]
+    for ax, column in zip(axes, metrics_shown):
+        bars = ax.barh(y, rows[column].to_numpy(float), 0.7, color=colors, edgecolor="white", linewidth=0.3)
+        for bar, hatch in zip(bars, hatches):
+            bar.set_hatch(hatch)
+        title, unit = UTILISATION_PANELS[column]
+        ax.set_title(title)
+        ax.set_xlabel(unit)
+        if unit == "%":
+            ax.set_xlim(0, 100)
+        ax.grid(axis="y", visible=False)
+        ax.tick_params(axis="y", labelsize=6)
+    if metrics_shown:
+        axes[0].set_yticks(y, labels)
+        axes[0].invert_yaxis()  # the table's order, top to bottom
+    for framework in dict.fromkeys(rows["framework"]):
+        axes[0].add_patch(Rectangle((0, 0), 0, 0, color=framework_color(framework), label=pretty(framework)))
+    if (rows["loader"] == "dali").any():
+        axes[0].add_patch(Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="#555555", hatch="////", label="DALI"))
+    left_in = min(3.2, 0.3 + 0.042 * max((len(label) for label in labels), default=0))
+    return _finish(fig, axes, title="Utilisation per configuration", left_in=left_in)
+
+
+@_paper
+def p2p_heatmap(matrix: pd.DataFrame) -> Figure:
+    """GPU-to-GPU copy bandwidth (GB/s), one heatmap per commbench file and host: rows the source GPU,
+    columns the destination, each cell annotated with its GB/s (one colour scale over all panels); the
+    diagonal (no copy) blank."""
+    groups = list(matrix.groupby(["source", "host"], sort=True))
+    fig, axes = _panels(max(1, len(groups)), ncols=2, row_height_in=2.6, width_in=FULL_WIDTH_IN)
+    top = float(matrix["p2p_gb_s"].max()) if matrix["p2p_gb_s"].notna().any() else 1.0
+    for ax, ((source, host), rows) in zip(axes, groups):
+        gpus = sorted({*rows["src_gpu"], *rows["dst_gpu"]})
+        grid = rows.pivot_table(index="src_gpu", columns="dst_gpu", values="p2p_gb_s", aggfunc="median")
+        grid = grid.reindex(index=gpus, columns=gpus)
+        ax.imshow(grid.to_numpy(float), cmap="viridis", vmin=0, vmax=top)
+        for i, src in enumerate(gpus):
+            for j, dst in enumerate(gpus):
+                value = grid.loc[src, dst]
+                if value == value:
+                    ax.text(
+                        j,
+                        i,
+                        f"{value:.0f}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="white" if value < 0.6 * top else "black",
+                    )
+        ax.set_xticks(range(len(gpus)), [str(g) for g in gpus])
+        ax.set_yticks(range(len(gpus)), [str(g) for g in gpus])
+        ax.set_xlabel("destination GPU")
+        ax.set_ylabel("source GPU")
+        ax.grid(visible=False)
+        ax.set_title(f"{host} ({source})" if host else str(source), fontsize=7)
+    return _finish(fig, axes, title="P2P copy bandwidth (GB/s)")
+
+
+@_paper
+def h2d_bars(h2d: pd.DataFrame) -> Figure:
+    """Host-to-device bandwidth per GPU with every rank copying at once: one bar per rank, one panel per
+    commbench file."""
+    groups = list(h2d.groupby("source", sort=True))
+    widest = max((len(rows) for _, rows in groups), default=1)
+    fig, axes = _panels(
+        max(1, len(groups)), ncols=1, row_height_in=2.0, width_in=min(FULL_WIDTH_IN, 1.6 + 0.35 * widest)
+    )
+    for ax, (source, rows) in zip(axes, groups):
+        x = np.arange(len(rows))
+        labels = [f"r{r.rank}\nGPU {'' if pd.isna(r.gpu) else int(r.gpu)}" for r in rows.itertuples(index=False)]
+        bars = ax.bar(x, rows["h2d_gb_s"].to_numpy(float), 0.7, color="#0072B2")
+        ax.bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
+        ax.set_xticks(x, labels, fontsize=6)
+        ax.set_ylabel("GB/s")
+        ax.margins(y=0.12)
+        ax.grid(axis="x", visible=False)
+        concurrent = rows["concurrent_gpus"].dropna()
+        ax.set_title(
+            f"{source}: {int(concurrent.max()) if len(concurrent) else len(rows)} GPUs copying at once", fontsize=7
+        )
+    return _finish(fig, axes, title="Host-to-device bandwidth per GPU", xlabel_in=0.6)

@@ -413,6 +413,7 @@ def assemble(
     elif reference is not None:
         _reference_section(blocks, figures, reference, reference_name, None)
 
+    _utilisation_section(blocks, figures, analysis)
     telemetry = campaign.telemetry
     if not telemetry.empty and "t_s" in telemetry:
         blocks.append(Block("heading", "Telemetry"))
@@ -435,7 +436,8 @@ def assemble(
                 lambda run_id=run_id: plots.telemetry_timeline(telemetry, run_id=run_id),
                 f"Telemetry of {run_id}.",
             )
-    if not campaign.commbench.empty and campaign.commbench["busbw_gb_s"].notna().any():
+    collectives = campaign.commbench[~campaign.commbench["op"].isin(metrics.GPU_TEST_OPS)]
+    if not collectives.empty and collectives["busbw_gb_s"].notna().any():
         blocks.append(Block("heading", "Collective bandwidth (commbench)"))
         _figure(
             blocks,
@@ -444,6 +446,7 @@ def assemble(
             lambda: plots.commbench_curves(campaign.commbench),
             "Bus bandwidth vs message size per collective and world size.",
         )
+    _interconnect_section(blocks, figures, analysis)
 
     blocks.append(Block("heading", "Excluded runs (not counted)"))
     blocks.append(Block("table", excluded[["run_id", "status", "reason"]].reset_index(drop=True)))
@@ -451,6 +454,87 @@ def assemble(
         blocks.append(Block("heading", "Skipped lines and files"))
         blocks.append(Block("table", campaign.problems))
     return blocks, figures
+
+
+UTILISATION_SHOWN = [*metrics.CELL, "variant", "num_repeats", *metrics.UTILISATION]
+
+
+def _utilisation_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
+    """Per cell, what the GPUs, their links and the hosts were doing (telemetry), where counted runs have it."""
+    table = analysis.utilisation()
+    if table.empty:
+        return
+    shown = _shown(table, UTILISATION_SHOWN)
+    shown = shown[[c for c in shown if c not in metrics.UTILISATION or shown[c].notna().any()]]
+    blocks.append(Block("heading", "Utilisation"))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "From the telemetry samples (benchmarks/telemetry.py) over the whole run, sampler start to stop "
+                "(start-up, warm-up and evaluations included: the rank logs carry no wall-clock times to match the "
+                "measured window to), mean over the cell's repeats with telemetry (num_repeats). GPU figures pool "
+                "every GPU's samples; p95 is the 95th percentile of the samples; peaks are the largest sample. "
+                "CPU % and host memory are host-wide, one rank per host. GB = 1e9 bytes; PCIe rx is host to GPU. "
+                "A column no sample has (NVLink without its counters, GPU fields without NVML) is left out."
+            ),
+        )
+    )
+    blocks.append(Block("table", shown.round(1)))
+    if any(c in shown for c in plots.UTILISATION_PANELS):
+        _figure(
+            blocks,
+            figures,
+            "utilisation",
+            lambda: plots.utilisation_bars(table),
+            "Utilisation per configuration over the whole run (one bar per cell; colour: framework, hatched: DALI).",
+        )
+
+
+def _interconnect_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
+    """commbench's GPU tests, where the campaign holds their records: the P2P matrix and concurrent H2D copies."""
+    matrix, h2d = analysis.p2p_matrix(), analysis.h2d_bandwidth()
+    if not matrix.empty:
+        blocks.append(Block("heading", "GPU-to-GPU copies (commbench P2P)"))
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "Per ordered GPU pair of a node (one process drives every GPU): p2p_gb_s, the bandwidth of a "
+                    "large copy (benchmarks/commbench/gpu.py P2P_BYTES) from src_gpu to dst_gpu (GB = 1e9 bytes), "
+                    "p2p_latency_us, a 4-byte copy's time, "
+                    "and whether peer access was on (off: the copy goes through the host)."
+                ),
+            )
+        )
+        blocks.append(Block("table", matrix.round(2)))
+        _figure(
+            blocks,
+            figures,
+            "p2p_matrix",
+            lambda: plots.p2p_heatmap(matrix),
+            "P2P copy bandwidth (GB/s) from each source GPU (rows) to each destination GPU (columns).",
+        )
+    if not h2d.empty:
+        blocks.append(Block("heading", "Host-to-device copies, all GPUs at once (commbench H2D)"))
+        blocks.append(
+            Block(
+                "text",
+                (
+                    "Per rank, its pinned-host to GPU copy bandwidth (h2d_gb_s, GB = 1e9 bytes) while concurrent_gpus "
+                    "ranks copy at the same time: what a loader's transfers can reach when every GPU is fed at once. "
+                    "rank is the record's place in the file (ranks in order); host is where the file was written."
+                ),
+            )
+        )
+        blocks.append(Block("table", h2d.round(2)))
+        _figure(
+            blocks,
+            figures,
+            "h2d_bandwidth",
+            lambda: plots.h2d_bars(h2d),
+            "Host-to-device copy bandwidth per rank, every rank copying at once.",
+        )
 
 
 TRACE_CONFIG = [*metrics.CELL, "variant"]

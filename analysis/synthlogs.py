@@ -1,6 +1,7 @@
 """Realistic synthetic campaign logs (run directories as benchmarks/app.py writes them) for tests and
 the analysis speed benchmark: many ranks, many steps, failures, truncations, a corrupt line, an
-unknown schema version, telemetry and commbench files.
+unknown schema version, telemetry and commbench files (collectives, and the GPU tests' P2P
+matrix and concurrent host-to-device copies).
 
 The timing model is coarse but has the seed studies' shape: compute per model depth, ring-allreduce
 time that grows with GPU count and jumps when it leaves the node, partly overlapped with backward
@@ -488,6 +489,9 @@ def _write_telemetry(
         util[: max(1, len(t) // 20)] = rng.uniform(5, 30)  # start-up
         mem = 31.0e9 + rng.normal(0, 0.1e9, len(t))
         cpu = np.clip((85 if cell.loader == "native" else 35) + rng.normal(0, 5, len(t)), 0, 100)
+        # the fields below follow the drawn ones (no draws of their own: the other runs' numbers stay as they were)
+        host_mem = 180e9 + 0.2e9 * cpu
+        nvlink = 0.0 if cell.world_size == 1 else 0.4e9  # bytes/s per % util: gradients to the node's peers
         lines = [
             json.dumps(
                 {
@@ -501,6 +505,11 @@ def _write_telemetry(
                     "gpu_power_w": round(float(90 + 3 * util[i]), 1),
                     "cpu_percent": round(float(cpu[i]), 1),
                     "pcie_rx_bytes_s": round(float(util[i]) * 1e8, -3),
+                    "pcie_tx_bytes_s": round(float(util[i]) * 1e7, -3),
+                    "nvlink_rx_bytes_s": round(float(util[i]) * nvlink, -3),
+                    "nvlink_tx_bytes_s": round(float(util[i]) * nvlink, -3),
+                    "host_mem_used_bytes": int(host_mem[i]),
+                    "host_mem_total_bytes": 512_000_000_000,
                 },
                 separators=(",", ":"),
             )
@@ -530,4 +539,47 @@ def _write_commbench(path: Path, gpus_per_node: int) -> None:
                         "backend": "nccl",
                     }
                 )
+    rows += gpu_test_records(gpus_per_node)
     path.write_text(json.dumps(rows, indent=1))
+
+
+P2P_GB_S = {1: 300.0, 2: 150.0}  # NVLink bandwidth by GPU distance |i - j|; farther pairs go through the host
+P2P_HOST_GB_S, H2D_GB_S = 20.0, 24.0  # one GPU's host copy alone; H2D copies share the host's links
+
+
+def gpu_test_records(num_gpus: int, *, host: str = "jwb0100") -> list[dict]:
+    """benchmarks/commbench/gpu.py's records of one node: the concurrent host-to-device copies of its ranks
+    (in rank order), then the P2P matrix (a 256 MiB copy and a 4-byte one per ordered pair; GPUs 1 or 2
+    apart have peer access), as commbench's rank 0 writes them."""
+    size, rows = 256 * 1024**2, []
+    for gpu in range(num_gpus):
+        bw = H2D_GB_S * min(1.0, 2 / num_gpus) * (1 - 0.02 * gpu)  # two GPUs saturate the host's links
+        rows.append(_gpu_record("h2d_copy", num_gpus, size, bw, host, gpu=gpu, concurrent_gpus=num_gpus))
+    for src in range(num_gpus):
+        for dst in range(num_gpus):
+            if src == dst:
+                continue
+            bw = P2P_GB_S.get(abs(src - dst), P2P_HOST_GB_S)
+            extra = {"src_gpu": src, "dst_gpu": dst, "peer_access": bw != P2P_HOST_GB_S}
+            rows.append(_gpu_record("p2p_copy", num_gpus, size, bw, host, **extra))
+            rows.append(
+                _gpu_record(
+                    "p2p_latency", num_gpus, 4, 4 / (2e-6 if extra["peer_access"] else 9e-6) / 1e9, host, **extra
+                )
+            )
+    return rows
+
+
+def _gpu_record(op: str, world: int, size: int, bw_gb_s: float, host: str, **extra) -> dict:
+    time_s = size / bw_gb_s / 1e9
+    return {
+        "op": op,
+        "backend": "cuda",
+        "world_size": world,
+        "size_bytes": size,
+        "time_s": time_s,
+        "algbw_gb_s": bw_gb_s,
+        "busbw_gb_s": bw_gb_s,
+        **extra,
+        "host": host,
+    }
