@@ -52,6 +52,7 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
         "end_rank0.json",
         "end_rank1.json",
         "meta.json",
+        "mllog.txt",
         "rank0.jsonl",
         "rank1.jsonl",
         "summary.json",
