@@ -14,7 +14,8 @@
 #   bash bench/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
 # Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15) OLD_DEFAULT (1: also native at 2 workers)
 #        TRAIN_LOADERS ("synthetic dali native native_gpu") LB_LOADERS_ONLY (loaderbench's --loaders)
-#        NG_SHARES ("0 0.25 0.4": native_gpu's loader.cpu_decode_share values, one training run each per round)
+#        NG_SHARES ("0": native_gpu's loader.cpu_decode_share values, one training run each per round; "0 0.25 0.4"
+#        measured 0.876 / 0.729 / 0.619 of synthetic, docs/results/2026-12-01-h200-eval.md, and runs past one call)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
@@ -33,7 +34,7 @@ else
 fi
 [[ -n ${TRAIN_LOADERS:-} ]] && read -ra LOADERS <<< "$TRAIN_LOADERS"
 LB_LOADERS=${LB_LOADERS_ONLY:-$LB_LOADERS}
-read -ra NG_SHARES <<< "${NG_SHARES:-0 0.25 0.4}"
+read -ra NG_SHARES <<< "${NG_SHARES:-0}"
 DATA=/tmp/ddl_jpeg
 [[ -d $DATA ]] || "$PY" bench/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
 "$PY" -c "import os, sys; s = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]; print(f'{len(s)} JPEGs, mean {sum(s) / len(s) / 1e3:.0f} KB')" "$DATA"

@@ -11,6 +11,7 @@ lr x global_batch / base_batch. With optim.schedule.unit=epochs the counts are e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -129,23 +130,15 @@ def in_steps(schedule, *, steps_per_epoch: int) -> ScheduleConfig:
     """The schedule with every count in optimizer steps: under unit=epochs, warmup_steps, step_size and
     milestones are epochs (x steps_per_epoch), and exponential decays once per epoch (a step schedule of
     one epoch: torch's ExponentialLR stepped at each epoch's end)."""
-    plain = ScheduleConfig(
-        name=ScheduleName(str(schedule.name)),
-        warmup_steps=int(schedule.warmup_steps),
-        warmup_start_factor=float(schedule.warmup_start_factor),
-        step_size=int(schedule.step_size),
-        milestones=[int(m) for m in schedule.milestones],
-        gamma=float(schedule.gamma),
-        power=float(schedule.power),
-        min_lr_factor=float(schedule.min_lr_factor),
-    )
+    plain = ScheduleConfig(**{f.name: getattr(schedule, f.name) for f in dataclasses.fields(ScheduleConfig)})
+    plain.milestones = [int(m) for m in plain.milestones]
     if str(schedule.unit) == "steps":
         return plain
     spe = max(1, int(steps_per_epoch))
     plain.warmup_steps *= spe
     plain.step_size *= spe
     plain.milestones = [m * spe for m in plain.milestones]
-    if plain.name is ScheduleName.exponential:
+    if str(plain.name) == "exponential":
         plain.name, plain.step_size = ScheduleName.step, spe
     return plain
 
