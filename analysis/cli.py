@@ -1,4 +1,4 @@
-"""The analysis subcommands of `ddlbench`: report, compare, synthlogs (registered by ddlbench/cli.py)."""
+"""The analysis subcommands of `ddlbench`: report, compare, synthlogs, predict (registered by ddlbench/cli.py)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,8 @@ def cmd_synthlogs(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub) -> None:
+    from analysis.predict_cli import add_parser as add_predict_parser
+
     p = sub.add_parser("report", help="markdown + HTML report with tables and figures of a runs directory")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
     p.add_argument("--out", required=True, help="new folder for report.md, report.html, figures/ (never overwritten)")
@@ -134,3 +136,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--campaign", default="synth")
     p.set_defaults(func=cmd_synthlogs)
+
+    add_predict_parser(sub)  # ddlbench predict (analysis/predict_cli.py; the model: analysis/predict.py)

@@ -51,6 +51,7 @@ NOT_IDENTITY = (
     "system.account",
     "system.time_limit",
     "system.max_nodes",
+    "system.network",  # a description of the machine for `ddlbench predict`, not a setting of the run
 )
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")

@@ -631,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from analysis.cli import add_parsers as add_analysis_parsers
 
-    add_analysis_parsers(sub)  # ddlbench report | compare | synthlogs
+    add_analysis_parsers(sub)  # ddlbench report | compare | synthlogs | predict
 
     p = sub.add_parser(
         "doctor",

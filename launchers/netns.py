@@ -291,15 +291,17 @@ def run_ranks(
     *,
     world_size: int,
     ranks_per_node: int,
-    overrides: Sequence[str],
+    overrides: Sequence[str] = (),
     master_port: int,
     env: dict[str, str] | None = None,
     timeout_s: float = 1800.0,
     python: str = sys.executable,
+    program: RankProgram | None = None,
 ) -> int:
-    """Start one process per rank in its node's namespace; if one fails, stop the others. Exit code of the job."""
+    """Start one process per rank in its node's namespace; if one fails, stop the others. Exit code of the job.
+    Each rank runs `program` (default: training with `overrides`)."""
     procs: list[subprocess.Popen] = []
-    program = training(overrides, python=python)
+    program = program or training(overrides, python=python)
     base = {**os.environ, **(env or {})}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         base.pop(key, None)

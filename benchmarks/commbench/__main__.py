@@ -118,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     if rank == 0:
         host = socket.gethostname()
+        num_nodes = _num_nodes()  # for ddlbench predict: intra- or inter-node
         for record in records:
             record.setdefault("host", host)
+            record.setdefault("num_nodes", num_nodes)
         write_json_atomic(Path(args.out), records)
         print("\n".join(tables), flush=True)
         others = [r for r in records if r["op"] not in OPS]
@@ -135,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         dist.barrier()  # no rank tears its connections down while rank 0 still writes the results
         dist.destroy_process_group()
     return 1 if rank == 0 and bad else 0
+
+
+def _num_nodes() -> int:
+    """The nodes the ranks span, as the launcher tells them (benchmarks/distenv.py)."""
+    from benchmarks import distenv
+
+    return distenv.from_environ().num_nodes
 
 
 def _refuse(message: str) -> int:

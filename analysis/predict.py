@@ -1,0 +1,485 @@
+"""`ddlbench predict`: one training step at any GPU count, from measured parts (docs/predict.md).
+
+A data-parallel step on n GPUs (weak scaling: the per-GPU batch stays) is modelled as
+
+    step(n) = data + fwd + bwd + opt + other + sync(n) + exposed(n) + after(n)
+
+- data, fwd, bwd, opt, other: one rank's means over the measured steps of a calibration run
+  (`Parts`, from a 1-GPU run as a rule), the same at every n;
+- sync(n) = jitter * e(n): in synchronous training every collective waits for the slowest rank. With
+  each rank's work per step varying independently with standard deviation `jitter` (measured: the
+  spread of the calibration run's step times), the slowest of n is late by e(n) * jitter on average,
+  e(n) being the expected maximum of n standard normal samples;
+- exposed(n): the gradient messages (benchmarks/gradients.py: sizes and when backward completes them)
+  go out one after another as they become ready, each taking `Network.collective_s`; what runs past
+  the end of backward is exposed. Messages a framework sends only after backward (DeepSpeed ZeRO-0)
+  are all exposed, and after(n) is what it sends after the optimizer step (ZeRO-1/2's all-gather);
+- a collective on n ranks takes commbench's own time where commbench measured that op on n ranks
+  (log-log between its sizes), else latency_s * (latency steps) + bus factor * bytes / busbw, with
+  nccl-tests' bus factors (2(n-1)/n for all_reduce) and log2(n) latency steps per phase (a tree). The
+  bandwidth and latency are the intra-node level's up to system.gpus_per_node GPUs, the inter-node
+  level's beyond (the ring's slowest link). Both are fitted to commbench measurements
+  (`fit_level`) or given by the system profile's `network` block.
+
+Shares are reported as metrics.breakdown defines them for measured runs: allreduce = sync + exposed
++ after (what a rank's timer sees as waiting on communication), compute = fwd + bwd + opt, data,
+other. Everything here is arithmetic on plain numbers and DataFrames; building the model for its
+gradient layout (torch) happens in benchmarks/gradients.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.errors import ConfigError
+
+GB = 1e9
+
+
+@functools.lru_cache(maxsize=None)
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normal samples]: the integral of x n phi(x) Phi(x)^(n-1), by the
+    trapezoid rule on [-12, 12] (exact to 1e-6 for any n this suite meets)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-12.0, 12.0, 24001)
+    cdf = 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(x / math.sqrt(2.0)).astype(float))
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return float(np.trapezoid(x * n * pdf * cdf ** (n - 1), x))
+
+
+# --- collectives ---------------------------------------------------------------------------------
+
+# nccl-tests' bus factors (docs/commbench.md) and the latency steps of a tree: all_reduce reduces up and
+# broadcasts down (two phases), reduce_scatter and all_gather are one phase each
+BUS_FACTOR = {
+    "broadcast": lambda n: 1.0,
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+}
+LATENCY_STEPS = {
+    "broadcast": lambda n: math.ceil(math.log2(n)),
+    "all_reduce": lambda n: 2 * math.ceil(math.log2(n)),
+    "reduce_scatter": lambda n: math.ceil(math.log2(n)),
+    "all_gather": lambda n: math.ceil(math.log2(n)),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Level:
+    """One level of the network: its latency per step and its bus bandwidth (nccl-tests' busbw)."""
+
+    latency_s: float
+    busbw_gb_s: float
+    source: str = ""
+
+    def describe(self) -> str:
+        return f"{self.busbw_gb_s:.3g} GB/s busbw, {self.latency_s * 1e6:.3g} us per latency step ({self.source})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Curve:
+    """Measured times of one op on one world size, by size (commbench): read between its sizes."""
+
+    sizes_bytes: tuple[float, ...]
+    times_s: tuple[float, ...]
+
+    def covers(self, size_bytes: float) -> bool:
+        return self.sizes_bytes[0] <= size_bytes <= self.sizes_bytes[-1]
+
+    def time_s(self, size_bytes: float) -> float:
+        """Log-log interpolation between the two measured sizes around size_bytes."""
+        x = np.log(np.asarray(self.sizes_bytes))
+        y = np.log(np.asarray(self.times_s))
+        return float(np.exp(np.interp(math.log(size_bytes), x, y)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Network:
+    intra: Level | None  # up to gpus_per_node ranks (one node)
+    inter: Level | None  # across nodes
+    gpus_per_node: int
+    # (op, world size) -> commbench's own times: used within their sizes, the levels' model elsewhere
+    measured: Mapping[tuple[str, int], Curve] = field(default_factory=dict)
+
+    def level(self, world: int) -> Level:
+        node = world <= self.gpus_per_node
+        found = self.intra if node else self.inter
+        if found is None:
+            where = "inside a node" if node else "across nodes"
+            raise ConfigError(
+                f"--gpus {world}: no network level {where} (gpus_per_node={self.gpus_per_node}); pass "
+                f"--commbench with all_reduce measurements {where}, or a system with a network block "
+                "(conf/system/juwels_booster.yaml has one)"
+            )
+        return found
+
+    def collective_s(self, op: str, size_bytes: float, world: int) -> float:
+        if world <= 1 or size_bytes <= 0:
+            return 0.0
+        curve = self.measured.get((op, world))
+        if curve is not None and curve.covers(size_bytes):
+            return curve.time_s(size_bytes)
+        level = self.level(world)
+        return level.latency_s * LATENCY_STEPS[op](world) + BUS_FACTOR[op](world) * size_bytes / (level.busbw_gb_s * GB)
+
+
+def fit_level(records: pd.DataFrame, *, source: str) -> Level:
+    """Latency and busbw that fit measured collective times best in relative terms (weighted least
+    squares of time = latency * steps + factor * bytes / busbw, both >= 0). records: op, world_size,
+    size_bytes, time_s (commbench's JSON)."""
+    rows = records[(records["world_size"] > 1) & (records["time_s"] > 0) & records["op"].isin(list(BUS_FACTOR))]
+    if len(rows) < 2:
+        raise ConfigError(
+            f"{source}: {len(rows)} usable collective time(s) to fit latency and bandwidth to; run commbench over "
+            "a range of sizes (ddlbench commbench --nproc N, the default sizes)"
+        )
+    steps = np.array([LATENCY_STEPS[op](n) for op, n in zip(rows["op"], rows["world_size"])], dtype=float)
+    volume = np.array(
+        [BUS_FACTOR[op](n) * s for op, n, s in zip(rows["op"], rows["world_size"], rows["size_bytes"])], dtype=float
+    )
+    t = rows["time_s"].to_numpy(dtype=float)
+    a = np.column_stack([steps, volume]) / t[:, None]
+    (latency, inverse_bw), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if latency < 0:  # bandwidth alone
+        latency, inverse_bw = 0.0, float(np.sum(volume / t) / np.sum((volume / t) ** 2))
+    if inverse_bw <= 0:  # latency alone: the sizes were too small to show the bandwidth
+        raise ConfigError(
+            f"{source}: the collective times do not grow with the size, so no bandwidth can be fitted; measure "
+            "larger sizes (commbench --max-bytes 67108864 or more)"
+        )
+    return Level(latency_s=float(latency), busbw_gb_s=float(1.0 / inverse_bw / GB), source=source)
+
+
+def network_from_commbench(
+    commbench: pd.DataFrame, *, gpus_per_node: int, fallback: Network | None = None, backend: str | None = None
+) -> Network:
+    """Fit each level to commbench's out-of-place all_reduce times: one node (num_nodes 1, or a world
+    size within gpus_per_node where files lack num_nodes) and several; a level without measurements
+    comes from `fallback` (the system profile's)."""
+    rows = commbench[(commbench["op"] == "all_reduce") & (commbench["world_size"] > 1)]
+    if "in_place" in rows:
+        rows = rows[rows["in_place"].fillna(False).astype(bool) == False]  # noqa: E712 (a nullable column)
+    if backend is not None:
+        rows = rows[rows["backend"] == backend]
+    nodes = rows["num_nodes"] if "num_nodes" in rows else pd.Series(np.nan, index=rows.index)
+    one_node = nodes.fillna((rows["world_size"] <= gpus_per_node).map({True: 1, False: 2})) == 1
+    levels = {}
+    for name, part in (("intra", rows[one_node]), ("inter", rows[~one_node])):
+        sources = sorted(set(part["source"].astype(str))) if "source" in part else []
+        levels[name] = (
+            fit_level(part, source="commbench " + ", ".join(sources))
+            if len(part)
+            else (getattr(fallback, name) if fallback else None)
+        )
+    return Network(
+        intra=levels["intra"], inter=levels["inter"], gpus_per_node=gpus_per_node, measured=curves(commbench, backend)
+    )
+
+
+def curves(commbench: pd.DataFrame, backend: str | None = None) -> dict[tuple[str, int], Curve]:
+    """commbench's out-of-place times per (op, world size): the median over files at each size."""
+    rows = commbench[commbench["op"].isin(list(BUS_FACTOR)) & (commbench["world_size"] > 1)]
+    if "in_place" in rows:
+        rows = rows[rows["in_place"].fillna(False).astype(bool) == False]  # noqa: E712
+    if backend is not None:
+        rows = rows[rows["backend"] == backend]
+    out = {}
+    for (op, world), part in rows.groupby(["op", "world_size"]):
+        by_size = part.groupby("size_bytes")["time_s"].median().sort_index()
+        by_size = by_size[by_size > 0]
+        if len(by_size) >= 2:
+            out[(str(op), int(world))] = Curve(
+                sizes_bytes=tuple(float(v) for v in by_size.index), times_s=tuple(float(v) for v in by_size)
+            )
+    return out
+
+
+def network_from_profile(system: Mapping[str, Any]) -> Network | None:
+    """The system profile's `network` block: {intra,inter}_{busbw_gb_s,latency_us}; None without one."""
+    block = system.get("network") or {}
+    if not block:
+        return None
+    name = system.get("name", "system")
+
+    def level(prefix: str) -> Level | None:
+        bw, lat = block.get(f"{prefix}_busbw_gb_s"), block.get(f"{prefix}_latency_us")
+        if bw is None:
+            return None
+        return Level(latency_s=float(lat or 0.0) * 1e-6, busbw_gb_s=float(bw), source=f"system={name} profile")
+
+    return Network(intra=level("intra"), inter=level("inter"), gpus_per_node=max(1, int(system["gpus_per_node"] or 1)))
+
+
+# --- what one rank does ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """One rank's step, measured: means over the calibration run's measured steps and ranks."""
+
+    fwd_s: float
+    bwd_s: float  # backward compute, without the exposed wait for its last message
+    opt_s: float
+    data_s: float
+    other_s: float
+    jitter_s: float  # per-rank standard deviation of the step's work (step minus exposed communication)
+    per_gpu_batch: int
+    source: str
+    sample_unit: str = "images"
+
+    @property
+    def compute_s(self) -> float:
+        return self.fwd_s + self.bwd_s + self.opt_s
+
+    def scaled(self, factor: float) -> Parts:
+        """Compute (and its jitter) on a GPU `factor` times slower; data and other stay."""
+        return replace(
+            self,
+            fwd_s=self.fwd_s * factor,
+            bwd_s=self.bwd_s * factor,
+            opt_s=self.opt_s * factor,
+            jitter_s=self.jitter_s * factor,
+            source=f"{self.source}, compute x {factor:g}",
+        )
+
+
+def parts_from_steps(steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sample_unit: str = "images") -> Parts:
+    """Parts of one run from its measured step rows (every rank's)."""
+    rows = steps[~steps["warmup"].astype(bool)]
+    if "profiled" in rows:
+        rows = rows[~rows["profiled"].fillna(False).astype(bool)]
+    if rows.empty:
+        raise ConfigError(f"{source}: no measured step to calibrate from; pass a completed run (--from RUN_DIR)")
+
+    def col(name: str) -> pd.Series:
+        return rows[name].astype(float).fillna(0.0) if name in rows else pd.Series(0.0, index=rows.index)
+
+    exposed = col("comm_exposed_s")
+    bwd = col("bwd_s")
+    # the exposed wait sits in backward (DDP waits for its last bucket there) or, where backward is
+    # shorter than it, in the optimizer step (Horovod's synchronize)
+    in_bwd = np.minimum(exposed, bwd)
+    bwd_compute, opt_compute = bwd - in_bwd, col("opt_s") - (exposed - in_bwd)
+    other = (col("step_s") - col("data_s") - col("fwd_s") - bwd - col("opt_s")).clip(lower=0.0)
+    work = col("step_s") - exposed
+    rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
+    jitter = work.groupby(rank).std(ddof=1).fillna(0.0).mean()
+    return Parts(
+        fwd_s=float(col("fwd_s").mean()),
+        bwd_s=float(bwd_compute.mean()),
+        opt_s=float(opt_compute.clip(lower=0.0).mean()),
+        data_s=float(col("data_s").mean()),
+        other_s=float(other.mean()),
+        jitter_s=float(jitter),
+        per_gpu_batch=per_gpu_batch,
+        source=source,
+        sample_unit=sample_unit,
+    )
+
+
+# --- what the framework sends ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    op: str
+    bytes: float
+    ready_fraction: float  # of backward; 1.0 = after backward
+    after_step: bool = False  # sent after the optimizer step, or before forward: overlapped with nothing
+    extra_latency_s: float = 0.0  # the framework's own wait before sending (Horovod's cycle)
+
+
+def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_bytes: int = 0) -> list[Message]:
+    """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py)
+    and the bytes of the model's buffers."""
+    name = framework["name"]
+    if name == "ddp":
+        if framework.get("zero_optimizer"):
+            raise ConfigError(
+                "framework.zero_optimizer=true: predict models DDP's all-reduce only (ZeRO-1's broadcasts are not in "
+                "the model yet); drop the option or predict framework=deepspeed framework.zero_stage=1"
+            )
+        grads = [Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction) for b in buckets]
+        # DDP broadcasts rank 0's buffers (BatchNorm statistics) before every forward (broadcast_buffers)
+        if buffer_bytes:
+            grads.append(Message(op="broadcast", bytes=buffer_bytes, ready_fraction=0.0, after_step=True))
+        return grads
+    if name == "horovod":
+        cycle = float(framework.get("cycle_time_ms", 1.0)) * 1e-3 / 2  # on average half a cycle
+        return [
+            Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction, extra_latency_s=cycle)
+            for b in buckets
+        ]
+    if name == "deepspeed":
+        stage = int(framework.get("zero_stage", 0))
+        overlap = bool(framework.get("overlap_comm", False))
+        if stage == 0:
+            return [Message(op="all_reduce", bytes=b.bytes, ready_fraction=1.0) for b in buckets]
+        if stage in (1, 2):
+            grads = [
+                Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction if overlap else 1.0)
+                for b in buckets
+            ]
+            total = sum(b.bytes for b in buckets)
+            return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
+        raise ConfigError(
+            f"framework.zero_stage={stage}: predict models ZeRO stages 0-2 (stage 3 gathers parameters in "
+            "forward and backward); use framework.zero_stage=2"
+        )
+    raise ConfigError(f"framework={name}: predict models ddp, horovod and deepspeed (ZeRO 0-2); use one of them")
+
+
+# --- one step --------------------------------------------------------------------------------------
+
+
+def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) -> dict[str, float]:
+    """The modelled step on `world` GPUs: its phases in seconds."""
+    sync = parts.jitter_s * expected_max_normal(world)
+    busy = end = after = 0.0
+    for m in sorted((m for m in plan if not m.after_step), key=lambda m: m.ready_fraction):
+        cost = network.collective_s(m.op, m.bytes, world) + (m.extra_latency_s if world > 1 else 0.0)
+        end = max(end, m.ready_fraction * parts.bwd_s) + cost
+        busy += cost
+    exposed = max(0.0, end - parts.bwd_s)
+    for m in plan:
+        if m.after_step:
+            cost = network.collective_s(m.op, m.bytes, world)
+            after += cost
+            busy += cost
+    comm_exposed = sync + exposed + after
+    step_s = parts.data_s + parts.compute_s + parts.other_s + comm_exposed
+    return {
+        "step_s": step_s,
+        "data_s": parts.data_s,
+        "compute_s": parts.compute_s,
+        "comm_s": busy,
+        "comm_exposed_s": comm_exposed,
+        "sync_s": sync,
+        "other_s": parts.other_s,
+    }
+
+
+def nodes_of(world: int, gpus_per_node: int) -> int:
+    return max(1, math.ceil(world / max(1, gpus_per_node)))
+
+
+def predict(parts: Parts, plan: Sequence[Message], network: Network, gpus: Sequence[int]) -> pd.DataFrame:
+    """One row per GPU count: step, throughput, weak-scaling efficiency against one GPU, and the shares."""
+    one = step(parts, plan, network, 1)["step_s"]
+    rows = []
+    for n in gpus:
+        s = step(parts, plan, network, n)
+        rows.append(
+            {
+                "gpus": n,
+                "nodes": nodes_of(n, network.gpus_per_node),
+                **s,
+                "throughput": n * parts.per_gpu_batch / s["step_s"],
+                "per_gpu": parts.per_gpu_batch / s["step_s"],
+                "efficiency": one / s["step_s"],
+                "allreduce_pct": 100 * s["comm_exposed_s"] / s["step_s"],
+                "data_pct": 100 * s["data_s"] / s["step_s"],
+                "compute_pct": 100 * s["compute_s"] / s["step_s"],
+                "other_pct": 100 * s["other_s"] / s["step_s"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- calibration against a reference ---------------------------------------------------------------
+
+
+def calibrate_to_reference(
+    parts: Parts, plan: Sequence[Message], network: Network, reference: pd.DataFrame
+) -> tuple[Parts, int]:
+    """Parts whose shares at the reference's smallest GPU count equal the reference's there: the data
+    and other times and the jitter are solved for (the compute stays measured); the other GPU counts are
+    then held out. reference: gpus, allreduce_pct, data_pct, compute_pct (one model and loader)."""
+    first = reference.sort_values("gpus").iloc[0]
+    n0 = int(first["gpus"])
+    total = parts.compute_s / (first["compute_pct"] / 100)
+    net = step(replace(parts, jitter_s=0.0), plan, network, n0)["comm_exposed_s"]
+    sync = max(0.0, total * first["allreduce_pct"] / 100 - net)
+    data = total * first["data_pct"] / 100
+    other = max(0.0, total - parts.compute_s - data - net - sync)
+    tuned = replace(
+        parts,
+        data_s=data,
+        other_s=other,
+        jitter_s=sync / expected_max_normal(n0) if n0 > 1 else 0.0,
+        source=f"{parts.source}; data, other and jitter fitted to the reference at {n0} GPUs",
+    )
+    return tuned, n0
+
+
+def compare_reference(predicted: pd.DataFrame, reference: pd.DataFrame, *, calibrated_at: int) -> pd.DataFrame:
+    """Predicted vs reference shares per GPU count; `held_out` is False for the calibration point."""
+    keep = ["gpus", "allreduce_pct", "data_pct", "compute_pct"]
+    out = reference[keep].merge(predicted[keep], on="gpus", suffixes=("_ref", "_pred"))
+    for share in ("allreduce", "data", "compute"):
+        out[f"{share}_err_pp"] = out[f"{share}_pct_pred"] - out[f"{share}_pct_ref"]
+    out["held_out"] = out["gpus"] != calibrated_at
+    return out.sort_values("gpus").reset_index(drop=True)
+
+
+# --- validation against measured runs --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    """One measured run to predict: where it ran and what it measured."""
+
+    run_id: str
+    world_size: int
+    num_nodes: int
+    measured_throughput: float
+    measured_allreduce_pct: float
+    network: Network
+    parts: Parts
+    plan: tuple[Message, ...]
+    label: str = ""
+
+
+def validation_table(points: Sequence[Point]) -> pd.DataFrame:
+    """Predicted vs measured throughput of every held-out run, with the signed error in percent."""
+    rows = []
+    for p in points:
+        row = predict(p.parts, p.plan, p.network, [p.world_size]).iloc[0]
+        rows.append(
+            {
+                "label": p.label,
+                "run_id": p.run_id,
+                "gpus": p.world_size,
+                "nodes": p.num_nodes,
+                "measured": p.measured_throughput,
+                "predicted": row["throughput"],
+                "error_pct": 100 * (row["throughput"] - p.measured_throughput) / p.measured_throughput,
+                "allreduce_pct_measured": p.measured_allreduce_pct,
+                "allreduce_pct_predicted": row["allreduce_pct"],
+                "calibrated_from": p.parts.source,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summary_line(table: pd.DataFrame, *, goal_pct: float = 10.0) -> str:
+    errors = table["error_pct"].abs()
+    within = int((errors <= goal_pct).sum())
+    return (
+        f"{len(table)} held-out run(s): mean |error| {errors.mean():.1f}%, max {errors.max():.1f}%, "
+        f"{within} of {len(table)} within {goal_pct:g}%"
+    )
+
+
+def run_source(path: Path) -> str:
+    return path.name

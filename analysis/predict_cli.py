@@ -1,0 +1,403 @@
+"""`ddlbench predict`: gather the measured parts, run the model of analysis/predict.py, print and save.
+
+    ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
+                     [--compute-scale F] [--reference aach2023] [--validate ROOT] [--out DIR]
+
+OVERRIDES pick the configuration to predict (framework, model, per-GPU batch, precision), as for
+`ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch and
+precision (a 1-GPU run as a rule). The network comes from --commbench measurements where given, else
+from the system profile's `network` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import predict as P
+from benchmarks.errors import ConfigError
+
+DEFAULT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
+SAME_CELL = ("model", "per_gpu_batch", "precision")  # what a calibration run must share with the prediction
+
+
+def parse_gpus(text: str) -> list[int]:
+    try:
+        gpus = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--gpus {text}: give GPU counts separated by commas, e.g. --gpus 4,8,16") from None
+    if not gpus or min(gpus) < 1:
+        raise ConfigError(f"--gpus {text}: every GPU count must be >= 1, e.g. --gpus 4,8,16")
+    return sorted(set(gpus))
+
+
+def _nested(flat: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """config.<prefix>.<key> columns of a runs row -> {key: value} (one level; lists stay JSON text)."""
+    start = f"config.{prefix}."
+    return {k[len(start) :]: v for k, v in flat.items() if k.startswith(start) and not pd.isna(v)}
+
+
+def _load(paths: Sequence[str], *, what: str):
+    from analysis.load import load_campaign
+
+    campaigns = []
+    for text in paths:
+        path = Path(text)
+        if not path.exists():
+            raise ConfigError(f"{what} {text}: no such file or directory; give a run directory or a runs folder")
+        campaigns.append(load_campaign(path if path.is_dir() else path.parent))
+    return campaigns
+
+
+def _commbench(paths: Sequence[str]) -> pd.DataFrame:
+    frames = []
+    for campaign, text in zip(_load(paths, what="--commbench"), paths):
+        frame = campaign.commbench
+        if Path(text).is_file():
+            frame = frame[frame["source"] == Path(text).name]
+        if frame.empty:
+            raise ConfigError(f"--commbench {text}: no commbench measurements there (commbench*.json)")
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+class Calibration:
+    """The calibration runs: their Parts, and which one predicts a run of a given size."""
+
+    def __init__(self, paths: Sequence[str], *, cell: dict[str, Any], scale: float) -> None:
+        self.parts: dict[int, P.Parts] = {}
+        self.run_dirs: set[str] = set()
+        for campaign, text in zip(_load(paths, what="--from"), paths):
+            runs = campaign.counted
+            if runs.empty:
+                raise ConfigError(f"--from {text}: no completed run there; pass the directory of a completed run")
+            for _, row in runs.iterrows():
+                mismatch = [
+                    f"{k}={row.get(k)} (predicting {cell[k]})" for k in SAME_CELL if str(row.get(k)) != str(cell[k])
+                ]
+                if mismatch:
+                    raise ConfigError(
+                        f"--from {row['run_dir']}: {', '.join(mismatch)}; calibrate from a run of the configuration "
+                        "you predict, or change the overrides to match it"
+                    )
+                steps = campaign.steps[campaign.steps["run_id"].astype(str) == str(row["run_id"])]
+                parts = P.parts_from_steps(
+                    steps,
+                    per_gpu_batch=int(row["per_gpu_batch"]),
+                    source=f"{Path(row['run_dir']).name}",
+                    sample_unit=str(row.get("sample_unit") or "images"),
+                )
+                self.parts[int(row["world_size"])] = parts.scaled(scale) if scale != 1.0 else parts
+                self.run_dirs.add(str(Path(row["run_dir"]).resolve()))
+
+    def for_world(self, world: int) -> P.Parts:
+        """The run of the same size where there is one, else the smallest."""
+        return self.parts.get(world) or self.parts[min(self.parts)]
+
+
+def _with_defaults(framework: dict[str, Any], cache: dict) -> dict[str, Any]:
+    """A run's framework settings over the framework's defaults (older config.yaml files lack newer keys)."""
+    from omegaconf import OmegaConf
+
+    from benchmarks.config import compose
+
+    name = str(framework["name"])
+    if name not in cache:
+        cache[name] = OmegaConf.to_container(compose([f"framework={name}"]).framework, resolve=True)
+    return {**cache[name], **framework}
+
+
+def _plan(model: dict[str, Any], framework: dict[str, Any], *, image_size: int, cache: dict) -> list[P.Message]:
+    from benchmarks import gradients
+
+    key = json.dumps([model, image_size], sort_keys=True, default=str)
+    if key not in cache:
+        cache[key] = gradients.layout(model, image_size=image_size)
+    layout = cache[key]
+    return P.messages(
+        framework, gradients.framework_buckets(layout.gradients, framework), buffer_bytes=layout.buffer_bytes
+    )
+
+
+def _network_for(folder: Path, root: Path, *, gpus_per_node: int, fallback: P.Network | None, cache: dict):
+    """The network of a held-out run: commbench files in its folder or the nearest one above it (up to root)."""
+    from analysis.load import load_campaign
+
+    here = folder
+    while True:
+        files = sorted(p for p in here.glob("commbench*.json") if p.is_file())
+        if files:
+            if here not in cache:
+                frame = load_campaign(here).commbench
+                frame = frame[frame["source"].isin([p.name for p in files])]
+                cache[here] = P.network_from_commbench(frame, gpus_per_node=gpus_per_node, fallback=fallback)
+            return cache[here], here
+        if here == root or root not in here.parents:
+            return fallback, None
+        here = here.parent
+
+
+def validation_points(
+    root: Path, calibration: Calibration, *, cell: dict[str, Any], gpus_per_node: int, fallback: P.Network | None
+) -> tuple[list[P.Point], list[str]]:
+    """Every completed run below root of the predicted model, batch and precision that did not calibrate."""
+    from analysis.load import load_campaign
+    from analysis.metrics import breakdown, run_throughput
+
+    campaign = load_campaign(root)
+    runs = campaign.counted
+    measured = run_throughput(campaign.steps, campaign.runs).set_index("run_id")
+    shares = breakdown(campaign.steps).set_index("run_id")
+    points, skipped, layouts, networks = [], [], {}, {}
+    for _, row in runs.iterrows():
+        run_dir = Path(row["run_dir"]).resolve()
+        run_id = str(row["run_id"])
+        if str(run_dir) in calibration.run_dirs:
+            continue  # calibrated from: never held out
+        if any(str(row.get(k)) != str(cell[k]) for k in SAME_CELL):
+            skipped.append(f"{run_id}: another model, batch or precision")
+            continue
+        flat = row.to_dict()
+        try:
+            plan = _plan(
+                _nested(flat, "model"),
+                _with_defaults(_nested(flat, "framework"), layouts),
+                image_size=int(flat.get("config.model.image_size") or 224),
+                cache=layouts,
+            )
+            network, where = _network_for(
+                run_dir.parent, root.resolve(), gpus_per_node=gpus_per_node, fallback=fallback, cache=networks
+            )
+            if network is None:
+                raise ConfigError("no commbench file beside it and no system network")
+            network.level(int(row["world_size"]))
+        except ConfigError as error:
+            skipped.append(f"{run_id}: {error}")
+            continue
+        share = shares["allreduce_exposed_share"].get(run_id, math.nan) if run_id in shares.index else math.nan
+        points.append(
+            P.Point(
+                run_id=run_id,
+                world_size=int(row["world_size"]),
+                num_nodes=int(row["num_nodes"]),
+                measured_throughput=float(measured.loc[run_id, "throughput_img_s"]),
+                measured_allreduce_pct=100 * float(share),
+                network=network,
+                parts=calibration.for_world(int(row["world_size"])),
+                plan=tuple(plan),
+                label=str(where.relative_to(root.resolve())) if where is not None else "",
+            )
+        )
+    return points, skipped
+
+
+def _reference_rows(cell: dict[str, Any], loader: str, name: str) -> pd.DataFrame:
+    from analysis.load import load_reference
+
+    ref = load_reference(name)
+    rows = ref[(ref["model"] == cell["model"]) & (ref["loader"] == loader)]
+    if rows.empty:
+        models = sorted(set(ref["model"]))
+        raise ConfigError(
+            f"--reference {name}: no rows for model={cell['model']} loader={loader}; it has "
+            f"{', '.join(models)} with loaders {', '.join(sorted(set(ref['loader'])))}"
+        )
+    return rows.reset_index(drop=True)
+
+
+def format_prediction(table: pd.DataFrame, *, unit: str) -> str:
+    per = "img/s" if unit == "images" else "seq/s"
+    lines = [
+        f"{'gpus':>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/GPU':>10} {'eff':>6} "
+        f"{'allreduce%':>10} {'sync ms':>8} {'data%':>6} {'compute%':>8} {'other%':>6}"
+    ]
+    for _, r in table.iterrows():
+        lines.append(
+            f"{int(r['gpus']):>6d} {int(r['nodes']):>5d} {1e3 * r['step_s']:>9.2f} {r['throughput']:>12,.0f} "
+            f"{r['per_gpu']:>10,.1f} {r['efficiency']:>6.3f} {r['allreduce_pct']:>10.1f} {1e3 * r['sync_s']:>8.2f} "
+            f"{r['data_pct']:>6.1f} {r['compute_pct']:>8.1f} {r['other_pct']:>6.1f}"
+        )
+    return "\n".join(lines)
+
+
+def format_reference(table: pd.DataFrame, name: str) -> str:
+    lines = [
+        f"# against --reference {name} (percent of the step; * = calibration point, the rest held out)",
+        f"{'gpus':>6} {'allreduce ref':>13} {'pred':>6} {'err pp':>7} {'data ref':>9} {'pred':>6} "
+        f"{'compute ref':>11} {'pred':>6}",
+    ]
+    for _, r in table.iterrows():
+        mark = " " if r["held_out"] else "*"
+        lines.append(
+            f"{int(r['gpus']):>5d}{mark} {r['allreduce_pct_ref']:>13.1f} {r['allreduce_pct_pred']:>6.1f} "
+            f"{r['allreduce_err_pp']:>+7.1f} {r['data_pct_ref']:>9.1f} {r['data_pct_pred']:>6.1f} "
+            f"{r['compute_pct_ref']:>11.1f} {r['compute_pct_pred']:>6.1f}"
+        )
+    held = table[table["held_out"]]
+    if len(held):
+        lines.append(
+            f"# held out: allreduce share mean |error| {held['allreduce_err_pp'].abs().mean():.1f} pp, "
+            f"max {held['allreduce_err_pp'].abs().max():.1f} pp; rises with the GPU count: "
+            f"{'yes' if held['allreduce_pct_pred'].is_monotonic_increasing else 'no'} "
+            f"(reference: {'yes' if table['allreduce_pct_ref'].is_monotonic_increasing else 'no'})"
+        )
+    return "\n".join(lines)
+
+
+def format_validation(table: pd.DataFrame, skipped: list[str], *, goal_pct: float) -> str:
+    lines = [
+        "# validation: held-out measured runs (never a calibration run)",
+        f"{'where':<16} {'gpus':>4} {'nodes':>5} {'measured':>10} {'predicted':>10} {'error%':>7} "
+        f"{'allreduce% meas':>15} {'pred':>6}  run",
+    ]
+    for _, r in table.iterrows():
+        lines.append(
+            f"{r['label']:<16} {int(r['gpus']):>4d} {int(r['nodes']):>5d} {r['measured']:>10,.1f} {r['predicted']:>10,.1f} "
+            f"{r['error_pct']:>+7.1f} {r['allreduce_pct_measured']:>15.1f} {r['allreduce_pct_predicted']:>6.1f}  "
+            f"{r['run_id']}"
+        )
+    if len(table):
+        lines.append("# " + P.summary_line(table, goal_pct=goal_pct))
+    else:
+        lines.append("# no held-out run of this configuration was found")
+    lines += [f"# skipped {s}" for s in skipped]
+    return "\n".join(lines)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from benchmarks import rundir
+    from benchmarks.config import compose
+
+    overrides = [*args.overrides, *([f"system={args.system}"] if args.system else [])]
+    if not args.from_runs:
+        raise ConfigError(
+            "predict needs a measured run for the compute: --from RUN_DIR (a 1-GPU run of the same model, "
+            "per-GPU batch and precision: ddlbench run ... system.ranks_per_node=1)"
+        )
+    if not args.compute_scale > 0:
+        raise ConfigError(f"--compute-scale {args.compute_scale}: give a factor > 0 (1 = the calibration GPU's speed)")
+    gpus = parse_gpus(args.gpus)
+    cfg = compose(overrides)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    system, model, framework = resolved["system"], resolved["model"], resolved["framework"]
+    cell = {
+        "model": rundir.model_name_of(model),
+        "per_gpu_batch": int(resolved["run"]["per_gpu_batch"]),
+        "precision": resolved["precision"]["name"],
+    }
+    gpus_per_node = max(1, int(system.get("gpus_per_node") or system.get("ranks_per_node") or 1))
+    network = P.network_from_profile(system)
+    if args.commbench:
+        network = P.network_from_commbench(_commbench(args.commbench), gpus_per_node=gpus_per_node, fallback=network)
+    network = network_or_fail(network)
+    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale)
+    plan = _plan(model, framework, image_size=int(model.get("image_size") or 224), cache={})
+    parts = calibration.for_world(1)
+    print(
+        f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/GPU "
+        f"{cell['precision']}, system={system['name']} ({gpus_per_node} GPUs per node)",
+    )
+    print(
+        f"# compute from {parts.source}: fwd {1e3 * parts.fwd_s:.2f} ms, bwd {1e3 * parts.bwd_s:.2f} ms, "
+        f"opt {1e3 * parts.opt_s:.2f} ms, data {1e3 * parts.data_s:.2f} ms, other {1e3 * parts.other_s:.2f} ms, "
+        f"jitter {1e3 * parts.jitter_s:.2f} ms"
+    )
+    print(
+        f"# {len(plan)} message(s) per step: {sum(m.bytes for m in plan) / 1e6:.1f} MB "
+        f"({', '.join(sorted({m.op for m in plan}))})"
+    )
+    reference = None
+    if args.reference:
+        reference = _reference_rows(cell, resolved["loader"]["name"], args.reference)
+        parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
+        print(f"# {parts.source}: jitter {1e3 * parts.jitter_s:.2f} ms")
+        gpus = sorted(set(gpus) | set(int(g) for g in reference["gpus"]))
+    for level, name in ((network.intra, "intra-node"), (network.inter, "inter-node")):
+        if level is not None:
+            print(f"# {name}: {level.describe()}")
+    table = P.predict(parts, plan, network, gpus)
+    print(format_prediction(table, unit=parts.sample_unit))
+    outputs: dict[str, pd.DataFrame] = {"prediction": table}
+    if reference is not None:
+        compared = P.compare_reference(table, reference, calibrated_at=calibrated_at)
+        print(format_reference(compared, args.reference))
+        outputs["reference"] = compared
+    if args.validate:
+        points, skipped = validation_points(
+            Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network
+        )
+        validated = P.validation_table(points)
+        print(format_validation(validated, skipped, goal_pct=args.goal_pct))
+        outputs["validation"] = validated
+    if args.out:
+        _save(Path(args.out), outputs, formats=("png", "svg"))
+    return 0
+
+
+def network_or_fail(network: P.Network | None) -> P.Network:
+    if network is None:
+        raise ConfigError(
+            "no network to predict with: the system profile has no `network` block and no --commbench was given; "
+            "pass --commbench FILE (ddlbench commbench output) or system=juwels_booster"
+        )
+    return network
+
+
+def _save(out: Path, outputs: dict[str, pd.DataFrame], *, formats: Sequence[str]) -> None:
+    from analysis import plots
+
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out}: the folder is not empty (never overwritten); give a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in outputs.items():
+        table.to_csv(out / f"{name}.csv", index=False)
+    figures = {"predict_breakdown": plots.predicted_breakdown(outputs["prediction"])}
+    if "reference" in outputs:
+        figures["predict_vs_reference"] = plots.predicted_vs_reference(outputs["reference"])
+    if "validation" in outputs and len(outputs["validation"]):
+        figures["predict_validation"] = plots.predicted_vs_measured(outputs["validation"])
+    for name, figure in figures.items():
+        for fmt in formats:
+            figure.savefig(out / f"{name}.{fmt}", dpi=150 if fmt == "png" else None)
+    print(f"[ddlbench] predict: {len(outputs)} table(s) and {len(figures)} figure(s) -> {out}", file=sys.stderr)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="throughput, efficiency and the allreduce / data / compute breakdown at any GPU count, "
+        "from a measured run and commbench (or the system's network)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("overrides", nargs="*", help="the configuration to predict (Hydra overrides, as for run)")
+    p.add_argument("--gpus", default=DEFAULT_GPUS, help=f"GPU counts (default {DEFAULT_GPUS})")
+    p.add_argument("--system", help="system profile (the same as the override system=NAME)")
+    p.add_argument(
+        "--from",
+        dest="from_runs",
+        action="append",
+        metavar="RUN_DIR",
+        help="calibration run (repeatable): its compute, data and jitter; a held-out run of the same size "
+        "uses the one of its size, else the smallest",
+    )
+    p.add_argument(
+        "--commbench", action="append", metavar="FILE|DIR", help="commbench JSON to fit the network to (repeatable)"
+    )
+    p.add_argument(
+        "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
+    )
+    p.add_argument("--reference", choices=("aach2023",), help="fit to the reference's smallest GPU count, compare")
+    p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
+    p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")
+    p.add_argument("--out", help="new folder for the tables (CSV) and figures")
+    p.set_defaults(func=cmd_predict)

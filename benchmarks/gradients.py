@@ -1,0 +1,152 @@
+"""When each gradient is ready during backward, and how a framework groups gradients into messages.
+
+The scaling predictor (analysis/predict.py) needs, for one model, the bytes of every gradient and the
+point of the backward pass at which it is complete. Both come from the model itself, built on the meta
+device (no memory, no real compute, the same on any machine):
+
+- a leaf module's parameters get their gradients once backward has passed that module, and backward
+  visits leaf modules in the reverse order of their first forward call (forward hooks record it);
+- backward time is spread over the modules in proportion to their backward FLOPs
+  (torch.utils.flop_counter, forward + backward minus forward alone). Layers without FLOPs
+  (BatchNorm, ReLU) take no time in this model: that is the approximation.
+
+`buckets` then groups the gradients in ready order the way DDP does (its first bucket is capped at
+1 MiB, the others at framework.bucket_cap_mb), Horovod does (tensor fusion up to fusion_threshold_mb)
+or DeepSpeed does (its reduce bucket, in elements). A bucket is ready when its last gradient is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Gradient:
+    name: str
+    bytes: int
+    ready_fraction: float  # share of the backward pass done when this gradient is complete (0..1]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    gradients: list[Gradient]  # in the order backward completes them
+    buffer_bytes: int  # non-trainable state (BatchNorm's running statistics): DDP broadcasts it every forward
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    bytes: int
+    ready_fraction: float  # when its last gradient is complete
+
+
+IMAGE_CLASSIFIERS = ("resnet", "vgg", "mobilenet_v2", "shufflenet_v2", "simple_cnn")
+
+
+def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
+    """Every trainable gradient of the configured model, in the order backward completes them, and the
+    bytes of its buffers. For a
+    model that takes no image batch (BERT, detection) the FLOPs are not traced: gradients complete in
+    the reverse order of the parameters, backward spread over them by bytes."""
+    import dataclasses
+
+    import torch
+
+    from benchmarks.models import build_model
+    from benchmarks.models.configs import ModelConfig
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
+    options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    with torch.device("meta"):
+        model = build_model(
+            arch=str(model_cfg["arch"]),
+            depth=model_cfg.get("depth"),
+            num_classes=int(model_cfg.get("num_classes") or 1000),
+            seed=0,
+            **options,
+        )
+        buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
+        if str(model_cfg["arch"]) in IMAGE_CLASSIFIERS:
+            return Layout(_traced(model, torch.empty(batch, 3, image_size, image_size)), buffer_bytes)
+    return Layout(_by_bytes(model), buffer_bytes)
+
+
+def _by_bytes(model) -> list[Gradient]:
+    params = [(name, p.numel() * p.element_size()) for name, p in model.named_parameters() if p.requires_grad]
+    total, done, out = sum(b for _, b in params) or 1, 0, []
+    for name, size in reversed(params):
+        done += size
+        out.append(Gradient(name, size, done / total))
+    return out
+
+
+def _traced(model, images) -> list[Gradient]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    leaves = {module: name for name, module in model.named_modules() if not list(module.children())}
+    order: list[str] = []
+    hooks = [
+        module.register_forward_hook(lambda m, _i, _o: order.append(leaves[m]) if leaves[m] not in order else None)
+        for module in leaves
+    ]
+    with FlopCounterMode(display=False, depth=None) as forward_only:
+        model(images)
+    for hook in hooks:
+        hook.remove()
+    with FlopCounterMode(display=False, depth=None) as both:
+        model(images).sum().backward()
+    forward, total = forward_only.get_flop_counts(), both.get_flop_counts()
+
+    def backward_flops(name: str) -> float:
+        key = f"{type(model).__name__}.{name}"
+        return float(sum(total.get(key, {}).values()) - sum(forward.get(key, {}).values()))
+
+    cost = {name: max(0.0, backward_flops(name)) for name in order}
+    all_cost = sum(cost.values()) or 1.0
+    done, ready = 0.0, {}
+    for name in reversed(order):  # backward: the last module of forward first
+        done += cost[name]
+        ready[name] = done / all_cost
+    gradients = []
+    for module, name in leaves.items():
+        for pname, param in module.named_parameters(recurse=False):
+            if param.requires_grad:
+                gradients.append(
+                    Gradient(f"{name}.{pname}", param.numel() * param.element_size(), ready.get(name, 1.0))
+                )
+    # a stable sort keeps the reverse registration order for modules completed together
+    return sorted(reversed(gradients), key=lambda g: g.ready_fraction)
+
+
+def buckets(gradients: Sequence[Gradient], *, cap_bytes: int, first_cap_bytes: int | None = None) -> list[Bucket]:
+    """Group gradients in ready order; a bucket closes once it holds cap_bytes (the first: first_cap_bytes)."""
+    out: list[Bucket] = []
+    size, ready = 0, 0.0
+    for g in gradients:
+        size += g.bytes
+        ready = max(ready, g.ready_fraction)
+        cap = first_cap_bytes if (first_cap_bytes is not None and not out) else cap_bytes
+        if size >= cap:
+            out.append(Bucket(size, ready))
+            size, ready = 0, 0.0
+    if size:
+        out.append(Bucket(size, ready))
+    return out
+
+
+def framework_buckets(gradients: Sequence[Gradient], framework: Mapping[str, Any]) -> list[Bucket]:
+    """The messages the framework sends for these gradients (framework: the composed framework config)."""
+    name = framework["name"]
+    if name == "ddp":
+        cap = int(framework["bucket_cap_mb"] * MiB)
+        return buckets(gradients, cap_bytes=cap, first_cap_bytes=min(cap, DDP_FIRST_BUCKET_BYTES))
+    if name == "horovod":
+        return buckets(gradients, cap_bytes=max(1, int(framework["fusion_threshold_mb"] * MiB)))
+    if name == "deepspeed":
+        element = 2 if str(framework.get("reduce_dtype", "fp32")) in ("fp16", "bf16") else 4  # bytes per element
+        return buckets(gradients, cap_bytes=int(framework["reduce_bucket_size"]) * element)
+    raise ValueError(f"no gradient messages for framework {name}")

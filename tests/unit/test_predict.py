@@ -1,0 +1,218 @@
+"""The scaling predictor's arithmetic (analysis/predict.py) and gradient layout (benchmarks/gradients.py),
+against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import predict as P
+from benchmarks import gradients as G
+from benchmarks.errors import ConfigError
+
+
+def parts(**kw) -> P.Parts:
+    base = dict(fwd_s=0.010, bwd_s=0.020, opt_s=0.002, data_s=0.001, other_s=0.001, jitter_s=0.0, per_gpu_batch=64)
+    return P.Parts(**{**base, **kw}, source="hand")
+
+
+NET = P.Network(
+    intra=P.Level(latency_s=10e-6, busbw_gb_s=100.0),
+    inter=P.Level(latency_s=20e-6, busbw_gb_s=10.0),
+    gpus_per_node=4,
+)
+
+
+def test_expected_maximum_of_normals_matches_known_values():
+    assert P.expected_max_normal(1) == 0.0
+    # exact: E[max of 2] = 1/sqrt(pi); of 3 = 3/(2 sqrt(pi)); tables: 4 -> 1.0294, 10 -> 1.5388, 100 -> 2.5076
+    for n, exact in (
+        (2, 1 / math.sqrt(math.pi)),
+        (3, 1.5 / math.sqrt(math.pi)),
+        (4, 1.0294),
+        (10, 1.5388),
+        (100, 2.5076),
+    ):
+        assert P.expected_max_normal(n) == pytest.approx(exact, rel=0.01)
+
+
+def test_collective_cost_uses_the_bus_factor_and_the_level():
+    # 4 ranks in a node: 2 * log2(4) = 4 latency steps + 2(3)/4 * 100 MB / 100 GB/s
+    assert NET.collective_s("all_reduce", 1e8, 4) == pytest.approx(4 * 10e-6 + 1.5 * 1e8 / 100e9)
+    # 8 ranks span two nodes: the inter-node level, 2 * 3 steps + 2(7)/8 * S / 10 GB/s
+    assert NET.collective_s("all_reduce", 1e8, 8) == pytest.approx(6 * 20e-6 + 1.75 * 1e8 / 10e9)
+    assert NET.collective_s("reduce_scatter", 1e8, 8) == pytest.approx(3 * 20e-6 + 0.875 * 1e8 / 10e9)
+    assert NET.collective_s("all_reduce", 1e8, 1) == 0.0
+
+
+def test_a_missing_level_is_a_one_line_error_naming_the_fix():
+    net = P.Network(intra=NET.intra, inter=None, gpus_per_node=4)
+    with pytest.raises(ConfigError, match=r"--gpus 8: no network level across nodes .* pass --commbench"):
+        net.collective_s("all_reduce", 1e6, 8)
+
+
+def test_fit_recovers_latency_and_bandwidth_from_exact_times():
+    rows = [
+        {
+            "op": "all_reduce",
+            "world_size": n,
+            "size_bytes": s,
+            "time_s": 2 * math.ceil(math.log2(n)) * 7e-6 + 2 * (n - 1) / n * s / 25e9,
+        }
+        for n in (2, 4)
+        for s in (2**k for k in range(10, 28, 2))
+    ]
+    level = P.fit_level(pd.DataFrame(rows), source="exact")
+    assert level.latency_s == pytest.approx(7e-6, rel=1e-6)
+    assert level.busbw_gb_s == pytest.approx(25.0, rel=1e-6)
+
+
+def test_fit_refuses_times_that_do_not_grow_with_size():
+    rows = [{"op": "all_reduce", "world_size": 2, "size_bytes": s, "time_s": 1e-3} for s in (1024, 2048, 4096)]
+    with pytest.raises(ConfigError, match="do not grow with the size"):
+        P.fit_level(pd.DataFrame(rows), source="flat")
+
+
+def test_measured_curves_are_used_between_their_sizes_and_the_model_outside():
+    frame = pd.DataFrame(
+        [
+            {"op": "all_reduce", "world_size": 2, "size_bytes": 1e6, "time_s": 1e-3, "in_place": False},
+            {"op": "all_reduce", "world_size": 2, "size_bytes": 4e6, "time_s": 4e-3, "in_place": False},
+            {"op": "all_reduce", "world_size": 2, "size_bytes": 4e6, "time_s": 9.0, "in_place": True},  # ignored
+        ]
+    )
+    net = P.Network(intra=NET.intra, inter=NET.inter, gpus_per_node=4, measured=P.curves(frame))
+    assert net.collective_s("all_reduce", 1e6, 2) == pytest.approx(1e-3)
+    assert net.collective_s("all_reduce", 2e6, 2) == pytest.approx(2e-3)  # log-log: proportional here
+    assert net.collective_s("all_reduce", 8e6, 2) == pytest.approx(NET.collective_s("all_reduce", 8e6, 2))
+
+
+def test_step_overlaps_messages_with_backward_and_exposes_the_rest():
+    # backward 20 ms; a message ready at 50% that takes 4 ms and one at 100% that takes 3 ms
+    net = P.Network(intra=P.Level(latency_s=0.0, busbw_gb_s=1.0), inter=None, gpus_per_node=8)
+    plan = [
+        P.Message(op="all_reduce", bytes=4e6, ready_fraction=0.5),  # 2(1)/2 * 4e6 / 1e9 = 4 ms
+        P.Message(op="all_reduce", bytes=3e6, ready_fraction=1.0),  # 3 ms
+    ]
+    s = P.step(parts(), plan, net, 2)
+    assert s["comm_s"] == pytest.approx(0.007)
+    assert s["comm_exposed_s"] == pytest.approx(0.003)  # the first hides in backward, the last is exposed
+    assert s["step_s"] == pytest.approx(0.001 + 0.032 + 0.001 + 0.003)
+    # a late first message pushes the second: ready at 95% (19 ms) ends at 23, the second at 26
+    late = [P.Message(op="all_reduce", bytes=4e6, ready_fraction=0.95), plan[1]]
+    assert P.step(parts(), late, net, 2)["comm_exposed_s"] == pytest.approx(0.006)
+
+
+def test_sync_grows_with_the_slowest_of_n_ranks():
+    plan = [P.Message(op="all_reduce", bytes=1.0, ready_fraction=1.0)]
+    s2, s16 = (P.step(parts(jitter_s=0.004), plan, NET, n)["sync_s"] for n in (2, 16))
+    assert s2 == pytest.approx(0.004 * P.expected_max_normal(2))
+    assert s16 == pytest.approx(0.004 * P.expected_max_normal(16))
+    assert P.step(parts(jitter_s=0.004), plan, NET, 1)["sync_s"] == 0.0
+
+
+def test_prediction_table_shares_sum_to_100_and_efficiency_is_against_one_gpu():
+    plan = [P.Message(op="all_reduce", bytes=1e8, ready_fraction=1.0)]
+    table = P.predict(parts(jitter_s=0.001), plan, NET, [1, 4, 8])
+    shares = table[["allreduce_pct", "data_pct", "compute_pct", "other_pct"]].sum(axis=1)
+    assert np.allclose(shares, 100.0)
+    assert table.loc[0, "efficiency"] == pytest.approx(1.0)
+    assert table.loc[2, "throughput"] == pytest.approx(8 * 64 / table.loc[2, "step_s"])
+    assert list(table["nodes"]) == [1, 1, 2]
+    assert table["allreduce_pct"].is_monotonic_increasing
+
+
+def test_frameworks_send_what_they_send():
+    buckets = [G.Bucket(10, 0.3), G.Bucket(20, 1.0)]
+    ddp = P.messages({"name": "ddp"}, buckets, buffer_bytes=5)
+    assert [(m.op, m.bytes, m.after_step) for m in ddp] == [
+        ("all_reduce", 10, False),
+        ("all_reduce", 20, False),
+        ("broadcast", 5, True),
+    ]
+    zero0 = P.messages({"name": "deepspeed", "zero_stage": 0}, buckets)
+    assert all(m.ready_fraction == 1.0 for m in zero0)
+    zero2 = P.messages({"name": "deepspeed", "zero_stage": 2, "overlap_comm": True}, buckets)
+    assert [m.op for m in zero2] == ["reduce_scatter", "reduce_scatter", "all_gather"]
+    assert zero2[-1].bytes == 30 and zero2[-1].after_step
+    assert P.messages({"name": "horovod", "cycle_time_ms": 2.0}, buckets)[0].extra_latency_s == pytest.approx(1e-3)
+    with pytest.raises(ConfigError, match="framework=fsdp: predict models ddp, horovod and deepspeed"):
+        P.messages({"name": "fsdp"}, buckets)
+    with pytest.raises(ConfigError, match="zero_stage=3"):
+        P.messages({"name": "deepspeed", "zero_stage": 3}, buckets)
+
+
+def test_reference_calibration_reproduces_the_first_point_exactly():
+    ref = pd.DataFrame(
+        {
+            "gpus": [4, 8, 16],
+            "allreduce_pct": [15.4, 19.0, 21.0],
+            "data_pct": [22.0, 21.4, 20.95],
+            "compute_pct": [32.5, 31.75, 30.7],
+        }
+    )
+    plan = [P.Message(op="all_reduce", bytes=1e8, ready_fraction=0.5)]
+    tuned, n0 = P.calibrate_to_reference(parts(), plan, NET, ref)
+    assert n0 == 4
+    table = P.predict(tuned, plan, NET, [4, 8, 16])
+    first = table.iloc[0]
+    assert (first["allreduce_pct"], first["data_pct"], first["compute_pct"]) == pytest.approx((15.4, 22.0, 32.5))
+    compared = P.compare_reference(table, ref, calibrated_at=n0)
+    assert list(compared["held_out"]) == [False, True, True]
+    assert compared.loc[0, "allreduce_err_pp"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_parts_take_the_exposed_wait_out_of_backward():
+    steps = pd.DataFrame(
+        {
+            "rank": [0, 0, 1, 1],
+            "warmup": [False] * 4,
+            "profiled": [False] * 4,
+            "data_s": [0.001] * 4,
+            "fwd_s": [0.01] * 4,
+            "bwd_s": [0.025, 0.027, 0.025, 0.027],
+            "opt_s": [0.002] * 4,
+            "comm_exposed_s": [0.005, 0.007, 0.005, 0.007],
+            "step_s": [0.040, 0.042, 0.040, 0.042],
+        }
+    )
+    p = P.parts_from_steps(steps, per_gpu_batch=8, source="t")
+    assert p.bwd_s == pytest.approx(0.020)
+    assert p.other_s == pytest.approx(0.002)
+    assert p.jitter_s == pytest.approx(0.0)  # step minus exposed is 35 ms on every step
+
+
+# --- gradients ------------------------------------------------------------------------------------
+
+
+def test_buckets_close_at_their_cap_and_the_first_cap_applies_once():
+    grads = [G.Gradient(f"g{i}", 400, (i + 1) / 10) for i in range(10)]
+    out = G.buckets(grads, cap_bytes=1000, first_cap_bytes=500)
+    assert [b.bytes for b in out] == [800, 1200, 1200, 800]
+    assert [b.ready_fraction for b in out] == [0.2, 0.5, 0.8, 1.0]
+
+
+@pytest.fixture(scope="module")
+def resnet50():
+    return G.layout({"arch": "resnet", "depth": 50, "num_classes": 1000, "batch_norm": True}, image_size=224)
+
+
+def test_resnet50_layout_holds_every_parameter_in_backward_order(resnet50):
+    grads = resnet50.gradients
+    assert sum(g.bytes for g in grads) == 4 * 25_557_032  # torchvision's resnet50 parameters, fp32
+    assert grads[0].name.startswith("fc.") and grads[-1].name == "conv1.weight"
+    fractions = [g.ready_fraction for g in grads]
+    assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] == 1.0
+    assert resnet50.buffer_bytes > 0  # BatchNorm running statistics
+
+
+def test_ddp_buckets_of_resnet50(resnet50):
+    out = G.framework_buckets(resnet50.gradients, {"name": "ddp", "bucket_cap_mb": 25.0})
+    assert sum(b.bytes for b in out) == 4 * 25_557_032
+    assert len(out) == 5 and out[-1].ready_fraction == 1.0
+    assert all(b.bytes >= 25 * 2**20 for b in out[1:-1])
+    fused = G.framework_buckets(resnet50.gradients, {"name": "horovod", "fusion_threshold_mb": 64.0})
+    assert len(fused) == 2
