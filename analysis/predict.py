@@ -299,16 +299,32 @@ class Message:
     extra_latency_s: float = 0.0  # the framework's own wait before sending (Horovod's cycle)
 
 
+MODELLED = ("ddp", "horovod", "deepspeed")
+
+
+def check_framework(framework: Mapping[str, Any]) -> None:
+    """ConfigError unless the model covers this framework configuration."""
+    name = framework["name"]
+    if name not in MODELLED:
+        raise ConfigError(f"framework={name}: predict models ddp, horovod and deepspeed (ZeRO 0-2); use one of them")
+    if name == "ddp" and framework.get("zero_optimizer"):
+        raise ConfigError(
+            "framework.zero_optimizer=true: predict models DDP's all-reduce only (ZeRO-1's broadcasts are not in "
+            "the model yet); drop the option or predict framework=deepspeed framework.zero_stage=1"
+        )
+    if name == "deepspeed" and int(framework.get("zero_stage", 0)) not in (0, 1, 2):
+        raise ConfigError(
+            f"framework.zero_stage={framework['zero_stage']}: predict models ZeRO stages 0-2 (stage 3 gathers "
+            "parameters in forward and backward); use framework.zero_stage=2"
+        )
+
+
 def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_bytes: int = 0) -> list[Message]:
     """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py)
     and the bytes of the model's buffers."""
+    check_framework(framework)
     name = framework["name"]
     if name == "ddp":
-        if framework.get("zero_optimizer"):
-            raise ConfigError(
-                "framework.zero_optimizer=true: predict models DDP's all-reduce only (ZeRO-1's broadcasts are not in "
-                "the model yet); drop the option or predict framework=deepspeed framework.zero_stage=1"
-            )
         grads = [Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction) for b in buckets]
         # DDP broadcasts rank 0's buffers (BatchNorm statistics) before every forward (broadcast_buffers)
         if buffer_bytes:
@@ -325,18 +341,13 @@ def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_byt
         overlap = bool(framework.get("overlap_comm", False))
         if stage == 0:
             return [Message(op="all_reduce", bytes=b.bytes, ready_fraction=1.0) for b in buckets]
-        if stage in (1, 2):
-            grads = [
-                Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction if overlap else 1.0)
-                for b in buckets
-            ]
-            total = sum(b.bytes for b in buckets)
-            return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
-        raise ConfigError(
-            f"framework.zero_stage={stage}: predict models ZeRO stages 0-2 (stage 3 gathers parameters in "
-            "forward and backward); use framework.zero_stage=2"
-        )
-    raise ConfigError(f"framework={name}: predict models ddp, horovod and deepspeed (ZeRO 0-2); use one of them")
+        grads = [
+            Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction if overlap else 1.0)
+            for b in buckets
+        ]
+        total = sum(b.bytes for b in buckets)
+        return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
+    raise AssertionError(name)  # check_framework refused it
 
 
 # --- one step --------------------------------------------------------------------------------------

@@ -299,6 +299,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.commbench:
         network = P.network_from_commbench(_commbench(args.commbench), gpus_per_node=gpus_per_node, fallback=network)
     network = network_or_fail(network)
+    P.check_framework(framework)
     calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale)
     plan = _plan(model, framework, image_size=int(model.get("image_size") or 224), cache={})
     parts = calibration.for_world(1)

@@ -1,0 +1,109 @@
+"""`ddlbench predict` end to end on a calibration run written by synthlogs: the JUWELS Booster prediction
+against seed study A's DDP table, its files, and the one-line errors before anything is computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import ddlbench
+
+GPUS = "4,8,16,32,64,128,256,512,1024"
+CELL = ["model=resnet", "model.depth=50", "run.per_gpu_batch=64", "precision=amp_bf16", "loader=dali"]
+
+
+@pytest.fixture(scope="module")
+def one_gpu(tmp_path_factory) -> Path:
+    from analysis.synthlogs import SynthCell, write_campaign
+
+    root = tmp_path_factory.mktemp("calibration")
+    cell = SynthCell(framework="ddp", loader="dali", model="resnet50", world_size=1, num_nodes=1)
+    write_campaign(root, [cell], steps=60, warmup_steps=5, campaign="one", commbench=False)
+    return root / "one"
+
+
+def _table(stdout: str, header: str) -> list[list[str]]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == header.split()[:2])
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("#") or not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path):
+    out = tmp_path / "predicted"
+    done = ddlbench(
+        "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--reference", "aach2023",
+        "--gpus", GPUS, "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "intra-node: 180 GB/s busbw" in done.stdout and "inter-node: 20 GB/s busbw" in done.stdout
+    rows = _table(done.stdout, "gpus nodes")
+    assert [int(r[0]) for r in rows] == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert [int(r[1]) for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # 4 GPUs per node
+    shares = [float(r[6]) for r in rows]
+    assert shares == sorted(shares) and shares[0] == pytest.approx(15.4, abs=0.05)  # rises from the fitted point
+    assert "rises with the GPU count: yes (reference: yes)" in done.stdout
+    compared = pd.read_csv(out / "reference.csv")
+    assert list(compared["held_out"]) == [False] + [True] * 8
+    assert compared.loc[0, "allreduce_err_pp"] == pytest.approx(0.0, abs=1e-6)
+    prediction = pd.read_csv(out / "prediction.csv")
+    assert prediction["efficiency"].is_monotonic_decreasing
+    assert {p.name for p in out.iterdir()} >= {
+        "prediction.csv",
+        "reference.csv",
+        "predict_breakdown.png",
+        "predict_breakdown.svg",
+        "predict_vs_reference.png",
+    }
+    before = (out / "prediction.csv").read_bytes()
+    again = ddlbench("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--out", str(out))
+    assert again.returncode == 2 and "not empty (never overwritten)" in again.stderr
+    assert (out / "prediction.csv").read_bytes() == before
+
+
+def test_compute_scale_slows_compute_and_its_jitter(one_gpu):
+    base = ddlbench("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8")
+    slow = ddlbench(
+        "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8", "--compute-scale", "2"
+    )
+    assert base.returncode == 0 and slow.returncode == 0, base.stderr + slow.stderr
+    (b1, b8), (s1, s8) = _table(base.stdout, "gpus nodes"), _table(slow.stdout, "gpus nodes")
+    assert float(s1[2]) > 1.5 * float(b1[2])  # step ms: compute doubles, data and other stay
+    assert float(s8[7]) == pytest.approx(2 * float(b8[7]), rel=0.02)  # the jitter, and with it the sync, too
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        ((), "predict needs a measured run for the compute: --from RUN_DIR"),
+        (("--from", "/no/such/run"), "--from /no/such/run: no such file or directory"),
+        (("--gpus", "4,x"), "--gpus 4,x: give GPU counts separated by commas"),
+        (("--gpus", "0"), "--gpus 0: every GPU count must be >= 1"),
+        (("--compute-scale", "0"), "--compute-scale 0.0: give a factor > 0"),
+    ],
+)
+def test_bad_input_is_one_line(one_gpu, args, says):
+    extra = () if any(a == "--from" for a in args) or not args else ("--from", str(one_gpu))
+    done = ddlbench("predict", *CELL, "--system", "juwels_booster", *extra, *args)
+    assert done.returncode == 2, done.stdout
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_calibration_run_of_another_configuration_is_refused(one_gpu):
+    done = ddlbench("predict", "model=resnet", "model.depth=101", "run.per_gpu_batch=64", "precision=amp_bf16",
+                    "--system", "juwels_booster", "--from", str(one_gpu))  # fmt: skip
+    assert done.returncode == 2
+    assert "model=resnet50 (predicting resnet101)" in done.stderr and "calibrate from a run of the" in done.stderr
+
+
+def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu):
+    done = ddlbench("predict", *CELL, "framework=fsdp", "--system", "juwels_booster", "--from", str(one_gpu))
+    assert done.returncode == 2 and "framework=fsdp: predict models ddp, horovod and deepspeed" in done.stderr
+    done = ddlbench("predict", *CELL, "--from", str(one_gpu))  # local_cpu has no network block
+    assert done.returncode == 2 and "no network to predict with" in done.stderr
