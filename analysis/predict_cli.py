@@ -298,7 +298,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     network = P.network_from_profile(system)
     if args.commbench:
         network = P.network_from_commbench(_commbench(args.commbench), gpus_per_node=gpus_per_node, fallback=network)
-    network = network_or_fail(network)
+    if network is None and (not args.validate or args.reference):
+        network_or_fail(network)
     P.check_framework(framework)
     calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale)
     plan = _plan(model, framework, image_size=int(model.get("image_size") or 224), cache={})
@@ -316,22 +317,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"# {len(plan)} message(s) per step: {sum(m.bytes for m in plan) / 1e6:.1f} MB "
         f"({', '.join(sorted({m.op for m in plan}))})"
     )
-    reference = None
-    if args.reference:
-        reference = _reference_rows(cell, resolved["loader"]["name"], args.reference)
-        parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
-        print(f"# {parts.source}: jitter {1e3 * parts.jitter_s:.2f} ms")
-        gpus = sorted(set(gpus) | set(int(g) for g in reference["gpus"]))
-    for level, name in ((network.intra, "intra-node"), (network.inter, "inter-node")):
-        if level is not None:
-            print(f"# {name}: {level.describe()}")
-    table = P.predict(parts, plan, network, gpus)
-    print(format_prediction(table, unit=parts.sample_unit))
-    outputs: dict[str, pd.DataFrame] = {"prediction": table}
-    if reference is not None:
-        compared = P.compare_reference(table, reference, calibrated_at=calibrated_at)
-        print(format_reference(compared, args.reference))
-        outputs["reference"] = compared
+    outputs: dict[str, pd.DataFrame] = {}
+    if network is None:  # --validate alone: each held-out run's own commbench files are its network
+        print("# no network given (--commbench or the system's): only the held-out runs are predicted")
+    else:
+        outputs.update(_prediction(args, parts, plan, network, gpus, cell=cell, loader=resolved["loader"]["name"]))
     if args.validate:
         points, skipped = validation_points(
             Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network
@@ -342,6 +332,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.out:
         _save(Path(args.out), outputs, formats=("png", "svg"))
     return 0
+
+
+def _prediction(args, parts, plan, network, gpus, *, cell, loader) -> dict[str, pd.DataFrame]:
+    """The prediction table at the GPU counts (and, with --reference, the fit to it and the comparison)."""
+    reference = None
+    if args.reference:
+        reference = _reference_rows(cell, loader, args.reference)
+        parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
+        print(f"# {parts.source}: jitter {1e3 * parts.jitter_s:.2f} ms")
+        gpus = sorted(set(gpus) | set(int(g) for g in reference["gpus"]))
+    for level, name in ((network.intra, "intra-node"), (network.inter, "inter-node")):
+        if level is not None:
+            print(f"# {name}: {level.describe()}")
+    table = P.predict(parts, plan, network, gpus)
+    print(format_prediction(table, unit=parts.sample_unit))
+    outputs = {"prediction": table}
+    if reference is not None:
+        compared = P.compare_reference(table, reference, calibrated_at=calibrated_at)
+        print(format_reference(compared, args.reference))
+        outputs["reference"] = compared
+    return outputs
 
 
 def network_or_fail(network: P.Network | None) -> P.Network:
@@ -361,7 +372,9 @@ def _save(out: Path, outputs: dict[str, pd.DataFrame], *, formats: Sequence[str]
     out.mkdir(parents=True, exist_ok=True)
     for name, table in outputs.items():
         table.to_csv(out / f"{name}.csv", index=False)
-    figures = {"predict_breakdown": plots.predicted_breakdown(outputs["prediction"])}
+    figures = {}
+    if "prediction" in outputs:
+        figures["predict_breakdown"] = plots.predicted_breakdown(outputs["prediction"])
     if "reference" in outputs:
         figures["predict_vs_reference"] = plots.predicted_vs_reference(outputs["reference"])
     if "validation" in outputs and len(outputs["validation"]):

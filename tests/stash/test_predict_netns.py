@@ -1,0 +1,38 @@
+"""The predictor's CPU study (bench/predict_cpu.py) in miniature: 2 namespace hosts, one shaped link rate;
+the unshaped run calibrates, commbench over the shaped link gives the network, and `ddlbench predict
+--validate` predicts the shaped run as a held-out point. The full study's errors are in docs/predict.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO, ddlbench
+from tests.stash.test_netns import _capabilities
+
+pytestmark = [pytest.mark.netns, pytest.mark.multiproc]
+
+
+def test_the_study_runs_and_its_shaped_run_is_predicted(tmp_path):
+    why = _capabilities()
+    if why:
+        pytest.skip(why)
+    root = tmp_path / "study"
+    done = subprocess.run(
+        [sys.executable, "bench/predict_cpu.py", "--out", str(root), "--hosts", "2", "--rates-mbit", "500",
+         "--steps", "6", "--warmup", "2", "--max-bytes", "1048576"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    command = done.stdout.strip().splitlines()[-1].split()
+    assert command[:2] == ["ddlbench", "predict"]
+    assert (root / "links" / "500mbit" / "commbench-h2.json").is_file()
+    out = tmp_path / "out"
+    predicted = ddlbench(*command[1:], "--out", str(out))
+    assert predicted.returncode == 0, predicted.stderr
+    table = pd.read_csv(out / "validation.csv")
+    assert list(table["label"]) == ["500mbit"] and list(table["gpus"]) == [2] and list(table["nodes"]) == [2]
+    assert table["predicted"].iloc[0] > 0 and table["measured"].iloc[0] > 0
