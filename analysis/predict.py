@@ -232,7 +232,9 @@ class Parts:
     opt_s: float
     data_s: float
     other_s: float
-    jitter_s: float  # per-rank standard deviation of the step's work (step minus exposed communication)
+    # standard deviation of a rank's work per step (step minus exposed communication): between the ranks at
+    # the same step where the run has several, over the steps where it has one
+    jitter_s: float
     per_gpu_batch: int
     source: str
     sample_unit: str = "images"
@@ -273,7 +275,15 @@ def parts_from_steps(steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sa
     other = (col("step_s") - col("data_s") - col("fwd_s") - bwd - col("opt_s")).clip(lower=0.0)
     work = col("step_s") - exposed
     rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
-    jitter = work.groupby(rank).std(ddof=1).fillna(0.0).mean()
+    if rank.nunique() > 1 and "step" in rows:
+        # several ranks: the spread between ranks at the same step, which is what makes them wait for each
+        # other (a slowdown of every rank at once, from the machine, makes nobody wait)
+        by_step = work.groupby(rows["step"])
+        deviation = work - by_step.transform("mean")
+        dof = (by_step.transform("size") - 1).groupby(rows["step"]).first().sum()
+        jitter = math.sqrt(float((deviation**2).sum()) / dof) if dof > 0 else 0.0
+    else:  # one rank: its spread over steps (an upper bound: it holds the machine's common noise too)
+        jitter = float(work.std(ddof=1)) if len(work) > 1 else 0.0
     return Parts(
         fwd_s=float(col("fwd_s").mean()),
         bwd_s=float(bwd_compute.mean()),

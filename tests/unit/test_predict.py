@@ -169,6 +169,7 @@ def test_parts_take_the_exposed_wait_out_of_backward():
     steps = pd.DataFrame(
         {
             "rank": [0, 0, 1, 1],
+            "step": [0, 1, 0, 1],
             "warmup": [False] * 4,
             "profiled": [False] * 4,
             "data_s": [0.001] * 4,
@@ -216,3 +217,20 @@ def test_ddp_buckets_of_resnet50(resnet50):
     assert all(b.bytes >= 25 * 2**20 for b in out[1:-1])
     fused = G.framework_buckets(resnet50.gradients, {"name": "horovod", "fusion_threshold_mb": 64.0})
     assert len(fused) == 2
+
+
+def test_jitter_is_the_spread_between_ranks_at_a_step_not_the_machine_drift():
+    # every step is 10 ms slower than the one before on both ranks (the machine), rank 1 always 2 ms behind
+    n = 6
+    steps = pd.DataFrame(
+        {
+            "rank": [0] * n + [1] * n,
+            "step": list(range(n)) * 2,
+            "warmup": [False] * 2 * n,
+            "step_s": [0.05 + 0.01 * i for i in range(n)] + [0.052 + 0.01 * i for i in range(n)],
+        }
+    )
+    # deviations from the step's mean: -1 and +1 ms; 1 degree of freedom per step
+    assert P.parts_from_steps(steps, per_gpu_batch=8, source="t").jitter_s == pytest.approx(math.sqrt(2) * 1e-3)
+    one = steps[steps["rank"] == 0]  # one rank: the spread over steps, drift included
+    assert P.parts_from_steps(one, per_gpu_batch=8, source="t").jitter_s == pytest.approx(one["step_s"].std())
