@@ -69,10 +69,14 @@ def _commbench(paths: Sequence[str]) -> pd.DataFrame:
 
 
 class Calibration:
-    """The calibration runs: their Parts, and which one predicts a run of a given size."""
+    """The calibration runs: their Parts, and which one predicts a held-out run. A calibration run's label is
+    the name of the folder it lies in; a held-out run in a folder of the same name, of the same size, takes
+    it (bench/predict_cpu.py measures each calibration just before the runs it calibrates, so that both see
+    the machine alike); else one of its size; else the smallest."""
 
     def __init__(self, paths: Sequence[str], *, cell: dict[str, Any], scale: float) -> None:
         self.parts: dict[int, P.Parts] = {}
+        self.labelled: dict[tuple[str, int], P.Parts] = {}
         self.run_dirs: set[str] = set()
         for campaign, text in zip(_load(paths, what="--from"), paths):
             runs = campaign.counted
@@ -94,12 +98,15 @@ class Calibration:
                     source=f"{Path(row['run_dir']).name}",
                     sample_unit=str(row.get("sample_unit") or "images"),
                 )
-                self.parts[int(row["world_size"])] = parts.scaled(scale) if scale != 1.0 else parts
+                parts = parts.scaled(scale) if scale != 1.0 else parts
+                world = int(row["world_size"])
+                self.parts.setdefault(world, parts)
+                self.labelled[(Path(row["run_dir"]).resolve().parent.name, world)] = parts
                 self.run_dirs.add(str(Path(row["run_dir"]).resolve()))
 
-    def for_world(self, world: int) -> P.Parts:
-        """The run of the same size where there is one, else the smallest."""
-        return self.parts.get(world) or self.parts[min(self.parts)]
+    def for_world(self, world: int, *, label: str | None = None) -> P.Parts:
+        """The run of the same label and size, else of the same size, else the smallest."""
+        return self.labelled.get((label, world)) or self.parts.get(world) or self.parts[min(self.parts)]
 
 
 def _with_defaults(framework: dict[str, Any], cache: dict) -> dict[str, Any]:
@@ -190,7 +197,7 @@ def validation_points(
                 measured_throughput=float(measured.loc[run_id, "throughput_img_s"]),
                 measured_allreduce_pct=100 * float(share),
                 network=network,
-                parts=calibration.for_world(int(row["world_size"])),
+                parts=calibration.for_world(int(row["world_size"]), label=run_dir.parent.name),
                 plan=tuple(plan),
                 label=str(where.relative_to(root.resolve())) if where is not None else "",
             )

@@ -4,13 +4,14 @@ Every "host" is a network namespace (launchers/netns.py, as Stash uses them) and
 tc to a rate. For each host count N and each rate, this runs commbench (all_reduce, the network's
 calibration) and one DDP training run across the N hosts (one rank each): the held-out points. An
 unshaped run per host count is the compute calibration: the emulated hosts share this machine's cores,
-so a rank computes at the speed its host count leaves it, which only a run of the same count shows.
+so a rank computes at the speed its host count leaves it, which only a run of the same count shows; each
+calibration runs just before the pair it calibrates (same folder name), since the machine's load drifts.
 
     python bench/predict_cpu.py --out runs/predict_cpu               # hosts 2 and 4, 3 rates (~10 min)
     ddlbench predict <the overrides it prints> --from runs/predict_cpu/calibration \\
         --validate runs/predict_cpu/links --gpus 2,4
 
-Layout: OUT/calibration/<run>, OUT/links/<rate>mbit/commbench-h<N>.json and OUT/links/<rate>mbit/<run>.
+Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json, OUT/links/<rate>mbit/h<N>.
 Needs root (network namespaces) and tc; nothing that exists is overwritten.
 """
 
@@ -75,7 +76,7 @@ def main() -> int:
     p.add_argument("--out", required=True, help="new folder")
     p.add_argument("--hosts", default="2,4", help="host counts, one rank each (default 2,4)")
     p.add_argument("--rates-mbit", default="100,300,1000", help="link rates (default 100,300,1000)")
-    p.add_argument("--steps", type=int, default=40, help="measured steps per training run")
+    p.add_argument("--steps", type=int, default=80, help="measured steps per training run")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--max-bytes", type=int, default=4 * 1024 * 1024, help="commbench's largest size")
     args = p.parse_args()
@@ -85,12 +86,13 @@ def main() -> int:
     hosts = [int(v) for v in args.hosts.split(",")]
     rates = [float(v) for v in args.rates_mbit.split(",")]
     train = [*TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]
-    for n in hosts:
-        say(f"calibration: {n} hosts, unshaped link")
-        run_on_hosts(n, netns.Link(), overrides=[*train, f"run.dir={out / 'calibration' / f'h{n}'}"])
     for rate in rates:
         folder = out / "links" / f"{rate:g}mbit"
         for n in hosts:
+            # the calibration just before the runs it calibrates: a shared machine's load drifts over minutes
+            say(f"calibration: {n} hosts, unshaped link")
+            calibration = out / "calibration" / f"{rate:g}mbit" / f"h{n}"
+            run_on_hosts(n, netns.Link(), overrides=[*train, f"run.dir={calibration}"])
             link = netns.Link(rate_mbit=rate)
             say(f"commbench: {n} hosts at {link.describe()}")
             bench = RankProgram(
