@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test lint browser venv deepspeed dali horovod mpi slurm-up slurm-down clean-demo
+.PHONY: demo test lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -24,7 +24,7 @@ demo: venv
 
 # everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI;
 # the lint (ruff check and ruff format --check, configured in pyproject.toml) comes first (about a second)
-test: lint deepspeed dali horovod mpi slurm-up browser
+test: lint deepspeed dali horovod mpi nlp slurm-up browser
 	$(PY) -m pytest -q tests
 
 lint: venv
@@ -56,6 +56,10 @@ horovod: venv
 # mpi4py (a wheel; it loads the MPI library at run time: OpenMPI comes with slurm-up), for commbench --backends mpi
 mpi: venv
 	$(PIP) install -q -e '.[mpi]'
+
+# transformers (pure python; a few binary wheels), for model=bert: BERT is built from a config, nothing downloaded
+nlp: venv
+	$(PIP) install -q -e '.[nlp]'
 
 # a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
 slurm-up:

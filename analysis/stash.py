@@ -45,7 +45,7 @@ def sync_points(model, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str,
 
 
 # the model keys besides arch and depth that shape the network (benchmarks/models/configs.py)
-MODEL_SHAPE_KEYS = ("width", "batch_norm", "residual")
+MODEL_SHAPE_KEYS = ("width", "batch_norm", "residual", "size")
 
 
 def model_view(

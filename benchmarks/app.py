@@ -23,6 +23,7 @@ from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
 from benchmarks.mllog import MlLog
+from benchmarks.models.configs import RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace
 from benchmarks.validate import validate
@@ -76,7 +77,14 @@ def _write_end(
 
 
 def _write_provenance(
-    cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, loader, cache_evict: dict | None = None
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    env: distenv.DistEnv,
+    framework,
+    loader,
+    task,
+    cache_evict: dict | None = None,
 ) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
     OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
@@ -96,6 +104,7 @@ def _write_provenance(
             "env": runlog.environment_provenance(),
             "framework": framework.describe(),
             "loader": loader.describe(),
+            "task": task.describe(),
             **({"cache_evict": cache_evict} if cache_evict else {}),
             "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
         },
@@ -131,6 +140,7 @@ def _summary(
     wall_s: float,
     last_loss: float,
     runtime_s: float,
+    sample_unit: str,
     target: dict | None = None,
 ) -> dict:
     """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
@@ -153,6 +163,7 @@ def _summary(
             "precision": cfg.precision.name,
             "per_gpu_batch": cfg.run.per_gpu_batch,
             "campaign": cfg.run.campaign,
+            "sample_unit": sample_unit,
         },
     )
 
@@ -187,6 +198,7 @@ def run(cfg: DictConfig) -> int:
     device = _device(cfg, env)
     framework = components.build_framework(cfg)
     loader_option = components.build_loader(cfg)
+    task = components.build_task(cfg)
     framework.init(env, device)
     log = profiler = sampler = events = None
     try:
@@ -207,6 +219,7 @@ def run(cfg: DictConfig) -> int:
             channels_last=cfg.precision.channels_last,
             data_path=cfg.data.path,
             holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
+            task=task,
         )
         loader = loader_option.build(context)
         val_loader = None
@@ -247,7 +260,9 @@ def run(cfg: DictConfig) -> int:
             }
         )
         if env.rank == 0:
-            _write_provenance(cfg, run_dir, env=env, framework=framework, loader=loader, cache_evict=cache_evict)
+            _write_provenance(
+                cfg, run_dir, env=env, framework=framework, loader=loader, task=task, cache_evict=cache_evict
+            )
             _note_short_last_step(
                 loader.num_samples,
                 world_size=env.world_size,
@@ -283,6 +298,7 @@ def run(cfg: DictConfig) -> int:
             loader=loader,
             device=device,
             log=log,
+            task=task,
             profiler=profiler,
             plan=LoopPlan(
                 warmup_steps=warmup,
@@ -290,7 +306,6 @@ def run(cfg: DictConfig) -> int:
                 log_every=cfg.run.log_every,
                 amp_dtype=amp_dtype,
                 trailing_steps=window.extra_steps if window else 0,
-                label_smoothing=cfg.optim.label_smoothing,
                 eval_every=cfg.run.eval_every_steps,
                 eval_every_epochs=cfg.run.eval_every_epochs,
                 steps_per_epoch=len(loader),
@@ -335,12 +350,13 @@ def run(cfg: DictConfig) -> int:
                 wall_s=wall_s,
                 last_loss=result.last_loss,
                 runtime_s=runtime_s,
+                sample_unit=task.sample_unit,
                 target=target,
             )
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
-            unit = "GPU" if device.type == "cuda" else "rank"
+            unit, rate = "GPU" if device.type == "cuda" else "rank", RATE_LABELS[task.sample_unit]
             print(
-                f"[ddlbench] done: {summary['throughput_img_s']:,.1f} img/s over {env.num_devices} {unit}(s) "
+                f"[ddlbench] done: {summary['throughput_img_s']:,.1f} {rate} over {env.num_devices} {unit}(s) "
                 f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}",
                 flush=True,
             )

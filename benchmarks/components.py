@@ -1,4 +1,4 @@
-"""The one place that turns config groups into objects (framework, loader, model, optimizer)."""
+"""The one place that turns config groups into objects (framework, loader, model, task, optimizer)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from benchmarks import tasks
 from benchmarks.adapter_config import adapter_config, config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import Framework
@@ -15,7 +16,9 @@ from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.base import Loader
 from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models import build_model
+from benchmarks.models.configs import check_library
 from benchmarks.schema import AmpDtype
+from benchmarks.tasks import Task
 
 AMP_DTYPES = {None: None, AmpDtype.bfloat16: torch.bfloat16, AmpDtype.float16: torch.float16}
 
@@ -53,6 +56,13 @@ def build_loader(cfg: DictConfig) -> Loader:
     return _instantiate("loader", cfg.loader)
 
 
+def build_task(cfg: DictConfig) -> Task:
+    """The model family's task (benchmarks/tasks/), after checking the family's own library (transformers
+    for model=bert): `ddlbench run` calls it before launch, so that a missing one is a one-line error."""
+    check_library(cfg.model.arch)
+    return tasks.build_task(adapter_config(cfg.model), label_smoothing=cfg.optim.label_smoothing)
+
+
 def amp_dtype(cfg: DictConfig) -> torch.dtype | None:
     return AMP_DTYPES[cfg.precision.amp_dtype]
 
@@ -73,6 +83,8 @@ def build_model_and_optimizer(
         width=m.width,
         batch_norm=m.batch_norm,
         residual=m.residual,
+        size=m.size,
+        image_size=m.image_size,
     ).to(device)
     if cfg.precision.channels_last:
         model = model.to(memory_format=torch.channels_last)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.configs import CONFIGS as LOADERS
+from benchmarks.models.configs import LIBRARIES as MODEL_LIBRARIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ CHECKS: list[Callable[[], Check]] = [
     _module("hydra", "hydra-core", "pip install -e . (make test installs everything)"),
     *(_adapter("framework", option) for option in FRAMEWORKS),
     *(_adapter("loader", option) for option in LOADERS),
+    *(_module(module, module, f"{fix} (model={arch})") for arch, (module, fix) in MODEL_LIBRARIES.items()),
     _module("mpi4py", "mpi4py", "pip install -e '.[mpi]' (make mpi): commbench --backends mpi"),
     _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev"),
     _program("srun", "slurm/local_cluster.sh up (a local test cluster) or load your site's Slurm module"),
@@ -76,9 +78,11 @@ CHECKS: list[Callable[[], Check]] = [
 
 
 def needed_by(cfg) -> set[str]:
-    """The checks a composed config's run needs: torch, Hydra, its framework and loader, and mpirun when
-    its launcher is mpirun."""
+    """The checks a composed config's run needs: torch, Hydra, its framework and loader, its model's own
+    library (transformers for model=bert), and mpirun when its launcher is mpirun."""
     names = {"torch", "hydra-core", f"framework={cfg.framework.name}", f"loader={cfg.loader.name}"}
+    if str(cfg.model.arch) in MODEL_LIBRARIES:
+        names.add(MODEL_LIBRARIES[str(cfg.model.arch)][0])
     if str(cfg.framework.get("local_launcher", "")) == "mpirun":
         names.add("mpirun")
     return names

@@ -1,10 +1,11 @@
-"""ONE timed training loop for every framework x loader.
+"""ONE timed training loop for every framework x loader x task.
 
 Warm-up steps are run and logged but not measured; the measured window is timed on the host between
 two device synchronisations, and the slowest rank defines it. Per-step phase times come from the
 step timer (CUDA events or perf_counter) and go to rank<R>.jsonl, with two host times: host_data_s
 (the host blocked in the loader's next()) and host_step_s (the host queueing the whole step). On a GPU,
 a large host_data_s is a loader that fell behind, whether or not queued work hid it from data_s.
+What a batch is, its loss and its sample count are the task's (benchmarks/tasks/).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import torch
 from benchmarks.frameworks.base import Framework
 from benchmarks.loaders.base import EpochLoader
 from benchmarks.mllog import MlLog
+from benchmarks.models.configs import RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
+from benchmarks.tasks.base import Task
 from benchmarks.timing import make_step_timer, synchronize
 
 
@@ -34,7 +37,6 @@ class LoopPlan:
     log_every: int
     amp_dtype: torch.dtype | None
     trailing_steps: int = 0  # steps after the measured ones, not timed as the window (the trace window)
-    label_smoothing: float = 0.0  # of the cross-entropy loss (optim.label_smoothing)
     eval_every: int = 0  # evaluate every N steps (run.eval_every_steps); the evaluation is in no step
     eval_every_epochs: int = 0  # or after every N-th epoch's last step (run.eval_every_epochs)
     steps_per_epoch: int = 0  # the loader's batches per epoch (len(loader)): where an epoch ends
@@ -106,11 +108,11 @@ def eta_text(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def _progress(step: int, total: int, epoch: int, records: list[dict], samples: int, world: int) -> None:
+def _progress(step: int, total: int, epoch: int, records: list[dict], samples: int, world: int, rate: str) -> None:
     step_s = sum(r["step_s"] for r in records) / len(records)
     data_share = sum(r["data_s"] for r in records) / max(1e-12, sum(r["step_s"] for r in records))
     print(
-        f"[ddlbench] step {step}/{total} epoch {epoch} | {samples * world / step_s:,.0f} img/s "
+        f"[ddlbench] step {step}/{total} epoch {epoch} | {samples * world / step_s:,.0f} {rate} "
         f"(~{samples / step_s:,.0f} per rank) | step {step_s * 1e3:.1f} ms | data {data_share:.0%} | "
         f"ETA {eta_text((total - step) * step_s)}",
         file=sys.stderr,
@@ -126,6 +128,7 @@ def train(
     device: torch.device,
     plan: LoopPlan,
     log: RankLog,
+    task: Task,
     profiler: StepProfiler | None = None,
     optimizer=None,
     lr_schedule: LrSchedule | None = None,
@@ -136,8 +139,9 @@ def train(
     with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation runs
     where evaluates_after() says and after the last step, between steps, its time taken out of the
     measured wall time; when it returns True after the warm-up, the run stops there (run.target_top1).
-    events (rank 0): the MLLOG run_start and epoch_start / epoch_stop."""
-    criterion = torch.nn.CrossEntropyLoss(label_smoothing=plan.label_smoothing)
+    events (rank 0): the MLLOG run_start and epoch_start / epoch_stop. task: what a batch is, its loss and
+    its samples (benchmarks/tasks/)."""
+    rate = RATE_LABELS[task.sample_unit]
     losses = LossReader(device)
     timer = make_step_timer(device)
     comm_timer = framework.comm_timer()
@@ -177,7 +181,13 @@ def train(
         recent += records
         if framework.rank == 0 and plan.log_every and len(recent) >= plan.log_every:
             _progress(
-                recent[-1]["step"] + 1, total, recent[-1]["epoch"], recent, recent[-1]["samples"], framework.world_size
+                recent[-1]["step"] + 1,
+                total,
+                recent[-1]["epoch"],
+                recent,
+                recent[-1]["samples"],
+                framework.world_size,
+                rate,
             )
             recent = []
 
@@ -203,14 +213,14 @@ def train(
             try:
                 # the previous step's work is all queued by now: DALI's zero-copy batches are released
                 # behind an event recorded here (loaders/dali.py)
-                images, labels = next(batches)
+                batch = next(batches)
             except StopIteration:
                 timer.cancel_step()
                 break
             t_host_data = time.perf_counter()
             timer.mark()
             with autocast():
-                loss = criterion(model(images), labels)
+                loss = task.loss(model, batch)
             losses.keep(step, loss)
             timer.mark()
             framework.backward(loss)
@@ -225,7 +235,7 @@ def train(
                     # the profiler's warm-up step is done before recording starts (no measured step waits)
                     synchronize(device)
                 profiler.step()
-            samples = int(labels.shape[0])
+            samples = task.num_samples(batch)
             if plan.warmup_steps <= step < measured_end:
                 measured_samples += samples
             samples_done += samples

@@ -9,6 +9,7 @@ schedulers step by step.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 
 import torch
@@ -84,6 +85,16 @@ def build_optimizer(params: Iterable, optim, *, global_batch: int) -> torch.opti
             params, lr=lr, betas=tuple(optim.betas), eps=optim.eps, weight_decay=optim.weight_decay
         )
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+def constructor_settings(optimizer: torch.optim.Optimizer) -> dict:
+    """The optimizer's settings (its `defaults`) that its class's constructor takes: what rebuilding the same
+    optimizer over other parameters passes (FSDP's sharded ones, ZeroRedundancyOptimizer). torch's AdamW
+    keeps Adam's `decoupled_weight_decay` in its defaults but does not take it."""
+    accepted = inspect.signature(type(optimizer).__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return dict(optimizer.defaults)
+    return {key: value for key, value in optimizer.defaults.items() if key in accepted}
 
 
 class LrSchedule:

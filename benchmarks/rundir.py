@@ -177,13 +177,21 @@ def group_hash(settings: Mapping[str, Any], *, world_size: int, mode: str = "wea
 
 
 def model_name(
-    arch: str, depth: int | None, *, width: float | None = None, batch_norm: bool | None = None, residual: bool = True
+    arch: str,
+    depth: int | None,
+    *,
+    width: float | None = None,
+    batch_norm: bool | None = None,
+    residual: bool = True,
+    size: str | None = None,
 ) -> str:
     """The name used in run directories and tables, from every key that shapes the network
     (benchmarks/models/configs.py): resnet50, resnet50_nobn, resnet50_noskip, vgg16, vgg16_bn,
-    shufflenet_v2_x1_0, mobilenet_v2. None is a record without the key: the family's own network (ResNet
-    with BatchNorm, VGG without). Keys a family ignores do not show."""
+    shufflenet_v2_x1_0, mobilenet_v2, bert_base, bert_large, retinanet. None is a record without the key:
+    the family's own network (ResNet with BatchNorm, VGG without). Keys a family ignores do not show."""
     arch = str(arch)
+    if arch == "bert" and size is not None:
+        return f"{arch}_{size}"
     if arch == "shufflenet_v2" and width is not None:
         return f"{arch}_x{str(float(width)).replace('.', '_')}"
     if arch not in ("resnet", "vgg") or depth is None:
@@ -201,6 +209,7 @@ def model_name_of(model: Mapping[str, Any]) -> str:
         width=model.get("width"),
         batch_norm=model.get("batch_norm"),
         residual=model.get("residual", True),
+        size=model.get("size"),
     )
 
 
@@ -296,7 +305,9 @@ def completed_summary(
     denominator of the breakdown's "share of runtime"). world_size counts GPUs (processes x devices per
     process: FrameworkConfig.local_layout), num_processes the rank logs (default one per GPU); `memory`
     is memory_summary() of the ranks' end records (null on CPUs); `target` the time-to-accuracy fields
-    (TARGET_FIELDS) of a run with run.target_top1."""
+    (TARGET_FIELDS) of a run with run.target_top1. `names` holds `sample_unit` ("images" or "sequences":
+    the model's task, benchmarks/models/configs.py SAMPLE_UNITS), what throughput_img_s and per_gpu_img_s
+    count (the field names stay as they were; summaries without it counted images)."""
     world = int(key["world_size"])
     return {
         "schema_version": SCHEMA_VERSION,
@@ -429,7 +440,7 @@ def throughput(
 ) -> dict[str, float | int]:
     """THE throughput of a run, from its step records (the same figure analysis computes):
     per measured step the slowest rank's step_s, time_s = their sum, throughput_img_s = global samples
-    over the measured steps / time_s, per_gpu_img_s = throughput_img_s / world_size (the GPUs; by default
+    (images, or sequences: summary.json's sample_unit) over the measured steps / time_s, per_gpu_img_s = throughput_img_s / world_size (the GPUs; by default
     the ranks, one per GPU, but DataParallel's one process drives several)."""
     step_s: dict[int, float] = {}
     samples: dict[int, int] = {}

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
+from benchmarks.models.configs import TaskKind, task_of
 
 
 def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
@@ -46,8 +47,10 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     # each adapter option's own rules (its closed sets are checked by Hydra when the config is composed)
     for group in ("framework", "loader", "model"):
         adapter_config(cfg[group]).check()
+    adapter_config(cfg.loader).check_device(str(cfg.system.device))
     optim_configs.check(cfg.optim)
     _check_optimizer_with_framework(cfg)
+    _check_task(cfg)
     _check_validation(cfg)
     for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
         if cfg.data[key] not in allowed:
@@ -91,6 +94,33 @@ def _check_optimizer_with_framework(cfg: DictConfig) -> None:
             + (f"(framework.zero_stage={cfg.framework.zero_stage}) " if name == "deepspeed" else "")
             + "would see flattened or sharded tensors, not layers; use framework=ddp or horovod, or "
             "framework=deepspeed framework.zero_stage=0, or optim.name=sgd"
+        )
+
+
+def _check_task(cfg: DictConfig) -> None:
+    """The model's task (benchmarks/tasks/) against the loader, the framework's layout and the loss: a loader
+    yields the batches of the tasks it declares (LoaderConfig.TASKS; only synthetic has token sequences and
+    boxes); DataParallel's scatter splits a detection batch's per-image boxes over its GPUs; label smoothing
+    is classification's."""
+    from benchmarks.frameworks.configs import node_layout
+
+    task, arch = task_of(cfg.model.arch), cfg.model.arch
+    if task not in adapter_config(cfg.loader).TASKS:
+        raise ConfigError(
+            f"loader={cfg.loader.name} yields images and class labels, not the {task.value.replace('_', ' ')} "
+            f"batches model={arch} trains on; use loader=synthetic (the task makes its own data: docs/models.md)"
+        )
+    devices = node_layout(cfg)[1]
+    if task is TaskKind.detection and devices > 1:
+        raise ConfigError(
+            f"model={arch} with framework={cfg.framework.name} on {devices} GPUs per process: DataParallel "
+            "would split each image's boxes over the GPUs; use framework=ddp (one process per GPU) or "
+            "system.ranks_per_node=1"
+        )
+    if task is not TaskKind.classification and cfg.optim.label_smoothing:
+        raise ConfigError(
+            f"optim.label_smoothing={cfg.optim.label_smoothing} smooths class labels, which model={arch} "
+            f"({task.value.replace('_', ' ')}) has none of; drop it (optim.label_smoothing=0)"
         )
 
 

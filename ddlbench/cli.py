@@ -140,10 +140,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in warnings(cfg):
         print(f"[ddlbench] warning: {warning}", file=sys.stderr, flush=True)
     affinity.check_local(cfg.system.cpu_bind)
-    # constructing the adapters imports their libraries: a missing horovod, deepspeed or DALI is a
-    # one-line error here, not a traceback from inside the launcher
+    # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
+    # for the model's task) is a one-line error here, not a traceback from inside the launcher
     components.build_framework(cfg)
     components.build_loader(cfg)
+    components.build_task(cfg)
     nproc, devices_per_process = node_layout(cfg)
     world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
     check_data(cfg, world_size=world_size)

@@ -15,6 +15,7 @@ from benchmarks.adapter_config import Installation
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import DDPConfig
 from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
+from benchmarks.optim import constructor_settings
 
 
 class AllreduceTimer:
@@ -106,7 +107,7 @@ def zero_redundancy(optimizer: torch.optim.Optimizer) -> ZeroRedundancyOptimizer
     """The same optimizer (class and settings) as a ZeroRedundancyOptimizer over the same parameters: each
     rank updates its shard of them and broadcasts it (needs the process group; one param group)."""
     (group,) = optimizer.param_groups  # components.build_model_and_optimizer makes one
-    return ZeroRedundancyOptimizer(group["params"], optimizer_class=type(optimizer), **optimizer.defaults)
+    return ZeroRedundancyOptimizer(group["params"], optimizer_class=type(optimizer), **constructor_settings(optimizer))
 
 
 class DDP(ScaledStep, TorchCollectives):

@@ -22,6 +22,7 @@ from benchmarks.adapter_config import Installation
 from benchmarks.frameworks.base import CommTimer
 from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype, ShardUnit
 from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
+from benchmarks.optim import constructor_settings
 
 
 def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
@@ -77,7 +78,7 @@ class FSDP(ScaledStep, TorchCollectives):
         # fully_shard replaced the parameters by sharded DTensors: the optimizer is rebuilt over them,
         # same class and settings (one param group, as components.build_model_and_optimizer makes)
         assert len(optimizer.param_groups) == 1, "one param group"
-        self._optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
+        self._optimizer = type(optimizer)(model.parameters(), **constructor_settings(optimizer))
         # float16 needs loss scaling; the sharded scaler agrees on inf/NaN over all ranks' gradient shards
         self._scaler = ShardedGradScaler(self.device.type) if amp_dtype == torch.float16 else None
         return model, self._optimizer

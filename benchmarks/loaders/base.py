@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from benchmarks.adapter_config import Installation
+
+if TYPE_CHECKING:
+    from benchmarks.tasks.base import Batch, Task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +32,9 @@ class LoaderContext:
     # True) the held-out part. 0: no split
     holdout: float = 0.0
     validation: bool = False  # a validation loader: no augmentation, no shuffle
+    # the run's task (benchmarks/tasks/): the synthetic loader makes its batches with task.synthetic_batch;
+    # None: image classification's (images, labels), which every other loader yields
+    task: Task | None = None
 
     def settings(self, knobs: dict) -> dict:
         """A loader's knobs, with augment and shuffle off for validation."""
@@ -45,13 +51,13 @@ class LoaderContext:
 
 
 class EpochLoader(Protocol):
-    """Yields (images, labels) already on ctx.device; the same len() on every rank."""
+    """Yields batches already on ctx.device, (images, labels) or ctx.task's; the same len() on every rank."""
 
     num_samples: int  # the samples one epoch covers over all ranks (the dataset, or synthetic's virtual size)
 
     def __len__(self) -> int: ...
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
+    def __iter__(self) -> Iterator[Batch]: ...
 
     def set_epoch(self, epoch: int) -> None:
         """Reshuffle for `epoch` (the same permutation on every rank)."""

@@ -19,6 +19,7 @@ from omegaconf import II, MISSING
 
 from benchmarks.adapter_config import AdapterConfig, Choice
 from benchmarks.errors import ConfigError
+from benchmarks.models.configs import TaskKind
 
 
 class DaliReader(Choice):
@@ -37,6 +38,16 @@ class DecoderDevice(Choice):
     cpu = "cpu"
 
 
+class GpuJpegDecoder(Choice):
+    """Who decodes loader=native_gpu's JPEGs on the GPU: torchvision's decode_jpeg (nvJPEG; it sends every
+    baseline JPEG to the hardware decoder of A100/H100/H200, the rest to nvJPEG's CUDA decoder) or
+    nvImageCodec (nvidia-nvimgcodec: its hardware backend takes loader.hw_decoder_load of each batch,
+    nvJPEG's CUDA decoders the rest, as DALI splits its decoding)."""
+
+    torchvision = "torchvision"
+    nvimgcodec = "nvimgcodec"
+
+
 def loader_cpus(cpus_per_rank: int) -> int:
     """The CPU workers (or threads) a loader gets by default: the rank's CPUs less the one its training
     process needs, at least 1."""
@@ -53,6 +64,8 @@ class LoaderConfig(AdapterConfig):
     """What every loader option has: the adapter class (`_target_`), its name, and whether it reads data.path."""
 
     GROUP: ClassVar[str] = "loader"
+    # the tasks whose batches it yields (benchmarks/tasks/): images and class labels, unless said
+    TASKS: ClassVar[tuple[TaskKind, ...]] = (TaskKind.classification,)
     _target_: str = MISSING
     name: str = MISSING
     needs_data: bool = True
@@ -61,11 +74,16 @@ class LoaderConfig(AdapterConfig):
         """(key, value) of the setting that gives this loader CPU workers or threads; None if it has none."""
         return None
 
+    def check_device(self, device: str) -> None:
+        """The rules between this option and the run's device (system.device: cpu or cuda): ConfigError
+        for a setting that needs the other one. Options that have such rules override this."""
+
 
 @dataclass
 class SyntheticLoaderConfig(LoaderConfig):
-    """Tensors pre-built on the device: the no-I/O baseline."""
+    """Tensors pre-built on the device: the no-I/O baseline; every task's, each made by the task itself."""
 
+    TASKS: ClassVar[tuple[TaskKind, ...]] = tuple(TaskKind)
     _target_: str = "benchmarks.loaders.synthetic.SyntheticLoader"
     name: str = "synthetic"
     needs_data: bool = False  # reads nothing
@@ -103,7 +121,7 @@ class NativeLoaderConfig(LoaderConfig):
 @dataclass
 class NativeGpuLoaderConfig(NativeLoaderConfig):
     """Plain PyTorch, JPEGs decoded on the GPU: DataLoader workers read the encoded bytes; decoding
-    (torchvision.io.decode_jpeg on CUDA: nvJPEG, the hardware decoder where the GPU has one), random
+    (gpu_decoder: torchvision.io.decode_jpeg on CUDA or nvImageCodec; nvJPEG either way), random
     resized crop, flip and normalisation run batched on the run's device, on a stream of their own,
     prefetch_batches ahead of training. On a CPU run the same steps run on the CPU."""
 
@@ -114,15 +132,41 @@ class NativeGpuLoaderConfig(NativeLoaderConfig):
     # share of each batch's JPEGs (its first round(share x batch)) the DataLoader workers decode on the CPU
     # themselves, taking that decode work off the GPU training shares; the rest go to nvJPEG
     cpu_decode_share: float = 0.0
+    # the library that decodes the rest on the GPU (GpuJpegDecoder says what each does)
+    gpu_decoder: GpuJpegDecoder = GpuJpegDecoder.torchvision
+    # gpu_decoder=nvimgcodec: share of those JPEGs for the hardware decoder (the rest: nvJPEG's CUDA decoder,
+    # on the SMs), DALI's hw_decoder_load; 1 is what torchvision does (every baseline JPEG on the hardware)
+    hw_decoder_load: float = 1.0
 
     def check(self) -> None:
         super().check()
         self.at_least("prefetch_batches", 1)
-        share = self.cpu_decode_share
+        self._share(
+            "cpu_decode_share",
+            "the share of each batch the DataLoader workers decode on the CPU; 0: all on the GPU",
+            0.25,
+        )
+        self._share("hw_decoder_load", "the share of the GPU's JPEGs for its hardware decoder; DALI's here: 0.65", 0.65)
+        if self.gpu_decoder is GpuJpegDecoder.torchvision and self.hw_decoder_load != 1.0:
+            raise ConfigError(
+                f"{self.key('hw_decoder_load')}={self.hw_decoder_load} needs {self.key('gpu_decoder')}=nvimgcodec: "
+                "torchvision's decode_jpeg sends every baseline JPEG to the hardware decoder (1.0, its only "
+                f"split); pass {self.key('gpu_decoder')}=nvimgcodec or leave {self.key('hw_decoder_load')}=1.0"
+            )
+
+    def check_device(self, device: str) -> None:
+        if self.gpu_decoder is GpuJpegDecoder.nvimgcodec and device != "cuda":
+            raise ConfigError(
+                f"{self.key('gpu_decoder')}=nvimgcodec decodes on a GPU (nvImageCodec's hardware JPEG decoder) "
+                f"but system.device={device}; use {self.key('gpu_decoder')}=torchvision (on a CPU run it "
+                "decodes on the CPU) or a GPU system, e.g. system=h200"
+            )
+
+    def _share(self, name: str, what: str, example: float) -> None:
+        share = getattr(self, name)
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
             raise ConfigError(
-                f"{self.key('cpu_decode_share')}={share!r} must be between 0 and 1 (the share of each batch "
-                "the DataLoader workers decode on the CPU; 0: all on the GPU), e.g. loader.cpu_decode_share=0.25"
+                f"{self.key(name)}={share!r} must be between 0 and 1 ({what}), e.g. {self.key(name)}={example}"
             )
 
 

@@ -1,23 +1,17 @@
-"""Synthetic batches pre-built on the device: the no-I/O baseline of the Stash stall analysis."""
+"""Synthetic batches pre-built on the device: the no-I/O baseline of the Stash stall analysis, and the data
+of the tasks that have no data set here (question answering, detection): each task makes its own samples
+(benchmarks/tasks/)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import torch
-
 from benchmarks.adapter_config import Installation
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import SyntheticLoaderConfig
 from benchmarks.loaders.sharding import shard_batches
-
-
-def synthetic_sample(sample_id: int, *, seed: int, image_size: int, num_classes: int) -> tuple[torch.Tensor, int]:
-    """One normalised-looking image and label, a pure function of (seed, sample_id)."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + sample_id)
-    image = torch.randn(3, image_size, image_size, generator=generator)
-    label = int(torch.randint(num_classes, (1,), generator=generator))
-    return image, label
+from benchmarks.tasks import classification
+from benchmarks.tasks.base import Batch
 
 
 class SyntheticEpoch:
@@ -30,23 +24,16 @@ class SyntheticEpoch:
         )
         # batch j of rank r holds the same samples as batch j of a 1-rank run at W*B, sliced
         global_batch = ctx.world_size * ctx.per_gpu_batch
+        make = classification.synthetic_batch if ctx.task is None else ctx.task.synthetic_batch
         self.batches = []
         for j in range(num_batches):
             first = j * global_batch + ctx.rank * ctx.per_gpu_batch
-            samples = [
-                synthetic_sample(first + t, seed=ctx.seed, image_size=ctx.image_size, num_classes=ctx.num_classes)
-                for t in range(ctx.per_gpu_batch)
-            ]
-            images = torch.stack([image for image, _ in samples]).to(ctx.device)
-            if ctx.channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
-            labels = torch.tensor([label for _, label in samples], device=ctx.device)
-            self.batches.append((images, labels))
+            self.batches.append(make(range(first, first + ctx.per_gpu_batch), ctx))
 
     def __len__(self) -> int:
         return self._num_steps
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[Batch]:
         for step in range(self._num_steps):
             yield self.batches[step % len(self.batches)]
 

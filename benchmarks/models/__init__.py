@@ -1,7 +1,8 @@
-"""Model builders by architecture name: torchvision models plus a small CPU-friendly CNN.
+"""Model builders by architecture name: torchvision's classifiers and RetinaNet, Hugging Face's BERT
+(benchmarks/models/bert.py) and a small CPU-friendly CNN.
 
-torch and torchvision are imported when a model is built, not when this package is: its config
-(benchmarks/models/configs.py) is read by torch-free code (campaign planning, analysis).
+torch, torchvision and transformers are imported when a model is built, not when this package is: its
+config (benchmarks/models/configs.py) is read by torch-free code (campaign planning, analysis).
 """
 
 from __future__ import annotations
@@ -57,18 +58,41 @@ def _simple_cnn(m: ModelConfig) -> nn.Module:
     )
 
 
+def _bert(m: ModelConfig) -> nn.Module:
+    from benchmarks.models import bert
+
+    return bert.build(str(m.size))
+
+
+def _retinanet(m: ModelConfig) -> nn.Module:
+    from torchvision.models.detection import retinanet_resnet50_fpn
+
+    # no weights at all (none downloaded): the backbone's BatchNorm trains, as every layer does. The images
+    # come at model.image_size and stay so (torchvision resizes to 800-1333 px unless told)
+    return retinanet_resnet50_fpn(
+        weights=None,
+        weights_backbone=None,
+        num_classes=m.num_classes,
+        min_size=m.image_size,
+        max_size=m.image_size,
+    )
+
+
 BUILDERS: dict[Arch, Callable[[ModelConfig], nn.Module]] = {
     Arch.resnet: _resnet,
     Arch.vgg: _vgg,
     Arch.mobilenet_v2: _mobilenet_v2,
     Arch.shufflenet_v2: _shufflenet_v2,
     Arch.simple_cnn: _simple_cnn,
+    Arch.bert: _bert,
+    Arch.retinanet: _retinanet,
 }
 
 
 def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int, **options: Any) -> nn.Module:
     """A freshly initialised model, identical on every rank for the same seed. `options` are ModelConfig's
-    other shape fields (width, batch_norm, residual), with its defaults; checked by ModelConfig.check()."""
+    other shape fields (width, batch_norm, residual, size, image_size), with its defaults; checked by
+    ModelConfig.check()."""
     import torch
 
     config = ModelConfig(arch=arch, depth=depth, num_classes=num_classes, **options)

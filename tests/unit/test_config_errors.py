@@ -77,7 +77,7 @@ def test_composition_errors(compose, overrides, expected):
         (["model=resnet", "model.depth=42"], "model.depth=42 is not a ResNet depth"),
         (
             ["model.arch=alexnet"],
-            "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2, shufflenet_v2 or simple_cnn",
+            "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2, shufflenet_v2, simple_cnn, bert or retinanet",
         ),
         (["data.cache=tepid"], "data.cache='tepid' is not allowed; choose warm or cold"),
     ],

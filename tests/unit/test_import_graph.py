@@ -27,7 +27,9 @@ ADAPTER_OF = {
     "horovod": "benchmarks/frameworks/horovod.py",
     "deepspeed": "benchmarks/frameworks/deepspeed.py",
     "nvidia.dali": "benchmarks/loaders/dali.py",
+    "nvidia.nvimgcodec": "benchmarks/loaders/native_gpu.py",
     "mpi4py": "benchmarks/commbench/mpi.py",
+    "transformers": "benchmarks/models/bert.py",
 }
 TORCH_FREE = [
     "benchmarks.rundir",

@@ -1,7 +1,10 @@
 """benchmarks/models: every family and ablation builds for any class count and image size, trains on a CPU,
-has torchvision's parameters where torchvision builds it, is checked before launch and names its cells."""
+has torchvision's (and BERT's published) parameters where they are built, is checked before launch and names
+its cells."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 import torch
@@ -151,6 +154,10 @@ VARIANTS = {
     "shufflenet_v2_x1_0": ["model=shufflenet_v2"],
     "shufflenet_v2_x2_0": ["model=shufflenet_v2", "model.width=2.0"],
     "mobilenet_v2": ["model=mobilenet_v2"],
+    "bert_base": ["model=bert"],
+    "bert_large": ["model=bert", "model.size=large"],
+    "bert_tiny": ["model=bert", "model.size=tiny"],
+    "retinanet": ["model=retinanet"],
 }
 
 
@@ -195,9 +202,83 @@ def test_records_without_the_new_keys_keep_their_names():
             "model.residual=false is not built for model.arch=shufflenet_v2; drop it, or choose model=resnet",
         ),
         (["model=resnet", "model.batch_norm=maybe"], "model.batch_norm"),
+        (["model=bert", "model.size=huge"], r"model.size=huge is not allowed; choose tiny, base or large"),
+        (["model.arch=bert"], r"model.size=None is not a BERT size; choose tiny, base or large"),
+        (["model=bert", "model.seq_len=513"], r"model.seq_len=513 must be between 2 and 512"),
+        (["model=retinanet", "model.image_size=16"], "model.image_size=16 must be >= 32 for model.arch=retinanet"),
     ],
 )
 def test_model_errors_before_launch(compose, overrides, expected):
     with pytest.raises(ConfigError, match=expected) as error:
         validate(compose(overrides), check_device=False)
     assert "\n" not in str(error.value)
+
+
+# BERT's published sizes (Devlin et al. 2019: bert-base-uncased, bert-large-uncased) count the pooler, which
+# the span head does not use (transformers builds none for it); the head is Linear(hidden, 2)
+BERT_PARAMS = {"base": (109_482_240, 768), "large": (335_141_888, 1024)}
+
+
+needs_transformers = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers is not installed: run 'make nlp'"
+)
+
+
+@needs_transformers
+@pytest.mark.parametrize("size", sorted(BERT_PARAMS))
+def test_bert_has_the_published_parameters_without_the_pooler_plus_the_span_head(size):
+    published, hidden = BERT_PARAMS[size]
+    model = _on_meta(arch="bert", depth=None, size=size)
+    pooler = hidden * hidden + hidden
+    assert _numel(model.bert.modules()) == published - pooler
+    assert _numel(model.modules()) == published - pooler + 2 * hidden + 2
+    assert model.bert.pooler is None and model.config.num_hidden_layers == {"base": 12, "large": 24}[size]
+
+
+def test_retinanet_is_torchvisions_with_a_trainable_backbone():
+    """torchvision's published count (34,014,999, COCO's 91 classes) has the backbone's BatchNorm frozen
+    (buffers); without pretrained weights every BatchNorm trains, adding its weight and bias."""
+    with torch.device("meta"):
+        model = build_model(arch="retinanet", depth=None, num_classes=91, seed=0)
+    norms = _numel(m for m in model.modules() if isinstance(m, nn.BatchNorm2d))
+    assert norms > 0 and _numel(model.modules()) - norms == 34_014_999
+    assert model.transform.min_size == (224,) and model.transform.max_size == 224  # model.image_size, unresized
+
+
+@needs_transformers
+def test_bert_tiny_trains_on_a_cpu():
+    from benchmarks.loaders.base import LoaderContext
+    from benchmarks.models.configs import ModelConfig
+    from benchmarks.tasks import build_task
+
+    model = build_model(arch="bert", depth=None, num_classes=1000, seed=0, size="tiny")
+    task = build_task(ModelConfig(arch="bert", size="tiny", seq_len=16))
+    ctx = LoaderContext(
+        rank=0, world_size=1, device=torch.device("cpu"), per_gpu_batch=2, seed=0, num_classes=1000,
+        image_size=224, channels_last=False, data_path=None, task=task,
+    )  # fmt: skip
+    batch = task.synthetic_batch(range(2), ctx)
+    loss = task.loss(model, batch)
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    # the loss transformers' own head computes from the same positions (without dropout, to compare)
+    model.eval()
+    torch.testing.assert_close(task.loss(model, batch), model(**batch).loss)
+
+
+def test_retinanet_trains_on_a_cpu():
+    from benchmarks.loaders.base import LoaderContext
+    from benchmarks.models.configs import ModelConfig
+    from benchmarks.tasks import build_task
+
+    model = build_model(arch="retinanet", depth=None, num_classes=5, seed=0, image_size=32)
+    task = build_task(ModelConfig(arch="retinanet", num_classes=5, image_size=32))
+    ctx = LoaderContext(
+        rank=0, world_size=1, device=torch.device("cpu"), per_gpu_batch=2, seed=0, num_classes=5,
+        image_size=32, channels_last=False, data_path=None, task=task,
+    )  # fmt: skip
+    model.train()
+    loss = task.loss(model, task.synthetic_batch(range(2), ctx))
+    loss.backward()
+    assert torch.isfinite(loss) and loss > 0
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
