@@ -3,14 +3,20 @@ training (normalised float NCHW), at 1 .. the rank's CPUs of workers or threads,
 ceilings they can reach; no model runs. Where each loader saturates, and where its CPU work does.
 
 Every case is the loader option exactly as a run builds it (the composed config with loader=NAME and its
-worker key set), timed between two device synchronisations after warm-up batches. Ceilings: `cpu_decode`
-is what one CPU worker does per second (open, decode, random resized crop, flip: the native loader's
-per-image work; workers x this is the most N workers can give); `device_decode` is batched decode_jpeg
-plus the crop/flip/normalise on the run's device (loader=native_gpu's device work without file reading).
+worker key set; native_gpu-nvimgcodec is native_gpu with loader.gpu_decoder=nvimgcodec), timed between
+two device synchronisations after warm-up batches. Ceilings: `cpu_decode` is what one CPU worker does per
+second (open, decode, random resized crop, flip: the native loader's per-image work; workers x this is the
+most N workers can give); `device_decode` is batched decode_jpeg plus the crop/flip/normalise on the run's
+device (loader=native_gpu's device work without file reading). On a GPU, beside it: `device_decode_only`
+(decode_jpeg alone), `nvimgcodec_decode` (nvImageCodec, the hardware decoder for every JPEG, plus the same
+crop/flip/normalise) and `nvimgcodec_decode_only_hw<load>` (nvImageCodec alone at each hardware share of
+NVIMGCODEC_HW_LOADS: the hardware alone, DALI's split here, nvJPEG's CUDA decoder alone). Without
+nvidia.nvimgcodec its rows are skipped, with the reason on stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -25,15 +31,20 @@ from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import loader_cpus
 
-LOADERS = ("native", "native_gpu", "dali", "dali-tfrecord")
+LOADERS = ("native", "native_gpu", "native_gpu-nvimgcodec", "dali", "dali-tfrecord")
 DEFAULT_LOADERS = ("native", "native_gpu", "dali")
+# the cases and ceilings that decode with nvImageCodec (loader.gpu_decoder=nvimgcodec)
+NVIMGCODEC_CASES = ("native_gpu-nvimgcodec",)
+# nvImageCodec's decode-only ceilings, by the hardware decoder's share of a batch (loader.hw_decoder_load):
+# the hardware alone, DALI's setting here (conf: DaliLoaderConfig.hw_decoder_load), nvJPEG's CUDA decoder alone
+NVIMGCODEC_HW_LOADS = (1.0, 0.65, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
     """One case: a loader at a worker (or thread) count, or a ceiling (workers: None)."""
 
-    case: str  # native, native_gpu, dali, dali-tfrecord; or cpu_decode, device_decode
+    case: str  # a loader case (LOADERS) or a ceiling (cpu_decode, device_ceilings())
     workers: int | None
     img_s: float
     images: int  # timed images
@@ -56,6 +67,8 @@ def loader_overrides(case: str, workers: int, *, tfrecord_path: str | None) -> l
     """The overrides that make `case` at `workers` workers or threads."""
     if case in ("native", "native_gpu"):
         return [f"loader={case}", f"loader.num_workers={workers}"]
+    if case == "native_gpu-nvimgcodec":
+        return ["loader=native_gpu", "loader.gpu_decoder=nvimgcodec", f"loader.num_workers={workers}"]
     if case == "dali":
         return ["loader=dali", "loader.reader=file", f"loader.num_threads={workers}"]
     if case == "dali-tfrecord":
@@ -144,33 +157,72 @@ def cpu_decode_img_s(files: Sequence[str], *, image_size: int, seconds: float = 
 
 
 def device_decode_img_s(
-    files: Sequence[str], device: torch.device, *, batch: int, image_size: int, batches: int = 10
+    files: Sequence[str],
+    device: torch.device,
+    *,
+    batch: int,
+    image_size: int,
+    batches: int = 10,
+    gpu_decoder: str = "torchvision",
+    hw_decoder_load: float = 1.0,
+    transform: bool = True,
 ) -> float:
-    """Batched decode_jpeg + crop/flip/normalise on `device` (loader=native_gpu's device work), the bytes
-    already in memory."""
-    from torchvision.io import ImageReadMode, decode_jpeg
-
+    """Batched decode (loader.gpu_decoder's BatchDecoder, on a stream of its own as the loader's thread
+    runs it) + crop/flip/normalise on `device` (loader=native_gpu's device work), the bytes already in
+    memory; transform=False: the decode alone."""
     from benchmarks.loaders.native import to_model_input
-    from benchmarks.loaders.native_gpu import transform_batch
+    from benchmarks.loaders.native_gpu import DECODERS, transform_batch
 
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    decoder = DECODERS[gpu_decoder](device, stream=stream, batch_size=batch, hw_decoder_load=hw_decoder_load)
     encoded = [torch.frombuffer(bytearray(open(f, "rb").read()), dtype=torch.uint8) for f in files]
-    chunks = [[encoded[(i * batch + j) % len(encoded)] for j in range(batch)] for i in range(batches + 2)]
+    # one joined tensor per batch, split into views, as a DataLoader worker hands a batch over
+    chunks = []
+    for i in range(batches + 2):
+        chunk = [encoded[(i * batch + j) % len(encoded)] for j in range(batch)]
+        chunks.append(list(torch.split(torch.cat(chunk), [t.numel() for t in chunk])))
     rng = random.Random(0)
 
     def one(chunk):
-        images = transform_batch(
-            decode_jpeg(chunk, mode=ImageReadMode.RGB, device=device), size=image_size, augment=True, rng=rng
-        )
-        return to_model_input(images, device, channels_last=True)
+        images = decoder.decode(chunk)
+        if transform:
+            images = to_model_input(
+                transform_batch(images, size=image_size, augment=True, rng=rng), device, channels_last=True
+            )
+        return images
 
-    for chunk in chunks[:2]:
-        one(chunk)
-    synchronize(device)
-    start = time.perf_counter()
-    for chunk in chunks[2:]:
-        one(chunk)
-    synchronize(device)
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        for chunk in chunks[:2]:
+            one(chunk)
+        synchronize(device)
+        start = time.perf_counter()
+        for chunk in chunks[2:]:
+            one(chunk)
+        synchronize(device)
     return batches * batch / (time.perf_counter() - start)
+
+
+def device_ceilings(device: torch.device) -> list[tuple[str, str, float, bool]]:
+    """The device's decode ceilings as (case, loader.gpu_decoder, loader.hw_decoder_load, with the crop):
+    device_decode everywhere; on a GPU decode_jpeg alone and nvImageCodec's (the module docstring)."""
+    out = [("device_decode", "torchvision", 1.0, True)]
+    if device.type == "cuda":
+        out += [("device_decode_only", "torchvision", 1.0, False), ("nvimgcodec_decode", "nvimgcodec", 1.0, True)]
+        out += [(f"nvimgcodec_decode_only_hw{load:g}", "nvimgcodec", load, False) for load in NVIMGCODEC_HW_LOADS]
+    return out
+
+
+def nvimgcodec_unavailable(device: torch.device) -> str | None:
+    """Why the nvImageCodec cases cannot run here (a CPU device, or no nvidia.nvimgcodec), or None."""
+    from benchmarks.loaders.native_gpu import nvimgcodec_missing
+
+    if device.type != "cuda":
+        return "they decode on a GPU and system.device=cpu"
+    return nvimgcodec_missing()
+
+
+def print_note(line: str) -> None:
+    print(f"[ddlbench] loaderbench: {line}", file=sys.stderr, flush=True)
 
 
 def measure(
@@ -183,9 +235,11 @@ def measure(
     batches: int,
     tfrecord_path: str | None,
     progress: Callable[[Measurement], None] = lambda m: None,
+    note: Callable[[str], None] = print_note,
 ) -> list[Measurement]:
-    """Every case at every worker count, then the ceilings. cfg_for(overrides) composes the config of a
-    case (the user's overrides plus the case's); base is the user's own."""
+    """The ceilings, then every case at every worker count. cfg_for(overrides) composes the config of a
+    case (the user's overrides plus the case's); base is the user's own. A case or ceiling that cannot run
+    here (nvImageCodec's on a CPU or without the package) is left out, with the reason in note()."""
     from benchmarks.components import build_loader
     from benchmarks.validate import validate
 
@@ -202,17 +256,29 @@ def measure(
         )
     )
     progress(out[-1])
-    out.append(
-        Measurement(
-            case="device_decode",
-            workers=None,
-            device=device.type,
-            images=batch * 10,
-            img_s=device_decode_img_s(files, device, batch=batch, image_size=size),
+    unavailable = nvimgcodec_unavailable(device)
+    ceilings = device_ceilings(device)
+    skipped = [case for case, decoder, _, _ in ceilings if decoder == "nvimgcodec" and unavailable]
+    if unavailable and (skipped or device.type == "cuda"):
+        note(f"nvImageCodec's decode ceilings are skipped: {unavailable}")
+    for case, gpu_decoder, load, transform in ceilings:
+        if case in skipped:
+            continue
+        img_s = device_decode_img_s(
+            files,
+            device,
+            batch=batch,
+            image_size=size,
+            gpu_decoder=gpu_decoder,
+            hw_decoder_load=load,
+            transform=transform,
         )
-    )
-    progress(out[-1])
+        out.append(Measurement(case=case, workers=None, device=device.type, images=batch * 10, img_s=img_s))
+        progress(out[-1])
     for case in cases:
+        if case in NVIMGCODEC_CASES and unavailable:
+            note(f"case {case} is skipped: {unavailable}")
+            continue
         for count in workers:
             cfg = cfg_for(loader_overrides(case, count, tfrecord_path=tfrecord_path))
             validate(cfg)
@@ -261,7 +327,8 @@ def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> 
             *lines,
             "",
             f"cpu_decode: one worker (x workers: the most native can reach); device_decode: "
-            f"batched decode_jpeg + crop/flip/normalise on the device; the rank has {cpus_per_rank} CPUs, "
+            f"batched decode_jpeg + crop/flip/normalise on the device (_only: the decode alone; nvimgcodec_: "
+            f"nvImageCodec's, hw<load>: its hardware decoder's share); the rank has {cpus_per_rank} CPUs, "
             f"the loaders' default is {loader_cpus(cpus_per_rank)}",
         ]
     )

@@ -2,11 +2,20 @@
 
 DataLoader workers only read the files' bytes (the sharding contract of the native loader: the same
 ShardedBatchSampler). A thread of the training process takes each batch of encoded JPEGs and, on a CUDA
-stream of its own, decodes it in one batched call (torchvision.io.decode_jpeg on the device: nvJPEG,
-with the hardware decoder on A100/H100/H200), crops, resizes, flips and normalises it, then records an
-event. The thread works prefetch_batches ahead; training's stream waits on a batch's event (no host
-wait) and record_stream() tells the caching allocator that training's stream uses the batch, so its
-memory is not handed out again before that work is done. Decoding overlaps training.
+stream of its own, decodes it in one batched call (gpu_decoder, a BatchDecoder of DECODERS:
+torchvision.io.decode_jpeg on the device, or nvImageCodec), crops, resizes, flips and normalises it,
+then records an event. The thread works prefetch_batches ahead; training's stream waits on a batch's
+event (no host wait) and record_stream() tells the caching allocator that training's stream uses the
+batch, so its memory is not handed out again before that work is done. Decoding overlaps training.
+
+Both decoders use nvJPEG. torchvision (>= 0.19) sends every baseline JPEG of a batch to the hardware
+decoder (NVJPG engines of A100/H100/H200) and the rest to nvJPEG's CUDA decoder one by one; it decodes on
+a stream of its own, waits on the host for the batch (cudaStreamSynchronize) and makes the current
+stream wait for it. nvImageCodec (gpu_decoder=nvimgcodec; this is the only module that imports
+nvidia.nvimgcodec, lazily) splits each batch between its hardware backend (hw_decoder_load of it) and
+nvJPEG's CUDA decoders, as DALI does, parses the headers on a thread pool and decodes on the stream it is
+given (ours): its images are ready in that stream's order, their memory (cudaMallocAsync on that stream)
+is handed to torch without a copy (DLPack) and freed on that stream when the tensors go.
 
 cpu_decode_share takes some decoding off the GPU that training shares: the workers decode each batch's
 first round(share x batch) JPEGs on the CPU themselves (collate_encoded) and the thread uploads them
@@ -24,7 +33,9 @@ On a CPU run the same steps run on the CPU (what the tests cover).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import importlib.util
 import math
 import os
 import queue
@@ -32,14 +43,14 @@ import random
 import sys
 import threading
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
 from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
-from benchmarks.loaders.configs import NativeGpuLoaderConfig
+from benchmarks.loaders.configs import GpuJpegDecoder, NativeGpuLoaderConfig
 from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, subset, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -240,6 +251,212 @@ def upload_decoded(pixels: torch.Tensor, shapes: torch.Tensor, device: torch.dev
     return [flat.view(shape) for flat, shape in zip(torch.split(pixels, sizes), shapes.tolist())]
 
 
+class BatchDecoder(Protocol):
+    """Decodes a batch on the run's device (loader.gpu_decoder; DECODERS holds one per value)."""
+
+    name: str
+
+    @classmethod
+    def check_installed(cls) -> None:
+        """ConfigError (one line, the install command) unless its library is here; imports nothing."""
+
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor]:
+        """JPEGs (1-D uint8 CPU tensors) -> uint8 CHW RGB images on the device, in batch order, ready in the
+        current stream's order (the decode thread's stream)."""
+
+    def describe(self) -> dict[str, str]:
+        """What decoded, for meta.json: the library and its version, and how it was set up."""
+
+
+class TorchvisionDecoder:
+    """torchvision.io.decode_jpeg of the whole batch on the device (on a CPU run, on the CPU): nvJPEG, every
+    baseline JPEG on the hardware decoder where the GPU has one."""
+
+    name = "torchvision"
+
+    def __init__(self, device: torch.device, *, stream: Any, batch_size: int, hw_decoder_load: float) -> None:
+        self.device = device
+
+    @classmethod
+    def check_installed(cls) -> None:
+        """torchvision is a requirement of the project."""
+
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor]:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
+
+    def describe(self) -> dict[str, str]:
+        import torchvision
+
+        return {"gpu_decoder_library": f"torchvision {torchvision.__version__} (decode_jpeg: nvJPEG)"}
+
+
+def nvimgcodec_install_hint() -> str:
+    """The pip command for nvImageCodec with the nvJPEG library, for the CUDA major version torch uses."""
+    major = (torch.version.cuda or "13").split(".")[0]
+    return f"pip install 'nvidia-nvimgcodec-cu{major}[nvjpeg]'"
+
+
+def nvimgcodec_missing() -> str | None:
+    """Why loader.gpu_decoder=nvimgcodec cannot run here (its package is not installed), or None. Looks the
+    module up without importing it."""
+    try:
+        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except ModuleNotFoundError:  # no `nvidia` package at all
+        found = False
+    if found:
+        return None
+    return (
+        "loader.gpu_decoder=nvimgcodec needs nvImageCodec's python package (nvidia.nvimgcodec), which is not "
+        f"installed; run {nvimgcodec_install_hint()!r}, or use loader.gpu_decoder=torchvision"
+    )
+
+
+def import_nvimgcodec() -> Any:
+    """nvidia.nvimgcodec, or a one-line ConfigError with the install command."""
+    missing = nvimgcodec_missing()
+    if missing:
+        raise ConfigError(missing)
+    try:
+        import nvidia.nvimgcodec as nvimgcodec
+    except ImportError as error:
+        raise ConfigError(
+            f"loader.gpu_decoder=nvimgcodec: nvidia.nvimgcodec does not load ({error}); reinstall it with "
+            f"{nvimgcodec_install_hint()!r}"
+        ) from None
+    return nvimgcodec
+
+
+def nvimgcodec_backends(nvimgcodec: Any, hw_decoder_load: float) -> list:
+    """nvImageCodec's backends, in the order DALI's mixed decoder asks for them: the hardware decoder takes
+    round(hw_decoder_load x batch) JPEGs (rounded up to its engines' mini-batch; 0: none), nvJPEG's CUDA
+    decoder the rest (Huffman decoding on the decoder's CPU threads below 1 M pixels, the rest on the SMs)
+    and what the hardware cannot decode (progressive JPEGs, 4:1:1 chroma). FIXED: the split is the hint,
+    every batch."""
+    kind, fixed = nvimgcodec.BackendKind, nvimgcodec.LoadHintPolicy.FIXED
+    return [
+        nvimgcodec.Backend(kind.HW_GPU_ONLY, load_hint=hw_decoder_load, load_hint_policy=fixed),
+        nvimgcodec.Backend(kind.GPU_ONLY, load_hint=1.0, load_hint_policy=fixed),
+        nvimgcodec.Backend(kind.HYBRID_CPU_GPU, load_hint=1.0, load_hint_policy=fixed),
+    ]
+
+
+def nvimgcodec_params(nvimgcodec: Any) -> Any:
+    """Planar RGB uint8 (CHW, as decode_jpeg gives it) and no EXIF rotation (neither decode_jpeg nor PIL
+    applies it, so every loader crops the same pixels)."""
+    return nvimgcodec.DecodeParams(
+        apply_exif_orientation=False, color_spec=nvimgcodec.ColorSpec.SRGB, sample_format=nvimgcodec.SampleFormat.P_RGB
+    )
+
+
+def decode_nvimgcodec(
+    nvimgcodec: Any, decoder: Any, params: Any, encoded: list[torch.Tensor], *, cuda_stream: int, consumer_stream: int
+) -> list[torch.Tensor]:
+    """One batched nvImageCodec decode -> CHW uint8 tensors, without a copy. The code streams read the
+    batch's bytes in place (numpy views of the tensor the worker sent); the decode runs on cuda_stream and
+    each image is handed to torch through DLPack for consumer_stream: the same stream, so no event (-1: no
+    ordering, for host images). An image that does not decode is an error, not a gap in the batch."""
+    decoded = decoder.decode(
+        [nvimgcodec.CodeStream(t.numpy()) for t in encoded], params=params, cuda_stream=cuda_stream
+    )
+    failed = [n for n, image in enumerate(decoded) if image is None]
+    if failed or len(decoded) != len(encoded):
+        which = f"#{failed[0]}" if failed else "some"
+        raise RuntimeError(
+            f"loader.gpu_decoder=nvimgcodec: {len(failed) or len(encoded) - len(decoded)} of the batch's "
+            f"{len(encoded)} JPEGs did not decode ({which} first); check the files with loader.gpu_decoder=torchvision"
+        )
+    images = [torch.from_dlpack(image.to_dlpack(consumer_stream)) for image in decoded]
+    bad = next((tuple(t.shape) for t in images if t.dim() != 3 or t.shape[0] != 3 or t.dtype != torch.uint8), None)
+    if bad is not None:
+        raise RuntimeError(
+            f"loader.gpu_decoder=nvimgcodec: an image came back as {bad}, not planar RGB uint8 (3, H, W)"
+        )
+    return images
+
+
+# CUmemPool_attribute CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (cuda.h)
+_RELEASE_THRESHOLD = 4
+
+
+def keep_pool_memory(device_index: int) -> str:
+    """Lets the device's current memory pool (cudaMallocAsync's: nvImageCodec allocates its images there, on
+    our stream) keep the memory freed into it. By default (release threshold 0) it hands it back to the
+    driver at every synchronisation, and the next batch's images are mapped anew. What it did, for meta.json."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as error:
+        return f"unchanged ({error})"
+    device, pool, keep = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64(2**64 - 1)
+    for call, args in (
+        ("cuDeviceGet", (ctypes.byref(device), device_index)),
+        ("cuDeviceGetMemPool", (ctypes.byref(pool), device)),
+        ("cuMemPoolSetAttribute", (pool, _RELEASE_THRESHOLD, ctypes.byref(keep))),
+    ):
+        status = getattr(cuda, call)(*args)
+        if status:
+            return f"unchanged ({call} returned CUresult {status})"
+    return "kept (release threshold: no limit)"
+
+
+class NvImageCodecDecoder:
+    """nvImageCodec's batched decode on our stream: nvimgcodec_backends' split between the hardware decoder
+    and nvJPEG's CUDA decoder (hw_decoder_load), planar RGB out, handed over without a copy."""
+
+    name = "nvimgcodec"
+
+    def __init__(self, device: torch.device, *, stream: Any, batch_size: int, hw_decoder_load: float) -> None:
+        if device.type != "cuda":  # validate() refuses it first (check_device); builders that skip it land here
+            raise ConfigError(
+                "loader.gpu_decoder=nvimgcodec decodes on a GPU; use loader.gpu_decoder=torchvision on a CPU run"
+            )
+        self._nvimgcodec = import_nvimgcodec()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        self.hw_decoder_load = hw_decoder_load
+        self._stream = int(stream.cuda_stream)
+        self._decoder = self._nvimgcodec.Decoder(
+            device_id=index,
+            backends=nvimgcodec_backends(self._nvimgcodec, hw_decoder_load),
+            # the hardware decoder's buffers for a whole batch up front, as DALI sizes them
+            options=f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size}",
+        )
+        self._params = nvimgcodec_params(self._nvimgcodec)
+        self.pool_memory = keep_pool_memory(index)
+
+    @classmethod
+    def check_installed(cls) -> None:
+        missing = nvimgcodec_missing()
+        if missing:
+            raise ConfigError(missing)
+
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor]:
+        return decode_nvimgcodec(
+            self._nvimgcodec,
+            self._decoder,
+            self._params,
+            encoded,
+            cuda_stream=self._stream,
+            consumer_stream=self._stream,
+        )
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "gpu_decoder_library": (
+                f"nvimgcodec {self._nvimgcodec.__version__} (hardware {self.hw_decoder_load:g} of each batch, "
+                "then nvJPEG's CUDA decoder)"
+            ),
+            "gpu_decoder_pool_memory": self.pool_memory,
+        }
+
+
+# loader.gpu_decoder -> its BatchDecoder
+DECODERS: dict[GpuJpegDecoder, type[BatchDecoder]] = {
+    GpuJpegDecoder.torchvision: TorchvisionDecoder,
+    GpuJpegDecoder.nvimgcodec: NvImageCodecDecoder,
+}
+
+
 class NativeGpuEpoch:
     def __init__(self, ctx: LoaderContext, loader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict):
         self.ctx, self.loader, self.sampler = ctx, loader, sampler
@@ -248,6 +465,9 @@ class NativeGpuEpoch:
         # a high-priority stream: its few kernels per batch go ahead of training's queued ones, so a batch is
         # ready before training waits for it
         self.stream = torch.cuda.Stream(ctx.device, priority=-1) if self.cuda else None
+        self.decoder = DECODERS[knobs["gpu_decoder"]](
+            ctx.device, stream=self.stream, batch_size=ctx.per_gpu_batch, hw_decoder_load=knobs["hw_decoder_load"]
+        )
         # the crops' and flips' random numbers: per rank, apart from torch's generators (which training uses)
         self.rng = random.Random(ctx.seed * 1_000 + ctx.rank)
         if self.cuda:  # process-wide; a rank process runs one loader
@@ -261,14 +481,11 @@ class NativeGpuEpoch:
 
     def _decode(self, batch: WorkerBatch) -> torch.Tensor:
         """A worker's batch -> its transformed images, in batch order: the CPU-decoded first (uploaded), then
-        the rest decoded on the device. One transform_batch over both: the same crops and flips whichever
-        side decoded an image."""
-        from torchvision.io import ImageReadMode, decode_jpeg
-
+        the rest decoded on the device (self.decoder). One transform_batch over both: the same crops and
+        flips whichever side decoded an image."""
         images = upload_decoded(batch.pixels, batch.shapes, self.ctx.device)
         if len(batch.lengths):
-            encoded = split_encoded(batch.joined, batch.lengths)
-            images += decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.ctx.device)
+            images += self.decoder.decode(split_encoded(batch.joined, batch.lengths))
         return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=self.rng)
 
     def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
@@ -360,6 +577,7 @@ class NativeGpuEpoch:
             # of each batch, the images the DataLoader workers decode on the CPU (loader.cpu_decode_share)
             "cpu_decoded_per_batch": num_cpu_decoded(self.ctx.per_gpu_batch, self.knobs["cpu_decode_share"]),
             "switch_interval_s": sys.getswitchinterval(),
+            **self.decoder.describe(),
             **self.knobs,
         }
 
@@ -369,10 +587,21 @@ class NativeGpuLoader:
     def installation(cls) -> Installation:
         import torchvision
 
-        return Installation(ok=True, detail=f"torchvision {torchvision.__version__} (decode_jpeg on CUDA: nvJPEG)")
+        missing = nvimgcodec_missing()
+        nvimgcodec = (
+            f"not installed ({nvimgcodec_install_hint()})"
+            if missing
+            else _installed_version("nvidia-nvimgcodec-cu", "installed")
+        )
+        return Installation(
+            ok=True,
+            detail=f"torchvision {torchvision.__version__} (decode_jpeg on CUDA: nvJPEG); "
+            f"loader.gpu_decoder=nvimgcodec: {nvimgcodec}",
+        )
 
     def __init__(self, config: NativeGpuLoaderConfig) -> None:
         config.check()
+        DECODERS[config.gpu_decoder].check_installed()  # before any process group exists
         self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
 
     def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
@@ -396,3 +625,14 @@ class NativeGpuLoader:
         collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
         loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
         return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
+
+
+def _installed_version(prefix: str, default: str) -> str:
+    """The version of the installed distribution whose name starts with prefix (nvidia-nvimgcodec-cu12/13)."""
+    from importlib import metadata
+
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.lower().startswith(prefix):
+            return f"{name} {dist.version}"
+    return default

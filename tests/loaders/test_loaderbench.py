@@ -117,3 +117,54 @@ def test_the_report_states_each_loaders_settings(tmp_path, folder):
     text = (tmp_path / "report" / "report.md").read_text()
     table = text[text.index("| loader | cpus_per_rank") :].split("\n\n")[0]
     assert "| native | 4 | 1 |" in table and "| native | 4 | 2 |" in table, table
+
+
+def test_the_gpus_decode_ceilings_and_the_nvimgcodec_case():
+    import torch
+
+    from benchmarks.loaderbench import NVIMGCODEC_HW_LOADS, device_ceilings, loader_overrides
+
+    assert device_ceilings(torch.device("cpu")) == [("device_decode", "torchvision", 1.0, True)]
+    cuda = device_ceilings(torch.device("cuda", 0))
+    assert [c[0] for c in cuda] == [
+        "device_decode",
+        "device_decode_only",
+        "nvimgcodec_decode",
+        "nvimgcodec_decode_only_hw1",
+        "nvimgcodec_decode_only_hw0.65",
+        "nvimgcodec_decode_only_hw0",
+    ]
+    assert [c[2] for c in cuda if c[0].startswith("nvimgcodec_decode_only")] == list(NVIMGCODEC_HW_LOADS)
+    assert loader_overrides("native_gpu-nvimgcodec", 15, tfrecord_path=None) == [
+        "loader=native_gpu",
+        "loader.gpu_decoder=nvimgcodec",
+        "loader.num_workers=15",
+    ]
+
+
+def test_the_nvimgcodec_case_is_skipped_with_its_reason_on_a_cpu(tmp_path, folder):
+    out = tmp_path / "lb"
+    result = ddlbench(
+        "loaderbench",
+        f"data.path={folder}",
+        "run.per_gpu_batch=4",
+        "model.image_size=32",
+        "--loaders",
+        "native_gpu-nvimgcodec,native_gpu",
+        "--workers",
+        "1",
+        "--batches",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "case native_gpu-nvimgcodec is skipped: they decode on a GPU and system.device=cpu" in result.stderr
+    records = json.loads((out / "loaderbench.json").read_text())["measurements"]
+    assert [(r["case"], r["workers"]) for r in records] == [
+        ("cpu_decode", 1),
+        ("device_decode", None),
+        ("native_gpu", 1),
+    ]

@@ -182,3 +182,218 @@ def test_a_batch_of_mixed_sizes_is_cropped_as_each_image_alone():
     batch = transform_batch(images, size=16, augment=False, rng=random.Random(0))
     alone = torch.cat([transform_batch([image], size=16, augment=False, rng=random.Random(0)) for image in images])
     assert batch.shape == (3, 3, 16, 16) and torch.allclose(batch, alone)
+
+
+# loader.gpu_decoder: torchvision (the default) or nvimgcodec (nvImageCodec's hardware decoder, GPU only)
+
+
+def test_gpu_decoder_torchvision_is_the_default_and_changes_nothing(compose, folder):
+    """The default is torchvision at hw_decoder_load 1.0 (every baseline JPEG on the hardware, its only
+    split), and naming it explicitly gives the same batches and the same settings."""
+    from benchmarks.loaders.native_gpu import TorchvisionDecoder
+
+    loader = compose(["loader=native_gpu"]).loader
+    assert (loader.gpu_decoder, loader.hw_decoder_load) == ("torchvision", 1.0)
+    runs = []
+    for extra in ((), ("loader.gpu_decoder=torchvision", "loader.hw_decoder_load=1.0")):
+        epoch = build(compose, "native_gpu", context(folder), *extra)
+        assert isinstance(epoch.decoder, TorchvisionDecoder)
+        epoch.set_epoch(0)
+        runs.append((list(epoch), epoch.describe()))
+    (first, meta), (second, meta_again) = runs
+    assert meta == meta_again and (meta["gpu_decoder"], meta["hw_decoder_load"]) == ("torchvision", 1.0)
+    assert meta["gpu_decoder_library"].startswith("torchvision ")
+    assert len(first) == len(second) > 0
+    for (a, la), (b, lb) in zip(first, second):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["loader.gpu_decoder=nvimgcodec", "loader.hw_decoder_load=1.5"],
+            "loader.hw_decoder_load=1.5 must be between 0 and 1 (the share of the GPU's JPEGs for its hardware "
+            "decoder; DALI's here: 0.65), e.g. loader.hw_decoder_load=0.65",
+        ),
+        (
+            ["loader.hw_decoder_load=0.65"],
+            "loader.hw_decoder_load=0.65 needs loader.gpu_decoder=nvimgcodec: torchvision's decode_jpeg sends "
+            "every baseline JPEG to the hardware decoder",
+        ),
+        (
+            ["loader.gpu_decoder=nvimgcodec"],
+            "loader.gpu_decoder=nvimgcodec decodes on a GPU (nvImageCodec's hardware JPEG decoder) but "
+            "system.device=cpu; use loader.gpu_decoder=torchvision",
+        ),
+        (["loader.cpu_decode_share=-0.1"], "loader.cpu_decode_share=-0.1 must be between 0 and 1"),
+    ],
+)
+def test_gpu_decoder_settings_are_checked_before_launch(compose, folder, overrides, expected):
+    from benchmarks.validate import validate
+
+    with pytest.raises(ConfigError) as error:
+        validate(compose(["loader=native_gpu", f"data.path={folder}", *overrides]), check_device=False)
+    assert expected in str(error.value) and "\n" not in str(error.value)
+
+
+def test_gpu_decoder_is_a_closed_set(compose):
+    with pytest.raises(ConfigError) as error:
+        compose(["loader=native_gpu", "loader.gpu_decoder=nvjpeg"])
+    assert "loader.gpu_decoder" in str(error.value) and "nvimgcodec" in str(error.value)
+
+
+def test_gpu_decoder_nvimgcodec_on_a_cpu_run_is_a_one_line_error_before_launch(folder, tmp_path):
+    result = ddlbench(
+        "run", "loader=native_gpu", "loader.gpu_decoder=nvimgcodec", f"data.path={folder}", f"run.root={tmp_path}"
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "loader.gpu_decoder=nvimgcodec decodes on a GPU" in line and "system.device=cpu" in line
+    assert not any(tmp_path.iterdir())  # nothing launched, no run directory
+
+
+def test_gpu_decoder_nvimgcodec_without_the_package_stops_before_launch(compose, folder, monkeypatch):
+    """The adapter is built before launch (ddlbench run, loaderbench): without nvidia.nvimgcodec it is one
+    line with the pip command, on a GPU system too (where validate lets the setting through)."""
+    import importlib.util
+
+    from benchmarks.components import build_loader
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "nvimgcodec" in name else real(name, *a))
+    with pytest.raises(ConfigError) as error:
+        build_loader(
+            compose(["loader=native_gpu", "system=h200", "loader.gpu_decoder=nvimgcodec", f"data.path={folder}"])
+        )
+    message = str(error.value)
+    assert message.startswith("loader.gpu_decoder=nvimgcodec needs nvImageCodec's python package")
+    assert "pip install 'nvidia-nvimgcodec-cu" in message and "[nvjpeg]'" in message and "\n" not in message
+
+
+def test_the_nvimgcodec_decoder_refuses_a_cpu_device():
+    from benchmarks.loaders.native_gpu import NvImageCodecDecoder
+
+    with pytest.raises(ConfigError, match="loader.gpu_decoder=nvimgcodec decodes on a GPU"):
+        NvImageCodecDecoder(torch.device("cpu"), stream=None, batch_size=8, hw_decoder_load=1.0)
+
+
+def test_every_gpu_decoder_has_a_batch_decoder():
+    from benchmarks.loaders.configs import GpuJpegDecoder
+    from benchmarks.loaders.native_gpu import DECODERS
+
+    assert set(DECODERS) == set(GpuJpegDecoder)
+    assert all(DECODERS[choice].name == choice.value for choice in GpuJpegDecoder)
+
+
+class FakeNvImageCodec:
+    """The part of nvidia.nvimgcodec the adapter uses, on the CPU: images are the tensors torchvision
+    decodes, handed over through DLPack as nvImageCodec hands its own."""
+
+    class BackendKind:
+        HW_GPU_ONLY, GPU_ONLY, HYBRID_CPU_GPU, CPU_ONLY = "hw", "gpu", "hybrid", "cpu"
+
+    class LoadHintPolicy:
+        FIXED = "fixed"
+
+    class Backend:
+        def __init__(self, kind, load_hint=1.0, load_hint_policy=None):
+            self.backend_kind, self.load_hint, self.load_hint_policy = kind, load_hint, load_hint_policy
+
+    class CodeStream:
+        def __init__(self, array):
+            self.array = array
+
+    class Image:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def to_dlpack(self, stream):
+            return torch.utils.dlpack.to_dlpack(self.tensor)
+
+    class Decoder:
+        def __init__(self, fail=(), layout="chw"):
+            self.fail, self.layout, self.calls = set(fail), layout, []
+
+        def decode(self, streams, params=None, cuda_stream=0):
+            from torchvision.io import decode_jpeg
+
+            self.calls.append((len(streams), cuda_stream))
+            out = []
+            for n, s in enumerate(streams):
+                image = decode_jpeg(torch.from_numpy(s.array))
+                image = image.permute(1, 2, 0).contiguous() if self.layout == "hwc" else image
+                out.append(None if n in self.fail else FakeNvImageCodec.Image(image))
+            return out
+
+
+def test_the_hardware_decoder_takes_hw_decoder_load_of_a_batch_then_nvjpegs_cuda_decoder():
+    from benchmarks.loaders.native_gpu import nvimgcodec_backends
+
+    backends = nvimgcodec_backends(FakeNvImageCodec, 0.65)
+    assert [(b.backend_kind, b.load_hint, b.load_hint_policy) for b in backends] == [
+        ("hw", 0.65, "fixed"),
+        ("gpu", 1.0, "fixed"),
+        ("hybrid", 1.0, "fixed"),
+    ]
+
+
+def test_an_nvimgcodec_batch_is_handed_over_as_decode_jpeg_hands_it(folder):
+    from torchvision.io import decode_jpeg
+
+    from benchmarks.loaders.native_gpu import collate_encoded, decode_nvimgcodec, read_bytes, split_encoded
+
+    files = sorted(folder.rglob("*.jpg"))[:4]
+    batch = collate_encoded([(read_bytes(str(f)), 0) for f in files])
+    encoded = split_encoded(batch.joined, batch.lengths)
+    decoder = FakeNvImageCodec.Decoder()
+    images = decode_nvimgcodec(FakeNvImageCodec, decoder, None, encoded, cuda_stream=7, consumer_stream=7)
+    assert decoder.calls == [(4, 7)]  # one batched call, on the stream it is given
+    assert all(torch.equal(a, b) for a, b in zip(images, decode_jpeg(encoded)))
+    with pytest.raises(RuntimeError, match="1 of the batch's 4 JPEGs did not decode"):
+        decode_nvimgcodec(
+            FakeNvImageCodec, FakeNvImageCodec.Decoder(fail=[2]), None, encoded, cuda_stream=0, consumer_stream=0
+        )
+    with pytest.raises(RuntimeError, match=r"not planar RGB uint8 \(3, H, W\)"):
+        decode_nvimgcodec(
+            FakeNvImageCodec, FakeNvImageCodec.Decoder(layout="hwc"), None, encoded, cuda_stream=0, consumer_stream=0
+        )
+
+
+def test_the_real_nvimgcodec_decodes_as_decode_jpeg_on_the_cpu(folder):
+    """With nvidia.nvimgcodec installed, its own API as the adapter calls it (code streams over the worker's
+    bytes, planar RGB, DLPack), on its CPU backend: the pixels decode_jpeg gives."""
+    from benchmarks.loaders.native_gpu import (
+        collate_encoded,
+        decode_nvimgcodec,
+        nvimgcodec_missing,
+        nvimgcodec_params,
+        read_bytes,
+        split_encoded,
+    )
+
+    if nvimgcodec_missing():
+        pytest.skip("nvidia.nvimgcodec is not installed (pip install 'nvidia-nvimgcodec-cu13')")
+    from nvidia import nvimgcodec
+    from torchvision.io import decode_jpeg
+
+    files = sorted(folder.rglob("*.jpg"))[:6]
+    batch = collate_encoded([(read_bytes(str(f)), 0) for f in files])
+    encoded = split_encoded(batch.joined, batch.lengths)
+    decoder = nvimgcodec.Decoder(
+        device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)]
+    )
+    images = decode_nvimgcodec(
+        nvimgcodec, decoder, nvimgcodec_params(nvimgcodec), encoded, cuda_stream=0, consumer_stream=-1
+    )
+    expected = decode_jpeg(encoded)
+    assert [tuple(i.shape) for i in images] == [tuple(e.shape) for e in expected]
+    assert all((a.int() - b.int()).abs().max() <= 1 for a, b in zip(images, expected))
+
+
+def test_keeping_the_pool_memory_never_raises():
+    from benchmarks.loaders.native_gpu import keep_pool_memory
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the call would change its memory pool")
+    assert keep_pool_memory(0).startswith("unchanged (")
