@@ -10,6 +10,8 @@ Tables (column names follow docs/architecture.md):
   the window's seconds by class (TRACE_COLUMNS);
 - evals: one row per evaluation (eval.jsonl) of every completed run: EVAL_FIELDS, and the training
   progress (EVAL_OPTIONAL_FIELDS: train_samples, train_s, epochs) where the file has it, else null;
+- ranks: one row per rank log of every completed run: `run_id`, `rank`, and from its header line the
+  `host` it ran on and its `local_rank` (null where the header lacks them);
 - problems: every line, file or field that was skipped, and why.
 
 Only `status == "completed"` runs are counted; everything else stays in `runs` with its reason.
@@ -102,6 +104,7 @@ class Campaign:
     problems: pd.DataFrame = field(default_factory=pd.DataFrame)
     traces: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRACE_COLUMNS))  # a row per rank
     evals: pd.DataFrame = field(default_factory=lambda: _evals_frame([]))  # a row per evaluation
+    ranks: pd.DataFrame = field(default_factory=lambda: _ranks_frame([]))  # a row per rank log: its host
 
     @property
     def counted(self) -> pd.DataFrame:
@@ -227,6 +230,7 @@ SUMMARY_FIELDS = {
     "model": "name",
     "precision": "name",
     "campaign": "name",
+    "sample_unit": "name",  # what throughput_img_s counts: images or sequences (absent before: images)
     "world_size": "size",
     "num_nodes": "size",
     "per_gpu_batch": "size",
@@ -469,15 +473,21 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
             problems.add(run_id, run_dir / CONFIG, None, f"{key} {_shown(raw)} is not {expected}; ignored")
     arch, depth = _raw_setting(cfg, "model.arch"), _raw_setting(cfg, "model.depth")
     width, batch_norm = _raw_setting(cfg, "model.width"), _raw_setting(cfg, "model.batch_norm")
-    residual = _raw_setting(cfg, "model.residual")
+    residual, size = _raw_setting(cfg, "model.residual"), _raw_setting(cfg, "model.size")
     if (
         _is_name(arch)
         and (depth is None or _is_count(depth))
         and (width is None or (isinstance(width, int | float) and not isinstance(width, bool)))
         and all(v is None or isinstance(v, bool) for v in (batch_norm, residual))
+        and (size is None or _is_name(size))
     ):
         row["model"] = rundir.model_name(
-            _text(str(arch)), depth, width=width, batch_norm=batch_norm, residual=True if residual is None else residual
+            _text(str(arch)),
+            depth,
+            width=width,
+            batch_norm=batch_norm,
+            residual=True if residual is None else residual,
+            size=None if size is None else _text(str(size)),
         )
     return cfg
 
@@ -816,39 +826,56 @@ def _measured_ranks(parts: list) -> set[int]:
     return ranks
 
 
-def _read_run_logs(run_id: str, rank_files: dict[int, Path], problems: _Problems) -> tuple[dict | None, list, set[int]]:
+def _header_row(run_id: str, rank: int, header: dict) -> dict:
+    """A rank's place from its log's header line (benchmarks/runlog.py): its host (None where the header
+    has no host name) and local rank."""
+    host, local = header.get("host"), header.get("local_rank")
+    return {
+        "run_id": run_id,
+        "rank": rank,
+        "host": _text(host) if _is_text(host) and host.strip() else None,
+        "local_rank": local if _is_count(local) else None,
+    }
+
+
+def _read_run_logs(
+    run_id: str, rank_files: dict[int, Path], problems: _Problems
+) -> tuple[dict | None, list, set[int], list[dict]]:
     """All rank logs of one run -> (status update or None, step tables with a rank column, ranks with a
-    measured step).
+    measured step, each rank's header row: _header_row).
 
     Fast path: the ranks' step lines are parsed as one buffer (one Arrow call per run, which releases
     the GIL, so runs parse in parallel threads); anything Arrow reads differently from the line-by-line
     reader falls back to per-file parsing, which names the bad lines."""
     bodies: list[tuple[int, Path, bytes]] = []
+    headers: list[dict] = []
     for rank, path in sorted(rank_files.items()):
         try:
             data = path.read_bytes()
         except OSError as error:
             problems.add(run_id, path, None, f"unreadable: {error.strerror or error}")
-            return {"status": "corrupt", "reason": f"{path.name} is unreadable ({error.strerror or error})"}, [], set()
+            reason = f"{path.name} is unreadable ({error.strerror or error})"
+            return {"status": "corrupt", "reason": reason}, [], set(), []
         header, body = _split_header(data, run_id, path, problems)
         if header is None:
-            return {"status": "corrupt", "reason": f"{path.name} has no header line"}, [], set()
+            return {"status": "corrupt", "reason": f"{path.name} has no header line"}, [], set(), []
         if (problem := _schema_problem(header.get("schema_version"), path.name)) is not None:
-            return {"status": "unsupported", "reason": problem}, [], set()
+            return {"status": "unsupported", "reason": problem}, [], set(), []
         bodies.append((rank, path, body))
+        headers.append(_header_row(run_id, rank, header))
     if _HAVE_ARROW and bodies:
         counts = [b.count(b"\n") for _, _, b in bodies]
         table = _arrow_steps(b"".join(b for _, _, b in bodies), counts)
         if table is not None:
             ranks = np.repeat(np.array([r for r, _, _ in bodies], dtype="int32"), counts)
             parts = [table.append_column("rank", pa.array(ranks))]
-            return None, parts, _measured_ranks(parts)
+            return None, parts, _measured_ranks(parts), headers
     parts = []
     for rank, path, body in bodies:
         steps = _parse_body(body, run_id, path, problems)
         if steps is not None:
             parts.append(_with_rank(steps, rank))
-    return None, parts, _measured_ranks(parts)
+    return None, parts, _measured_ranks(parts), headers
 
 
 def _typed_steps(frame: pd.DataFrame) -> pd.DataFrame:
@@ -1062,6 +1089,15 @@ def _evals_frame(rows: list[dict]) -> pd.DataFrame:
     return frame
 
 
+RANK_COLUMNS = ["run_id", "rank", "host", "local_rank"]
+
+
+def _ranks_frame(rows: list[dict]) -> pd.DataFrame:
+    """The ranks table: one row per rank log read (RANK_COLUMNS); host null where the header has none."""
+    frame = pd.DataFrame(rows, columns=RANK_COLUMNS)
+    return frame.astype({"run_id": "object", "rank": "int64", "host": "object", "local_rank": "Int64"})
+
+
 def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
     """A measurement with its seven fields typed (COMMBENCH_KINDS), the suite's where present
     (COMMBENCH_OPTIONAL_KINDS), any others as plain cells; or why it is none."""
@@ -1125,6 +1161,7 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     telemetry: list[dict] = []
     run_ids: list[str] = []
     to_read: list[tuple[int, dict, dict[int, Path]]] = []
+    headers: list[dict] = []
     for run_dir in find_run_dirs(root):
         row, rank_files = _run_row(run_dir, root, problems)
         if row["status"] == "completed" or (steps_of_all_runs and row["status"] != "unsupported"):
@@ -1134,12 +1171,13 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         telemetry += _run_telemetry(run_dir, row, problems)
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         results = pool.map(lambda item: _read_run_logs(item[1]["run_id"], item[2], problems), to_read)
-        for (run_index, row, rank_files), (update, run_parts, measured) in zip(to_read, results):
+        for (run_index, row, rank_files), (update, run_parts, measured, run_headers) in zip(to_read, results):
             if update is not None:
                 row.update(update)
             elif row["status"] == "completed" and (reason := _no_measured_step(row, rank_files, run_parts, measured)):
                 row.update(status="incomplete", reason=reason)
             parts += [(run_index, t) for t in run_parts]
+            headers += run_headers
     runs = _tidy_runs(rows)
     # a run demoted while its logs were read must not keep steps
     bad = set(runs.loc[runs["status"] != "completed", "run_id"]) if not steps_of_all_runs else set()
@@ -1181,6 +1219,7 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
         problems=problems.frame(),
         traces=pd.DataFrame(traces, columns=TRACE_COLUMNS),
         evals=_evals_frame(evals),
+        ranks=_ranks_frame([h for h in headers if h["run_id"] not in bad]),
     )
 
 

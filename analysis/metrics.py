@@ -894,6 +894,231 @@ def utilisation_cells(per_run_utilisation: pd.DataFrame, per_run: pd.DataFrame) 
     return out[[c for c in out if c not in UTILISATION] + list(UTILISATION)]
 
 
+# --- data-parallel modes and precisions (seed study C's software comparison) -----------------------
+
+DEFAULT_SAMPLE_UNIT = "images"  # what a run counted before summary.json said (sample_unit)
+# training time is relative to this cell of each group: PyTorch DDP in full precision, plain optimizer
+MODE_BASELINE = {"framework": "ddp", "precision": "fp32", "config.framework.zero_optimizer": False}
+MODE_BASELINE_TEXT = "framework=ddp, precision=fp32, framework.zero_optimizer=false"
+# what makes a mode: the framework's settings and the precision's; cells alike in everything else are one group
+MODE_PREFIXES = ("config.framework.", "config.precision.")
+MODE_ORDER = ("dp", "ddp", "fsdp", "deepspeed", "horovod")  # the study's order, simplest first
+MODES = [
+    "samples_s",
+    "relative_time",
+    "gpu_util_pct_mean",
+    "gpu_util_pct_p95",
+    "peak_allocated_gib",
+    "peak_reserved_gib",
+    "pcie_rx_gb_s_mean",
+    "pcie_tx_gb_s_mean",
+]
+
+
+def sample_units(runs: pd.DataFrame) -> pd.Series:
+    """Per run (index: run_id as text) what one sample is: summary.json's sample_unit (images or sequences),
+    DEFAULT_SAMPLE_UNIT where the summary predates it."""
+    units = runs["sample_unit"] if "sample_unit" in runs else pd.Series(None, index=runs.index, dtype="object")
+    units = units.astype("object").where(units.notna(), DEFAULT_SAMPLE_UNIT).astype(str)
+    return pd.Series(units.to_numpy(), index=runs["run_id"].astype(str).to_numpy(), dtype="object")
+
+
+def with_sample_unit(cell_table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """cell_table (keyed by cell_hash) with each cell's sample_unit (sample_units of its runs)."""
+    if "cell_hash" not in cell_table or "cell_hash" not in runs:
+        return cell_table.assign(sample_unit=DEFAULT_SAMPLE_UNIT)
+    units = pd.Series(sample_units(runs).to_numpy(), index=runs["cell_hash"].to_numpy())
+    units = units[~units.index.duplicated()]
+    return cell_table.assign(
+        sample_unit=cell_table["cell_hash"].map(units).astype("object").fillna(DEFAULT_SAMPLE_UNIT)
+    )
+
+
+def rate_label(unit: str) -> str:
+    """How a throughput in a sample unit reads: img/s (images), seq/s (sequences: benchmarks/models/configs.py
+    RATE_LABELS); any other unit by its own name (<unit>/s)."""
+    from benchmarks.models.configs import RATE_LABELS
+
+    return RATE_LABELS.get(str(unit), f"{unit}/s")
+
+
+def rate_suffix(unit: str) -> str:
+    """A throughput column's unit suffix for a sample unit: _img_s (images), _seq_s (sequences)."""
+    return "_" + rate_label(unit).replace("/", "_")
+
+
+def mode_groups(runs: pd.DataFrame) -> pd.Series:
+    """Per run (index: run_id as text), the hash of its run key without the mode's settings (MODE_PREFIXES:
+    framework.*, precision.*): runs that share it differ in data-parallel mode and precision only."""
+    from benchmarks.rundir import is_identity_key
+
+    columns = [
+        c
+        for c in runs.columns
+        if c.startswith("config.") and is_identity_key(c[len("config.") :]) and not c.startswith(MODE_PREFIXES)
+    ]
+    text = runs[columns].apply(_setting_text) if columns else pd.DataFrame(index=runs.index)
+    for size in ("world_size", "num_nodes"):
+        if size in runs:
+            text[size] = _setting_text(runs[size])
+    hashed = pd.util.hash_pandas_object(text, index=False) if len(text.columns) else pd.Series(0, index=runs.index)
+    return pd.Series(hashed.map("{:016x}".format).to_numpy(), index=runs["run_id"].astype(str).to_numpy())
+
+
+def _is_baseline(runs: pd.DataFrame) -> pd.Series:
+    """Per run: whether it is the training-time baseline (MODE_BASELINE; a setting the run does not record,
+    such as zero_optimizer before it existed, reads as off)."""
+    hit = pd.Series(True, index=runs.index)
+    for column, wanted in MODE_BASELINE.items():
+        values = runs[column] if column in runs else pd.Series(None, index=runs.index, dtype="object")
+        if isinstance(wanted, bool):
+            values = values.astype("object").where(values.notna(), False).map(lambda v: str(v).lower() == "true")
+            hit &= values == wanted
+        else:
+            hit &= values.astype("string").fillna("") == wanted
+    return hit
+
+
+def mode_cells(
+    cell_table: pd.DataFrame, runs: pd.DataFrame, *, utilisation: pd.DataFrame, memory: pd.DataFrame
+) -> pd.DataFrame:
+    """Seed study C's comparison: per cell of every group of cells that differ only in data-parallel mode
+    and precision (mode_groups) and that holds the baseline (MODE_BASELINE) and another cell: samples_s
+    (the cell's throughput, in its sample_unit), relative_time (the baseline's samples_s over the cell's:
+    the time to train the same samples, baseline = 1; NaN where the group holds several baseline cells),
+    `mode` (the framework, and its ZeRO stage where it has one), `device` (system.device), GPU utilisation
+    (utilisation_cells), peak GPU memory (peak_memory, GiB) and PCIe traffic. `cell_table`: cells(); `runs`:
+    the counted runs."""
+    columns = ["mode_group", *CELL, "variant", "mode", "sample_unit", "device", "num_repeats", "is_baseline", *MODES]
+    if cell_table.empty or runs.empty or "cell_hash" not in cell_table:
+        return pd.DataFrame(columns=columns)
+    by_run = runs.assign(run_id=runs["run_id"].astype(str)).drop_duplicates("cell_hash").set_index("cell_hash")
+    first = by_run.reindex(cell_table["cell_hash"].to_numpy())
+    out = cell_table.copy()
+    out["mode_group"] = mode_groups(first.reset_index()).to_numpy()
+    out["sample_unit"] = sample_units(first.reset_index()).to_numpy()
+    out["is_baseline"] = _is_baseline(first).to_numpy()
+    device = first["config.system.device"] if "config.system.device" in first else pd.Series("", index=first.index)
+    out["device"] = _setting_text(device).to_numpy()
+    stage = (
+        first["config.framework.zero_stage"] if "config.framework.zero_stage" in first else pd.Series(index=first.index)
+    )
+    out["mode"] = [
+        str(f) if pd.isna(s) else f"{f} ZeRO-{int(s)}" for f, s in zip(out["framework"], pd.to_numeric(stage))
+    ]
+    out["samples_s"] = out["throughput_img_s"].astype("float64")
+    groups = out.groupby("mode_group")
+    keep = (groups["cell_hash"].transform("size") > 1) & (groups["is_baseline"].transform("sum") > 0)
+    out = out[keep].copy()
+    if out.empty:
+        return pd.DataFrame(columns=columns)
+    baseline = out["samples_s"].where(out["is_baseline"]).groupby(out["mode_group"]).transform("max")
+    single = out.groupby("mode_group")["is_baseline"].transform("sum") == 1
+    out["relative_time"] = (baseline / out["samples_s"]).where(single)
+    for table in (utilisation, memory):
+        wanted = [c for c in MODES if c in table and c not in out]
+        if wanted and "cell_hash" in table:
+            out = out.merge(table[["cell_hash", *wanted]], on="cell_hash", how="left")
+    for column in MODES:
+        if column not in out:
+            out[column] = np.nan
+    order = {name: i for i, name in enumerate(MODE_ORDER)}
+    out = out.assign(
+        _model=out["model"].astype(str),
+        _framework=out["framework"].map(lambda f: order.get(str(f), len(order))),
+        _precision=out["precision"].astype(str) != "fp32",
+    )
+    out = out.sort_values(["_model", "mode_group", "_framework", "mode", "variant", "_precision", "precision"])
+    return out[[c for c in columns if c in out]].reset_index(drop=True)
+
+
+# --- hosts: per-host step and collective times, and slow hosts of multi-node runs ------------------
+
+STRAGGLER_PCT = 5.0  # a host whose compute is this much slower than the run's median host is slow ...
+STRAGGLER_MIN_MS = 1.0  # ... by at least this much per step (the timers' resolution on small CPU steps)
+HOSTS = [
+    "run_id",
+    "host",
+    "num_ranks",
+    "ranks",
+    "step_ms_mean",
+    "step_ms_p95",
+    "compute_ms_mean",
+    "fwd_ms_mean",
+    "comm_ms_mean",
+    "comm_exposed_ms_mean",
+    "data_ms_mean",
+    "compute_slowdown_pct",
+    "straggler",
+]
+
+
+def _rank_ranges(ranks: list[int]) -> str:
+    """0, 1, 2, 3, 8 -> '0-3, 8'."""
+    ranges: list[list[int]] = []
+    for rank in sorted(ranks):
+        if ranges and rank == ranges[-1][1] + 1:
+            ranges[-1][1] = rank
+        else:
+            ranges.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def host_times(
+    steps: pd.DataFrame,
+    ranks: pd.DataFrame,
+    *,
+    threshold_pct: float = STRAGGLER_PCT,
+    min_gap_ms: float = STRAGGLER_MIN_MS,
+) -> pd.DataFrame:
+    """Per run whose ranks ran on 2+ hosts (`ranks`: the rank logs' header hosts) and per host, over its
+    ranks' measured steps: num_ranks, ranks ('0-3'), step_ms_mean / _p95, compute_ms_mean (fwd + bwd + opt
+    minus the exposed collective time where it is measured, as breakdown's compute), fwd_ms_mean, comm_ms_mean and
+    comm_exposed_ms_mean (NaN where collectives are not timed), data_ms_mean, compute_slowdown_pct (against
+    the run's median host) and `straggler`: compute slower than the median host's by more than
+    threshold_pct and min_gap_ms. Compute, not step time: in synchronous training every rank's step takes
+    as long as the slowest one's, the others wait in the collectives."""
+    if steps.empty or ranks.empty or not ranks["host"].notna().any():
+        return pd.DataFrame(columns=HOSTS)
+    where = ranks.dropna(subset=["host"]).assign(run_id=lambda d: d["run_id"].astype(str))
+    where = where[where.groupby("run_id")["host"].transform("nunique") > 1][["run_id", "rank", "host"]]
+    if where.empty:
+        return pd.DataFrame(columns=HOSTS)
+    rows = measured(steps)
+    rows = rows.assign(run_id=rows["run_id"].astype(str))
+    rows = rows[rows["run_id"].isin(set(where["run_id"]))].merge(where, on=["run_id", "rank"])
+    exposed = rows["comm_exposed_s"].fillna(0.0) if "comm_exposed_s" in rows else 0.0
+    phases = rows[["fwd_s", "bwd_s", "opt_s"]].sum(axis=1, min_count=1)
+    rows = rows.assign(compute_s=phases - exposed)
+    grouped = rows.groupby(["run_id", "host"], sort=True)
+    out = grouped.agg(
+        num_ranks=("rank", "nunique"),
+        step_ms_mean=("step_s", "mean"),
+        step_ms_p95=("step_s", lambda x: x.quantile(0.95)),
+        compute_ms_mean=("compute_s", "mean"),
+        fwd_ms_mean=("fwd_s", "mean"),
+        comm_ms_mean=("comm_s", "mean"),
+        comm_exposed_ms_mean=("comm_exposed_s", "mean"),
+        data_ms_mean=("data_s", "mean"),
+    )
+    for column in HOSTS[4:11]:  # step_ms_mean .. data_ms_mean: seconds to ms
+        out[column] *= 1e3
+    out["ranks"] = grouped["rank"].agg(lambda r: _rank_ranges(r.unique().tolist()))
+    out = out.reset_index()
+    median = out.groupby("run_id")["compute_ms_mean"].transform("median")
+    out["compute_slowdown_pct"] = 100 * (out["compute_ms_mean"] / median - 1)
+    out["straggler"] = (out["compute_slowdown_pct"] > threshold_pct) & (out["compute_ms_mean"] - median > min_gap_ms)
+    return out[HOSTS].reset_index(drop=True)
+
+
+def slow_hosts(hosts: pd.DataFrame) -> pd.DataFrame:
+    """host_times' stragglers, slowest first: run_id, host, ranks, compute_ms_mean, compute_slowdown_pct."""
+    slow = hosts[hosts["straggler"].astype(bool)] if not hosts.empty else hosts
+    return slow.sort_values("compute_slowdown_pct", ascending=False)[
+        ["run_id", "host", "ranks", "compute_ms_mean", "compute_slowdown_pct"]
+    ].reset_index(drop=True)
+
+
 P2P_OP, P2P_LATENCY_OP, H2D_OP = "p2p_copy", "p2p_latency", "h2d_copy"  # benchmarks/commbench/gpu.py's records
 GPU_TEST_OPS = (P2P_OP, P2P_LATENCY_OP, H2D_OP)
 P2P_COLUMNS = ["source", "host", "src_gpu", "dst_gpu", "peer_access", "p2p_gb_s", "p2p_latency_us"]

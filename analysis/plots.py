@@ -35,6 +35,8 @@ from analysis.palette import (
 
 _NAMES = {
     "ddp": "PyTorch-DDP",
+    "dp": "DataParallel",
+    "fsdp": "FSDP2",
     "horovod": "Horovod",
     "deepspeed": "DeepSpeed",
     "native": "native",
@@ -261,8 +263,19 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
         if high / low < 8:  # less than a decade: 1-2-5 ticks would leave one label
             ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.set_title(model)
-        ax.set_ylabel("throughput (img/s)")
+        ax.set_ylabel(f"throughput ({_rate(rows_m)})")
     return _finish(fig, axes, legend_cols=_legend_cols(axes))
+
+
+def _rate(rows: pd.DataFrame) -> str:
+    """The throughput unit of one panel's cells (their sample_unit, images where the table has none)."""
+    from benchmarks.models.configs import RATE_LABELS
+
+    units = sorted(set(rows["sample_unit"].dropna().astype(str))) if "sample_unit" in rows else []
+    if len(units) > 1:  # one axis never mixes units: callers split by sample_unit first
+        raise ValueError(f"one panel holds cells of several sample units ({', '.join(units)})")
+    unit = units[0] if units else "images"
+    return RATE_LABELS.get(unit, f"{unit}/s")
 
 
 @_paper
@@ -625,7 +638,7 @@ def framework_by_depth(cells: pd.DataFrame) -> Figure:
             )
         ax.set_xticks(x, models)
         ax.set_title(f"{size} GPUs")
-        ax.set_ylabel("img/s per GPU")
+        ax.set_ylabel(f"{_rate(frame)} per GPU")
         ax.grid(axis="x", visible=False)
     return _finish(fig, axes)
 
@@ -1127,6 +1140,129 @@ def h2d_bars(h2d: pd.DataFrame) -> Figure:
             f"{source}: {int(concurrent.max()) if len(concurrent) else len(rows)} GPUs copying at once", fontsize=7
         )
     return _finish(fig, axes, title="Host-to-device bandwidth per GPU", xlabel_in=0.6)
+
+
+# the modes figure's panels (metrics.MODES' columns): column -> (title, x axis label); peak memory draws the
+# reserved bytes as an outline around the allocated bar
+MODE_PANELS = {
+    "relative_time": ("training time (baseline = 1)", "x baseline"),
+    "gpu_util_pct_mean": ("GPU util", "%, mean"),
+    "peak_allocated_gib": ("peak GPU memory", "GiB"),
+    "pcie_rx_gb_s_mean": ("PCIe rx (to GPU)", "GB/s, mean"),
+    "pcie_tx_gb_s_mean": ("PCIe tx (from GPU)", "GB/s, mean"),
+}
+AMP_HATCH = "////"
+
+
+def mode_labels(rows: pd.DataFrame) -> list[str]:
+    """One label per cell of a mode group: its mode (framework, ZeRO stage), precision and variant; cells
+    that would still read alike are numbered, so none is hidden."""
+    labels = []
+    for row in rows.itertuples(index=False):
+        mode = str(row.mode)
+        framework = str(row.framework)
+        label = pretty(framework) + mode[len(framework) :] if mode.startswith(framework) else mode
+        label += f", {row.precision}"
+        variant = getattr(row, "variant", "")
+        labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
+    counts = {label: labels.count(label) for label in labels}
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if counts[label] > 1:
+            labels[i] = f"{label} #{seen[label]}"
+    return labels
+
+
+@_paper
+def mode_bars(rows: pd.DataFrame, *, title: str) -> Figure:
+    """One mode group (metrics.mode_cells: cells alike but in mode and precision): a panel per figure that
+    some cell has (MODE_PANELS), one horizontal bar per cell in each, labelled on the left with its full
+    configuration (colour = framework, hatched = AMP). Training time has the baseline's 1 dashed; peak
+    memory is allocated (filled) inside reserved (outline)."""
+    rows = rows.reset_index(drop=True)
+    shown = [c for c in MODE_PANELS if c in rows and rows[c].notna().any()]
+    labels = mode_labels(rows)
+    fig, axes = _panels(
+        max(1, len(shown)),
+        ncols=min(3, max(1, len(shown))),
+        row_height_in=max(1.4, 0.16 * len(rows) + 0.6),
+        sharey=True,
+    )
+    y = np.arange(len(rows))
+    colors = [framework_color(f) for f in rows["framework"]]
+    hatches = [None if str(p) == "fp32" else AMP_HATCH for p in rows["precision"]]
+    for ax, column in zip(axes, shown):
+        if column == "peak_allocated_gib" and "peak_reserved_gib" in rows and rows["peak_reserved_gib"].notna().any():
+            ax.barh(
+                y, rows["peak_reserved_gib"].to_numpy(float), 0.7, facecolor="none", edgecolor="#555555", linewidth=0.6
+            )
+        bars = ax.barh(y, rows[column].to_numpy(float), 0.7, color=colors, edgecolor="white", linewidth=0.3)
+        for bar, hatch in zip(bars, hatches):
+            bar.set_hatch(hatch)
+        if column == "relative_time":
+            ax.axvline(1.0, color=IDEAL_COLOR, linestyle="--", linewidth=0.8)
+            ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+            ax.margins(x=0.15)
+        title_text, unit = MODE_PANELS[column]
+        ax.set_title(title_text)
+        ax.set_xlabel(unit)
+        if unit.startswith("%"):
+            ax.set_xlim(0, 100)
+        ax.grid(axis="y", visible=False)
+        ax.tick_params(axis="y", labelsize=6)
+    if shown:
+        axes[0].set_yticks(y, labels)
+        axes[0].invert_yaxis()  # the table's order, top to bottom
+    for framework in dict.fromkeys(rows["framework"]):
+        axes[0].add_patch(Rectangle((0, 0), 0, 0, color=framework_color(framework), label=pretty(framework)))
+    if any(hatches):
+        axes[0].add_patch(Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="#555555", hatch=AMP_HATCH, label="AMP"))
+    if "peak_allocated_gib" in shown and rows["peak_reserved_gib"].notna().any():
+        axes[0].add_patch(
+            Rectangle((0, 0), 0, 0, facecolor="none", edgecolor="#555555", linewidth=0.6, label="reserved (outline)")
+        )
+    left_in = min(3.2, 0.3 + 0.042 * max((len(label) for label in labels), default=0))
+    return _finish(fig, axes, title=title, left_in=left_in)
+
+
+# the host figure's parts, left to right in each bar: (legend name, column of metrics.host_times)
+HOST_PARTS = [("data", "data_ms_mean"), ("compute", "compute_ms_mean")]
+SLOW_HOST_COLOR = "#D55E00"
+
+
+@_paper
+def host_bars(hosts: pd.DataFrame, *, run_ids: list[str]) -> Figure:
+    """Per run (one panel each), a bar per host of its ranks' mean step: data, compute and the rest of the
+    step (waiting in collectives, other), in ms; the median host's compute dotted, slow hosts' names in the
+    straggler colour."""
+    fig, axes = _panels(max(1, len(run_ids)), ncols=1, row_height_in=1.8, width_in=FULL_WIDTH_IN)
+    for ax, run_id in zip(axes, run_ids):
+        rows = hosts[hosts["run_id"] == run_id].reset_index(drop=True)
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for label, column in HOST_PARTS:
+            values = rows[column].fillna(0).to_numpy(float)
+            ax.bar(x, values, 0.7, bottom=bottom, color=BREAKDOWN_COLORS[label], label=label, linewidth=0)
+            bottom += values
+        rest = np.maximum(rows["step_ms_mean"].to_numpy(float) - bottom, 0)
+        ax.bar(x, rest, 0.7, bottom=bottom, color=BREAKDOWN_COLORS["other"], label="rest of the step (waiting, other)")
+        ax.axhline(
+            float(rows["compute_ms_mean"].median()) + float(rows["data_ms_mean"].fillna(0).median()),
+            color=IDEAL_COLOR,
+            linestyle=":",
+            linewidth=0.8,
+            label="median host (data + compute)",
+        )
+        ax.set_xticks(x, [f"{h}\n{r}" for h, r in zip(rows["host"], rows["ranks"])], fontsize=6)
+        for tick, slow in zip(ax.get_xticklabels(), rows["straggler"].astype(bool)):
+            if slow:
+                tick.set_color(SLOW_HOST_COLOR)
+                tick.set_fontweight("bold")
+        ax.set_ylabel("ms per step")
+        ax.grid(axis="x", visible=False)
+        ax.set_title(str(run_id), fontsize=7)
+    return _finish(fig, axes, title="Per-host step time (slow hosts named in bold)", xlabel_in=0.6)
 
 
 # --- ddlbench predict (analysis/predict.py) ---------------------------------------------------------

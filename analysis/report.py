@@ -71,7 +71,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 # how a column name reads as a header (the markdown keeps the names): rates anywhere, units at the end
-_HEADER_RATES = (("_img_s", "_img/s"), ("_gb_s", "_GB/s"))
+_HEADER_RATES = (("_img_s", "_img/s"), ("_seq_s", "_seq/s"), ("_gb_s", "_GB/s"))
 _HEADER_UNITS = (("_pct", " %"), ("_ms", " ms"), ("_gib", " GiB"), ("_s", " s"), ("_pp", " pp"))
 _HEADER_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "ci": "CI", "h2d": "H2D"}
 
@@ -200,6 +200,13 @@ def _with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """A table of one sample unit with its throughput columns named in it: *_img_s become *_seq_s for
+    sequences (metrics.rate_suffix); the metrics keep the _img_s names whatever the unit."""
+    suffix = metrics.rate_suffix(unit)
+    return frame.rename(columns={c: c.replace("_img_s", suffix) for c in frame.columns if "_img_s" in c})
+
+
 def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """The columns a table shows; `variant` only where some cell has one."""
     keep = [c for c in columns if c in frame and (c != "variant" or frame[c].astype(bool).any())]
@@ -252,8 +259,8 @@ def assemble(
 
     per_run = analysis.run_throughput()
     if not per_run.empty:
-        cells = analysis.cells()
-        scaled = analysis.scaling(scaling)
+        cells = metrics.with_sample_unit(analysis.cells(), counted)
+        scaled = metrics.with_sample_unit(analysis.scaling(scaling), counted)
         blocks.append(Block("heading", f"Throughput and {scaling} scaling"))
         blocks.append(
             Block(
@@ -273,14 +280,11 @@ def assemble(
                 ),
             )
         )
-        blocks.append(
-            Block(
-                "table",
-                _percent(_shown(_with_memory(scaled, counted), SCALING_COLUMNS), ["efficiency"]).rename(
-                    columns={"efficiency": "efficiency_pct"}
-                ),
-            )
-        )
+        for unit, rows in scaled.groupby("sample_unit", sort=True):
+            if scaled["sample_unit"].nunique() > 1:
+                blocks.append(Block("text", f"Models whose samples are {unit} ({metrics.rate_label(unit)}):"))
+            table = _percent(_shown(_with_memory(rows, counted), SCALING_COLUMNS), ["efficiency"])
+            blocks.append(Block("table", _in_unit(table.rename(columns={"efficiency": "efficiency_pct"}), unit)))
         _figure(
             blocks,
             figures,
@@ -305,14 +309,17 @@ def assemble(
                 lambda: plots.dali_vs_native(cells),
                 "DALI throughput relative to the native loader (above 1: DALI faster).",
             )
-        if cells["model"].nunique() > 1:
-            _figure(
-                blocks,
-                figures,
-                "framework_by_depth",
-                lambda: plots.framework_by_depth(cells),
-                "Per-GPU throughput of each framework per model depth (hatched: DALI).",
-            )
+        for unit, rows in cells.groupby("sample_unit", sort=True):  # one axis, one sample unit
+            if rows["model"].nunique() > 1:
+                _figure(
+                    blocks,
+                    figures,
+                    "framework_by_depth" + ("" if unit == metrics.DEFAULT_SAMPLE_UNIT else f"_{unit}"),
+                    lambda rows=rows: plots.framework_by_depth(rows),
+                    f"Per-GPU throughput of each framework per model depth (hatched: DALI), models of {unit}.",
+                )
+
+        _modes_section(blocks, figures, analysis, cells)
 
         shares = analysis.breakdown()
         blocks.append(Block("heading", "Where the time goes"))
@@ -360,6 +367,7 @@ def assemble(
                 "a run points at the slow rank; a bwd gap after it is the others waiting."
             ),
         )
+        _hosts_section(blocks, figures, analysis)
         _table_if_rows(
             blocks,
             analysis.loader_stalls(),
@@ -454,6 +462,145 @@ def assemble(
         blocks.append(Block("heading", "Skipped lines and files"))
         blocks.append(Block("table", campaign.problems))
     return blocks, figures
+
+
+MODES_SHOWN = [
+    "model",
+    "loader",
+    "world_size",
+    "num_nodes",
+    "per_gpu_batch",
+    "mode",
+    "precision",
+    "variant",
+    "num_repeats",
+    *metrics.MODES,
+]
+
+
+def _modes_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis, cells: pd.DataFrame) -> None:
+    """Seed study C's comparison, where cells differ only in data-parallel mode and precision and one of
+    them is the baseline: a table per sample unit (throughput in img/s or seq/s, never mixed) and a figure
+    per group of training time relative to the baseline, GPU utilisation, peak memory and PCIe traffic."""
+    counted = analysis.counted()
+    table = metrics.mode_cells(cells, counted, utilisation=analysis.utilisation(), memory=metrics.peak_memory(counted))
+    if table.empty:
+        return
+    blocks.append(Block("heading", "Modes and precisions"))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "Cells that differ only in data-parallel mode (framework and its settings) and precision, one group "
+                "per model and size. relative_time: the time to train the same samples against the group's "
+                f"baseline, PyTorch DDP in full precision without the ZeRO optimizer ({metrics.MODE_BASELINE_TEXT}) "
+                "= 1.0: the baseline's throughput over the cell's (below 1: faster; empty where a group holds "
+                "several baseline cells). mode: the framework and its ZeRO stage where it has one; variant: the "
+                "settings that tell alike cells apart (framework.zero_optimizer=True: DDP with torch's "
+                "ZeroRedundancyOptimizer). GPU utilisation and PCIe rx/tx (host to GPU / GPU to host, GB = 1e9 "
+                "bytes) are means over the telemetry samples of the whole run (see Utilisation); peak memory the "
+                "largest torch.cuda peak over the cell's runs and ranks (GiB). Throughput is in each model's "
+                "sample unit (summary.json's sample_unit: images, or sequences), one table per unit."
+            ),
+        )
+    )
+    for unit, rows in table.groupby("sample_unit", sort=True):
+        shown = _shown(rows, MODES_SHOWN)
+        shown = shown[[c for c in shown if c not in metrics.MODES or shown[c].notna().any()]]
+        rate = f"throughput{metrics.rate_suffix(unit)}"
+        if table["sample_unit"].nunique() > 1:
+            blocks.append(Block("text", f"Models whose samples are {unit} ({metrics.rate_label(unit)}):"))
+        blocks.append(Block("table", shown.rename(columns={"samples_s": rate}).round(2)))
+    for k, (_, rows) in enumerate(table.groupby("mode_group", sort=False)):
+        first = rows.iloc[0]
+        gpus = "CPU rank" if first["device"] == "cpu" else "GPU"
+        title = (
+            f"{first['model']}, {first['world_size']} {gpus}{'s' if first['world_size'] != 1 else ''} on "
+            f"{first['num_nodes']} node{'s' if first['num_nodes'] != 1 else ''}, {first['per_gpu_batch']} "
+            f"{first['sample_unit']} per {gpus}, {first['loader']}"
+        )
+        _figure(
+            blocks,
+            figures,
+            f"modes_{k}",
+            lambda rows=rows, title=title: plots.mode_bars(rows, title=title),
+            f"Modes and precisions, {title}: training time relative to the baseline, PyTorch DDP fp32 without the "
+            f"ZeRO optimizer ({metrics.MODE_BASELINE_TEXT}) = 1.0 (dashed), then what each cell's telemetry and "
+            "memory peaks have: GPU utilisation, peak GPU memory (filled: allocated, outline: reserved), PCIe rx "
+            "and tx. One bar per cell, labelled with its mode, precision and variant; colour: framework, "
+            "hatched: AMP.",
+        )
+
+
+HOSTS_SHOWN_ROWS = 48  # host rows a report lists: the runs with a slow host first, then the others while room is left
+
+
+def _hosts_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
+    """Per-host step, compute and collective times of the runs on 2+ hosts, naming the slow hosts."""
+    counted = set(analysis.counted()["run_id"].astype(str))
+    ranks = analysis.campaign.ranks
+    hosts = metrics.host_times(analysis.campaign.steps, ranks[ranks["run_id"].astype(str).isin(counted)])
+    if hosts.empty:
+        return
+    slow = metrics.slow_hosts(hosts)
+    blocks.append(Block("heading", "Hosts"))
+    blocks.append(
+        Block(
+            "text",
+            (
+                "Per host of each run on more than one host (the host each rank log's header names), over its ranks' "
+                "measured steps: step_ms (mean, p95), compute_ms (fwd + bwd + opt less the exposed collective time "
+                "where it is timed), comm_ms (collectives, overlapped or not) and comm_exposed_ms (empty where not "
+                "timed), data_ms. A host is slow (straggler) when its compute is more than "
+                f"{metrics.STRAGGLER_PCT:g}% and {metrics.STRAGGLER_MIN_MS:g} ms per step slower than the run's median "
+                "host's (compute_slowdown_pct). Compute, not step time: in synchronous training every rank's step "
+                "lasts as long as the slowest one's, the others wait in the collectives. Without a collective "
+                "timer (framework.comm_timer=auto is off on GPUs) that wait falls inside the others' bwd and "
+                "evens their compute out with the slow host's: look at fwd_ms then (no collective in DDP's "
+                "forward), and time collectives (framework.comm_timer=on) in a run meant to find a slow node."
+            ),
+        )
+    )
+    if slow.empty:
+        blocks.append(Block("text", f"No slow host in the {hosts['run_id'].nunique()} run(s) on several hosts."))
+    else:
+        named = [
+            f"{r.host} (ranks {r.ranks}) in {r.run_id}: compute {r.compute_ms_mean:.1f} ms per step, "
+            f"{r.compute_slowdown_pct:+.1f}% against the median host"
+            for r in slow.itertuples(index=False)
+        ]
+        blocks.append(Block("text", "Slow hosts: " + "; ".join(named) + "."))
+    order = [
+        *dict.fromkeys(slow["run_id"]),
+        *(r for r in dict.fromkeys(hosts["run_id"]) if r not in set(slow["run_id"])),
+    ]
+    chosen, size = [], 0
+    for run_id in order:
+        count = int((hosts["run_id"] == run_id).sum())
+        if chosen and size + count > HOSTS_SHOWN_ROWS:
+            break
+        chosen.append(run_id)
+        size += count
+    shown = hosts[hosts["run_id"].isin(chosen)].copy()
+    shown["run_id"] = pd.Categorical(shown["run_id"], categories=chosen, ordered=True)
+    shown = shown.sort_values(["run_id", "host"]).assign(
+        run_id=lambda d: d["run_id"].astype(str), straggler=lambda d: d["straggler"].map({True: "slow", False: ""})
+    )
+    shown = shown[[c for c in shown if shown[c].notna().any()]]
+    left = hosts["run_id"].nunique() - len(chosen)
+    if left:
+        blocks.append(Block("text", f"{left} more run(s) on several hosts, without a slow host, are not listed."))
+    blocks.append(Block("table", shown.reset_index(drop=True).round(2)))
+    _figure(
+        blocks,
+        figures,
+        "hosts",
+        lambda: plots.host_bars(hosts, run_ids=(list(dict.fromkeys(slow["run_id"])) or chosen)[:4]),
+        "Per-host mean step time of "
+        + ("the runs with a slow host" if not slow.empty else "runs on several hosts")
+        + " (up to 4): data, compute and the rest of the step (waiting in collectives, other) per host, its "
+        "ranks under its name; dotted: the median host's data + compute; a slow host's name in bold.",
+    )
 
 
 UTILISATION_SHOWN = [*metrics.CELL, "variant", "num_repeats", *metrics.UTILISATION]

@@ -6,7 +6,8 @@ matrix and concurrent host-to-device copies).
 The timing model is coarse but has the seed studies' shape: compute per model depth, ring-allreduce
 time that grows with GPU count and jumps when it leaves the node, partly overlapped with backward
 (DDP > Horovod > DeepSpeed); native loading on CPUs is slower than DALI; lognormal jitter per rank
-and occasional straggler steps, so the slowest rank matters.
+and occasional straggler steps, so the slowest rank matters. A cell with `slow_host` has a slow node: its
+ranks compute slow_factor x slower and the others wait for them every step (synchronous training).
 
 Cells of a learning-rate study (`schedule` set: lr_study_cells) also log each step's lr (the schedule's
 closed form, benchmarks/optim_configs.lr_factor) and training loss, and evaluate (eval.jsonl): top-1
@@ -63,6 +64,10 @@ class SynthCell:
     schedule: str | None = None  # optim.schedule.name: logs lr and loss per step, and evaluates
     eval_progress: bool = True  # False: eval.jsonl as written before train_samples/train_s/epochs
     target_top1: float | None = None  # run.target_top1: stop at the first evaluation that reaches it
+    # a straggler: the index of the host (node) whose ranks compute slow_factor x slower; the other ranks
+    # wait for them in backward's all-reduce every step (bwd_s, comm_s and comm_exposed_s grow by the wait)
+    slow_host: int | None = None
+    slow_factor: float = 1.3
 
 
 @dataclass(slots=True)
@@ -230,7 +235,9 @@ def _evaluations(
     return records
 
 
-def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _phase_times(
+    cell: SynthCell, steps: int, rng: np.random.Generator, gpus_per_node: int = 4
+) -> dict[str, np.ndarray]:
     """Per rank x step phase times (arrays of shape world_size x steps)."""
     fwd1, bwd1, opt1, grad_bytes = MODELS[cell.model]
     n, b = cell.world_size, cell.per_gpu_batch
@@ -260,6 +267,10 @@ def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[
     slow = rng.random(steps) < 0.01
     if slow.any():
         step[rng.integers(0, n, size=slow.sum()), np.flatnonzero(slow)] *= 1.5
+    if cell.slow_host is not None:  # no draws of its own: the other cells' numbers stay as they were
+        fwd, bwd, opt, comm, exposed, step = _slow_host(
+            cell, gpus_per_node, fwd=fwd, bwd=bwd, opt=opt, comm=comm, exposed=exposed, step=step
+        )
     return {
         "data_s": data,
         "fwd_s": fwd,
@@ -269,6 +280,19 @@ def _phase_times(cell: SynthCell, steps: int, rng: np.random.Generator) -> dict[
         "comm_exposed_s": exposed,
         "step_s": step,
     }
+
+
+def _slow_host(cell: SynthCell, gpus_per_node: int, **phases: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The phases with host cell.slow_host's ranks computing (fwd, bwd, opt) cell.slow_factor x slower, and
+    every step synchronous: each rank ends it with the slowest, the others waiting in backward's all-reduce
+    (the wait is inside bwd_s, as a rank log's backward holds its exposed collective, and in comm_s and
+    comm_exposed_s)."""
+    slow = (np.arange(cell.world_size) // gpus_per_node == cell.slow_host)[:, None]
+    factor = np.where(slow, cell.slow_factor, 1.0)
+    fwd, bwd, opt = (phases[k] * factor for k in ("fwd", "bwd", "opt"))
+    step = phases["step"] + (fwd + bwd + opt) - (phases["fwd"] + phases["bwd"] + phases["opt"])
+    wait = step.max(axis=0, keepdims=True) - step
+    return fwd, bwd + wait, opt, phases["comm"] + wait, phases["exposed"] + wait, step + wait
 
 
 def _lines(
@@ -352,6 +376,7 @@ def write_campaign(
             raise ConfigError(f"fate={cell.fate!r} is not one of {', '.join(FATES)}")
         study = f"-{cell.schedule}" if cell.schedule else ""
         study += f"-t{cell.target_top1:g}" if cell.target_top1 is not None else ""
+        study += f"-slow{cell.slow_host}" if cell.slow_host is not None else ""
         name = (
             f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
             f"-b{cell.per_gpu_batch}{study}-r{cell.repeat}"
@@ -359,7 +384,7 @@ def write_campaign(
         run_dir = out / campaign / name
         run_dir.mkdir(parents=True)
         version = 2 if cell.fate == "schema2" else 1
-        phases = _phase_times(cell, steps, rng)
+        phases = _phase_times(cell, steps, rng, gpus_per_node)
         written_steps = steps if cell.fate not in ("failed", "truncated") else int(steps * 0.6)
         training = evals = None
         if cell.schedule is not None:
