@@ -40,6 +40,15 @@ def shard_groups(model: torch.nn.Module, unit: ShardUnit) -> list[torch.nn.Modul
     return [*inner, model]
 
 
+def batch_norms(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The BatchNorm layers that train (affine weights): kept in fp32 under a bf16/fp16 parameter policy."""
+    return [
+        m
+        for m in model.modules()
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and any(p.requires_grad for p in m.parameters(False))
+    ]
+
+
 class FSDP(ScaledStep, TorchCollectives):
     name: ClassVar[str] = "fsdp"
 
@@ -70,11 +79,23 @@ class FSDP(ScaledStep, TorchCollectives):
         for parameter in model.parameters():
             parameter.data = parameter.data.contiguous()
         groups = shard_groups(model, self.config.shard_unit)
+        norms = batch_norms(model) if self._policy.param_dtype is not None else []
+        groups = [g for g in groups if not any(g is n for n in norms)]  # a norm that is a child is in its group
+        if norms:
+            # BatchNorm keeps fp32 weights beside its fp32 running statistics (cast to bf16 they meet fp32
+            # statistics, which batch_norm refuses on CPU and, for RetinaNet, on CUDA): one group of all of
+            # them, one all-gather, full precision; their bf16 inputs stay bf16
+            fully_shard(
+                norms,
+                mesh=mesh,
+                reshard_after_forward=self.config.reshard_after_forward,
+                mp_policy=MixedPrecisionPolicy(reduce_dtype=self._policy.reduce_dtype),
+            )
         for module in groups:
             fully_shard(
                 module, mesh=mesh, reshard_after_forward=self.config.reshard_after_forward, mp_policy=self._policy
             )
-        self._num_groups = len(groups)
+        self._num_groups = len(groups) + bool(norms)
         # fully_shard replaced the parameters by sharded DTensors: the optimizer is rebuilt over them,
         # same class and settings (one param group, as components.build_model_and_optimizer makes)
         assert len(optimizer.param_groups) == 1, "one param group"

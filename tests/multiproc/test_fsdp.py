@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-from tests.conftest import RunsOnce, read_params, read_summary
+from tests.conftest import RunsOnce, ddlbench, read_params, read_summary
 
 pytestmark = pytest.mark.multiproc
 
@@ -110,3 +110,18 @@ def test_fsdp_bf16_goes_through_the_mixed_precision_policy(root):
     ddp = params(run_once(root, "framework=ddp", "precision=amp_bf16"), 0)
     for key in ddp:
         torch.testing.assert_close(p0[key], ddp[key], rtol=2e-2, atol=2e-3, msg=key)
+
+
+def test_fsdp_bf16_keeps_batchnorm_in_fp32(tmp_path):
+    """A BatchNorm model under the bf16 policy: the norms are one fp32 group of their own (bf16 weights beside
+    fp32 running statistics fail in batch_norm), every other group computes in bf16."""
+    run_dir = tmp_path / "fsdp-bn"
+    done = ddlbench(
+        "run", *COMMON[1:], "model=resnet", "model.depth=18", "model.image_size=32", "model.num_classes=10",
+        "framework=fsdp", "precision=amp_bf16", "system.ranks_per_node=2", f"run.dir={run_dir}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert read_summary(run_dir)["status"] == "completed"
+    framework = json.loads((run_dir / "meta.json").read_text())["framework"]
+    # conv1, layer1-4 and fc (bn1, a child, is in the norms' group), the model, and the norms
+    assert framework["num_shard_groups"] == 6 + 1 + 1

@@ -74,9 +74,9 @@ def test_bert_under_data_parallel(tmp_path):
     ("framework", "precision", "name"),
     [
         (["framework=ddp"], "amp_bf16", "ddp-synthetic-retinanet-g2-n1-b2-r0"),
-        # FSDP2's bf16 parameters meet fp32 BatchNorm statistics, which the CPU's batch_norm refuses (ResNet's
-        # too; CUDA's takes them): on the CPU, FSDP trains the detector in fp32
-        (["framework=fsdp"], "fp32", "fsdp-synthetic-retinanet-g2-n1-b2-r0"),
+        # FSDP2 keeps the BatchNorm layers in fp32 under its bf16 policy (bf16 weights beside fp32 running
+        # statistics failed on the CPU, and for RetinaNet on the H200 too)
+        (["framework=fsdp"], "amp_bf16", "fsdp-synthetic-retinanet-g2-n1-b2-r0"),
         pytest.param(DEEPSPEED, "amp_bf16", "deepspeed-synthetic-retinanet-g2-n1-b2-r0", marks=[needs_deepspeed]),
     ],
     ids=["ddp", "fsdp", "deepspeed-zero2"],
