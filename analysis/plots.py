@@ -1025,6 +1025,17 @@ UTILISATION_PANELS = {
 }
 
 
+def numbered(labels: list[str]) -> list[str]:
+    """Labels that would read alike get #1, #2, ... (two bars are two cells, never one)."""
+    counts = {label: labels.count(label) for label in labels}
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(f"{label} #{seen[label]}" if counts[label] > 1 else label)
+    return out
+
+
 def cell_labels(cells: pd.DataFrame) -> list[str]:
     """One label per cell: framework, loader, model, GPUs (and nodes, precision, per-GPU batch where cells
     differ in them), its variant; cells that would still read alike are numbered, so none is hidden."""
@@ -1037,13 +1048,7 @@ def cell_labels(cells: pd.DataFrame) -> list[str]:
             label += f"/{value}n" if column == "num_nodes" else f", {_SHORT.get(column, '')}{value}"
         variant = getattr(row, "variant", "")
         labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
-    counts = {label: labels.count(label) for label in labels}
-    seen: dict[str, int] = {}
-    for i, label in enumerate(labels):
-        seen[label] = seen.get(label, 0) + 1
-        if counts[label] > 1:
-            labels[i] = f"{label} #{seen[label]}"
-    return labels
+    return numbered(labels)
 
 
 @_paper
@@ -1165,13 +1170,7 @@ def mode_labels(rows: pd.DataFrame) -> list[str]:
         label += f", {row.precision}"
         variant = getattr(row, "variant", "")
         labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
-    counts = {label: labels.count(label) for label in labels}
-    seen: dict[str, int] = {}
-    for i, label in enumerate(labels):
-        seen[label] = seen.get(label, 0) + 1
-        if counts[label] > 1:
-            labels[i] = f"{label} #{seen[label]}"
-    return labels
+    return numbered(labels)
 
 
 @_paper
