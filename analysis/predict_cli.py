@@ -162,7 +162,8 @@ def validation_points(
     runs = campaign.counted
     measured = run_throughput(campaign.steps, campaign.runs).set_index("run_id")
     shares = breakdown(campaign.steps).set_index("run_id")
-    points, skipped, layouts, networks = [], [], {}, {}
+    points, skipped = [], []
+    layouts, defaults, networks = {}, {}, {}  # caches: per model, per framework name, per folder
     for _, row in runs.iterrows():
         run_dir = Path(row["run_dir"]).resolve()
         run_id = str(row["run_id"])
@@ -175,7 +176,7 @@ def validation_points(
         try:
             plan = _plan(
                 _nested(flat, "model"),
-                _with_defaults(_nested(flat, "framework"), layouts),
+                _with_defaults(_nested(flat, "framework"), defaults),
                 image_size=int(flat.get("config.model.image_size") or 224),
                 cache=layouts,
             )
