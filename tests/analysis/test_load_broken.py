@@ -41,3 +41,17 @@ def test_all_broken_together_counts_only_the_truncated_tail():
         campaign = load_campaign(BROKEN)
     assert list(campaign.counted["cell"]) == ["truncated-tail"]
     assert set(campaign.excluded["status"]) == {"corrupt", "unsupported"}
+
+
+def test_a_null_step_line_is_skipped_not_a_crash(copy_of):
+    """A rank log line `null` (valid JSON, not a record) crashed the process inside Arrow's JSON reader
+    (pyarrow 26, SIGSEGV with an explicit schema; found by the fuzz test): it goes line by line, and is
+    skipped and named."""
+    run = copy_of(BROKEN / "truncated-tail")
+    log = run / "rank0.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    log.write_bytes(b"\n".join([lines[0], b"null", *lines[1:4]]) + b"\n")
+    with pytest.warns(LogWarning, match=r"line 2: .*"):
+        campaign = load_campaign(run)
+    assert campaign.runs["status"].item() == "completed"
+    assert list(campaign.steps["step"]) == [0, 1, 2]
