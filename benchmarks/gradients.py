@@ -49,9 +49,8 @@ IMAGE_CLASSIFIERS = ("resnet", "vgg", "mobilenet_v2", "shufflenet_v2", "simple_c
 
 def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
     """Every trainable gradient of the configured model, in the order backward completes them, and the
-    bytes of its buffers. For a
-    model that takes no image batch (BERT, detection) the FLOPs are not traced: gradients complete in
-    the reverse order of the parameters, backward spread over them by bytes."""
+    bytes of its buffers. For a model that takes no image batch (BERT, detection) the FLOPs are not
+    traced: gradients complete in the reverse order of the parameters, backward spread over them by bytes."""
     import dataclasses
 
     import torch
