@@ -96,7 +96,8 @@ class Calibration:
                     steps,
                     per_gpu_batch=int(row["per_gpu_batch"]),
                     source=f"{Path(row['run_dir']).name}",
-                    sample_unit=str(row.get("sample_unit") or "images"),
+                    # runs from before summary.json said (NaN in the runs table) counted images
+                    sample_unit=str(row["sample_unit"]) if pd.notna(row.get("sample_unit")) else "images",
                 )
                 parts = parts.scaled(scale) if scale != 1.0 else parts
                 world = int(row["world_size"])
