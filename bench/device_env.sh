@@ -8,7 +8,8 @@ export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export NCCL_NVLS_ENABLE=0  # NVLink SHARP multicast stays off on the lent machines
 mkdir -p "$SITE"
 if ! "$PY" -c 'import hydra, omegaconf' 2>/dev/null; then
-    wheels=$(ls -d .devwheels/base .devwheels/deepspeed 2>/dev/null | head -n 1)
+    wheels=""
+    for d in .devwheels/base .devwheels/deepspeed; do [[ -d $d ]] && { wheels=$d; break; }; done
     [[ -n "$wheels" ]] || { echo "hydra-core is missing and neither .devwheels/base nor .devwheels/deepspeed is here" >&2; exit 1; }
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$wheels"/*.whl
 fi
