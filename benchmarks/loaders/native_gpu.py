@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import importlib.util
 import math
@@ -50,7 +51,8 @@ import torch
 from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
-from benchmarks.loaders.configs import GpuJpegDecoder, NativeGpuLoaderConfig
+from benchmarks.loaders.configs import DecodeIn, GpuJpegDecoder, NativeGpuLoaderConfig
+from benchmarks.loaders.feeder import FedEpoch
 from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, subset, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -468,8 +470,7 @@ class NativeGpuEpoch:
         self.decoder = DECODERS[knobs["gpu_decoder"]](
             ctx.device, stream=self.stream, batch_size=ctx.per_gpu_batch, hw_decoder_load=knobs["hw_decoder_load"]
         )
-        # the crops' and flips' random numbers: per rank, apart from torch's generators (which training uses)
-        self.rng = random.Random(ctx.seed * 1_000 + ctx.rank)
+        self.epoch = 0
         if self.cuda:  # process-wide; a rank process runs one loader
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
@@ -478,15 +479,22 @@ class NativeGpuEpoch:
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+        self.epoch = epoch
 
-    def _decode(self, batch: WorkerBatch) -> torch.Tensor:
+    def batch_rng(self, number: int) -> random.Random:
+        """The crops' and flips' random numbers of the epoch's batch `number` on this rank: apart from torch's
+        generators (which training uses), and the same however far ahead the decoding ran before an epoch
+        was left early, or in which process it ran (loader.decode_in)."""
+        return random.Random(f"native_gpu:{self.ctx.seed}:{self.ctx.rank}:{self.epoch}:{number}")
+
+    def _decode(self, batch: WorkerBatch, rng: random.Random) -> torch.Tensor:
         """A worker's batch -> its transformed images, in batch order: the CPU-decoded first (uploaded), then
         the rest decoded on the device (self.decoder). One transform_batch over both: the same crops and
         flips whichever side decoded an image."""
         images = upload_decoded(batch.pixels, batch.shapes, self.ctx.device)
         if len(batch.lengths):
             images += self.decoder.decode(split_encoded(batch.joined, batch.lengths))
-        return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=self.rng)
+        return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=rng)
 
     def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
         """The decode thread: every batch of the epoch decoded and transformed on self.stream, with the
@@ -505,8 +513,9 @@ class NativeGpuEpoch:
             if self.cuda:
                 torch.cuda.set_device(self.ctx.device)  # the current device is per thread
             with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
-                for batch in batches:
-                    images = to_model_input(self._decode(batch), self.ctx.device, channels_last=self.ctx.channels_last)
+                for number, batch in enumerate(batches):
+                    images = self._decode(batch, self.batch_rng(number))
+                    images = to_model_input(images, self.ctx.device, channels_last=self.ctx.channels_last)
                     labels = batch.labels.to(self.ctx.device, non_blocking=True)
                     event = None
                     if self.cuda:
@@ -604,27 +613,44 @@ class NativeGpuLoader:
         DECODERS[config.gpu_decoder].check_installed()  # before any process group exists
         self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
 
-    def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
-        from torchvision.datasets import DatasetFolder
-
+    def build(self, ctx: LoaderContext) -> NativeGpuEpoch | FedEpoch:
         path = ctx.data_path
         if not path or not os.path.isdir(path):
             raise ConfigError(
                 f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "and pass data.path=DIR"
             )
-        try:
-            dataset = DatasetFolder(path, loader=read_bytes, extensions=JPEG_SUFFIXES)
-        except FileNotFoundError as error:  # no class folder, or no JPEG in any
-            raise ConfigError(
-                f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
-                "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
-            ) from None
+        if self.knobs["decode_in"] != DecodeIn.process:
+            return build_epoch(self.knobs, ctx)
         knobs = ctx.settings(self.knobs)
-        dataset = subset(dataset, ctx.indices(len(dataset)))
-        collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
-        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
-        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
+        # the feeder builds the thread-mode epoch; the task stays here (classification's batches only)
+        return FedEpoch(
+            build_epoch,
+            ({**self.knobs, "decode_in": DecodeIn.thread.value}, dataclasses.replace(ctx, task=None)),
+            device=ctx.device,
+            prefetch=knobs["prefetch_batches"],
+            timeout_s=float(knobs["timeout_s"] or 0),
+            name=f"native_gpu-feeder-rank{ctx.rank}",
+        )
+
+
+def build_epoch(loader_knobs: dict, ctx: LoaderContext) -> NativeGpuEpoch:
+    """This rank's native_gpu epoch loader over the ImageFolder at ctx.data_path, decoding in a thread of
+    the calling process (the training process, or the feeder)."""
+    from torchvision.datasets import DatasetFolder
+
+    try:
+        dataset = DatasetFolder(ctx.data_path, loader=read_bytes, extensions=JPEG_SUFFIXES)
+    except FileNotFoundError as error:  # no class folder, or no JPEG in any
+        raise ConfigError(
+            f"data.path={ctx.data_path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
+            "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
+        ) from None
+    knobs = ctx.settings(loader_knobs)
+    dataset = subset(dataset, ctx.indices(len(dataset)))
+    collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
+    loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
+    return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
 
 
 def _installed_version(prefix: str, default: str) -> str:
