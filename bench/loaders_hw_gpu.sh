@@ -19,7 +19,7 @@
 #     nvidia-nvjpeg wheels, ~29 MB); the dali variant is then skipped.
 #   bash bench/loaders_hw_gpu.sh
 # Knobs: VARIANTS (all of VARIANT_ORDER) ROUNDS (1) WARMUP (15) STEPS (60) LB_WORKERS (15) LOADERBENCH (1)
-#        LB_LOADERS (native_gpu,native_gpu-process,native_gpu-nvimgcodec) PROBE (1: bench/nvimgcodec_probe.py)
+#        LB_LOADERS (native_gpu,native_gpu-nvimgcodec) PROBE (1: bench/nvimgcodec_probe.py)
 #        RUN_TIMEOUT_S (150) BUDGET_S (400: no new variant starts after it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,12 +43,11 @@ declare -A VARIANT=(
     [synthetic]="loader=synthetic"
     [native_gpu_torchvision]="loader=native_gpu"
     [native_gpu_nvimgcodec]="loader=native_gpu loader.gpu_decoder=nvimgcodec"
-    [native_gpu_process]="loader=native_gpu loader.decode_in=process"
     [dali]="loader=dali"
     [native]="loader=native"
     [native_gpu_nvimgcodec_hw0.65]="loader=native_gpu loader.gpu_decoder=nvimgcodec loader.hw_decoder_load=0.65"
 )
-VARIANT_ORDER=(synthetic native_gpu_torchvision native_gpu_process dali native native_gpu_nvimgcodec native_gpu_nvimgcodec_hw0.65)
+VARIANT_ORDER=(synthetic native_gpu_torchvision dali native native_gpu_nvimgcodec native_gpu_nvimgcodec_hw0.65)
 read -ra VARIANTS <<< "${VARIANTS:-${VARIANT_ORDER[*]}}"
 if ! "$PY" -c 'import nvidia.dali' 2>/dev/null; then
     echo "DALI does not import: the dali variant is skipped"
@@ -116,7 +115,7 @@ PY
 
 if [[ ${LOADERBENCH:-1} == 1 ]] && (( SECONDS < ${BUDGET_S:-400} + 60 )); then
     echo "== loaders alone and the decode ceilings"
-    LB=${LB_LOADERS:-native_gpu,native_gpu-process,native_gpu-nvimgcodec}
+    LB=${LB_LOADERS:-native_gpu,native_gpu-nvimgcodec}
     timeout -k 20 150 "$PY" -m ddlbench loaderbench system=h200 "data.path=$DATA" run.per_gpu_batch=256 --loaders "$LB" \
         --workers "${LB_WORKERS:-15}" --batches 10 --warmup 3 --out "$OUT/loaderbench" 2>&1 \
         | grep -v "^\[ddlbench\] loaderbench \|Warning\|warn("

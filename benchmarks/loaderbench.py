@@ -3,8 +3,7 @@ training (normalised float NCHW), at 1 .. the rank's CPUs of workers or threads,
 ceilings they can reach; no model runs. Where each loader saturates, and where its CPU work does.
 
 Every case is the loader option exactly as a run builds it (the composed config with loader=NAME and its
-worker key set; native_gpu-nvimgcodec is native_gpu with loader.gpu_decoder=nvimgcodec, native_gpu-process
-with loader.decode_in=process), timed between
+worker key set; native_gpu-nvimgcodec is native_gpu with loader.gpu_decoder=nvimgcodec), timed between
 two device synchronisations after warm-up batches. Ceilings: `cpu_decode` is what one CPU worker does per
 second (open, decode, random resized crop, flip: the native loader's per-image work; workers x this is the
 most N workers can give); `device_decode` is batched decode_jpeg plus the crop/flip/normalise on the run's
@@ -32,7 +31,7 @@ from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import loader_cpus
 
-LOADERS = ("native", "native_gpu", "native_gpu-nvimgcodec", "native_gpu-process", "dali", "dali-tfrecord")
+LOADERS = ("native", "native_gpu", "native_gpu-nvimgcodec", "dali", "dali-tfrecord")
 DEFAULT_LOADERS = ("native", "native_gpu", "dali")
 # the cases and ceilings that decode with nvImageCodec (loader.gpu_decoder=nvimgcodec)
 NVIMGCODEC_CASES = ("native_gpu-nvimgcodec",)
@@ -70,8 +69,6 @@ def loader_overrides(case: str, workers: int, *, tfrecord_path: str | None) -> l
         return [f"loader={case}", f"loader.num_workers={workers}"]
     if case == "native_gpu-nvimgcodec":
         return ["loader=native_gpu", "loader.gpu_decoder=nvimgcodec", f"loader.num_workers={workers}"]
-    if case == "native_gpu-process":
-        return ["loader=native_gpu", "loader.decode_in=process", f"loader.num_workers={workers}"]
     if case == "dali":
         return ["loader=dali", "loader.reader=file", f"loader.num_threads={workers}"]
     if case == "dali-tfrecord":

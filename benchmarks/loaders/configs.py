@@ -48,15 +48,6 @@ class GpuJpegDecoder(Choice):
     nvimgcodec = "nvimgcodec"
 
 
-class DecodeIn(Choice):
-    """Where loader=native_gpu's decoding runs: a thread of the training process (it shares training's
-    GIL and cores), or a feeder process of its own that hands each batch over in device memory
-    (benchmarks/loaders/feeder.py)."""
-
-    thread = "thread"
-    process = "process"
-
-
 def loader_cpus(cpus_per_rank: int) -> int:
     """The CPU workers (or threads) a loader gets by default: the rank's CPUs less the one its training
     process needs, at least 1."""
@@ -146,8 +137,6 @@ class NativeGpuLoaderConfig(NativeLoaderConfig):
     # gpu_decoder=nvimgcodec: share of those JPEGs for the hardware decoder (the rest: nvJPEG's CUDA decoder,
     # on the SMs), DALI's hw_decoder_load; 1 is what torchvision does (every baseline JPEG on the hardware)
     hw_decoder_load: float = 1.0
-    # where the DataLoader and the decode thread run: in the training process, or a feeder process (DecodeIn)
-    decode_in: DecodeIn = DecodeIn.thread
 
     def check(self) -> None:
         super().check()

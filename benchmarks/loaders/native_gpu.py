@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import functools
 import importlib.util
 import math
@@ -51,8 +50,7 @@ import torch
 from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
-from benchmarks.loaders.configs import DecodeIn, GpuJpegDecoder, NativeGpuLoaderConfig
-from benchmarks.loaders.feeder import FedEpoch
+from benchmarks.loaders.configs import GpuJpegDecoder, NativeGpuLoaderConfig
 from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, subset, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -484,7 +482,7 @@ class NativeGpuEpoch:
     def batch_rng(self, number: int) -> random.Random:
         """The crops' and flips' random numbers of the epoch's batch `number` on this rank: apart from torch's
         generators (which training uses), and the same however far ahead the decoding ran before an epoch
-        was left early, or in which process it ran (loader.decode_in)."""
+        was left early."""
         return random.Random(f"native_gpu:{self.ctx.seed}:{self.ctx.rank}:{self.epoch}:{number}")
 
     def _decode(self, batch: WorkerBatch, rng: random.Random) -> torch.Tensor:
@@ -613,44 +611,27 @@ class NativeGpuLoader:
         DECODERS[config.gpu_decoder].check_installed()  # before any process group exists
         self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
 
-    def build(self, ctx: LoaderContext) -> NativeGpuEpoch | FedEpoch:
+    def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
+        from torchvision.datasets import DatasetFolder
+
         path = ctx.data_path
         if not path or not os.path.isdir(path):
             raise ConfigError(
                 f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "and pass data.path=DIR"
             )
-        if self.knobs["decode_in"] != DecodeIn.process:
-            return build_epoch(self.knobs, ctx)
+        try:
+            dataset = DatasetFolder(path, loader=read_bytes, extensions=JPEG_SUFFIXES)
+        except FileNotFoundError as error:  # no class folder, or no JPEG in any
+            raise ConfigError(
+                f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
+                "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
+            ) from None
         knobs = ctx.settings(self.knobs)
-        # the feeder builds the thread-mode epoch; the task stays here (classification's batches only)
-        return FedEpoch(
-            build_epoch,
-            ({**self.knobs, "decode_in": DecodeIn.thread.value}, dataclasses.replace(ctx, task=None)),
-            device=ctx.device,
-            prefetch=knobs["prefetch_batches"],
-            timeout_s=float(knobs["timeout_s"] or 0),
-            name=f"native_gpu-feeder-rank{ctx.rank}",
-        )
-
-
-def build_epoch(loader_knobs: dict, ctx: LoaderContext) -> NativeGpuEpoch:
-    """This rank's native_gpu epoch loader over the ImageFolder at ctx.data_path, decoding in a thread of
-    the calling process (the training process, or the feeder)."""
-    from torchvision.datasets import DatasetFolder
-
-    try:
-        dataset = DatasetFolder(ctx.data_path, loader=read_bytes, extensions=JPEG_SUFFIXES)
-    except FileNotFoundError as error:  # no class folder, or no JPEG in any
-        raise ConfigError(
-            f"data.path={ctx.data_path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
-            "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
-        ) from None
-    knobs = ctx.settings(loader_knobs)
-    dataset = subset(dataset, ctx.indices(len(dataset)))
-    collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
-    loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
-    return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
+        dataset = subset(dataset, ctx.indices(len(dataset)))
+        collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
+        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
+        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
 
 
 def _installed_version(prefix: str, default: str) -> str:

@@ -172,38 +172,25 @@ def test_two_rank_run_with_native_gpu_completes(tmp_path, folder):
     assert summary["status"] == "completed" and summary["throughput_img_s"] > 0
 
 
-def test_decode_in_process_hands_over_the_batches_the_thread_makes(compose, folder):
-    """loader.decode_in=process: the same epoch loader, built in a feeder process, gives the same batches
-    as in the training process, also after an epoch left early (the feeder is stopped, the next epoch is
-    whole), and its meta says where it decoded."""
+def test_an_epoch_left_early_does_not_change_the_crops_of_the_next(compose, folder):
+    """The crops and flips of a batch are drawn for its (seed, rank, epoch, batch): however many batches
+    the decode thread made ahead before an epoch was left, the next epochs are those of a loader that
+    never left one."""
     runs = []
-    for where in ("thread", "process"):
-        epoch = build(compose, "native_gpu", context(folder), f"loader.decode_in={where}", "loader.prefetch_batches=1")
+    for leave_early in (False, True):
+        epoch = build(compose, "native_gpu", context(folder), "loader.prefetch_batches=3")
         batches = []
-        for e, first in ((0, 1), (1, None), (2, None)):
+        for e in range(3):
             epoch.set_epoch(e)
             for n, batch in enumerate(epoch):
-                batches.append(batch)
-                if n + 1 == first:
-                    break  # an epoch left early
-        runs.append((batches, epoch.describe()))
-    (thread, _), (process, meta) = runs
-    assert len(thread) == len(process) == 1 + 2 * math.ceil(20 / 8)
-    for (a, la), (b, lb) in zip(thread, process):
+                if e == 0 and leave_early and n == 1:
+                    break
+                if e > 0:
+                    batches.append(batch)
+        runs.append(batches)
+    assert len(runs[0]) == len(runs[1]) == 2 * math.ceil(20 / 8)
+    for (a, la), (b, lb) in zip(*runs):
         assert torch.equal(la, lb) and torch.equal(a, b)
-    assert meta["decode_in"] == "process"
-
-
-def test_decode_in_process_errors_reach_the_rank_as_one_line(compose, tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "x.png").write_bytes(b"\x89PNG")
-    with pytest.raises(ConfigError, match="loader=native_gpu decodes JPEGs"):
-        build(compose, "native_gpu", context(tmp_path), "loader.decode_in=process")
-
-
-def test_decode_in_is_a_closed_set(compose):
-    with pytest.raises(Exception, match="decode_in"):
-        compose(["loader=native_gpu", "loader.decode_in=fibre"])
 
 
 def test_a_batch_of_mixed_sizes_is_cropped_as_each_image_alone():
