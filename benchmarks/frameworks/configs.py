@@ -82,9 +82,13 @@ class ReduceDtype(Choice):
 class ShardUnit(Choice):
     """framework.shard_unit (FSDP2): which modules get their own fully_shard group (one all-gather and one
     reduce-scatter each). children: every direct child of the model that holds parameters (ResNet's
-    conv1, bn1, layer1-4, fc), then the root for the rest; root: the whole model as one group."""
+    conv1, bn1, layer1-4, fc), then the root for the rest; blocks: every block of the model's repeated
+    stacks (the members of a ModuleList or Sequential of at least two modules of one class: BERT's encoder
+    layers, ResNet's residual blocks; a model without such a stack has none), then the root; root: the
+    whole model as one group."""
 
     children = "children"
+    blocks = "blocks"
     root = "root"
 
 

@@ -34,9 +34,30 @@ def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) ->
     return MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=reduce)
 
 
+def _holds_parameters(module: torch.nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The blocks of the model's repeated stacks, inner ones first: the members of every ModuleList or
+    Sequential whose members with parameters are at least two and all of one class."""
+    blocks = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList | torch.nn.Sequential):
+            members = [m for m in module.children() if _holds_parameters(m)]
+            if len(members) >= 2 and len({type(m) for m in members}) == 1:
+                blocks += members
+    return blocks[::-1]  # modules() lists outer before inner; fully_shard wants inner first
+
+
 def shard_groups(model: torch.nn.Module, unit: ShardUnit) -> list[torch.nn.Module]:
     """The modules fully_shard is applied to, inner ones first and the model last (it takes the rest)."""
-    inner = [m for m in model.children() if any(True for _ in m.parameters())] if unit is ShardUnit.children else []
+    if unit is ShardUnit.children:
+        inner = [m for m in model.children() if _holds_parameters(m)]
+    elif unit is ShardUnit.blocks:
+        inner = repeated_blocks(model)
+    else:
+        inner = []
     return [*inner, model]
 
 

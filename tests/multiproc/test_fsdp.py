@@ -89,6 +89,29 @@ def test_sharded_training_ends_with_ddps_parameters(root, overrides):
     assert any(not torch.allclose(ddp[key], initial[key]) for key in ddp)  # training moved the weights
 
 
+# a model with repeated blocks (framework.shard_unit=blocks): ResNet-18, 8 residual blocks
+run_resnet = RunsOnce(
+    [c for c in COMMON if c != "model=simple_cnn"] + ["model=resnet", "model.depth=18", "model.image_size=32"]
+)
+
+
+@pytest.fixture(scope="module")
+def resnet_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("resnet_runs")  # run_resnet numbers its campaigns as run_once does
+
+
+def test_fsdp_per_block_groups_end_with_ddps_parameters(resnet_root):
+    """shard_unit=blocks: a group per residual block and the root (9 on ResNet-18); the same training as
+    DDP (rank 0's BatchNorm statistics too: both compute them from rank 0's own batches)."""
+    sharded_dir = run_resnet(resnet_root, "framework=fsdp", "framework.shard_unit=blocks")
+    framework = json.loads((sharded_dir / "meta.json").read_text())["framework"]
+    assert (framework["shard_unit"], framework["num_shard_groups"]) == ("blocks", 9)
+    ddp, sharded = params(run_resnet(resnet_root, "framework=ddp"), 0), params(sharded_dir, 0)
+    assert sharded.keys() == ddp.keys()
+    for key in ddp:
+        torch.testing.assert_close(sharded[key], ddp[key], rtol=1e-4, atol=1e-5, msg=key)
+
+
 def test_zero_optimizer_is_recorded(root):
     framework = json.loads((run_once(root, "framework=ddp", "framework.zero_optimizer=true") / "meta.json").read_text())
     assert framework["framework"]["zero_optimizer"] is True and framework["framework"]["ddp_wrapped"] is True
