@@ -75,6 +75,8 @@ PAPER_RC = {
     "legend.frameon": False,
     "svg.fonttype": "none",
     "savefig.bbox": "tight",
+    # labels carry the runs' own setting values: a "$" in one is text, never the start of mathtext
+    "text.parse_math": False,
 }
 FULL_WIDTH_IN = 7.0
 HALF_WIDTH_IN = 3.4

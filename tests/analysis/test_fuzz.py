@@ -528,6 +528,21 @@ def test_report_and_results_never_crash(edits):
             load.export_parquet(load_campaign(root), Path(tmp) / "parquet")
 
 
+def test_dollar_signs_in_a_setting_are_drawn_as_text(tmp_path):
+    """Found by the fuzzer: a setting whose key and value hold "$" pairs reaches the figures' labels, where
+    matplotlib read them as mathtext and failed; they are text (palette.PAPER_RC: text.parse_math off)."""
+    from analysis.report import build_report
+
+    run_dirs = write_campaign(tmp_path / "runs")
+    config = run_dirs[1] / "config.yaml"
+    settings = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**settings, "optim": {**settings.get("optim", {}), "x$_$": "a$^{$"}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        build_report(tmp_path / "runs", tmp_path / "report", formats=("png",), jobs=1)
+    assert (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+
+
 # --- inputs a fuzzer finds rarely, each once ----------------------------------------------------
 
 

@@ -1,0 +1,65 @@
+"""The classifier zoo for real on 2 CPU ranks (gloo), through `ddlbench run`: ShuffleNetV2, VGG, MobileNetV2
+and the two ResNet ablations each train under one of the parallel modes (every mode meets the zoo), small
+(32 px, 2 steps), to a finite loss with every sample counted."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from tests.conftest import RunsOnce, read_summary
+
+pytestmark = pytest.mark.multiproc
+
+needs_deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
+)
+COMMON = [
+    "loader=synthetic",
+    "model.image_size=32",
+    "model.num_classes=10",
+    "run.per_gpu_batch=4",
+    "run.warmup_steps=1",
+    "run.steps=2",
+    "run.log_every=0",
+    "optim.lr=0.01",
+]
+run_once = RunsOnce(COMMON)
+
+
+@pytest.mark.parametrize(
+    ("model", "framework", "arch"),
+    [
+        (["model=shufflenet_v2", "model.width=0.5"], ["framework=ddp"], "shufflenet_v2"),
+        (["model=vgg", "model.depth=11"], ["framework=fsdp", "framework.shard_unit=blocks"], "vgg"),
+        pytest.param(
+            ["model=mobilenet_v2"],
+            ["framework=deepspeed", "framework.zero_stage=2"],
+            "mobilenet_v2",
+            marks=[needs_deepspeed],
+        ),
+        (["model=resnet", "model.depth=18", "model.batch_norm=false"], ["framework=fsdp"], "resnet"),
+        (
+            ["model=resnet", "model.depth=18", "model.residual=false"],
+            ["framework=ddp", "framework.zero_optimizer=true"],
+            "resnet",
+        ),
+    ],
+    ids=[
+        "shufflenet-ddp",
+        "vgg11-fsdp-blocks",
+        "mobilenet-zero2",
+        "resnet18-no-bn-fsdp",
+        "resnet18-no-residual-ddp-zero",
+    ],
+)
+def test_each_zoo_model_trains_under_a_parallel_mode(tmp_path_factory, model, framework, arch):
+    run_dir = run_once(tmp_path_factory.mktemp("zoo"), *model, *framework)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed" and summary["world_size"] == 2
+    assert summary["measured_samples"] == 2 * 2 * 4 and summary["sample_unit"] == "images"
+    assert math.isfinite(summary["last_loss"]) and summary["last_loss"] > 0
+    assert OmegaConf.load(run_dir / "config.yaml").model.arch == arch  # the run built the model asked for
