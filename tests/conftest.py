@@ -1,8 +1,9 @@
 """Shared fixtures: the real Hydra config, a helper that starts `ddlbench` as users do, and one that finds
-a run directory by its readable name."""
+a run directory by its readable name; the skip mark of the tests that need DeepSpeed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -11,6 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# the tests that run DeepSpeed: skipped, with the install command, where it is not installed
+needs_deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
+)
 
 REPO = Path(__file__).resolve().parent.parent
 

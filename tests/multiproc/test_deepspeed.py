@@ -3,7 +3,6 @@ DDP, clean exits over repeated runs, the deepspeed launcher, and the one-line er
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -14,13 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, RunsOnce, ddlbench, find_run, read_params, read_summary
+from tests.conftest import REPO, RunsOnce, ddlbench, find_run, needs_deepspeed, read_params, read_summary
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.multiproc]
 
-needs_deepspeed = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
-)
 # small and quick: the same seed and synthetic data for every framework
 COMMON = [
     "model=simple_cnn",

@@ -11,13 +11,10 @@ import math
 
 import pytest
 
-from tests.conftest import ddlbench, find_run, read_summary
+from tests.conftest import ddlbench, find_run, needs_deepspeed, read_summary
 
 pytestmark = pytest.mark.multiproc
 
-needs_deepspeed = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
-)
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers is not installed: run 'make nlp'"
 )

@@ -4,19 +4,15 @@ and the two ResNet ablations each train under one of the parallel modes (every m
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import RunsOnce, read_summary
+from tests.conftest import RunsOnce, needs_deepspeed, read_summary
 
 pytestmark = pytest.mark.multiproc
 
-needs_deepspeed = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
-)
 COMMON = [
     "loader=synthetic",
     "model.image_size=32",
