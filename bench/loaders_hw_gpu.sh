@@ -49,6 +49,9 @@ declare -A VARIANT=(
 )
 VARIANT_ORDER=(synthetic native_gpu_torchvision dali native native_gpu_nvimgcodec native_gpu_nvimgcodec_hw0.65)
 read -ra VARIANTS <<< "${VARIANTS:-${VARIANT_ORDER[*]}}"
+for name in "${VARIANTS[@]}"; do  # an unknown name would run with no loader override: refuse it
+    [[ -n ${VARIANT[$name]+set} ]] || { echo "VARIANTS: '$name' is no variant; choose from ${VARIANT_ORDER[*]}" >&2; exit 2; }
+done
 if ! "$PY" -c 'import nvidia.dali' 2>/dev/null; then
     echo "DALI does not import: the dali variant is skipped"
     VARIANTS=("${VARIANTS[@]/dali/}")
