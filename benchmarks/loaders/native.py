@@ -2,6 +2,11 @@
 
 Workers decode and crop to uint8; the batch travels pinned and non-blocking to the device, where it
 is converted to float and normalised (cheaper there than in every worker).
+
+One DataLoader iterator runs across epochs (EpochStream), as DALI's pipeline does: its workers start
+the next epoch's batches while training takes this one's last. With a fresh iterator per epoch, the
+workers idle at every epoch's end until the slowest has made its batch: on 16 batches per epoch over 15
+workers, one worker makes two while fourteen wait, a handicap of the small dataset, not of the loader.
 """
 
 from __future__ import annotations
@@ -34,15 +39,50 @@ class ShardedBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _batches(self) -> list[list[int]]:
-        order = epoch_permutation(self.num_samples, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle)
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of `epoch`."""
+        order = epoch_permutation(self.num_samples, seed=self.seed, epoch=epoch, shuffle=self.shuffle)
         return shard_batches(order, rank=self.rank, world_size=self.world_size, per_gpu_batch=self.per_gpu_batch)
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self._batches())
+        return iter(self.batches(self.epoch))
 
     def __len__(self) -> int:
-        return len(self._batches())
+        return len(self.batches(self.epoch))
+
+
+class SpanningBatchSampler(Sampler[list[int]]):
+    """The DataLoader's batch sampler: the batches of epoch `first`, then of first + 1, and on, without end."""
+
+    def __init__(self, epochs: ShardedBatchSampler):
+        self.epochs = epochs
+        self.first = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        epoch = self.first
+        while True:
+            yield from self.epochs.batches(epoch)
+            epoch += 1
+
+
+class EpochStream:
+    """One DataLoader iterator across epochs: epoch(e) yields e's batches, and the workers have begun e + 1's
+    by the time the last is taken. A new iterator (the workers' queued batches dropped) only when the
+    epoch asked for is not the one the stream is at: the first, one after an epoch left early, a jump."""
+
+    def __init__(self, loader: DataLoader, spanning: SpanningBatchSampler, batches_per_epoch: int):
+        self.loader, self.spanning, self.batches_per_epoch = loader, spanning, batches_per_epoch
+        self._iterator: Iterator | None = None
+        self._at: int | None = None  # the epoch whose first batch the iterator yields next; None: mid-epoch
+
+    def epoch(self, epoch: int) -> Iterator:
+        if self._iterator is None or self._at != epoch:
+            self.spanning.first = epoch
+            self._iterator = iter(self.loader)  # persistent workers: reset, not restarted
+        self._at = None
+        for _ in range(self.batches_per_epoch):
+            yield next(self._iterator)
+        self._at = epoch + 1
 
 
 def image_transform(image_size: int, *, augment: bool):
@@ -74,16 +114,16 @@ def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_la
 
 class NativeEpoch:
     def __init__(
-        self, ctx: LoaderContext, loader: DataLoader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
+        self, ctx: LoaderContext, stream: EpochStream, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
     ):
-        self.ctx, self.loader, self.sampler = ctx, loader, sampler
+        self.ctx, self.stream, self.sampler = ctx, stream, sampler
         self.num_samples, self.knobs = num_samples, knobs
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for images, labels in self.loader:
+        for images, labels in self.stream.epoch(self.sampler.epoch):
             yield (
                 to_model_input(images, self.ctx.device, channels_last=self.ctx.channels_last),
                 labels.to(self.ctx.device, non_blocking=True),
@@ -107,9 +147,9 @@ def subset(dataset, indices: tuple[int, ...] | None):
 
 def sharded_dataloader(
     dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None
-) -> tuple[DataLoader, ShardedBatchSampler]:
-    """This rank's DataLoader over `dataset` by the sharding contract, with the native knobs (workers,
-    pinning, prefetch, timeout), and its sampler (set_epoch goes there)."""
+) -> tuple[EpochStream, ShardedBatchSampler]:
+    """This rank's batches over `dataset` by the sharding contract, from one DataLoader with the native knobs
+    (workers, pinning, prefetch, timeout) that runs across epochs, and its sampler (set_epoch goes there)."""
     sampler = ShardedBatchSampler(
         len(dataset),
         rank=ctx.rank,
@@ -119,9 +159,10 @@ def sharded_dataloader(
         shuffle=knobs["shuffle"],
     )
     workers = knobs["num_workers"]
+    spanning = SpanningBatchSampler(sampler)
     loader = DataLoader(
         dataset,
-        batch_sampler=sampler,
+        batch_sampler=spanning,
         num_workers=workers,
         collate_fn=collate_fn,
         pin_memory=knobs["pin_memory"] and ctx.device.type == "cuda",
@@ -129,7 +170,7 @@ def sharded_dataloader(
         prefetch_factor=knobs["prefetch_factor"] if workers > 0 else None,
         timeout=knobs["timeout_s"] if workers > 0 else 0,
     )
-    return loader, sampler
+    return EpochStream(loader, spanning, len(sampler)), sampler
 
 
 class NativeLoader:
@@ -154,5 +195,5 @@ class NativeLoader:
         knobs = ctx.settings(self.knobs)
         dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=knobs["augment"]))
         dataset = subset(dataset, ctx.indices(len(dataset)))
-        loader, sampler = sharded_dataloader(dataset, ctx, knobs)
-        return NativeEpoch(ctx, loader, sampler, len(dataset), knobs)
+        stream, sampler = sharded_dataloader(dataset, ctx, knobs)
+        return NativeEpoch(ctx, stream, sampler, len(dataset), knobs)

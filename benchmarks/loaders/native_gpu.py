@@ -51,7 +51,7 @@ from benchmarks.adapter_config import Installation
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import GpuJpegDecoder, NativeGpuLoaderConfig
-from benchmarks.loaders.native import ShardedBatchSampler, sharded_dataloader, subset, to_model_input
+from benchmarks.loaders.native import EpochStream, ShardedBatchSampler, sharded_dataloader, subset, to_model_input
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 # The decode thread shares the GIL with training's thread, which holds it while it queues a step. A
@@ -458,8 +458,10 @@ DECODERS: dict[GpuJpegDecoder, type[BatchDecoder]] = {
 
 
 class NativeGpuEpoch:
-    def __init__(self, ctx: LoaderContext, loader, sampler: ShardedBatchSampler, num_samples: int, knobs: dict):
-        self.ctx, self.loader, self.sampler = ctx, loader, sampler
+    def __init__(
+        self, ctx: LoaderContext, batches: EpochStream, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
+    ):
+        self.ctx, self.batches, self.sampler = ctx, batches, sampler
         self.num_samples, self.knobs = num_samples, knobs
         self.cuda = ctx.device.type == "cuda"
         # a high-priority stream: its few kernels per batch go ahead of training's queued ones, so a batch is
@@ -531,7 +533,7 @@ class NativeGpuEpoch:
         stop = threading.Event()
         thread = threading.Thread(
             target=self._produce,
-            args=(iter(self.loader), ready, stop),
+            args=(self.batches.epoch(self.epoch), ready, stop),
             daemon=True,
             name=f"native_gpu-decode-rank{self.ctx.rank}",
         )
@@ -630,8 +632,8 @@ class NativeGpuLoader:
         knobs = ctx.settings(self.knobs)
         dataset = subset(dataset, ctx.indices(len(dataset)))
         collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
-        loader, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
-        return NativeGpuEpoch(ctx, loader, sampler, len(dataset), knobs)
+        stream, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
+        return NativeGpuEpoch(ctx, stream, sampler, len(dataset), knobs)
 
 
 def _installed_version(prefix: str, default: str) -> str:
