@@ -4,7 +4,8 @@
 # (4,096 of 500x375, quality 94, /tmp/ddl_jpeg), ResNet-50 bf16 batch 256 on one GPU:
 #   1. bench/nvimgcodec_probe.py: versions, the NVJPG engines nvJPEG reports, one batch decoded both ways;
 #   2. training, one run per variant (15 warm-up + 60 measured steps, the trace window on), ratios to
-#      synthetic in the same call (goal: native_gpu >= 0.90);
+#      synthetic in the same call (goal: native_gpu >= 0.90), and the img/s of the measured steps' second
+#      half alone (late_half_img_s: a loader's own pace once the batches queued before the window are spent);
 #   3. `ddlbench loaderbench` at 15 workers: native_gpu both ways and the decode ceilings side by side
 #      (device_decode[_only], nvimgcodec_decode, nvimgcodec_decode_only_hw1/0.65/0).
 # Prints `RESULT <variant> img_s=<..> ratio=<..> idle=<..>` lines; everything is also in $OUT/log.txt and the
@@ -107,12 +108,20 @@ for line in Path(sys.argv[2]).read_text().splitlines():  # the runs in the order
     idle = trace["idle_s"] / trace["window_s"] if trace.get("window_s") else float("nan")
     loader = json.loads((d / "meta.json").read_text()).get("loader", {}) if (d / "meta.json").exists() else {}
     decoder = ", ".join(str(loader[k]) for k in ("gpu_decoder_library", "gpu_decoder_pool_memory") if k in loader)
-    runs.setdefault(name, []).append((s["throughput_img_s"], idle, decoder))
+    # the measured steps' second half alone: a loader whose queue was full when the window opened shows
+    # its own pace there (CUDA-event step times)
+    steps = [json.loads(x) for x in (d / "rank0.jsonl").read_text().splitlines() if '"step_s"' in x]
+    steps = [r for r in steps if not r.get("warmup") and not r.get("profiled")]
+    late = steps[len(steps) // 2:]
+    late_img_s = sum(r["samples"] for r in late) / sum(r["step_s"] for r in late) if late else float("nan")
+    runs.setdefault(name, []).append((s["throughput_img_s"], idle, decoder, late_img_s))
 base = statistics.median(v[0] for v in runs["synthetic"]) if "synthetic" in runs else float("nan")
 for name, values in runs.items():
     m = statistics.median(v[0] for v in values)
     idle = statistics.median(v[1] for v in values)
-    print(f"RESULT {name} img_s={m:.1f} ratio={m / base:.3f} idle={idle:.3f} runs={','.join(f'{v[0]:.1f}' for v in values)}"
+    late = statistics.median(v[3] for v in values)
+    print(f"RESULT {name} img_s={m:.1f} ratio={m / base:.3f} idle={idle:.3f} late_half_img_s={late:.1f} "
+          f"runs={','.join(f'{v[0]:.1f}' for v in values)}"
           + (f" ({values[0][2]})" if values[0][2] else ""))
 PY
 
