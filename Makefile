@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
+.PHONY: demo test test-fast test-matrix lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -22,10 +22,23 @@ venv: $(VENV)/.ok
 demo: venv
 	$(VENV)/bin/ddlbench demo
 
-# everything the tests exercise is real: DeepSpeed, DALI, Horovod (built once, cached), Slurm + OpenMPI;
-# the lint (ruff check and ruff format --check, configured in pyproject.toml) comes first (about a second)
+# The test tiers (docs/testing.md). What a test needs (multiproc, slurm, horovod, deepspeed, dali, browser,
+# netns) is marked by the fixtures it uses (tests/conftest.py); every run prints the 25 slowest tests.
+# test: everything the tests exercise is real (DeepSpeed, DALI, Horovod built once and cached, Slurm +
+# OpenMPI, chromium); the lint (ruff check and ruff format --check, about a second) comes first.
+PYTEST := $(PY) -m pytest -q --durations=25
+FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or slow or matrix)
+
 test: lint deepspeed dali horovod mpi nlp slurm-up browser
-	$(PY) -m pytest -q tests
+	$(PYTEST) -m "not matrix" tests
+
+# after every change: no subprocess, no training run, no Slurm; Hypothesis at a quarter of its examples
+test-fast: lint
+	$(PYTEST) -m "$(FAST_TIER)" --hypothesis-profile=fast tests
+
+# the full framework x model x mode matrices, whose representative diagonal `make test` runs
+test-matrix: deepspeed dali horovod mpi nlp
+	$(PYTEST) -m matrix tests
 
 lint: venv
 	$(VENV)/bin/ruff check .

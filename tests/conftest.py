@@ -1,27 +1,170 @@
-"""Shared fixtures: the real Hydra config, a helper that starts `ddlbench` as users do, and one that finds
-a run directory by its readable name; the skip mark of the tests that need DeepSpeed."""
+"""Shared fixtures: the real Hydra config, a helper that starts `ddlbench` as users do, one that finds a
+run directory by its readable name, and the fixtures that say what a test needs.
+
+What a test needs is said by the fixtures it uses, never by a hand-kept mark: a test that asks for one of
+the fixtures in NEEDS (itself, or through another fixture) gets that fixture's marker, and is skipped, with
+the command that installs what is missing, where this machine lacks it. A parametrized case that selects a
+framework or loader by an override ("framework=deepspeed") gets that component's marker the same way. The
+tiers select on these markers (Makefile: test-fast, test, test-matrix)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-# the tests that run DeepSpeed: skipped, with the install command, where it is not installed
-needs_deepspeed = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed: run 'make deepspeed'"
-)
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Hypothesis's example count per property: 40 by default (`make test`), 10 under --hypothesis-profile=fast
+settings.register_profile("full", max_examples=40)
+settings.register_profile("fast", max_examples=10)
+settings.load_profile("full")
 
-def ddlbench(
+
+def _module(name: str, install: str) -> Callable[[], str | None]:
+    def missing() -> str | None:
+        found = importlib.util.find_spec(name.partition(".")[0]) is not None and importlib.util.find_spec(name)
+        return None if found else f"{name} is not installed: run '{install}'"
+
+    return missing
+
+
+def _program(name: str, install: str) -> Callable[[], str | None]:
+    return lambda: None if shutil.which(name) else f"{name} is not on PATH: {install}"
+
+
+def _slurm() -> str | None:
+    from tests.slurm.cluster import slurm_problem
+
+    return slurm_problem()
+
+
+def _netns() -> str | None:
+    if sys.platform != "linux":
+        return "network namespaces are Linux only"
+    if os.geteuid() != 0:
+        return "creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+    from launchers import netns
+
+    caps = netns.capabilities()
+    if caps["netns"]:
+        return f"network namespaces are not permitted here: {caps['netns']}"
+    if caps["tbf"]:
+        return f"tc tbf is not available here: {caps['tbf']}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """A fixture's marker (None: no marker of its own) and why it cannot run here (None: it can)."""
+
+    marker: str | None
+    missing: Callable[[], str | None]
+
+
+NEEDS: dict[str, Need] = {
+    "ddlbench": Need("multiproc", lambda: None),  # a fresh Python per call; `run` adds its launcher and ranks
+    "rank_processes": Need("multiproc", lambda: None),  # a test that starts ranks or the CLI by its own means
+    "deepspeed": Need("deepspeed", _module("deepspeed", "make deepspeed")),
+    "horovod": Need("horovod", _module("horovod.torch", "make horovod")),
+    "dali": Need("dali", _module("nvidia.dali", "make dali")),
+    "transformers": Need(None, _module("transformers", "make nlp")),
+    "mpirun": Need(None, _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev (make mpi)")),
+    "chromium": Need("browser", lambda: None if CHROMIUM else "no chromium: run 'make browser'"),
+    "slurm_up": Need("slurm", _slurm),
+    "netns_hosts": Need("netns", _netns),
+}
+# a parametrized case whose parameters hold one of these overrides needs that fixture's component
+OVERRIDE_NEEDS = {"framework=deepspeed": "deepspeed", "framework=horovod": "horovod", "loader=dali": "dali"}
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@functools.cache
+def _why_missing(fixture: str) -> str | None:
+    return NEEDS[fixture].missing()
+
+
+def _override_needs(item: pytest.Item) -> set[str]:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return set()
+    words: list[str] = []
+    for name, value in callspec.params.items():
+        words.extend(value if isinstance(value, (list, tuple)) else [value, f"{name}={value}"])
+    return {OVERRIDE_NEEDS[w] for w in words if isinstance(w, str) and w in OVERRIDE_NEEDS}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        needed = [name for name in NEEDS if name in item.fixturenames] + sorted(_override_needs(item))
+        for name in dict.fromkeys(needed):
+            need = NEEDS[name]
+            if need.marker:
+                item.add_marker(need.marker)
+            why = _why_missing(name)
+            if why:
+                item.add_marker(pytest.mark.skip(reason=why))
+
+
+@pytest.fixture(scope="session")
+def rank_processes() -> None:
+    """The test starts the CLI or ranks in fresh processes by its own means (a signal to send, another
+    Python, a network namespace), so it is a multiproc test like those that use `ddlbench`."""
+
+
+@pytest.fixture(scope="session")
+def deepspeed() -> None:
+    """The test runs DeepSpeed (skipped, with `make deepspeed`, where it is not installed)."""
+
+
+@pytest.fixture(scope="session")
+def horovod() -> None:
+    """The test runs Horovod (skipped, with `make horovod`, where it is not built)."""
+
+
+@pytest.fixture(scope="session")
+def dali() -> None:
+    """The test runs NVIDIA DALI's CPU pipelines (skipped, with `make dali`, where it is not installed)."""
+
+
+@pytest.fixture(scope="session")
+def transformers() -> None:
+    """The test builds a Hugging Face model (skipped, with `make nlp`, where transformers is missing)."""
+
+
+@pytest.fixture(scope="session")
+def mpirun() -> None:
+    """The test starts ranks with OpenMPI's mpirun (skipped where it is not on PATH)."""
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of Debian's chromium, for the report's browser test (`make browser`)."""
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def slurm_up() -> None:
+    """The local Slurm cluster answers (slurm/local_cluster.sh up; `make slurm-up`)."""
+
+
+@pytest.fixture(scope="session")
+def netns_hosts() -> None:
+    """This machine may create network namespaces, veth links and tc qdiscs (root, iproute2)."""
+
+
+def run_cli(
     *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
     """Run the ddlbench CLI in a subprocess (the real launcher path), capturing its output."""
@@ -33,6 +176,25 @@ def ddlbench(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+@pytest.fixture(scope="session")
+def ddlbench() -> Callable[..., subprocess.CompletedProcess]:
+    """`run_cli`: the ddlbench CLI in a fresh Python, as users start it. Tests that need a subprocess (the
+    launcher path, an exit code, a crash kept out of pytest) ask for this; the rest call `main(argv)`."""
+    return run_cli
+
+
+# a small, quick run: the same seed and synthetic data for every framework, parameters saved to compare them
+SMALL_RUN = (
+    "model=simple_cnn",
+    "loader=synthetic",
+    "run.per_gpu_batch=8",
+    "run.warmup_steps=1",
+    "run.steps=3",
+    "run.log_every=0",
+    "run.save_params=true",
+)
 
 
 # the readable part of a run directory's name, as tests spell it: <framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>
@@ -61,22 +223,29 @@ def find_run(parent: Path, name: str) -> Path:
     return parent / matches[0]
 
 
-class RunsOnce:
-    """`ddlbench run` with a test file's common overrides plus a test's own, once per set of overrides in a
-    session (several tests read one run); call it with the root and the overrides, get the run directory."""
+class SharedRuns:
+    """`ddlbench run` once per set of overrides in the whole test session: the tests of every file that ask
+    for the same configuration read one run (its directory is read-only to them). Call it with the overrides,
+    get the run directory."""
 
-    def __init__(self, common: list[str]) -> None:
-        self.common = common
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self.runs: dict[tuple[str, ...], Path] = {}
 
-    def __call__(self, root: Path, *overrides: str) -> Path:
+    def __call__(self, *overrides: str) -> Path:
         if overrides not in self.runs:
             campaign = f"c{len(self.runs)}"
-            result = ddlbench("run", *self.common, *overrides, f"run.root={root}", f"run.campaign={campaign}")
+            result = run_cli("run", *overrides, f"run.root={self.root}", f"run.campaign={campaign}")
             assert result.returncode == 0, result.stderr[-4000:]
-            (run_dir,) = (root / campaign).iterdir()
+            (run_dir,) = (self.root / campaign).iterdir()
             self.runs[overrides] = run_dir
         return self.runs[overrides]
+
+
+@pytest.fixture(scope="session")
+def shared_runs(ddlbench, tmp_path_factory) -> SharedRuns:
+    """The session's runs, each made once (SharedRuns)."""
+    return SharedRuns(tmp_path_factory.mktemp("shared_runs"))
 
 
 def read_params(run_dir: Path, rank: int) -> dict:

@@ -21,7 +21,6 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.load import load_campaign
 from analysis.report import assemble, build_report
 from analysis.synthlogs import SynthCell, write_campaign
-from tests.conftest import ddlbench
 
 GIB = 2**30
 MODELS = {"resnet50": {"arch": "resnet", "depth": 50}, "bert_base": {"arch": "bert", "size": "base"}}
@@ -227,7 +226,7 @@ def test_the_report_names_the_baseline_and_the_sample_unit(study, tmp_path):
     assert "<h2>Modes and precisions</h2>" in html and "throughput seq/s" in html
 
 
-def test_the_study_plans_every_mode_precision_and_model():
+def test_the_study_plans_every_mode_precision_and_model(ddlbench):
     plan = ddlbench("campaign", "plan", "experiment=composable_2023")
     assert plan.returncode == 0, plan.stderr[-2000:]
     cells = [line.split()[0] for line in plan.stdout.splitlines() if re.match(r"[a-z]+-synthetic-", line)]
@@ -361,8 +360,7 @@ def test_runs_on_one_host_show_no_hosts_section(tmp_path):
 # --- the CPU study end to end ---------------------------------------------------------------------------
 
 
-@pytest.mark.multiproc
-def test_the_cpu_study_runs_here_and_reports(tmp_path):
+def test_the_cpu_study_runs_here_and_reports(tmp_path, ddlbench):
     """`campaign run experiment=composable_2023_cpu` on tiny sizes: DDP (the baseline), DDP with the ZeRO
     optimizer, FSDP2 and DeepSpeed ZeRO-2 on 2 gloo ranks, ResNet-18 at 32 px, fp32 only (a cell is mostly its
     ranks' start-up: 4 cells keep this under 90 s; AMP's cells are the tests above's); then the report's

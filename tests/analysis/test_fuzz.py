@@ -34,7 +34,8 @@ from benchmarks import rundir
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the example count is the profile's (tests/conftest.py: 40 in `make test`, 10 in `make test-fast`)
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STATUSES = {"completed", "failed", "interrupted", "incomplete", "corrupt", "unsupported"}
 NAME_COLUMNS = ("framework", "loader", "model", "precision")
 WARMUP, STEPS = 2, 6
@@ -510,7 +511,8 @@ def test_fuzzed_values_never_crash_loading(edits):
     check_both_readers(edits)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# a report per example: half the profile's count
+@settings(max_examples=settings.default.max_examples // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=corrupted_campaign())
 def test_report_and_results_never_crash(edits):
     from analysis.report import build_report

@@ -8,8 +8,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import ddlbench
-
 GPUS = "4,8,16,32,64,128,256,512,1024"
 CELL = ["model=resnet", "model.depth=50", "run.per_gpu_batch=64", "precision=amp_bf16", "loader=dali"]
 
@@ -35,7 +33,7 @@ def _table(stdout: str, header: str) -> list[list[str]]:
     return rows
 
 
-def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path):
+def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, ddlbench):
     out = tmp_path / "predicted"
     done = ddlbench(
         "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--reference", "aach2023",
@@ -67,7 +65,7 @@ def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path):
     assert (out / "prediction.csv").read_bytes() == before
 
 
-def test_compute_scale_slows_compute_and_its_jitter(one_gpu):
+def test_compute_scale_slows_compute_and_its_jitter(one_gpu, ddlbench):
     base = ddlbench("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8")
     slow = ddlbench(
         "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8", "--compute-scale", "2"
@@ -88,21 +86,21 @@ def test_compute_scale_slows_compute_and_its_jitter(one_gpu):
         (("--compute-scale", "0"), "--compute-scale 0.0: give a factor > 0"),
     ],
 )
-def test_bad_input_is_one_line(one_gpu, args, says):
+def test_bad_input_is_one_line(one_gpu, args, says, ddlbench):
     extra = () if any(a == "--from" for a in args) or not args else ("--from", str(one_gpu))
     done = ddlbench("predict", *CELL, "--system", "juwels_booster", *extra, *args)
     assert done.returncode == 2, done.stdout
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_a_calibration_run_of_another_configuration_is_refused(one_gpu):
+def test_a_calibration_run_of_another_configuration_is_refused(one_gpu, ddlbench):
     done = ddlbench("predict", "model=resnet", "model.depth=101", "run.per_gpu_batch=64", "precision=amp_bf16",
                     "--system", "juwels_booster", "--from", str(one_gpu))  # fmt: skip
     assert done.returncode == 2
     assert "model=resnet50 (predicting resnet101)" in done.stderr and "calibrate from a run of the" in done.stderr
 
 
-def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu):
+def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu, ddlbench):
     done = ddlbench("predict", *CELL, "framework=fsdp", "--system", "juwels_booster", "--from", str(one_gpu))
     assert done.returncode == 2 and "framework=fsdp: predict models ddp, horovod and deepspeed" in done.stderr
     done = ddlbench("predict", *CELL, "--from", str(one_gpu))  # local_cpu has no network block

@@ -4,16 +4,12 @@ box, every figure loads, headers read as words, text sits left and numbers right
 
 from __future__ import annotations
 
-import shutil
 import warnings
 
 import pytest
 
 from ddlbench.cli import main
 from tests.analysis.conftest import CAMPAIGN
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: run 'make browser' (apt-get install chromium)")
 
 MEASURE = """() => {
   const width = window.innerWidth;
@@ -35,13 +31,13 @@ MEASURE = """() => {
 }"""
 
 
-def test_the_report_reads_well_in_a_browser(tmp_path):
+def test_the_report_reads_well_in_a_browser(tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (make browser)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["report", str(CAMPAIGN), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto((tmp_path / "rep" / "report.html").as_uri())

@@ -21,7 +21,6 @@ from benchmarks.commbench import (
 )
 from benchmarks.errors import ConfigError
 from launchers.commbench import check_backends, commbench_command
-from tests.conftest import ddlbench
 
 RECORD_FIELDS = {"op", "backend", "world_size", "size_bytes", "time_s", "algbw_gb_s", "busbw_gb_s"}
 SUITE_FIELDS = RECORD_FIELDS | {
@@ -249,7 +248,7 @@ def test_launch_argv_reuses_the_run_launchers():
     assert argv[:2] == ["mpirun", "-np"] and argv[-4:] == ["-m", "benchmarks.commbench", "--backends", "mpi"]
 
 
-def test_user_errors_name_the_flag(tmp_path):
+def test_user_errors_name_the_flag(tmp_path, ddlbench):
     existing = tmp_path / "c.json"
     existing.write_text("[]")
     result = ddlbench("commbench", "--out", str(existing))
@@ -279,7 +278,7 @@ def test_mpi_without_mpi4py_is_one_line_naming_the_fix(monkeypatch):
             check_backends(["mpi"], device="cuda")
 
 
-def _sweep(tmp_path, *args: str) -> tuple[list[dict], str]:
+def _sweep(ddlbench, tmp_path, *args: str) -> tuple[list[dict], str]:
     out = tmp_path / "commbench.json"
     result = ddlbench(
         "commbench",
@@ -300,9 +299,8 @@ def _sweep(tmp_path, *args: str) -> tuple[list[dict], str]:
     return json.loads(out.read_text()), result.stdout
 
 
-@pytest.mark.multiproc
-def test_gloo_all_reduce_by_default_keeps_the_old_records(tmp_path):
-    records, stdout = _sweep(tmp_path)
+def test_gloo_all_reduce_by_default_keeps_the_old_records(tmp_path, ddlbench):
+    records, stdout = _sweep(ddlbench, tmp_path)
     assert [(r["size_bytes"], r["in_place"]) for r in records] == [
         (s, p) for s in (1024, 2048, 4096) for p in (False, True)
     ]
@@ -315,9 +313,8 @@ def test_gloo_all_reduce_by_default_keeps_the_old_records(tmp_path):
     assert "out-of-place" in stdout and "#wrong" in stdout
 
 
-@pytest.mark.multiproc
-def test_gloo_suite_checks_every_op(tmp_path):
-    records, stdout = _sweep(tmp_path, "--ops", "all")
+def test_gloo_suite_checks_every_op(tmp_path, ddlbench):
+    records, stdout = _sweep(ddlbench, tmp_path, "--ops", "all")
     done = {(r["op"], r["in_place"]) for r in records}
     assert done == {(op, p) for op in OPS for p in (False, True)} - {("all_to_all", True), ("send_recv", True)}
     assert all(r["wrong"] == 0 for r in records)
@@ -328,7 +325,6 @@ def test_gloo_suite_checks_every_op(tmp_path):
         assert f"# {op}\n" in stdout
 
 
-@pytest.mark.multiproc
 @pytest.mark.parametrize(
     "backend, module, lacks",
     [
@@ -347,13 +343,13 @@ def test_gloo_suite_checks_every_op(tmp_path):
         ("mpi", "mpi4py", {("reduce_scatter", True)}),
     ],
 )
-def test_other_backends_on_two_ranks(tmp_path, backend, module, lacks):
+def test_other_backends_on_two_ranks(tmp_path, backend, module, lacks, ddlbench):
     """DeepSpeed's comm (on commbench's torch.distributed group), Horovod (horovodrun) and MPI (mpirun),
     through the Collectives their adapters build; every output checked."""
     if importlib.util.find_spec(module) is None:
         fix = {"mpi": "make mpi (pip install 'ddlbench[mpi]')"}.get(backend, f"make {backend}")
         pytest.skip(f"{module} is not installed: run {fix}")
-    records, _ = _sweep(tmp_path, "--backends", backend, "--ops", "all", "--max-bytes", "2048")
+    records, _ = _sweep(ddlbench, tmp_path, "--backends", backend, "--ops", "all", "--max-bytes", "2048")
     assert {(r["backend"], r["world_size"]) for r in records} == {(backend, 2)}
     assert {(r["op"], r["in_place"]) for r in records} == {(op, p) for op in OPS for p in (False, True)} - lacks
     assert all(r["wrong"] == 0 for r in records), [r for r in records if r["wrong"]]
@@ -394,20 +390,15 @@ def test_analysis_reads_old_and_new_files_and_types_the_suite_fields(tmp_path):
     assert export_parquet(campaign, tmp_path / "parquet")
 
 
-@pytest.mark.slurm
-@pytest.mark.multiproc
 @pytest.mark.parametrize("backend, srun_flags", [("torch", ()), ("mpi", ("--mpi=pmix",))])
-def test_srun_starts_the_ranks(tmp_path, backend, srun_flags):
+def test_srun_starts_the_ranks(tmp_path, slurm_up, rank_processes, backend, srun_flags):
     """The documented srun line (docs/commbench.md) on the local Slurm: the ranks read Slurm's variables
     (benchmarks/distenv.py) for torch.distributed, and PMIx for MPI."""
     import os
     import subprocess
 
     from tests.conftest import REPO
-    from tests.slurm.cluster import slurm_problem
 
-    if problem := slurm_problem():
-        pytest.skip(problem)
     if backend == "mpi" and importlib.util.find_spec("mpi4py") is None:
         pytest.skip("mpi4py is not installed: run make mpi (pip install 'ddlbench[mpi]')")
     out = tmp_path / f"commbench-srun-{backend}.json"

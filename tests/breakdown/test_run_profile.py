@@ -9,7 +9,7 @@ import pytest
 from analysis.breakdown import run_breakdown
 from benchmarks.errors import ConfigError
 from benchmarks.profiling import check_window
-from tests.conftest import ddlbench, find_run
+from tests.conftest import find_run
 
 
 def test_profile_window_is_checked_with_the_key_named():
@@ -20,8 +20,7 @@ def test_profile_window_is_checked_with_the_key_named():
             check_window(bad, total_steps=5)
 
 
-@pytest.mark.multiproc
-def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
+def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path, ddlbench):
     result = ddlbench(
         "run",
         "model=simple_cnn",
@@ -57,8 +56,7 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path):
         assert set(pairs) == {"compute", "comm_exposed", "data+other/idle", "comm_total"}
 
 
-@pytest.mark.multiproc
-def test_comm_timer_off_leaves_the_fields_out(tmp_path):
+def test_comm_timer_off_leaves_the_fields_out(tmp_path, ddlbench):
     result = ddlbench(
         "run",
         "model=simple_cnn",
@@ -75,9 +73,8 @@ def test_comm_timer_off_leaves_the_fields_out(tmp_path):
     assert steps and all("comm_s" not in s and "comm_exposed_s" not in s for s in steps)
 
 
-@pytest.mark.multiproc
 @pytest.mark.parametrize("keep", [False, True])
-def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep):
+def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep, ddlbench):
     result = ddlbench(
         "run",
         "model=simple_cnn",
@@ -107,8 +104,7 @@ def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep):
     assert (run_dir / "trace").is_dir() == keep
 
 
-@pytest.mark.multiproc
-def test_no_sampled_window_on_cpu_by_default(tmp_path):
+def test_no_sampled_window_on_cpu_by_default(tmp_path, ddlbench):
     result = ddlbench(
         "run",
         "model=simple_cnn",

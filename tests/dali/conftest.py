@@ -11,6 +11,12 @@ import pytest
 if importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None:
     pytest.skip("nvidia-dali is not installed: run 'make dali'", allow_module_level=True)
 
+
+@pytest.fixture(autouse=True)
+def _needs_dali(dali) -> None:
+    """Every test here runs DALI: the root conftest's `dali` fixture marks it."""
+
+
 NUM_IDS = 11  # does not divide evenly by 2 or 3 ranks, nor by the batch sizes used
 
 

@@ -10,10 +10,8 @@ import torch
 
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.sharding import epoch_permutation, shard_batches
-from tests.conftest import ddlbench, find_run, read_summary
+from tests.conftest import find_run, read_summary
 from tests.dali.conftest import NUM_IDS, loader_context
-
-pytestmark = pytest.mark.dali
 
 LOADERS = ["native", "dali-file", "dali-tfrecord"]
 
@@ -174,9 +172,8 @@ def test_missing_dali_names_the_install_command(monkeypatch):
         dali.DaliLoader(DaliLoaderConfig(num_threads=2))
 
 
-@pytest.mark.multiproc
 @pytest.mark.parametrize("reader", ["file", "tfrecord"])
-def test_two_rank_ddp_run_with_dali_completes(tmp_path, id_folder, id_tfrecords, reader):
+def test_two_rank_ddp_run_with_dali_completes(tmp_path, id_folder, id_tfrecords, reader, ddlbench):
     path: Path = id_tfrecords if reader == "tfrecord" else id_folder
     result = ddlbench(
         "run",

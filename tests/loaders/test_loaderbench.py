@@ -8,7 +8,6 @@ import pytest
 
 from benchmarks.loaderbench import queue_depth, worker_counts
 from benchmarks.loaders.configs import loader_cpus
-from tests.conftest import ddlbench
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +43,7 @@ def test_the_queue_a_loader_starts_with(compose):
     assert queue_depth(compose(["loader=dali"]).loader, workers=15) == 4
 
 
-def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder):
+def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder, ddlbench):
     out = tmp_path / "lb"
     result = ddlbench(
         "loaderbench",
@@ -80,7 +79,7 @@ def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder):
     assert again.returncode == 2 and "is not empty" in again.stderr
 
 
-def test_loaderbench_bad_input_is_one_line(folder):
+def test_loaderbench_bad_input_is_one_line(folder, ddlbench):
     for args, words in (
         (["--loaders", "nope"], "is no loader case"),
         (["--loaders", "dali-tfrecord"], "--tfrecord"),
@@ -96,7 +95,7 @@ def test_loaderbench_bad_input_is_one_line(folder):
     assert result.returncode == 2 and "holds 16 samples, but one step" in result.stderr
 
 
-def test_the_report_states_each_loaders_settings(tmp_path, folder):
+def test_the_report_states_each_loaders_settings(tmp_path, folder, ddlbench):
     for workers in ("1", "2"):
         result = ddlbench(
             "run",
@@ -142,7 +141,7 @@ def test_the_gpus_decode_ceilings_and_the_nvimgcodec_case():
     ]
 
 
-def test_the_nvimgcodec_case_is_skipped_with_its_reason_on_a_cpu(tmp_path, folder):
+def test_the_nvimgcodec_case_is_skipped_with_its_reason_on_a_cpu(tmp_path, folder, ddlbench):
     out = tmp_path / "lb"
     result = ddlbench(
         "loaderbench",

@@ -13,7 +13,7 @@ import torch
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.native_gpu import centre_box, random_resized_crop_box
 from benchmarks.loaders.sharding import shard_batches
-from tests.conftest import cpu_loader_context, ddlbench, find_run, read_summary
+from tests.conftest import cpu_loader_context, find_run, read_summary
 from tests.loaders.augment_probe import crops_of, ks_statistic, write_probe_folder
 
 
@@ -154,8 +154,7 @@ def test_a_folder_without_jpegs_is_a_one_line_error(compose, tmp_path):
         build(compose, "native_gpu", context(tmp_path))
 
 
-@pytest.mark.multiproc
-def test_two_rank_run_with_native_gpu_completes(tmp_path, folder):
+def test_two_rank_run_with_native_gpu_completes(tmp_path, folder, ddlbench):
     result = ddlbench(
         "run",
         "loader=native_gpu",
@@ -264,7 +263,7 @@ def test_gpu_decoder_is_a_closed_set(compose):
     assert "loader.gpu_decoder" in str(error.value) and "nvimgcodec" in str(error.value)
 
 
-def test_gpu_decoder_nvimgcodec_on_a_cpu_run_is_a_one_line_error_before_launch(folder, tmp_path):
+def test_gpu_decoder_nvimgcodec_on_a_cpu_run_is_a_one_line_error_before_launch(folder, tmp_path, ddlbench):
     result = ddlbench(
         "run", "loader=native_gpu", "loader.gpu_decoder=nvimgcodec", f"data.path={folder}", f"run.root={tmp_path}"
     )

@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-from tests.conftest import ddlbench, find_run, read_summary
+from tests.conftest import find_run, read_summary
 
-pytestmark = pytest.mark.multiproc
 TINY = ["model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3", "run.log_every=1"]
 
 
-def test_two_rank_run_writes_a_complete_run_directory(tmp_path):
+def test_two_rank_run_writes_a_complete_run_directory(tmp_path, ddlbench):
     result = ddlbench("run", *TINY, f"run.root={tmp_path}", "run.save_params=true")
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
@@ -66,7 +65,7 @@ def test_two_rank_run_writes_a_complete_run_directory(tmp_path):
         assert torch.equal(p0[key], p1[key]), key
 
 
-def test_two_ranks_equal_one_rank_at_double_batch(tmp_path):
+def test_two_ranks_equal_one_rank_at_double_batch(tmp_path, ddlbench):
     """Gradient averaging is right: W ranks at batch B step exactly like 1 rank at batch W*B."""
     common = ["model=simple_cnn", "run.warmup_steps=0", "run.steps=4", "run.save_params=true", f"run.root={tmp_path}"]
     two = ddlbench("run", *common, "run.per_gpu_batch=4", "system.ranks_per_node=2")
@@ -80,7 +79,7 @@ def test_two_ranks_equal_one_rank_at_double_batch(tmp_path):
     assert any(not torch.allclose(p1[key], initial[key]) for key in p1)  # training moved the weights
 
 
-def test_an_existing_run_is_never_overwritten(tmp_path):
+def test_an_existing_run_is_never_overwritten(tmp_path, ddlbench):
     first = ddlbench("run", *TINY, f"run.root={tmp_path}")
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
@@ -92,7 +91,7 @@ def test_an_existing_run_is_never_overwritten(tmp_path):
     assert [p.name for p in (tmp_path / "default").iterdir()] == [run_dir.name]  # and no second directory made
 
 
-def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path):
+def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path, ddlbench):
     from benchmarks.data.synth import synth_imagefolder
 
     data = tmp_path / "data"
@@ -111,7 +110,7 @@ def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path):
     assert "no completed runs" in table.stdout and run_dir.name in table.stdout
 
 
-def test_bad_override_fails_before_launch(tmp_path):
+def test_bad_override_fails_before_launch(tmp_path, ddlbench):
     result = ddlbench("run", "framework=foo", f"run.root={tmp_path}")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [

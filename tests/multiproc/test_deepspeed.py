@@ -13,36 +13,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, RunsOnce, ddlbench, find_run, needs_deepspeed, read_params, read_summary
+from tests.conftest import REPO, SMALL_RUN, find_run, read_params, read_summary
 
-pytestmark = [pytest.mark.deepspeed, pytest.mark.multiproc]
-
-# small and quick: the same seed and synthetic data for every framework
-COMMON = [
-    "model=simple_cnn",
-    "loader=synthetic",
-    "run.per_gpu_batch=8",
-    "run.warmup_steps=1",
-    "run.steps=3",
-    "run.log_every=0",
-    "run.save_params=true",
-]
-run_once = RunsOnce(COMMON)
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("deepspeed_runs")
+COMMON = list(SMALL_RUN)
+RANKS = "system.ranks_per_node=2"  # spelled as the Horovod and FSDP tests spell it: the same DDP runs serve them all
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
     return read_params(run_dir, rank)
 
 
-@needs_deepspeed
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_zero_stage_writes_a_complete_run_with_identical_replicas(root, stage):
-    run_dir = run_once(root, "framework=deepspeed", f"framework.zero_stage={stage}")
+def test_zero_stage_writes_a_complete_run_with_identical_replicas(shared_runs, deepspeed, stage):
+    run_dir = shared_runs(*COMMON, "framework=deepspeed", f"framework.zero_stage={stage}")
     assert re.fullmatch(r"deepspeed-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["framework"] == "deepspeed"
@@ -62,25 +45,23 @@ def test_zero_stage_writes_a_complete_run_with_identical_replicas(root, stage):
         # collectives are timed on CPU (comm_timing=auto), and all of a blocking collective is exposed
         assert all(0 < s["comm_s"] <= s["step_s"] and s["comm_exposed_s"] == s["comm_s"] for s in steps)
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
-    reference = params(run_once(root, "framework=deepspeed", "framework.zero_stage=0"), 0)
+    reference = params(shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=0"), 0)
     # whole tensors (ZeRO-3 gathered its shards), the plain module's names, equal on both ranks
     assert {k: v.shape for k, v in p0.items()} == {k: v.shape for k, v in reference.items()}
     for key in p0:
         assert torch.equal(p0[key], p1[key]), key
 
 
-@needs_deepspeed
-def test_zero0_matches_ddp_from_the_same_seed_and_data(root):
-    ddp = params(run_once(root, "framework=ddp"), 0)
+def test_zero0_matches_ddp_from_the_same_seed_and_data(shared_runs, deepspeed):
+    ddp = params(shared_runs(*COMMON, "framework=ddp", RANKS), 0)
     for stage in (0, 1):
-        deepspeed = params(run_once(root, "framework=deepspeed", f"framework.zero_stage={stage}"), 0)
-        assert deepspeed.keys() == ddp.keys()
+        zero = params(shared_runs(*COMMON, "framework=deepspeed", f"framework.zero_stage={stage}"), 0)
+        assert zero.keys() == ddp.keys()
         for key in ddp:
-            torch.testing.assert_close(deepspeed[key], ddp[key], rtol=1e-5, atol=1e-6, msg=f"ZeRO-{stage} {key}")
+            torch.testing.assert_close(zero[key], ddp[key], rtol=1e-5, atol=1e-6, msg=f"ZeRO-{stage} {key}")
 
 
-@needs_deepspeed
-def test_no_gradient_clipping_unless_asked(tmp_path):
+def test_no_gradient_clipping_unless_asked(tmp_path, deepspeed, ddlbench):
     """DeepSpeed clips gradients to a global norm of 1.0 unless its config says otherwise; ddlbench says
     0 (as DDP and Horovod). ResNet-18's first gradients have a norm well above 1, so clipping shows."""
 
@@ -110,8 +91,7 @@ def test_no_gradient_clipping_unless_asked(tmp_path):
     assert not torch.allclose(clipped["conv1.weight"], ddp["conv1.weight"], rtol=1e-3, atol=1e-4)
 
 
-@needs_deepspeed
-def test_bf16_with_batchnorm_trains(tmp_path):
+def test_bf16_with_batchnorm_trains(tmp_path, deepspeed, ddlbench):
     """Engine bf16: bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
     result = ddlbench(
         "run",
@@ -141,8 +121,7 @@ def test_bf16_with_batchnorm_trains(tmp_path):
     assert per_rank and all(".running_" in key for key in per_rank), sorted(per_rank)[:5]
 
 
-@needs_deepspeed
-def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
+def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path, deepspeed, ddlbench):
     """The default mixed_precision=autocast: fp32 weights under torch.autocast, as DDP, and at ZeRO-0 the
     weights stay channels_last (recorded in meta.json)."""
     result = ddlbench(
@@ -173,7 +152,6 @@ def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
     assert params(run_dir, 0)["conv1.weight"].dtype == torch.float32
 
 
-@needs_deepspeed
 @pytest.mark.parametrize(
     ("launcher", "command", "source"),
     [
@@ -188,7 +166,7 @@ def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path):
         ),
     ],
 )
-def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
+def test_other_launchers_run_the_ranks(tmp_path, deepspeed, launcher, command, source, ddlbench):
     result = ddlbench(
         "run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}"
     )
@@ -199,9 +177,8 @@ def test_other_launchers_run_the_ranks(tmp_path, launcher, command, source):
     assert json.loads((run_dir / "meta.json").read_text())["launcher"] == source
 
 
-@needs_deepspeed
 @pytest.mark.slow
-def test_no_abort_at_exit_over_repeated_runs(tmp_path):
+def test_no_abort_at_exit_over_repeated_runs(tmp_path, deepspeed, ddlbench):
     """Without barrier + destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT -> rc 1)."""
     for repeat in range(10):
         result = ddlbench(
@@ -221,7 +198,7 @@ def test_no_abort_at_exit_over_repeated_runs(tmp_path):
         assert read_summary(run_dir)["status"] == "completed"
 
 
-def test_missing_deepspeed_is_a_one_line_error(tmp_path):
+def test_missing_deepspeed_is_a_one_line_error(tmp_path, rank_processes):
     # a rank whose python cannot import deepspeed (None in sys.modules blocks the import and find_spec)
     rank = (
         "import runpy, sys; sys.modules['deepspeed'] = None; sys.argv[0] = 'benchmarks'; "
@@ -250,8 +227,7 @@ def test_missing_deepspeed_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "default").exists()
 
 
-@needs_deepspeed
-def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
+def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path, deepspeed, ddlbench):
     """At world size 1 the engine's all-reduce is switched off (nothing to reduce): same parameters as DDP."""
     common = [
         "model=simple_cnn",
@@ -271,9 +247,8 @@ def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path):
         torch.testing.assert_close(deepspeed[key], ddp[key], rtol=1e-6, atol=1e-7)
 
 
-@needs_deepspeed
 @pytest.mark.parametrize(("comm_timer", "logger_on"), [("off", False), ("on", True)])
-def test_comms_logger_is_on_only_when_asked(tmp_path, comm_timer, logger_on):
+def test_comms_logger_is_on_only_when_asked(tmp_path, deepspeed, comm_timer, logger_on, ddlbench):
     """DeepSpeed 0.19.8 switches its comms logger on (a device sync after every collective) whenever the
     config has a comms_logger section, even one saying enabled: false. Checked on the engine itself."""
     result = ddlbench(
@@ -293,15 +268,15 @@ def test_comms_logger_is_on_only_when_asked(tmp_path, comm_timer, logger_on):
     assert ("comms_logger" in meta["ds_config"]) is logger_on
 
 
-@needs_deepspeed
-def test_zero1_under_autocast_reduces_in_fp32_as_ddp(root):
+def test_zero1_under_autocast_reduces_in_fp32_as_ddp(shared_runs, deepspeed):
     """DeepSpeed's torch_autocast reduces Conv/Linear gradients in bf16 at ZeRO >= 1 unless told; ddlbench
     tells it (framework.reduce_dtype=fp32), so ZeRO-1 trains as DDP does. reduce_dtype=autocast differs."""
-    bf16 = ("precision=amp_bf16", "system.ranks_per_node=2")
-    ddp = params(run_once(root, "framework=ddp", *bf16), 0)
-    fp32 = params(run_once(root, "framework=deepspeed", "framework.zero_stage=1", *bf16), 0)
+    bf16 = ("precision=amp_bf16", RANKS)
+    ddp = params(shared_runs(*COMMON, "framework=ddp", *bf16), 0)
+    fp32 = params(shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=1", *bf16), 0)
     low = params(
-        run_once(root, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast", *bf16), 0
+        shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast", *bf16),
+        0,
     )
     for key in ddp:
         torch.testing.assert_close(fp32[key], ddp[key], rtol=1e-6, atol=1e-7)

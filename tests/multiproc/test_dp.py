@@ -11,13 +11,12 @@ import torch
 from benchmarks.config import compose
 from benchmarks.distenv import DistEnv
 from benchmarks.frameworks.configs import node_layout
-from tests.conftest import ddlbench, find_run, read_summary
+from tests.conftest import find_run, read_summary
 
 COMMON = ["model=simple_cnn", "run.warmup_steps=0", "run.steps=4", "run.log_every=0", "run.save_params=true"]
 
 
-@pytest.mark.multiproc
-def test_dp_is_one_process_and_equals_ddp_at_the_same_global_batch(tmp_path):
+def test_dp_is_one_process_and_equals_ddp_at_the_same_global_batch(tmp_path, ddlbench):
     # local_cpu has system.ranks_per_node=2: DataParallel still starts one process, on the one CPU device
     dp = ddlbench("run", "framework=dp", *COMMON, "run.per_gpu_batch=8", f"run.root={tmp_path}")
     assert dp.returncode == 0, dp.stderr[-3000:]
@@ -61,7 +60,7 @@ def test_dp_on_gpus_is_one_process_driving_them():
     assert env.num_devices == 2
 
 
-def test_dp_dry_run_starts_one_process(tmp_path):
+def test_dp_dry_run_starts_one_process(tmp_path, ddlbench):
     result = ddlbench(
         "run", "framework=dp", "model=simple_cnn", "system.ranks_per_node=2", f"run.root={tmp_path}", "--dry-run"
     )

@@ -9,9 +9,6 @@ import json
 import pytest
 
 from benchmarks.loaders.sharding import validation_split
-from tests.conftest import ddlbench
-
-pytestmark = pytest.mark.multiproc
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +26,7 @@ def test_the_split_is_fixed_disjoint_and_complete():
     assert validation_split(160, 0.25) == (train, held)  # the same split in every run
 
 
-def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data):
+def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data, ddlbench):
     """simple_cnn without augmentation: 2 ranks at batch 4 train the weights 1 rank gets at batch 8 (the
     sharding contract), so their evaluations agree; each sample of the held-out quarter is counted once."""
     common = [
@@ -82,15 +79,14 @@ def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data):
         ),
     ],
 )
-def test_bad_validation_settings_are_one_line(overrides, words):
+def test_bad_validation_settings_are_one_line(overrides, words, ddlbench):
     result = ddlbench("run", "--dry-run", *overrides)
     assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
         result.stderr
     )
 
 
-@pytest.mark.dali
-def test_dali_evaluates_again_and_again(tmp_path, data):
+def test_dali_evaluates_again_and_again(tmp_path, data, ddlbench, dali):
     """DALI's readers only go forward: every evaluation reads the held-out set's next epoch (the same samples:
     it is not shuffled), so a run evaluates as often as it likes (on the H200 the second evaluation failed)."""
     result = ddlbench(

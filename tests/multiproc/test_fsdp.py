@@ -12,38 +12,24 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-from tests.conftest import RunsOnce, ddlbench, read_params, read_summary
+from tests.conftest import SMALL_RUN, read_params, read_summary
 
-pytestmark = pytest.mark.multiproc
-
-# small and quick: the same seed and synthetic data for every framework (4 steps in all)
-COMMON = [
-    "model=simple_cnn",
-    "loader=synthetic",
-    "run.per_gpu_batch=4",
-    "run.warmup_steps=1",
-    "run.steps=3",
-    "run.log_every=0",
-    "run.save_params=true",
-]
-run_once = RunsOnce(COMMON)
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("sharded_runs")
+COMMON = list(SMALL_RUN)
+RANKS = "system.ranks_per_node=2"  # as the DeepSpeed and Horovod tests spell it: their DDP run is this one
+# a model with repeated blocks (framework.shard_unit=blocks): ResNet-18, 8 residual blocks
+RESNET = [c for c in COMMON if c != "model=simple_cnn"] + ["model=resnet", "model.depth=18", "model.image_size=32"]
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
     return read_params(run_dir, rank)
 
 
-def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
-    run_dir = run_once(root, "framework=fsdp")
+def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(shared_runs):
+    run_dir = shared_runs(*COMMON, "framework=fsdp")
     assert re.fullmatch(r"fsdp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["framework"] == "fsdp"
-    assert (summary["world_size"], summary["num_processes"], summary["measured_samples"]) == (2, 2, 2 * 3 * 4)
+    assert (summary["world_size"], summary["num_processes"], summary["measured_samples"]) == (2, 2, 2 * 3 * 8)
     # no GPU: no device memory to record, in the summary and in each rank's end record
     assert summary["peak_allocated_bytes"] is None and summary["peak_reserved_bytes_by_rank"] is None
     framework = json.loads((run_dir / "meta.json").read_text())["framework"]
@@ -79,9 +65,9 @@ def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(root):
     ],
     ids=["fsdp", "fsdp-no-reshard-root", "ddp-zero"],
 )
-def test_sharded_training_ends_with_ddps_parameters(root, overrides):
-    ddp = params(run_once(root, "framework=ddp"), 0)
-    sharded = params(run_once(root, *overrides), 0)
+def test_sharded_training_ends_with_ddps_parameters(shared_runs, overrides):
+    ddp = params(shared_runs(*COMMON, "framework=ddp", RANKS), 0)
+    sharded = params(shared_runs(*COMMON, *overrides), 0)
     assert sharded.keys() == ddp.keys()
     for key in ddp:
         torch.testing.assert_close(sharded[key], ddp[key], rtol=1e-5, atol=1e-6, msg=key)
@@ -89,38 +75,29 @@ def test_sharded_training_ends_with_ddps_parameters(root, overrides):
     assert any(not torch.allclose(ddp[key], initial[key]) for key in ddp)  # training moved the weights
 
 
-# a model with repeated blocks (framework.shard_unit=blocks): ResNet-18, 8 residual blocks
-run_resnet = RunsOnce(
-    [c for c in COMMON if c != "model=simple_cnn"] + ["model=resnet", "model.depth=18", "model.image_size=32"]
-)
-
-
-@pytest.fixture(scope="module")
-def resnet_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("resnet_runs")  # run_resnet numbers its campaigns as run_once does
-
-
-def test_fsdp_per_block_groups_end_with_ddps_parameters(resnet_root):
+def test_fsdp_per_block_groups_end_with_ddps_parameters(shared_runs):
     """shard_unit=blocks: a group per residual block and the root (9 on ResNet-18); the same training as
     DDP (rank 0's BatchNorm statistics too: both compute them from rank 0's own batches)."""
-    sharded_dir = run_resnet(resnet_root, "framework=fsdp", "framework.shard_unit=blocks")
+    sharded_dir = shared_runs(*RESNET, "framework=fsdp", "framework.shard_unit=blocks")
     framework = json.loads((sharded_dir / "meta.json").read_text())["framework"]
     assert (framework["shard_unit"], framework["num_shard_groups"]) == ("blocks", 9)
-    ddp, sharded = params(run_resnet(resnet_root, "framework=ddp"), 0), params(sharded_dir, 0)
+    ddp, sharded = params(shared_runs(*RESNET, "framework=ddp"), 0), params(sharded_dir, 0)
     assert sharded.keys() == ddp.keys()
     for key in ddp:
         torch.testing.assert_close(sharded[key], ddp[key], rtol=1e-4, atol=1e-5, msg=key)
 
 
-def test_zero_optimizer_is_recorded(root):
-    framework = json.loads((run_once(root, "framework=ddp", "framework.zero_optimizer=true") / "meta.json").read_text())
+def test_zero_optimizer_is_recorded(shared_runs):
+    framework = json.loads(
+        (shared_runs(*COMMON, "framework=ddp", "framework.zero_optimizer=true") / "meta.json").read_text()
+    )
     assert framework["framework"]["zero_optimizer"] is True and framework["framework"]["ddp_wrapped"] is True
 
 
-def test_fsdp_bf16_goes_through_the_mixed_precision_policy(root):
+def test_fsdp_bf16_goes_through_the_mixed_precision_policy(shared_runs):
     """precision=amp_bf16: bf16 all-gathers and compute, fp32 gradient reduction and fp32 sharded weights;
     channels_last weights go back to contiguous (FSDP2 shards contiguous parameters only)."""
-    run_dir = run_once(root, "framework=fsdp", "precision=amp_bf16")
+    run_dir = shared_runs(*COMMON, "framework=fsdp", "precision=amp_bf16")
     assert "-amp_bf16-" in run_dir.name and read_summary(run_dir)["status"] == "completed"
     framework = json.loads((run_dir / "meta.json").read_text())["framework"]
     assert (framework["param_dtype"], framework["reduce_dtype"]) == ("bfloat16", "float32")
@@ -130,12 +107,12 @@ def test_fsdp_bf16_goes_through_the_mixed_precision_policy(root):
     for key in p0:
         assert torch.equal(p0[key], p1[key]), key
     # the same bf16 compute as DDP under autocast (fp32 weights cast at each use), up to rounding
-    ddp = params(run_once(root, "framework=ddp", "precision=amp_bf16"), 0)
+    ddp = params(shared_runs(*COMMON, "framework=ddp", "precision=amp_bf16", RANKS), 0)
     for key in ddp:
         torch.testing.assert_close(p0[key], ddp[key], rtol=2e-2, atol=2e-3, msg=key)
 
 
-def test_fsdp_bf16_keeps_batchnorm_in_fp32(tmp_path):
+def test_fsdp_bf16_keeps_batchnorm_in_fp32(tmp_path, ddlbench):
     """A BatchNorm model under the bf16 policy: the norms are one fp32 group of their own (bf16 weights beside
     fp32 running statistics fail in batch_norm), every other group computes in bf16."""
     run_dir = tmp_path / "fsdp-bn"

@@ -3,9 +3,7 @@ and the one-line error when horovod is missing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,54 +12,15 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
-
-pytestmark = [pytest.mark.horovod, pytest.mark.multiproc]
+from tests.conftest import SMALL_RUN
 
 REPO = Path(__file__).resolve().parents[2]
-DDLBENCH = [sys.executable, "-c", "import sys; from ddlbench.cli import main; sys.exit(main())"]
-# small and quick: the same seed and synthetic data for every framework
-COMMON = [
-    "model=simple_cnn",
-    "loader=synthetic",
-    "run.per_gpu_batch=8",
-    "run.warmup_steps=1",
-    "run.steps=3",
-    "run.log_every=0",
-    "run.save_params=true",
-]
 MISSING_HOROVOD = "framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)"
 
-needs_horovod = pytest.mark.skipif(
-    importlib.util.find_spec("horovod") is None, reason="horovod is not installed: run 'make horovod'"
-)
-needs_mpirun = pytest.mark.skipif(
-    shutil.which("mpirun") is None, reason="mpirun is not on PATH: apt-get install openmpi-bin libopenmpi-dev"
-)
 
-
-_RUNS: dict[tuple[str, ...], Path] = {}
-
-
-def ddlbench_run(root: Path, *overrides: str) -> Path:
-    """`ddlbench run` with the overrides (once per module); returns the run directory."""
-    if overrides in _RUNS:
-        return _RUNS[overrides]
-    campaign = "_".join(
-        o.split("=")[1]
-        for o in overrides
-        if o.split("=")[0] in ("framework", "framework.local_launcher", "system.ranks_per_node")
-    )
-    proc = subprocess.run(
-        [*DDLBENCH, "run", *COMMON, f"run.root={root}", f"run.campaign={campaign}", *overrides],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (run_dir,) = (root / campaign).iterdir()
-    _RUNS[overrides] = run_dir
-    return run_dir
+def run(shared_runs, *overrides: str) -> Path:
+    """The shared run of SMALL_RUN with these overrides (tests/multiproc/test_deepspeed.py reads the same DDP runs)."""
+    return shared_runs(*SMALL_RUN, *overrides)
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
@@ -84,31 +43,22 @@ def assert_complete(run_dir: Path, *, world_size: int, controller: str) -> None:
         assert all(s["comm_exposed_s"] is not None and s["comm_exposed_s"] >= 0 for s in steps)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("runs")
+def test_gloo_two_ranks_complete_run_directory(shared_runs, horovod):
+    assert_complete(run(shared_runs, "framework=horovod", "system.ranks_per_node=2"), world_size=2, controller="gloo")
 
 
-@needs_horovod
-def test_gloo_two_ranks_complete_run_directory(runs):
-    assert_complete(ddlbench_run(runs, "framework=horovod", "system.ranks_per_node=2"), world_size=2, controller="gloo")
-
-
-@needs_horovod
-@needs_mpirun
-def test_mpi_two_ranks_complete_run_directory(runs):
-    run_dir = ddlbench_run(runs, "framework=horovod", "framework.local_launcher=mpirun")
+def test_mpi_two_ranks_complete_run_directory(shared_runs, horovod, mpirun):
+    run_dir = run(shared_runs, "framework=horovod", "framework.local_launcher=mpirun")
     assert_complete(run_dir, world_size=2, controller="mpi")
 
 
-@needs_horovod
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_same_parameters_as_ddp(runs, ranks):
-    horovod = ddlbench_run(runs, "framework=horovod", f"system.ranks_per_node={ranks}")
-    ddp = ddlbench_run(runs, "framework=ddp", f"system.ranks_per_node={ranks}")
+def test_same_parameters_as_ddp(shared_runs, horovod, ranks):
+    trained = run(shared_runs, "framework=horovod", f"system.ranks_per_node={ranks}")
+    ddp = run(shared_runs, "framework=ddp", f"system.ranks_per_node={ranks}")
     reference = params(ddp, 0)
     for rank in range(ranks):
-        got = params(horovod, rank)
+        got = params(trained, rank)
         assert got.keys() == reference.keys()
         for name, value in reference.items():
             torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-6, msg=f"{name} on rank {rank}")
@@ -120,7 +70,7 @@ def test_same_parameters_as_ddp(runs, ranks):
     assert not torch.allclose(initial, trained)
 
 
-def test_missing_horovod_is_one_line_error(tmp_path):
+def test_missing_horovod_is_one_line_error(tmp_path, rank_processes):
     # horovod made unimportable in a fresh interpreter (None in sys.modules stops the import)
     code = (
         "import sys, runpy; sys.modules['horovod'] = None; "

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, ddlbench
+from tests.conftest import REPO
 
-pytestmark = pytest.mark.multiproc
 LONG = ["model=simple_cnn", "run.steps=1000000", "run.warmup_steps=1", "run.per_gpu_batch=2", "run.log_every=0"]
 
 
@@ -51,7 +50,7 @@ def stop(process: subprocess.Popen, sig: int) -> tuple[float, str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_run_ends_in_seconds_says_one_line_and_can_be_retried(tmp_path, sig):
+def test_an_interrupted_run_ends_in_seconds_says_one_line_and_can_be_retried(tmp_path, rank_processes, sig):
     process = start(tmp_path)
     run_dir = wait_for_steps(tmp_path)
     took_s, err = stop(process, sig)
@@ -77,7 +76,7 @@ def test_an_interrupted_run_ends_in_seconds_says_one_line_and_can_be_retried(tmp
     )
 
 
-def test_a_killed_rank_0_leaves_a_failed_summary(tmp_path):
+def test_a_killed_rank_0_leaves_a_failed_summary(tmp_path, rank_processes):
     process = start(tmp_path)
     run_dir = wait_for_steps(tmp_path)
     header = json.loads((run_dir / "rank0.jsonl").read_text().splitlines()[0])
@@ -88,7 +87,7 @@ def test_a_killed_rank_0_leaves_a_failed_summary(tmp_path):
     assert summary["status"] == "failed" and "no rank wrote a summary" in summary["error"], summary
 
 
-def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_path):
+def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_path, ddlbench):
     data = tmp_path / "data" / "a"
     data.mkdir(parents=True)
     for i in range(4):
@@ -120,7 +119,7 @@ def test_a_run_that_fails_before_its_first_step_does_not_block_the_retry(tmp_pat
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
 
 
-def test_one_failing_rank_makes_a_failed_run_not_an_interrupted_one(tmp_path):
+def test_one_failing_rank_makes_a_failed_run_not_an_interrupted_one(tmp_path, ddlbench):
     """torchrun stops the surviving ranks with SIGTERM when one fails; the run is still a failure, with the
     failing rank's error, and not marked interrupted."""
     from benchmarks.data.synth import synth_imagefolder

@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
-from tests.conftest import ddlbench
-
-pytestmark = pytest.mark.multiproc
-
-
-def test_the_cpu_lr_study_runs_here_and_reports(tmp_path):
+def test_the_cpu_lr_study_runs_here_and_reports(tmp_path, ddlbench):
     data = tmp_path / "learn"
     made = ddlbench(
         "data",
@@ -71,7 +65,7 @@ def test_the_cpu_lr_study_runs_here_and_reports(tmp_path):
     assert "## Validation accuracy" in text
 
 
-def test_the_juwels_lr_study_plans(tmp_path):
+def test_the_juwels_lr_study_plans(tmp_path, ddlbench):
     env = {"DDLBENCH_IMAGENET": str(tmp_path), "DDLBENCH_IMAGENET_VAL": str(tmp_path)}
     plan = ddlbench("campaign", "plan", "experiment=aach2023_lr", "system=juwels_booster", env=env)
     assert plan.returncode == 0, plan.stderr[-2000:]

@@ -8,15 +8,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.conftest import ddlbench
-
-pytestmark = pytest.mark.multiproc
-
 TRAIN = ["model=simple_cnn", "model.image_size=32", "model.num_classes=10", "run.per_gpu_batch=8", "run.log_every=0"]
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
+def measured(tmp_path_factory, ddlbench):
     root = tmp_path_factory.mktemp("predict")
     steps = ["run.steps=15", "run.warmup_steps=3"]
     for name, ranks in (("calibration/g1", 1), ("held_out/g2", 2)):
@@ -30,7 +26,7 @@ def measured(tmp_path_factory):
     return root
 
 
-def test_validation_predicts_the_held_out_run_only(measured, tmp_path):
+def test_validation_predicts_the_held_out_run_only(measured, tmp_path, ddlbench):
     out = tmp_path / "out"
     done = ddlbench(
         "predict", *TRAIN, "system.ranks_per_node=2", "--from", str(measured / "calibration"),

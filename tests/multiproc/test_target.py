@@ -10,10 +10,6 @@ import json
 
 import pytest
 
-from tests.conftest import ddlbench
-
-pytestmark = pytest.mark.multiproc
-
 TARGET = 0.9
 STEP_BUDGET = 60  # 6 epochs of 10 steps: a learning model reaches the target well within it
 
@@ -27,7 +23,7 @@ def data(tmp_path_factory):
     return out
 
 
-def _run(tmp_path, data, *extra: str):
+def _run(ddlbench, tmp_path, data, *extra: str):
     common = [
         "loader=native",
         f"data.path={data}",
@@ -52,9 +48,9 @@ def _run(tmp_path, data, *extra: str):
     return result, run_dir, json.loads((run_dir / "summary.json").read_text())
 
 
-def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data):
+def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data, ddlbench):
     # with a trace window (on GPUs by default), which the stop leaves untraced
-    result, run_dir, summary = _run(tmp_path, data, "run.trace=on")
+    result, run_dir, summary = _run(ddlbench, tmp_path, data, "run.trace=on")
     assert "no trace breakdown" in result.stderr
     assert summary["target_reached"] is True, result.stderr[-2000:]
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
@@ -92,9 +88,9 @@ def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data):
     ],
     ids=["lr-zero", "schedule-dead"],
 )
-def test_a_run_that_cannot_learn_never_reaches_the_target(tmp_path, data, broken):
+def test_a_run_that_cannot_learn_never_reaches_the_target(tmp_path, data, broken, ddlbench):
     """The negative controls: the same run with no effective learning rate runs its whole budget."""
-    result, run_dir, summary = _run(tmp_path, data, *broken)
+    result, run_dir, summary = _run(ddlbench, tmp_path, data, *broken)
     assert summary["target_reached"] is False
     assert summary["time_to_target_s"] is None and summary["samples_to_target"] is None
     assert summary["measured_steps"] == STEP_BUDGET - 2
@@ -116,7 +112,7 @@ def test_a_run_that_cannot_learn_never_reaches_the_target(tmp_path, data, broken
         (["data.val_split=0.2", "run.eval_every_epochs=1", "run.eval_every_steps=5"], "choose one cadence"),
     ],
 )
-def test_target_errors_are_one_line(tmp_path, data, overrides, message):
+def test_target_errors_are_one_line(tmp_path, data, overrides, message, ddlbench):
     result = ddlbench("run", "loader=native", f"data.path={data}", f"run.root={tmp_path}", *overrides, "--dry-run")
     assert result.returncode != 0 and message in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1, result.stderr

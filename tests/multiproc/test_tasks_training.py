@@ -5,26 +5,20 @@ and trains to a finite loss. Small: BERT-tiny at 32 tokens, RetinaNet at 32 px."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
 
-from tests.conftest import ddlbench, find_run, needs_deepspeed, read_summary
+from tests.conftest import find_run, read_summary
 
-pytestmark = pytest.mark.multiproc
-
-needs_transformers = pytest.mark.skipif(
-    importlib.util.find_spec("transformers") is None, reason="transformers is not installed: run 'make nlp'"
-)
 STEPS = ["run.warmup_steps=1", "run.steps=2", "run.log_every=1"]
 BERT = ["model=bert", "model.size=tiny", "model.seq_len=32", "run.per_gpu_batch=4", "optim.name=adamw", "optim.lr=1e-4"]
 RETINANET = ["model=retinanet", "model.image_size=32", "model.num_classes=5", "run.per_gpu_batch=2", "optim.lr=0.01"]
 DEEPSPEED = ["framework=deepspeed", "framework.zero_stage=2"]
 
 
-def _run_and_check(tmp_path, model: list[str], framework: list[str], precision: str, *, name: str, unit: str):
+def _run_and_check(ddlbench, tmp_path, model: list[str], framework: list[str], precision: str, *, name: str, unit: str):
     result = ddlbench("run", *model, *framework, f"precision={precision}", *STEPS, f"run.root={tmp_path}")
     assert result.returncode == 0, result.stderr[-4000:]
     run_dir = find_run(tmp_path / "default", name)
@@ -44,25 +38,23 @@ def _run_and_check(tmp_path, model: list[str], framework: list[str], precision: 
     return summary, meta
 
 
-@needs_transformers
 @pytest.mark.parametrize(
     ("framework", "name"),
     [
         (["framework=ddp"], "ddp-synthetic-bert_tiny-g2-n1-b4-r0"),
         (["framework=fsdp"], "fsdp-synthetic-bert_tiny-g2-n1-b4-r0"),
-        pytest.param(DEEPSPEED, "deepspeed-synthetic-bert_tiny-g2-n1-b4-r0", marks=[needs_deepspeed]),
+        (DEEPSPEED, "deepspeed-synthetic-bert_tiny-g2-n1-b4-r0"),
     ],
     ids=["ddp", "fsdp", "deepspeed-zero2"],
 )
-def test_bert_trains_on_token_sequences_in_bf16(tmp_path, framework, name):
-    _, meta = _run_and_check(tmp_path, BERT, framework, "amp_bf16", name=name, unit="sequences")
+def test_bert_trains_on_token_sequences_in_bf16(tmp_path, framework, name, ddlbench, transformers):
+    _, meta = _run_and_check(ddlbench, tmp_path, BERT, framework, "amp_bf16", name=name, unit="sequences")
     assert meta["task"]["task"] == "question_answering" and meta["task"]["seq_len"] == 32
 
 
-@needs_transformers
-def test_bert_under_data_parallel(tmp_path):
+def test_bert_under_data_parallel(tmp_path, ddlbench, transformers):
     summary, _ = _run_and_check(
-        tmp_path, BERT, ["framework=dp"], "fp32", name="dp-synthetic-bert_tiny-g1-n1-b4-r0", unit="sequences"
+        ddlbench, tmp_path, BERT, ["framework=dp"], "fp32", name="dp-synthetic-bert_tiny-g1-n1-b4-r0", unit="sequences"
     )
     assert summary["num_processes"] == 1
 
@@ -74,10 +66,10 @@ def test_bert_under_data_parallel(tmp_path):
         # FSDP2 keeps the BatchNorm layers in fp32 under its bf16 policy (bf16 weights beside fp32 running
         # statistics failed on the CPU, and for RetinaNet on the H200 too)
         (["framework=fsdp"], "amp_bf16", "fsdp-synthetic-retinanet-g2-n1-b2-r0"),
-        pytest.param(DEEPSPEED, "amp_bf16", "deepspeed-synthetic-retinanet-g2-n1-b2-r0", marks=[needs_deepspeed]),
+        (DEEPSPEED, "amp_bf16", "deepspeed-synthetic-retinanet-g2-n1-b2-r0"),
     ],
     ids=["ddp", "fsdp", "deepspeed-zero2"],
 )
-def test_retinanet_trains_on_images_with_boxes(tmp_path, framework, precision, name):
-    _, meta = _run_and_check(tmp_path, RETINANET, framework, precision, name=name, unit="images")
+def test_retinanet_trains_on_images_with_boxes(tmp_path, framework, precision, name, ddlbench):
+    _, meta = _run_and_check(ddlbench, tmp_path, RETINANET, framework, precision, name=name, unit="images")
     assert meta["task"] == {"task": "detection", "sample_unit": "images", "image_size": 32, "boxes_per_image": 7}

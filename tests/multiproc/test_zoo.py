@@ -9,9 +9,7 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import RunsOnce, needs_deepspeed, read_summary
-
-pytestmark = pytest.mark.multiproc
+from tests.conftest import read_summary
 
 COMMON = [
     "loader=synthetic",
@@ -23,7 +21,6 @@ COMMON = [
     "run.log_every=0",
     "optim.lr=0.01",
 ]
-run_once = RunsOnce(COMMON)
 
 
 @pytest.mark.parametrize(
@@ -31,12 +28,7 @@ run_once = RunsOnce(COMMON)
     [
         (["model=shufflenet_v2", "model.width=0.5"], ["framework=ddp"], "shufflenet_v2"),
         (["model=vgg", "model.depth=11"], ["framework=fsdp", "framework.shard_unit=blocks"], "vgg"),
-        pytest.param(
-            ["model=mobilenet_v2"],
-            ["framework=deepspeed", "framework.zero_stage=2"],
-            "mobilenet_v2",
-            marks=[needs_deepspeed],
-        ),
+        (["model=mobilenet_v2"], ["framework=deepspeed", "framework.zero_stage=2"], "mobilenet_v2"),
         (["model=resnet", "model.depth=18", "model.batch_norm=false"], ["framework=fsdp"], "resnet"),
         (
             ["model=resnet", "model.depth=18", "model.residual=false"],
@@ -52,8 +44,8 @@ run_once = RunsOnce(COMMON)
         "resnet18-no-residual-ddp-zero",
     ],
 )
-def test_each_zoo_model_trains_under_a_parallel_mode(tmp_path_factory, model, framework, arch):
-    run_dir = run_once(tmp_path_factory.mktemp("zoo"), *model, *framework)
+def test_each_zoo_model_trains_under_a_parallel_mode(shared_runs, model, framework, arch):
+    run_dir = shared_runs(*COMMON, *model, *framework)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["world_size"] == 2
     assert summary["measured_samples"] == 2 * 2 * 4 and summary["sample_unit"] == "images"

@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from ddlbench.cli import main
 from tests.conftest import find_run
 from tests.slurm.cluster import wait_for
-
-pytestmark = pytest.mark.slurm
 
 GRID = ["experiment=slurm_smoke", "system=slurm_cpu"]  # ddp x synthetic x 1, 2 ranks x 1 repeat
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -13,9 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import find_run, run_name_pattern
-from tests.slurm.cluster import REPO, sbatch, wait_for
-
-pytestmark = pytest.mark.slurm
+from tests.slurm.cluster import sbatch, wait_for
 
 SMALL = [
     "system=slurm_cpu",
@@ -29,19 +26,8 @@ SMALL = [
 ]
 
 
-def _framework_skip(framework: str) -> str | None:
-    if not (REPO / "conf" / "framework" / f"{framework}.yaml").exists():
-        return f"conf/framework/{framework}.yaml does not exist yet"
-    module = {"horovod": "horovod", "deepspeed": "deepspeed"}.get(framework)
-    if module and importlib.util.find_spec(module) is None:
-        return f"framework={framework} needs the {module} package ('make {framework}')"
-    return None
-
-
 @pytest.mark.parametrize("framework", ["ddp", "deepspeed", "horovod"])
 def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framework):
-    if reason := _framework_skip(framework):
-        pytest.skip(reason)
     job = sbatch(f"framework={framework}", *SMALL, f"run.root={tmp_path}/runs", "run.campaign=t", cwd=tmp_path)
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
@@ -66,8 +52,6 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
 
 @pytest.mark.parametrize("framework", ["ddp", "horovod"])
 def test_mpirun_launcher_in_the_allocation(slurm_up, tmp_path, framework):
-    if reason := _framework_skip(framework):
-        pytest.skip(reason)
     job = sbatch(
         f"framework={framework}",
         *SMALL,

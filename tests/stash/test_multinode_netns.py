@@ -16,16 +16,6 @@ import pytest
 from launchers import local, netns
 from launchers.registry import RankProgram, training
 from tests.conftest import REPO
-from tests.stash.test_netns import _capabilities
-
-pytestmark = [pytest.mark.netns, pytest.mark.multiproc]
-
-
-@pytest.fixture(scope="module")
-def permitted():
-    why = _capabilities()
-    if why:
-        pytest.skip(why)
 
 
 def _run_on_hosts(
@@ -82,7 +72,7 @@ TRAIN = [
 ]
 
 
-def test_torchrun_c10d_rendezvous_trains_ddp_across_two_hosts(permitted, tmp_path):
+def test_torchrun_c10d_rendezvous_trains_ddp_across_two_hosts(netns_hosts, rank_processes, tmp_path):
     run_dir = tmp_path / "ddp-2x1"
     with netns.Emulation(num_nodes=2, link=netns.Link()) as topo:
         launches = local.hosts_training_commands(
@@ -102,8 +92,7 @@ def test_torchrun_c10d_rendezvous_trains_ddp_across_two_hosts(permitted, tmp_pat
     assert sorted(p.name for p in run_dir.glob("rank*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
 
 
-def test_deepspeed_without_ssh_trains_across_two_hosts(permitted, tmp_path):
-    pytest.importorskip("deepspeed", reason="deepspeed is not installed: run 'make deepspeed'")
+def test_deepspeed_without_ssh_trains_across_two_hosts(netns_hosts, rank_processes, deepspeed, tmp_path):
     run_dir = tmp_path / "ds-2x1"
     hostfile = tmp_path / "hostfile"
     with netns.Emulation(num_nodes=2, link=netns.Link()) as topo:
@@ -119,7 +108,7 @@ def test_deepspeed_without_ssh_trains_across_two_hosts(permitted, tmp_path):
     assert (summary["status"], summary["world_size"], summary["num_nodes"]) == ("completed", 2, 2)
 
 
-def test_commbench_suite_across_two_hosts_checks_every_element(permitted, tmp_path):
+def test_commbench_suite_across_two_hosts_checks_every_element(netns_hosts, rank_processes, tmp_path):
     """gloo between the namespaces: every op, both placements, no wrong element."""
     out = tmp_path / "commbench-hosts.json"
     program = RankProgram(
@@ -160,7 +149,7 @@ def test_commbench_suite_across_two_hosts_checks_every_element(permitted, tmp_pa
     assert all(r["world_size"] == 2 and r["wrong"] == 0 for r in records)
 
 
-def test_mpirun_hostfile_runs_the_mpi_suite_across_two_hosts(permitted, tmp_path):
+def test_mpirun_hostfile_runs_the_mpi_suite_across_two_hosts(netns_hosts, rank_processes, tmp_path):
     """mpirun on the first host, the second host's ranks started through OpenMPI's remote-launch agent:
     here `ip netns exec` into that host's namespace instead of ssh (plm_rsh_agent)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed: run 'make mpi' (pip install 'ddlbench[mpi]')")

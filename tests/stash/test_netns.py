@@ -5,8 +5,6 @@ afterwards, also when a rank fails."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 
 import pytest
@@ -109,26 +107,6 @@ def test_rank_env_and_command():
     ]
 
 
-def _capabilities():
-    if sys.platform != "linux":
-        return "network namespaces are Linux only"
-    if os.geteuid() != 0:
-        return "creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-    caps = netns.capabilities()
-    if caps["netns"]:
-        return f"network namespaces are not permitted here: {caps['netns']}"
-    if caps["tbf"]:
-        return f"tc tbf is not available here: {caps['tbf']}"
-    return None
-
-
-@pytest.fixture(scope="module")
-def permitted():
-    why = _capabilities()
-    if why:
-        pytest.skip(why)
-
-
 def _run(tmp_path, name, link):
     run_dir = tmp_path / name
     with netns.Emulation(num_nodes=2, link=link) as topo:
@@ -158,18 +136,14 @@ def _run(tmp_path, name, link):
     return summary["wall_s"] / summary["measured_steps"]
 
 
-@pytest.mark.netns
-@pytest.mark.multiproc
-def test_shaped_link_slows_steps(permitted, tmp_path):
+def test_shaped_link_slows_steps(netns_hosts, rank_processes, tmp_path):
     unshaped = _run(tmp_path, "unshaped", netns.Link())
     shaped = _run(tmp_path, "shaped", netns.Link(rate_mbit=100))
     # 1.3 MB each way per step at 12.5 MB/s is >= 0.1 s; unshaped veth moves it in milliseconds
     assert shaped > 0.08 and shaped > 2 * unshaped, (shaped, unshaped)
 
 
-@pytest.mark.netns
-@pytest.mark.multiproc
-def test_failed_rank_stops_the_others_and_everything_is_deleted(permitted, tmp_path):
+def test_failed_rank_stops_the_others_and_everything_is_deleted(netns_hosts, rank_processes, tmp_path):
     fake = tmp_path / "rank.sh"  # stands in for python: rank 1 fails at once, rank 0 would wait a minute
     fake.write_text('#!/bin/sh\nif [ "$RANK" = 1 ]; then exit 3; fi\nsleep 60\n')
     fake.chmod(0o755)
@@ -182,8 +156,7 @@ def test_failed_rank_stops_the_others_and_everything_is_deleted(permitted, tmp_p
     assert not set(namespaces) & set(netns.list_namespaces())
 
 
-@pytest.mark.netns
-def test_exception_inside_the_emulation_deletes_it(permitted):
+def test_exception_inside_the_emulation_deletes_it(netns_hosts):
     with pytest.raises(RuntimeError, match="boom"):
         with netns.Emulation(num_nodes=3, link=netns.Link()) as topo:
             namespaces = topo.namespaces
@@ -191,10 +164,7 @@ def test_exception_inside_the_emulation_deletes_it(permitted):
     assert not set(namespaces) & set(netns.list_namespaces())
 
 
-@pytest.mark.netns
-def test_netns_clean_deletes_leftovers(permitted):
-    from tests.conftest import ddlbench
-
+def test_netns_clean_deletes_leftovers(netns_hosts, ddlbench):
     emulation = netns.Emulation(num_nodes=1, link=netns.Link())
     topo = emulation.__enter__()  # a session killed before its teardown
     assert set(topo.namespaces) <= set(netns.list_namespaces())

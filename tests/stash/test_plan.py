@@ -116,9 +116,7 @@ def test_slurm_dry_run_sbatch_lines(capsys):
     assert re.search(rf"run\.dir=/tmp/r/stash/{name}(\s|$)", lines[2]) and "run.repeat=0" in lines[2]
 
 
-def test_plan_cli_prints_the_table():
-    from tests.conftest import ddlbench
-
+def test_plan_cli_prints_the_table(ddlbench):
     done = ddlbench("stash", "plan", *BASE, "stash.gpus=2")
     assert done.returncode == 0, done.stderr
     assert "samples/gpu" in done.stdout and "cold-cache" in done.stdout

@@ -8,18 +8,11 @@ import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
-from tests.conftest import REPO, ddlbench
-from tests.stash.test_netns import _capabilities
-
-pytestmark = [pytest.mark.netns, pytest.mark.multiproc]
+from tests.conftest import REPO
 
 
-def test_the_study_runs_and_its_shaped_run_is_predicted(tmp_path):
-    why = _capabilities()
-    if why:
-        pytest.skip(why)
+def test_the_study_runs_and_its_shaped_run_is_predicted(tmp_path, ddlbench, netns_hosts):
     root = tmp_path / "study"
     done = subprocess.run(
         [sys.executable, "bench/predict_cpu.py", "--out", str(root), "--hosts", "2", "--rates-mbit", "500",

@@ -94,9 +94,7 @@ def test_cost_per_run_and_epoch(study):
     assert unpriced["usd_per_run"].isna().all()
 
 
-def test_report_text_and_cli():
-    from tests.conftest import ddlbench
-
+def test_report_text_and_cli(ddlbench):
     stash, _ = parse_stash(["stash.launcher=slurm"])
     text = report.stash_report(stash, None, root=STUDY)
     assert "cold cache made with: fadvise" in text and "usd_per_epoch" in text and "interconnect" in text

@@ -7,12 +7,11 @@ import re
 
 import pytest
 
-from tests.conftest import ddlbench, find_run
+from tests.conftest import find_run
 
 
-@pytest.mark.multiproc
 @pytest.mark.slow
-def test_stash_run_then_report(tmp_path):
+def test_stash_run_then_report(tmp_path, ddlbench):
     data = tmp_path / "synth"
     made = ddlbench(
         "data",

@@ -7,7 +7,6 @@ import pytest
 
 from benchmarks import affinity
 from benchmarks.errors import ConfigError
-from tests.conftest import ddlbench
 
 
 @pytest.mark.parametrize(
@@ -59,7 +58,7 @@ def test_srun_binding_is_left_as_srun_made_it(monkeypatch):
     assert len(calls) == 1
 
 
-def test_local_ranks_bind_to_their_share(tmp_path):
+def test_local_ranks_bind_to_their_share(tmp_path, ddlbench):
     result = ddlbench(
         "run",
         "framework=ddp",
@@ -78,7 +77,7 @@ def test_local_ranks_bind_to_their_share(tmp_path):
     assert [h["cpus"] for h in headers] == [affinity.compact(sorted(c)) for c in cpus]
 
 
-def test_local_run_with_a_srun_binding_is_refused_before_launch(tmp_path):
+def test_local_run_with_a_srun_binding_is_refused_before_launch(tmp_path, ddlbench):
     result = ddlbench("run", "model=simple_cnn", "system.cpu_bind=sockets", f"run.dir={tmp_path / 'run'}")
     assert result.returncode != 0
     assert "system.cpu_bind='sockets' is a srun binding" in result.stderr

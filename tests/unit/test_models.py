@@ -4,8 +4,6 @@ its cells."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -219,14 +217,8 @@ def test_model_errors_before_launch(compose, overrides, expected):
 BERT_PARAMS = {"base": (109_482_240, 768), "large": (335_141_888, 1024)}
 
 
-needs_transformers = pytest.mark.skipif(
-    importlib.util.find_spec("transformers") is None, reason="transformers is not installed: run 'make nlp'"
-)
-
-
-@needs_transformers
 @pytest.mark.parametrize("size", sorted(BERT_PARAMS))
-def test_bert_has_the_published_parameters_without_the_pooler_plus_the_span_head(size):
+def test_bert_has_the_published_parameters_without_the_pooler_plus_the_span_head(size, transformers):
     published, hidden = BERT_PARAMS[size]
     model = _on_meta(arch="bert", depth=None, size=size)
     pooler = hidden * hidden + hidden
@@ -245,8 +237,7 @@ def test_retinanet_is_torchvisions_with_a_trainable_backbone():
     assert model.transform.min_size == (224,) and model.transform.max_size == 224  # model.image_size, unresized
 
 
-@needs_transformers
-def test_bert_tiny_trains_on_a_cpu():
+def test_bert_tiny_trains_on_a_cpu(transformers):
     from benchmarks.loaders.base import LoaderContext
     from benchmarks.models.configs import ModelConfig
     from benchmarks.tasks import build_task

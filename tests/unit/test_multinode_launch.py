@@ -218,9 +218,7 @@ def test_commbench_across_hosts_goes_through_the_same_builders():
     )
 
 
-def test_commbench_cli_across_hosts(tmp_path):
-    from tests.conftest import ddlbench
-
+def test_commbench_cli_across_hosts(tmp_path, ddlbench):
     out = tmp_path / "c.json"
     done = ddlbench("commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--out", str(out), "--dry-run")
     assert done.returncode == 2 and "torchrun runs on every host: pass --node-rank 0..1" in done.stderr

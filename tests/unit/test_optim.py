@@ -12,7 +12,6 @@ import torch
 from benchmarks.errors import ConfigError
 from benchmarks.optim import LARS, LrSchedule, build_optimizer
 from benchmarks.optim_configs import OptimConfig, ScheduleConfig, ScheduleName, check, lr_factor
-from tests.conftest import ddlbench
 
 TOTAL, WARMUP = 60, 7
 
@@ -157,7 +156,7 @@ def test_bad_settings_are_one_line_errors(change, words):
         check(OptimConfig(**change))
 
 
-def test_the_rank_log_has_each_steps_lr_and_loss(tmp_path):
+def test_the_rank_log_has_each_steps_lr_and_loss(tmp_path, ddlbench):
     result = ddlbench(
         "run",
         "model=simple_cnn",

@@ -236,8 +236,7 @@ def test_jitter_is_the_spread_between_ranks_at_a_step_not_the_machine_drift():
     assert P.parts_from_steps(one, per_gpu_batch=8, source="t").jitter_s == pytest.approx(one["step_s"].std())
 
 
-def test_models_without_an_image_batch_complete_their_gradients_in_reverse_parameter_order():
-    pytest.importorskip("transformers", reason="model=bert needs transformers: pip install -e '.[nlp]'")
+def test_models_without_an_image_batch_complete_their_gradients_in_reverse_parameter_order(transformers):
     out = G.layout({"arch": "bert", "size": "tiny", "num_classes": 2, "seq_len": 32}, image_size=224)
     fractions = [g.ready_fraction for g in out.gradients]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)

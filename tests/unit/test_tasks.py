@@ -18,7 +18,7 @@ from benchmarks.tasks import TASKS, Detection, ImageClassification, QuestionAnsw
 from benchmarks.tasks.classification import synthetic_sample
 from benchmarks.tasks.detection import BOXES_PER_IMAGE
 from benchmarks.validate import validate
-from tests.conftest import REPO, ddlbench
+from tests.conftest import REPO
 
 
 def _context(task, *, rank: int = 0, world_size: int = 1, per_gpu_batch: int = 4, **extra) -> LoaderContext:
@@ -162,7 +162,7 @@ def test_run_names_and_units():
     }
 
 
-def test_a_run_without_transformers_stops_before_launch_in_one_line(tmp_path):
+def test_a_run_without_transformers_stops_before_launch_in_one_line(tmp_path, ddlbench):
     """sys.modules['transformers'] = None is what a machine without the package looks like to find_spec."""
     (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
     result = ddlbench(

@@ -10,7 +10,6 @@ import pytest
 
 from benchmarks.data import tfrecord as tfr
 from benchmarks.errors import ConfigError
-from tests.conftest import ddlbench
 
 
 def test_crc32c_known_values():
@@ -112,7 +111,7 @@ def test_convert_rejects_a_folder_without_jpegs(tmp_path):
         tfr.convert_imagefolder(tmp_path / "empty", tmp_path / "out", num_shards=1, seed=0, progress=False)
 
 
-def test_cli_synth_tfrecord_equals_convert_of_synth_jpeg(tmp_path):
+def test_cli_synth_tfrecord_equals_convert_of_synth_jpeg(tmp_path, ddlbench):
     args = ["--classes", "2", "--per-class", "3", "--width", "24", "--height", "16", "--quiet"]
     for argv in (
         ["data", "synth", "--out", str(tmp_path / "jpg"), *args],
