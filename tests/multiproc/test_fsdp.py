@@ -26,7 +26,7 @@ def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
 
 def test_fsdp_writes_a_complete_run_with_whole_identical_replicas(shared_runs):
     run_dir = shared_runs(*COMMON, "framework=fsdp")
-    assert re.fullmatch(r"fsdp-synthetic-simple_cnn-fp32-g2-n1-b4-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
+    assert re.fullmatch(r"fsdp-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["framework"] == "fsdp"
     assert (summary["world_size"], summary["num_processes"], summary["measured_samples"]) == (2, 2, 2 * 3 * 8)
