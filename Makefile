@@ -26,7 +26,8 @@ demo: venv
 # netns) is marked by the fixtures it uses (tests/conftest.py); every run prints the 25 slowest tests.
 # test: everything the tests exercise is real (DeepSpeed, DALI, Horovod built once and cached, Slurm +
 # OpenMPI, chromium); the lint (ruff check and ruff format --check, about a second) comes first.
-PYTEST := $(PY) -m pytest -q --durations=25
+# -n 2: both cores (pytest-xdist); loadgroup keeps the tests of the session's shared runs on one worker
+PYTEST := $(PY) -m pytest -q --durations=25 -n 2 --dist loadgroup
 FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or slow or matrix)
 
 test: lint deepspeed dali horovod mpi nlp slurm-up browser

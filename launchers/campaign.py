@@ -91,6 +91,7 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
         except ConfigError as error:
             problem = str(error)
         single_process = cell_cfg is not None and FRAMEWORKS[cell_cfg.framework.name].SINGLE_PROCESS
+        settings = None if cell_cfg is None else _settings(cell_cfg)  # once per cell: its sizes and repeats share it
         for num_gpus in camp.gpus:
             nodes, per_node, size_problem = layout(
                 int(num_gpus), ranks_per_node=system.ranks_per_node, max_nodes=system.max_nodes
@@ -108,8 +109,8 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
             for r in range(camp.repeats):
                 repeat = cfg.run.repeat + r
                 run_dir = None
-                if cell_cfg is not None:
-                    run_dir = _run_dir(cell_cfg, num_gpus=int(num_gpus), num_nodes=max(nodes, 1), repeat=repeat)
+                if settings is not None:
+                    run_dir = _run_dir(settings, num_gpus=int(num_gpus), num_nodes=max(nodes, 1), repeat=repeat)
                 cells.append(
                     Cell(
                         choices=choices,
@@ -132,15 +133,20 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
     return cfg, cells
 
 
-def _run_dir(cfg, *, num_gpus: int, num_nodes: int, repeat: int) -> Path:
-    """What benchmarks.app.resolve_run_dir gives the job for this allocation and run.repeat."""
+def _settings(cfg) -> dict:
+    """A cell's resolved settings, flat (rundir.flatten): what its run directories are named from."""
     from omegaconf import OmegaConf
 
     from benchmarks import rundir
 
-    flat = rundir.flatten(OmegaConf.to_container(cfg, resolve=True))
-    flat["run.repeat"] = repeat
-    return rundir.run_dir(flat, world_size=num_gpus, num_nodes=num_nodes).resolve()
+    return rundir.flatten(OmegaConf.to_container(cfg, resolve=True))
+
+
+def _run_dir(settings: dict, *, num_gpus: int, num_nodes: int, repeat: int) -> Path:
+    """What benchmarks.app.resolve_run_dir gives the job for this allocation and run.repeat."""
+    from benchmarks import rundir
+
+    return rundir.run_dir({**settings, "run.repeat": repeat}, world_size=num_gpus, num_nodes=num_nodes).resolve()
 
 
 def check_distinct(cells: list[Cell]) -> None:

@@ -9,6 +9,7 @@ tiers select on these markers (Makefile: test-fast, test, test-matrix)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -17,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +76,8 @@ class Need:
 
 
 NEEDS: dict[str, Need] = {
-    "ddlbench": Need("multiproc", lambda: None),  # a fresh Python per call; `run` adds its launcher and ranks
+    "ddlbench": Need("multiproc", lambda: None),  # the CLI in this process: a run starts its launcher and ranks
+    "ddlbench_process": Need("multiproc", lambda: None),  # the CLI in a fresh Python (+ torch), and its ranks
     "rank_processes": Need("multiproc", lambda: None),  # a test that starts ranks or the CLI by its own means
     "deepspeed": Need("deepspeed", _module("deepspeed", "make deepspeed")),
     "horovod": Need("horovod", _module("horovod.torch", "make horovod")),
@@ -86,7 +89,12 @@ NEEDS: dict[str, Need] = {
     "netns_hosts": Need("netns", _netns),
 }
 # a parametrized case whose parameters hold one of these overrides needs that fixture's component
-OVERRIDE_NEEDS = {"framework=deepspeed": "deepspeed", "framework=horovod": "horovod", "loader=dali": "dali"}
+OVERRIDE_NEEDS = {
+    "framework=deepspeed": "deepspeed",
+    "framework=horovod": "horovod",
+    "loader=dali": "dali",
+    "framework.local_launcher=mpirun": "mpirun",
+}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -106,7 +114,12 @@ def _override_needs(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # under pytest-xdist (-n 2 --dist loadgroup) the tests that read the session's shared runs go to one
+    # worker, so each run is still made once
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
+        if grouped and "shared_runs" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("shared_runs"))
         needed = [name for name in NEEDS if name in item.fixturenames] + sorted(_override_needs(item))
         for name in dict.fromkeys(needed):
             need = NEEDS[name]
@@ -178,11 +191,68 @@ def run_cli(
     )
 
 
+@contextlib.contextmanager
+def _output_to(out, err):
+    """This process's stdout and stderr, Python's and file descriptors 1 and 2 (which the launcher and its ranks
+    inherit), into the files `out` and `err`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield
+    finally:
+        out.flush()
+        err.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def run_main(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`ddlbench ARGS` as `main(argv)` in this process, its output (and its launcher's and ranks') captured:
+    what a subprocess would prove nothing more about, without a fresh Python + torch to start. A run's
+    launcher and ranks are still processes of their own. `env` is set for the call only."""
+    from ddlbench.cli import main
+
+    saved_env = dict(os.environ)
+    os.environ.update(env or {})
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        try:
+            with _output_to(out, err):
+                try:
+                    code = main(list(args))
+                except SystemExit as exit_:  # argparse's errors and --help
+                    code = exit_.code if isinstance(exit_.code, int) else 2
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(["ddlbench", *args], code, out.read(), err.read())
+
+
 @pytest.fixture(scope="session")
 def ddlbench() -> Callable[..., subprocess.CompletedProcess]:
-    """`run_cli`: the ddlbench CLI in a fresh Python, as users start it. Tests that need a subprocess (the
-    launcher path, an exit code, a crash kept out of pytest) ask for this; the rest call `main(argv)`."""
+    """`run_main`: the ddlbench CLI in this process, for commands that start a launcher and ranks (a run, a
+    campaign, commbench); marks the test multiproc. Its result is a subprocess.CompletedProcess."""
+    return run_main
+
+
+@pytest.fixture(scope="session")
+def ddlbench_process() -> Callable[..., subprocess.CompletedProcess]:
+    """`run_cli`: the ddlbench CLI in a fresh Python, as users start it, for what only a fresh process shows
+    (another PYTHONPATH, a module made unimportable, the exit of the whole command)."""
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., subprocess.CompletedProcess]:
+    """`run_main` for commands that start no process (plan, results, report, compare, predict, --dry-run,
+    a refused override): fast-tier tests use it."""
+    return run_main
 
 
 # a small, quick run: the same seed and synthetic data for every framework, parameters saved to compare them
@@ -231,15 +301,21 @@ class SharedRuns:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.runs: dict[tuple[str, ...], Path] = {}
+        self.outputs: dict[Path, str] = {}  # run directory -> the CLI's stderr
 
     def __call__(self, *overrides: str) -> Path:
         if overrides not in self.runs:
             campaign = f"c{len(self.runs)}"
-            result = run_cli("run", *overrides, f"run.root={self.root}", f"run.campaign={campaign}")
+            result = run_main("run", *overrides, f"run.root={self.root}", f"run.campaign={campaign}")
             assert result.returncode == 0, result.stderr[-4000:]
             (run_dir,) = (self.root / campaign).iterdir()
             self.runs[overrides] = run_dir
+            self.outputs[run_dir] = result.stderr
         return self.runs[overrides]
+
+    def stderr(self, run_dir: Path) -> str:
+        """What `ddlbench run` printed on stderr while it made this run."""
+        return self.outputs[run_dir]
 
 
 @pytest.fixture(scope="session")

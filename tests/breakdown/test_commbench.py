@@ -293,7 +293,6 @@ def _sweep(ddlbench, tmp_path, *args: str) -> tuple[list[dict], str]:
         "--out",
         str(out),
         *args,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(out.read_text()), result.stdout
@@ -431,7 +430,6 @@ def test_srun_starts_the_ranks(tmp_path, slurm_up, rank_processes, backend, srun
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -30,7 +30,6 @@ def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path, ddlbench):
         f"run.root={tmp_path}",
         "run.profile_steps=[2,4]",
         "run.telemetry_hz=20",
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b16-r0")
@@ -65,7 +64,6 @@ def test_comm_timer_off_leaves_the_fields_out(tmp_path, ddlbench):
         "run.steps=2",
         f"run.root={tmp_path}",
         "framework.comm_timer=off",
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
@@ -85,7 +83,6 @@ def test_the_sampled_window_follows_the_measured_steps(tmp_path, keep, ddlbench)
         "run.trace=on",
         "run.trace_steps=2",
         f"run.keep_trace={str(keep).lower()}",
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
@@ -112,7 +109,6 @@ def test_no_sampled_window_on_cpu_by_default(tmp_path, ddlbench):
         "run.warmup_steps=1",
         "run.steps=2",
         f"run.root={tmp_path}",
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run(tmp_path / "default", "ddp-synthetic-simple_cnn-g2-n1-b4-r0")

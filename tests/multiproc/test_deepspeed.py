@@ -1,11 +1,13 @@
 """DeepSpeed for real on 2 CPU ranks (gloo): ZeRO 0-3 run directories, replicas in step, ZeRO-0 equal to
-DDP, clean exits over repeated runs, the deepspeed launcher, and the one-line error without deepspeed."""
+DDP, clean exits over repeated runs, the deepspeed launcher, and the one-line error without deepspeed.
+
+Every run is a shared one (tests/conftest.py SharedRuns): the DDP references are the Horovod and FSDP
+tests' too, and test_no_abort_at_exit_over_repeated_runs reads the exit of every 2-rank run below."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +15,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, SMALL_RUN, find_run, read_params, read_summary
+from tests.conftest import REPO, SMALL_RUN, read_params, read_summary
 
 COMMON = list(SMALL_RUN)
 RANKS = "system.ranks_per_node=2"  # spelled as the Horovod and FSDP tests spell it: the same DDP runs serve them all
+DEEPSPEED = ("framework=deepspeed",)
+BF16 = ("precision=amp_bf16", RANKS)
+# ResNet-18 (BatchNorm) at 32 px, for what simple_cnn cannot show
+RESNET = ["model=resnet", "model.depth=18", "model.image_size=32", "run.log_every=0", "run.save_params=true"]
+RESNET_BF16 = (*RESNET, "run.per_gpu_batch=2", "run.warmup_steps=1", "run.steps=1", "precision=amp_bf16")
+LAUNCHERS = {  # framework.local_launcher -> what the CLI prints, the launcher meta.json records
+    "framework.local_launcher=deepspeed": ("deepspeed.launcher.runner --num_gpus=2", "torchrun"),
+    "framework.local_launcher=mpirun": ("mpirun -np 2", "openmpi"),
+}
+# every 2-rank DeepSpeed run of this file
+TWO_RANK_RUNS = [
+    *[(*COMMON, *DEEPSPEED, f"framework.zero_stage={stage}") for stage in (0, 1, 2, 3)],
+    (*COMMON, *DEEPSPEED, "framework.zero_stage=1", *BF16),
+    (*COMMON, *DEEPSPEED, "framework.zero_stage=1", "framework.reduce_dtype=autocast", *BF16),
+    (*RESNET_BF16, *DEEPSPEED, "framework.zero_stage=2", "framework.mixed_precision=engine"),
+    (*RESNET_BF16, *DEEPSPEED),
+    *[(*COMMON, *DEEPSPEED, launcher) for launcher in sorted(LAUNCHERS)],
+]
 
 
 def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
@@ -25,7 +45,7 @@ def params(run_dir: Path, rank: int) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_zero_stage_writes_a_complete_run_with_identical_replicas(shared_runs, deepspeed, stage):
-    run_dir = shared_runs(*COMMON, "framework=deepspeed", f"framework.zero_stage={stage}")
+    run_dir = shared_runs(*COMMON, *DEEPSPEED, f"framework.zero_stage={stage}")
     assert re.fullmatch(r"deepspeed-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["framework"] == "deepspeed"
@@ -45,7 +65,7 @@ def test_zero_stage_writes_a_complete_run_with_identical_replicas(shared_runs, d
         # collectives are timed on CPU (comm_timing=auto), and all of a blocking collective is exposed
         assert all(0 < s["comm_s"] <= s["step_s"] and s["comm_exposed_s"] == s["comm_s"] for s in steps)
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
-    reference = params(shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=0"), 0)
+    reference = params(shared_runs(*COMMON, *DEEPSPEED, "framework.zero_stage=0"), 0)
     # whole tensors (ZeRO-3 gathered its shards), the plain module's names, equal on both ranks
     assert {k: v.shape for k, v in p0.items()} == {k: v.shape for k, v in reference.items()}
     for key in p0:
@@ -55,63 +75,28 @@ def test_zero_stage_writes_a_complete_run_with_identical_replicas(shared_runs, d
 def test_zero0_matches_ddp_from_the_same_seed_and_data(shared_runs, deepspeed):
     ddp = params(shared_runs(*COMMON, "framework=ddp", RANKS), 0)
     for stage in (0, 1):
-        zero = params(shared_runs(*COMMON, "framework=deepspeed", f"framework.zero_stage={stage}"), 0)
+        zero = params(shared_runs(*COMMON, *DEEPSPEED, f"framework.zero_stage={stage}"), 0)
         assert zero.keys() == ddp.keys()
         for key in ddp:
             torch.testing.assert_close(zero[key], ddp[key], rtol=1e-5, atol=1e-6, msg=f"ZeRO-{stage} {key}")
 
 
-def test_no_gradient_clipping_unless_asked(tmp_path, deepspeed, ddlbench):
+def test_no_gradient_clipping_unless_asked(shared_runs, deepspeed):
     """DeepSpeed clips gradients to a global norm of 1.0 unless its config says otherwise; ddlbench says
     0 (as DDP and Horovod). ResNet-18's first gradients have a norm well above 1, so clipping shows."""
-
-    def one_step(name: str, *overrides: str) -> dict[str, torch.Tensor]:
-        result = ddlbench(
-            "run",
-            "model=resnet",
-            "model.depth=18",
-            "model.image_size=32",
-            "run.per_gpu_batch=4",
-            "run.warmup_steps=0",
-            "run.steps=1",
-            "run.log_every=0",
-            "run.save_params=true",
-            "system.ranks_per_node=1",
-            f"run.dir={tmp_path / name}",
-            *overrides,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        return params(tmp_path / name, 0)
-
-    ddp = one_step("ddp", "framework=ddp")
-    unclipped = one_step("ds", "framework=deepspeed")
-    clipped = one_step("ds-clip", "framework=deepspeed", "framework.gradient_clipping=1.0")
+    one_step = (*RESNET, "run.per_gpu_batch=4", "run.warmup_steps=0", "run.steps=1", "system.ranks_per_node=1")
+    ddp = params(shared_runs(*one_step, "framework=ddp"), 0)
+    unclipped = params(shared_runs(*one_step, *DEEPSPEED), 0)
+    clipped = params(shared_runs(*one_step, *DEEPSPEED, "framework.gradient_clipping=1.0"), 0)
     for key in ddp:
         torch.testing.assert_close(unclipped[key], ddp[key], rtol=1e-5, atol=1e-6, msg=key)
     assert not torch.allclose(clipped["conv1.weight"], ddp["conv1.weight"], rtol=1e-3, atol=1e-4)
 
 
-def test_bf16_with_batchnorm_trains(tmp_path, deepspeed, ddlbench):
+def test_bf16_with_batchnorm_trains(shared_runs, deepspeed):
     """Engine bf16: bf16 weights with bf16 BatchNorm buffers (DeepSpeed keeps buffers fp32 unless told), channels_last input."""
-    result = ddlbench(
-        "run",
-        "framework=deepspeed",
-        "framework.zero_stage=2",
-        "framework.mixed_precision=engine",
-        "precision=amp_bf16",
-        "model=resnet",
-        "model.depth=18",
-        "model.image_size=32",
-        "run.per_gpu_batch=2",
-        "run.warmup_steps=1",
-        "run.steps=1",
-        "run.log_every=0",
-        "run.save_params=true",
-        f"run.root={tmp_path}",
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
-    assert "-amp_bf16-" in run_dir.name
+    run_dir = shared_runs(*RESNET_BF16, *DEEPSPEED, "framework.zero_stage=2", "framework.mixed_precision=engine")
+    assert re.fullmatch(r"deepspeed-synthetic-resnet18-amp_bf16-g2-n1-b2-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     assert read_summary(run_dir)["status"] == "completed"
     p0, p1 = params(run_dir, 0), params(run_dir, 1)
     assert p0["conv1.weight"].dtype == torch.bfloat16 and p0["bn1.running_mean"].dtype == torch.bfloat16
@@ -121,26 +106,11 @@ def test_bf16_with_batchnorm_trains(tmp_path, deepspeed, ddlbench):
     assert per_rank and all(".running_" in key for key in per_rank), sorted(per_rank)[:5]
 
 
-def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path, deepspeed, ddlbench):
+def test_bf16_autocast_keeps_fp32_channels_last_weights(shared_runs, deepspeed):
     """The default mixed_precision=autocast: fp32 weights under torch.autocast, as DDP, and at ZeRO-0 the
     weights stay channels_last (recorded in meta.json)."""
-    result = ddlbench(
-        "run",
-        "framework=deepspeed",
-        "precision=amp_bf16",
-        "model=resnet",
-        "model.depth=18",
-        "model.image_size=32",
-        "run.per_gpu_batch=2",
-        "run.warmup_steps=1",
-        "run.steps=1",
-        "run.log_every=0",
-        "run.save_params=true",
-        f"run.root={tmp_path}",
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-resnet18-g2-n1-b2-r0")
-    assert "-amp_bf16-" in run_dir.name
+    run_dir = shared_runs(*RESNET_BF16, *DEEPSPEED)
+    assert re.fullmatch(r"deepspeed-synthetic-resnet18-amp_bf16-g2-n1-b2-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     meta = json.loads((run_dir / "meta.json").read_text())["framework"]
     assert meta["ds_config"]["torch_autocast"] == {
         "enabled": True,
@@ -152,49 +122,25 @@ def test_bf16_autocast_keeps_fp32_channels_last_weights(tmp_path, deepspeed, ddl
     assert params(run_dir, 0)["conv1.weight"].dtype == torch.float32
 
 
-@pytest.mark.parametrize(
-    ("launcher", "command", "source"),
-    [
-        ("deepspeed", "deepspeed.launcher.runner --num_gpus=2", "torchrun"),  # it sets RANK/WORLD_SIZE like torchrun
-        pytest.param(
-            "mpirun",
-            "mpirun -np 2",
-            "openmpi",
-            marks=pytest.mark.skipif(
-                shutil.which("mpirun") is None, reason="mpirun is not on PATH: apt-get install openmpi-bin"
-            ),
-        ),
-    ],
-)
-def test_other_launchers_run_the_ranks(tmp_path, deepspeed, launcher, command, source, ddlbench):
-    result = ddlbench(
-        "run", *COMMON, "framework=deepspeed", f"framework.local_launcher={launcher}", f"run.root={tmp_path}"
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert command in result.stderr
-    run_dir = find_run(tmp_path / "default", "deepspeed-synthetic-simple_cnn-g2-n1-b8-r0")
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_other_launchers_run_the_ranks(shared_runs, deepspeed, launcher):
+    command, source = LAUNCHERS[launcher]
+    run_dir = shared_runs(*COMMON, *DEEPSPEED, launcher)
+    assert command in shared_runs.stderr(run_dir)
+    assert re.fullmatch(r"deepspeed-synthetic-simple_cnn-fp32-g2-n1-b8-[0-9a-f]{8}-r0", run_dir.name), run_dir.name
     assert read_summary(run_dir)["status"] == "completed"
     assert json.loads((run_dir / "meta.json").read_text())["launcher"] == source
 
 
-@pytest.mark.slow
-def test_no_abort_at_exit_over_repeated_runs(tmp_path, deepspeed, ddlbench):
-    """Without barrier + destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT -> rc 1)."""
-    for repeat in range(10):
-        result = ddlbench(
-            "run",
-            "framework=deepspeed",
-            "model=simple_cnn",
-            "run.per_gpu_batch=4",
-            "run.warmup_steps=0",
-            "run.steps=1",
-            "run.log_every=0",
-            f"run.repeat={repeat}",
-            f"run.root={tmp_path}",
-        )
-        assert result.returncode == 0, f"run {repeat}: " + result.stderr[-3000:]
-        assert "SIGABRT" not in result.stderr and "Signals." not in result.stderr
-        run_dir = find_run(tmp_path / "default", f"deepspeed-synthetic-simple_cnn-g2-n1-b4-r{repeat}")
+def test_no_abort_at_exit_over_repeated_runs(shared_runs, deepspeed, mpirun):
+    """Without barrier + destroy_process_group, rank 0 aborted at exit in 4 of 13 runs (SIGABRT -> rc 1).
+    Ten 2-rank runs end cleanly: the file's own (each made once in the session, whichever test asks first;
+    ten repeats of one cell took 118 s on their own)."""
+    assert len(TWO_RANK_RUNS) == 10
+    for overrides in TWO_RANK_RUNS:
+        run_dir = shared_runs(*overrides)  # SharedRuns asserts the exit code 0
+        stderr = shared_runs.stderr(run_dir)
+        assert "SIGABRT" not in stderr and "Signals." not in stderr, stderr[-3000:]
         assert read_summary(run_dir)["status"] == "completed"
 
 
@@ -227,43 +173,32 @@ def test_missing_deepspeed_is_a_one_line_error(tmp_path, rank_processes):
     assert not (tmp_path / "default").exists()
 
 
-def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(tmp_path, deepspeed, ddlbench):
+# one rank: the engine's own all-reduce and comms logger
+ONE_RANK = (
+    "model=simple_cnn",
+    "system.ranks_per_node=1",
+    "run.warmup_steps=0",
+    "run.steps=3",
+    "run.log_every=0",
+    "run.save_params=true",
+)
+
+
+def test_one_rank_zero0_skips_the_allreduce_and_equals_ddp(shared_runs, deepspeed):
     """At world size 1 the engine's all-reduce is switched off (nothing to reduce): same parameters as DDP."""
-    common = [
-        "model=simple_cnn",
-        "system.ranks_per_node=1",
-        "run.warmup_steps=0",
-        "run.steps=3",
-        "run.log_every=0",
-        "run.save_params=true",
-    ]
-    for framework in ("ddp", "deepspeed"):
-        result = ddlbench("run", f"framework={framework}", *common, f"run.dir={tmp_path / framework}")
-        assert result.returncode == 0, result.stderr[-3000:]
-    meta = json.loads((tmp_path / "deepspeed" / "meta.json").read_text())["framework"]
-    assert meta["single_rank_allreduce"] is False
-    ddp, deepspeed = params(tmp_path / "ddp", 0), params(tmp_path / "deepspeed", 0)
+    run_dir = shared_runs(*ONE_RANK, *DEEPSPEED, "framework.comm_timer=off")
+    assert json.loads((run_dir / "meta.json").read_text())["framework"]["single_rank_allreduce"] is False
+    ddp, zero = params(shared_runs(*ONE_RANK, "framework=ddp"), 0), params(run_dir, 0)
     for key in ddp:
-        torch.testing.assert_close(deepspeed[key], ddp[key], rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(zero[key], ddp[key], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize(("comm_timer", "logger_on"), [("off", False), ("on", True)])
-def test_comms_logger_is_on_only_when_asked(tmp_path, deepspeed, comm_timer, logger_on, ddlbench):
+def test_comms_logger_is_on_only_when_asked(shared_runs, deepspeed, comm_timer, logger_on):
     """DeepSpeed 0.19.8 switches its comms logger on (a device sync after every collective) whenever the
     config has a comms_logger section, even one saying enabled: false. Checked on the engine itself."""
-    result = ddlbench(
-        "run",
-        "framework=deepspeed",
-        f"framework.comm_timer={comm_timer}",
-        "model=simple_cnn",
-        "system.ranks_per_node=1",
-        "run.warmup_steps=0",
-        "run.steps=2",
-        "run.log_every=0",
-        f"run.dir={tmp_path / comm_timer}",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    meta = json.loads((tmp_path / comm_timer / "meta.json").read_text())["framework"]
+    run_dir = shared_runs(*ONE_RANK, *DEEPSPEED, f"framework.comm_timer={comm_timer}")
+    meta = json.loads((run_dir / "meta.json").read_text())["framework"]
     assert meta["comms_logger_on"] is logger_on
     assert ("comms_logger" in meta["ds_config"]) is logger_on
 
@@ -271,11 +206,10 @@ def test_comms_logger_is_on_only_when_asked(tmp_path, deepspeed, comm_timer, log
 def test_zero1_under_autocast_reduces_in_fp32_as_ddp(shared_runs, deepspeed):
     """DeepSpeed's torch_autocast reduces Conv/Linear gradients in bf16 at ZeRO >= 1 unless told; ddlbench
     tells it (framework.reduce_dtype=fp32), so ZeRO-1 trains as DDP does. reduce_dtype=autocast differs."""
-    bf16 = ("precision=amp_bf16", RANKS)
-    ddp = params(shared_runs(*COMMON, "framework=ddp", *bf16), 0)
-    fp32 = params(shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=1", *bf16), 0)
+    ddp = params(shared_runs(*COMMON, "framework=ddp", *BF16), 0)
+    fp32 = params(shared_runs(*COMMON, *DEEPSPEED, "framework.zero_stage=1", *BF16), 0)
     low = params(
-        shared_runs(*COMMON, "framework=deepspeed", "framework.zero_stage=1", "framework.reduce_dtype=autocast", *bf16),
+        shared_runs(*COMMON, *DEEPSPEED, "framework.zero_stage=1", "framework.reduce_dtype=autocast", *BF16),
         0,
     )
     for key in ddp:

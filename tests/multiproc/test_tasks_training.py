@@ -66,7 +66,9 @@ def test_bert_under_data_parallel(tmp_path, ddlbench, transformers):
         # FSDP2 keeps the BatchNorm layers in fp32 under its bf16 policy (bf16 weights beside fp32 running
         # statistics failed on the CPU, and for RetinaNet on the H200 too)
         (["framework=fsdp"], "amp_bf16", "fsdp-synthetic-retinanet-g2-n1-b2-r0"),
-        (DEEPSPEED, "amp_bf16", "deepspeed-synthetic-retinanet-g2-n1-b2-r0"),
+        # the matrix's off-diagonal cell (make test-matrix): DeepSpeed meets detection here, 48 s on the CI
+        # machine; make test trains DeepSpeed on BERT and the zoo, and RetinaNet under DDP and FSDP2
+        pytest.param(DEEPSPEED, "amp_bf16", "deepspeed-synthetic-retinanet-g2-n1-b2-r0", marks=pytest.mark.matrix),
     ],
     ids=["ddp", "fsdp", "deepspeed-zero2"],
 )

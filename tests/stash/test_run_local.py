@@ -42,7 +42,7 @@ def test_stash_run_then_report(tmp_path, ddlbench):
         "stash.gpus=2",
         "stash.nodes=1",
     ]
-    done = ddlbench("stash", "run", *args, timeout=900)
+    done = ddlbench("stash", "run", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     study = tmp_path / "runs" / "stash"
     cells = sorted(p.relative_to(study).as_posix() for p in study.rglob("summary.json"))

@@ -162,10 +162,10 @@ def test_run_names_and_units():
     }
 
 
-def test_a_run_without_transformers_stops_before_launch_in_one_line(tmp_path, ddlbench):
+def test_a_run_without_transformers_stops_before_launch_in_one_line(tmp_path, ddlbench_process):
     """sys.modules['transformers'] = None is what a machine without the package looks like to find_spec."""
     (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
-    result = ddlbench(
+    result = ddlbench_process(
         "run", "--dry-run", "model=bert", f"run.root={tmp_path}", env={"PYTHONPATH": f"{tmp_path}:{REPO}"}
     )
     assert result.returncode == 2
