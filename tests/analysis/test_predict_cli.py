@@ -33,9 +33,9 @@ def _table(stdout: str, header: str) -> list[list[str]]:
     return rows
 
 
-def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, ddlbench):
+def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, cli):
     out = tmp_path / "predicted"
-    done = ddlbench(
+    done = cli(
         "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--reference", "aach2023",
         "--gpus", GPUS, "--out", str(out),
     )  # fmt: skip
@@ -60,14 +60,14 @@ def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, ddl
         "predict_vs_reference.png",
     }
     before = (out / "prediction.csv").read_bytes()
-    again = ddlbench("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--out", str(out))
+    again = cli("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--out", str(out))
     assert again.returncode == 2 and "not empty (never overwritten)" in again.stderr
     assert (out / "prediction.csv").read_bytes() == before
 
 
-def test_compute_scale_slows_compute_and_its_jitter(one_gpu, ddlbench):
-    base = ddlbench("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8")
-    slow = ddlbench(
+def test_compute_scale_slows_compute_and_its_jitter(one_gpu, cli):
+    base = cli("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8")
+    slow = cli(
         "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,8", "--compute-scale", "2"
     )
     assert base.returncode == 0 and slow.returncode == 0, base.stderr + slow.stderr
@@ -86,22 +86,22 @@ def test_compute_scale_slows_compute_and_its_jitter(one_gpu, ddlbench):
         (("--compute-scale", "0"), "--compute-scale 0.0: give a factor > 0"),
     ],
 )
-def test_bad_input_is_one_line(one_gpu, args, says, ddlbench):
+def test_bad_input_is_one_line(one_gpu, args, says, cli):
     extra = () if any(a == "--from" for a in args) or not args else ("--from", str(one_gpu))
-    done = ddlbench("predict", *CELL, "--system", "juwels_booster", *extra, *args)
+    done = cli("predict", *CELL, "--system", "juwels_booster", *extra, *args)
     assert done.returncode == 2, done.stdout
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_a_calibration_run_of_another_configuration_is_refused(one_gpu, ddlbench):
-    done = ddlbench("predict", "model=resnet", "model.depth=101", "run.per_gpu_batch=64", "precision=amp_bf16",
+def test_a_calibration_run_of_another_configuration_is_refused(one_gpu, cli):
+    done = cli("predict", "model=resnet", "model.depth=101", "run.per_gpu_batch=64", "precision=amp_bf16",
                     "--system", "juwels_booster", "--from", str(one_gpu))  # fmt: skip
     assert done.returncode == 2
     assert "model=resnet50 (predicting resnet101)" in done.stderr and "calibrate from a run of the" in done.stderr
 
 
-def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu, ddlbench):
-    done = ddlbench("predict", *CELL, "framework=fsdp", "--system", "juwels_booster", "--from", str(one_gpu))
+def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu, cli):
+    done = cli("predict", *CELL, "framework=fsdp", "--system", "juwels_booster", "--from", str(one_gpu))
     assert done.returncode == 2 and "framework=fsdp: predict models ddp, horovod and deepspeed" in done.stderr
-    done = ddlbench("predict", *CELL, "--from", str(one_gpu))  # local_cpu has no network block
+    done = cli("predict", *CELL, "--from", str(one_gpu))  # local_cpu has no network block
     assert done.returncode == 2 and "no network to predict with" in done.stderr

@@ -248,14 +248,14 @@ def test_launch_argv_reuses_the_run_launchers():
     assert argv[:2] == ["mpirun", "-np"] and argv[-4:] == ["-m", "benchmarks.commbench", "--backends", "mpi"]
 
 
-def test_user_errors_name_the_flag(tmp_path, ddlbench):
+def test_user_errors_name_the_flag(tmp_path, cli):
     existing = tmp_path / "c.json"
     existing.write_text("[]")
-    result = ddlbench("commbench", "--out", str(existing))
+    result = cli("commbench", "--out", str(existing))
     assert result.returncode == 2 and "--out" in result.stderr and "never overwritten" in result.stderr
-    result = ddlbench("commbench", "--backends", "torch,horovod", "--out", str(tmp_path / "d.json"))
+    result = cli("commbench", "--backends", "torch,horovod", "--out", str(tmp_path / "d.json"))
     assert result.returncode == 2 and "--backends horovod" in result.stderr
-    result = ddlbench("commbench", "--ops", "all_reduce,allgather", "--out", str(tmp_path / "e.json"))
+    result = cli("commbench", "--ops", "all_reduce,allgather", "--out", str(tmp_path / "e.json"))
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "ddlbench: error: --ops 'all_reduce,allgather': 'allgather' is no op; choose from "

@@ -79,19 +79,19 @@ def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder, 
     assert again.returncode == 2 and "is not empty" in again.stderr
 
 
-def test_loaderbench_bad_input_is_one_line(folder, ddlbench):
+def test_loaderbench_bad_input_is_one_line(folder, cli):
     for args, words in (
         (["--loaders", "nope"], "is no loader case"),
         (["--loaders", "dali-tfrecord"], "--tfrecord"),
         (["--workers", "a"], "comma-separated"),
     ):
-        result = ddlbench("loaderbench", f"data.path={folder}", "run.per_gpu_batch=4", *args)
+        result = cli("loaderbench", f"data.path={folder}", "run.per_gpu_batch=4", *args)
         assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
             result.stderr
         )
-    result = ddlbench("loaderbench")
+    result = cli("loaderbench")
     assert result.returncode == 2 and "data.path=DIR" in result.stderr
-    result = ddlbench("loaderbench", f"data.path={folder}", "run.per_gpu_batch=32")  # 16 images
+    result = cli("loaderbench", f"data.path={folder}", "run.per_gpu_batch=32")  # 16 images
     assert result.returncode == 2 and "holds 16 samples, but one step" in result.stderr
 
 

@@ -263,8 +263,8 @@ def test_gpu_decoder_is_a_closed_set(compose):
     assert "loader.gpu_decoder" in str(error.value) and "nvimgcodec" in str(error.value)
 
 
-def test_gpu_decoder_nvimgcodec_on_a_cpu_run_is_a_one_line_error_before_launch(folder, tmp_path, ddlbench):
-    result = ddlbench(
+def test_gpu_decoder_nvimgcodec_on_a_cpu_run_is_a_one_line_error_before_launch(folder, tmp_path, cli):
+    result = cli(
         "run", "loader=native_gpu", "loader.gpu_decoder=nvimgcodec", f"data.path={folder}", f"run.root={tmp_path}"
     )
     assert result.returncode == 2, result.stderr[-2000:]

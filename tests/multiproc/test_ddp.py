@@ -110,8 +110,8 @@ def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path, ddlbench):
     assert "no completed runs" in table.stdout and run_dir.name in table.stdout
 
 
-def test_bad_override_fails_before_launch(tmp_path, ddlbench):
-    result = ddlbench("run", "framework=foo", f"run.root={tmp_path}")
+def test_bad_override_fails_before_launch(tmp_path, cli):
+    result = cli("run", "framework=foo", f"run.root={tmp_path}")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "ddlbench: error: framework=foo is not an option; choose one of: "

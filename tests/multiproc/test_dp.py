@@ -60,8 +60,8 @@ def test_dp_on_gpus_is_one_process_driving_them():
     assert env.num_devices == 2
 
 
-def test_dp_dry_run_starts_one_process(tmp_path, ddlbench):
-    result = ddlbench(
+def test_dp_dry_run_starts_one_process(tmp_path, cli):
+    result = cli(
         "run", "framework=dp", "model=simple_cnn", "system.ranks_per_node=2", f"run.root={tmp_path}", "--dry-run"
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -79,8 +79,8 @@ def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data, ddlben
         ),
     ],
 )
-def test_bad_validation_settings_are_one_line(overrides, words, ddlbench):
-    result = ddlbench("run", "--dry-run", *overrides)
+def test_bad_validation_settings_are_one_line(overrides, words, cli):
+    result = cli("run", "--dry-run", *overrides)
     assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
         result.stderr
     )

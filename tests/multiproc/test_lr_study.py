@@ -65,8 +65,8 @@ def test_the_cpu_lr_study_runs_here_and_reports(tmp_path, ddlbench):
     assert "## Validation accuracy" in text
 
 
-def test_the_juwels_lr_study_plans(tmp_path, ddlbench):
+def test_the_juwels_lr_study_plans(tmp_path, cli):
     env = {"DDLBENCH_IMAGENET": str(tmp_path), "DDLBENCH_IMAGENET_VAL": str(tmp_path)}
-    plan = ddlbench("campaign", "plan", "experiment=aach2023_lr", "system=juwels_booster", env=env)
+    plan = cli("campaign", "plan", "experiment=aach2023_lr", "system=juwels_booster", env=env)
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "27 cells: 27 planned" in plan.stdout

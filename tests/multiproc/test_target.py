@@ -112,7 +112,7 @@ def test_a_run_that_cannot_learn_never_reaches_the_target(tmp_path, data, broken
         (["data.val_split=0.2", "run.eval_every_epochs=1", "run.eval_every_steps=5"], "choose one cadence"),
     ],
 )
-def test_target_errors_are_one_line(tmp_path, data, overrides, message, ddlbench):
-    result = ddlbench("run", "loader=native", f"data.path={data}", f"run.root={tmp_path}", *overrides, "--dry-run")
+def test_target_errors_are_one_line(tmp_path, data, overrides, message, cli):
+    result = cli("run", "loader=native", f"data.path={data}", f"run.root={tmp_path}", *overrides, "--dry-run")
     assert result.returncode != 0 and message in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1, result.stderr

@@ -116,12 +116,12 @@ def test_slurm_dry_run_sbatch_lines(capsys):
     assert re.search(rf"run\.dir=/tmp/r/stash/{name}(\s|$)", lines[2]) and "run.repeat=0" in lines[2]
 
 
-def test_plan_cli_prints_the_table(ddlbench):
-    done = ddlbench("stash", "plan", *BASE, "stash.gpus=2")
+def test_plan_cli_prints_the_table(cli):
+    done = cli("stash", "plan", *BASE, "stash.gpus=2")
     assert done.returncode == 0, done.stderr
     assert "samples/gpu" in done.stdout and "cold-cache" in done.stdout
     assert "5 runs; network run: 2 nodes emulated (1000 Mbit/s)" in done.stdout
-    bad = ddlbench("stash", "plan", "stash.nodez=2")
+    bad = cli("stash", "plan", "stash.nodez=2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "stash.nodez is not a stash key" in bad.stderr
 
 

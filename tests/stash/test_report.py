@@ -94,11 +94,11 @@ def test_cost_per_run_and_epoch(study):
     assert unpriced["usd_per_run"].isna().all()
 
 
-def test_report_text_and_cli(ddlbench):
+def test_report_text_and_cli(cli):
     stash, _ = parse_stash(["stash.launcher=slurm"])
     text = report.stash_report(stash, None, root=STUDY)
     assert "cold cache made with: fadvise" in text and "usd_per_epoch" in text and "interconnect" in text
-    done = ddlbench(
+    done = cli(
         "stash",
         "report",
         "model=simple_cnn",
@@ -109,7 +109,7 @@ def test_report_text_and_cli(ddlbench):
     )
     assert done.returncode == 0, done.stderr
     assert "network estimate uses the emulated link: 1000 Mbit/s" in done.stdout
-    missing = ddlbench("stash", "report", "model=simple_cnn", "stash.loader=none", "run.root=/nonexistent")
+    missing = cli("stash", "report", "model=simple_cnn", "stash.loader=none", "run.root=/nonexistent")
     assert missing.returncode == 2 and "run 'ddlbench stash run' with the same overrides first" in missing.stderr
 
 

@@ -77,8 +77,8 @@ def test_local_ranks_bind_to_their_share(tmp_path, ddlbench):
     assert [h["cpus"] for h in headers] == [affinity.compact(sorted(c)) for c in cpus]
 
 
-def test_local_run_with_a_srun_binding_is_refused_before_launch(tmp_path, ddlbench):
-    result = ddlbench("run", "model=simple_cnn", "system.cpu_bind=sockets", f"run.dir={tmp_path / 'run'}")
+def test_local_run_with_a_srun_binding_is_refused_before_launch(tmp_path, cli):
+    result = cli("run", "model=simple_cnn", "system.cpu_bind=sockets", f"run.dir={tmp_path / 'run'}")
     assert result.returncode != 0
     assert "system.cpu_bind='sockets' is a srun binding" in result.stderr
     assert not (tmp_path / "run").exists()

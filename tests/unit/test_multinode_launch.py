@@ -218,11 +218,11 @@ def test_commbench_across_hosts_goes_through_the_same_builders():
     )
 
 
-def test_commbench_cli_across_hosts(tmp_path, ddlbench):
+def test_commbench_cli_across_hosts(tmp_path, cli):
     out = tmp_path / "c.json"
-    done = ddlbench("commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--out", str(out), "--dry-run")
+    done = cli("commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--out", str(out), "--dry-run")
     assert done.returncode == 2 and "torchrun runs on every host: pass --node-rank 0..1" in done.stderr
-    done = ddlbench(
+    done = cli(
         "commbench", "--hosts", "10.0.0.1,10.0.0.2", "--nproc", "1", "--node-rank", "1", "--out", str(out), "--dry-run"
     )
     assert done.returncode == 0, done.stderr
@@ -232,5 +232,5 @@ def test_commbench_cli_across_hosts(tmp_path, ddlbench):
     )
     hostfile = tmp_path / "hosts"
     hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n")
-    done = ddlbench("commbench", "--hostfile", str(hostfile), "--backends", "horovod", "--out", str(out), "--dry-run")
+    done = cli("commbench", "--hostfile", str(hostfile), "--backends", "horovod", "--out", str(out), "--dry-run")
     assert done.returncode == 0 and "-np 4 -H 10.0.0.1:2,10.0.0.2:2 --gloo" in done.stdout, done.stderr

@@ -43,21 +43,19 @@ def test_multirun_runs_every_combination_in_its_own_directory(tmp_path, ddlbench
     assert len(names) == 2 and "-b2-" in names[0] and "-b4-" in names[1]
 
 
-def test_multirun_validates_every_combination_before_the_first_starts(tmp_path, ddlbench):
-    result = ddlbench(
-        "run", "-m", "model=simple_cnn", "model.depth=18", "system.ranks_per_node=1,0", f"run.root={tmp_path}"
-    )
+def test_multirun_validates_every_combination_before_the_first_starts(tmp_path, cli):
+    result = cli("run", "-m", "model=simple_cnn", "model.depth=18", "system.ranks_per_node=1,0", f"run.root={tmp_path}")
     assert result.returncode == 2 and "system.ranks_per_node=0 must be >= 1" in result.stderr
     assert not (tmp_path / "default").exists()
 
 
-def test_several_values_without_m_is_one_line(ddlbench):
-    result = ddlbench("run", "run.per_gpu_batch=2,4")
+def test_several_values_without_m_is_one_line(cli):
+    result = cli("run", "run.per_gpu_batch=2,4")
     assert result.returncode == 2 and "pass -m to run each combination" in result.stderr
 
 
-def test_cfg_job_prints_the_composed_config(ddlbench):
-    result = ddlbench("run", "--cfg", "job", "--resolve", "loader=native", "system=h200")
+def test_cfg_job_prints_the_composed_config(cli):
+    result = cli("run", "--cfg", "job", "--resolve", "loader=native", "system=h200")
     assert result.returncode == 0 and "num_workers: 15" in result.stdout and "name: native" in result.stdout
 
 
@@ -106,8 +104,8 @@ def test_doctor_checks_what_the_given_run_needs_and_exits_1_when_it_lacks_it(mon
     assert "MISS mpirun" in out.out and "apt-get install openmpi-bin" in out.out and "1 missing: mpirun" in out.err
 
 
-def test_dry_runs_print_the_command_on_stdout(tmp_path, ddlbench):
-    result = ddlbench("run", "--dry-run", "model=simple_cnn", f"run.root={tmp_path}")
+def test_dry_runs_print_the_command_on_stdout(tmp_path, cli):
+    result = cli("run", "--dry-run", "model=simple_cnn", f"run.root={tmp_path}")
     assert result.returncode == 0 and result.stdout.startswith(sys.executable) and "-m benchmarks" in result.stdout
     assert "[ddlbench]" not in result.stdout
 

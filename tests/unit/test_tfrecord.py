@@ -111,7 +111,7 @@ def test_convert_rejects_a_folder_without_jpegs(tmp_path):
         tfr.convert_imagefolder(tmp_path / "empty", tmp_path / "out", num_shards=1, seed=0, progress=False)
 
 
-def test_cli_synth_tfrecord_equals_convert_of_synth_jpeg(tmp_path, ddlbench):
+def test_cli_synth_tfrecord_equals_convert_of_synth_jpeg(tmp_path, cli):
     args = ["--classes", "2", "--per-class", "3", "--width", "24", "--height", "16", "--quiet"]
     for argv in (
         ["data", "synth", "--out", str(tmp_path / "jpg"), *args],
@@ -128,11 +128,11 @@ def test_cli_synth_tfrecord_equals_convert_of_synth_jpeg(tmp_path, ddlbench):
             "--quiet",
         ],
     ):
-        result = ddlbench(*argv)
+        result = cli(*argv)
         assert result.returncode == 0, result.stderr
     for name in ("train-00000-of-00002.tfrecord", "train-00001-of-00002.idx"):
         assert (tmp_path / "direct" / name).read_bytes() == (tmp_path / "converted" / name).read_bytes()
-    again = ddlbench("data", "convert", "--from", str(tmp_path / "jpg"), "--out", str(tmp_path / "converted"))
+    again = cli("data", "convert", "--from", str(tmp_path / "jpg"), "--out", str(tmp_path / "converted"))
     assert again.returncode == 2 and again.stderr.strip().endswith("(existing data is never overwritten)")
 
 
