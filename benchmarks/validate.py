@@ -210,12 +210,15 @@ def check_data(cfg: DictConfig, *, world_size: int) -> None:
         return
     root = os.path.abspath(cfg.data.path)
     needed = world_size * int(cfg.run.per_gpu_batch)
+    # the counts are kept per (folder, its modification time): a campaign checks one data set for many
+    # cells, and a data set written anew at the same path in the same process is checked afresh
+    changed_ns = _modified_ns(root)
     if cfg.loader.get("reader") == "tfrecord":
-        files, count = _tfrecord_samples(root, needed)
+        files, count = _tfrecord_samples(root, needed, changed_ns)
         what = "TFRecord samples (lines of the .idx files)"
     else:
         suffixes = IMAGE_SUFFIXES.get(str(cfg.loader.name), IMAGE_SUFFIXES["native"])
-        files, count = _imagefolder_samples(root, needed, suffixes)
+        files, count = _imagefolder_samples(root, needed, suffixes, changed_ns)
         what = f"images ({', '.join(suffixes)}) in class folders"
     if count == 0:
         fix = (
@@ -240,8 +243,15 @@ def check_data(cfg: DictConfig, *, world_size: int) -> None:
         ) from None
 
 
-@functools.lru_cache(maxsize=256)  # a campaign checks one data set for many cells
-def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...]) -> tuple[list[str], int]:
+def _modified_ns(root: str) -> int | None:
+    try:
+        return os.stat(root).st_mtime_ns
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...], _changed_ns) -> tuple[list[str], int]:
     first, count = [], 0
     try:
         classes = sorted(e.path for e in os.scandir(root) if e.is_dir())
@@ -266,7 +276,7 @@ def _imagefolder_samples(root: str, needed: int, suffixes: tuple[str, ...]) -> t
 
 
 @functools.lru_cache(maxsize=256)
-def _tfrecord_samples(root: str, needed: int) -> tuple[list[str], int]:
+def _tfrecord_samples(root: str, needed: int, _changed_ns) -> tuple[list[str], int]:
     from benchmarks.data.tfrecord import check_indexes, find_tfrecords
 
     pairs, count = find_tfrecords(Path(root)), 0

@@ -114,12 +114,10 @@ def _override_needs(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # under pytest-xdist (-n 2 --dist loadgroup) the tests that read the session's shared runs go to one
-    # worker, so each run is still made once
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if grouped and "shared_runs" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("shared_runs"))
+        if grouped:
+            item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
         needed = [name for name in NEEDS if name in item.fixturenames] + sorted(_override_needs(item))
         for name in dict.fromkeys(needed):
             need = NEEDS[name]
@@ -134,6 +132,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def rank_processes() -> None:
     """The test starts the CLI or ranks in fresh processes by its own means (a signal to send, another
     Python, a network namespace), so it is a multiproc test like those that use `ddlbench`."""
+
+
+# under pytest-xdist (-n 2 --dist loadgroup), the tests that share one of these go to one worker, one after
+# another: the session's shared runs are made once; one Slurm queue (--max-jobs counts its jobs); one
+# 10.77.0.0/24 for the namespace hosts
+SERIAL_GROUPS = {"shared_runs": "shared_runs", "slurm_up": "slurm", "netns_hosts": "netns"}
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    """The worker group of a test: a shared resource's, else its module's (a module-scoped fixture is made once)."""
+    return next((g for fixture, g in SERIAL_GROUPS.items() if fixture in item.fixturenames), item.module.__name__)
 
 
 @pytest.fixture(scope="session")

@@ -360,11 +360,12 @@ def test_runs_on_one_host_show_no_hosts_section(tmp_path):
 # --- the CPU study end to end ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_cpu_study_runs_here_and_reports(tmp_path, ddlbench):
     """`campaign run experiment=composable_2023_cpu` on tiny sizes: DDP (the baseline), DDP with the ZeRO
     optimizer, FSDP2 and DeepSpeed ZeRO-2 on 2 gloo ranks, ResNet-18 at 32 px, fp32 only (a cell is mostly its
     ranks' start-up: 4 cells keep this under 90 s; AMP's cells are the tests above's); then the report's
-    comparison section."""
+    comparison section. Slow (52 s on the CI machine): four cells, the study end to end."""
     study = [
         "experiment=composable_2023_cpu",
         f"run.root={tmp_path}/runs",

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
+
+@pytest.mark.slow
 def test_the_cpu_lr_study_runs_here_and_reports(tmp_path, ddlbench):
+    """Slow (56 s on the CI machine): six cells of three epochs each, the study end to end."""
     data = tmp_path / "learn"
     made = ddlbench(
         "data",
