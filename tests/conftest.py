@@ -141,8 +141,10 @@ SERIAL_GROUPS = {"shared_runs": "shared_runs", "slurm_up": "slurm", "netns_hosts
 
 
 def _xdist_group(item: pytest.Item) -> str:
-    """The worker group of a test: a shared resource's, else its module's (a module-scoped fixture is made once)."""
-    return next((g for fixture, g in SERIAL_GROUPS.items() if fixture in item.fixturenames), item.module.__name__)
+    """The worker group of a test: its module's XDIST_GROUP where set (a module whose tests share both a
+    module fixture and a resource), a shared resource's, else its module's (a module fixture is made once)."""
+    fallback = getattr(item.module, "XDIST_GROUP", item.module.__name__)
+    return next((g for fixture, g in SERIAL_GROUPS.items() if fixture in item.fixturenames), fallback)
 
 
 @pytest.fixture(scope="session")
