@@ -711,7 +711,9 @@ def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, p
     common = sorted((settings(a_runs) & settings(b_runs)) - {"config.run.campaign"}) + ["world_size", "num_nodes"]
 
     def keys(runs: pd.DataFrame) -> pd.Series:
-        present = runs.reindex(columns=common).astype("string").fillna("")
+        # each value as its setting reads, whatever the column's dtype: a column that also holds runs without
+        # the setting (NaN) is float in one campaign and int in another, and 8.0 must pair with 8
+        present = runs.reindex(columns=common).apply(_setting_text)
         return (
             pd.util.hash_pandas_object(present, index=False)
             .astype("string")

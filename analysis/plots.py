@@ -159,8 +159,16 @@ def _gpu_axis(ax, values, *, log_y: bool = False) -> None:
     if log_y:
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: readable_tick(v)))
         ax.yaxis.set_minor_locator(NullLocator())
+
+
+def readable_tick(value: float) -> str:
+    """A log axis's tick as a number a reader can place: whole numbers from 100 up (1,250), three
+    significant digits below (5.5, 0.25), so that a narrow range's ticks never print the same label."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
 # curves that share a framework and a loader (colour and line style) differ in their marker
@@ -333,7 +341,9 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
     fig, axes = _panels(len(combos), row_height_in=2.2, sharey=True)
     for ax, (framework, loader) in zip(axes, combos):
         rows = rows_m[(rows_m["framework"] == framework) & (rows_m["loader"] == loader)]
-        rows = rows.sort_values(["world_size", "num_nodes"]).drop_duplicates("world_size")
+        # every cell is a bar: cells that share a GPU count (another batch, another node layout, any other
+        # setting) stand side by side, each labelled with what tells it apart
+        rows = rows.sort_values([c for c in ("world_size", "num_nodes", "variant") if c in rows])
         x = np.arange(len(rows))
         bottom = np.zeros(len(rows))
         for label, column in BREAKDOWN_PARTS:
@@ -352,14 +362,26 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
                 color="black",
                 label="allreduce (total)",
             )
-        ax.set_xticks(x, [f"{n}" for n in rows["world_size"]])
+        ax.set_xticks(x, _cell_labels(rows), fontsize=7 if len(rows) > rows["world_size"].nunique() else None)
         ax.set_xlabel("GPUs")
         ax.set_ylim(0, 100)
         ax.yaxis.set_major_formatter(PercentFormatter())
         ax.set_title(f"{pretty(framework)}, {pretty(loader)}", color=framework_color(framework))
         ax.set_ylabel("share of step time")
     return _finish(fig, axes, title=f"Time breakdown, {model}")
-    return fig
+
+
+def _cell_labels(rows: pd.DataFrame) -> list[str]:
+    """A bar's label: its GPU count, and where several cells share one, their node count and variant."""
+    shared = rows["world_size"].duplicated(keep=False).to_numpy()
+    labels = []
+    for is_shared, (_, row) in zip(shared, rows.iterrows()):
+        label = f"{row['world_size']}"
+        if is_shared:
+            variant = str(row.get("variant") or "")
+            label += f"\n{row['num_nodes']} node(s)" + (f"\n{variant.replace(' ', chr(10))}" if variant else "")
+        labels.append(label)
+    return labels
 
 
 # the trace window's classes, bottom to top: (legend name, column of the step-time denominator, of the

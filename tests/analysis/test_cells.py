@@ -31,7 +31,7 @@ def write_run(
 ) -> dict:
     """A completed run directory as the app writes it (config, meta, rank logs, summary); its summary."""
     settings = OmegaConf.to_container(
-        compose([*overrides, f"run.root={root}", f"run.repeat={repeat}", "model=simple_cnn", "run.per_gpu_batch=4"]),
+        compose(["model=simple_cnn", "run.per_gpu_batch=4", *overrides, f"run.root={root}", f"run.repeat={repeat}"]),
         resolve=True,
     )
     run_dir = rundir.run_dir(settings, world_size=world_size, num_nodes=1)
@@ -71,7 +71,7 @@ def write_run(
             "loader": "synthetic",
             "model": "simple_cnn",
             "precision": settings["precision"]["name"],
-            "per_gpu_batch": 4,
+            "per_gpu_batch": settings["run"]["per_gpu_batch"],
             "campaign": settings["run"]["campaign"],
         },
     )
@@ -164,3 +164,16 @@ def test_results_and_report_count_the_same_runs(tmp_path, compose, capsys):
         warnings.simplefilter("ignore")
         timings = build_report(tmp_path, tmp_path / "report", formats=("png",), jobs=1)
     assert timings["num_counted"] == 1
+
+
+def test_compare_pairs_a_cell_whatever_else_each_campaign_holds(tmp_path, compose, capsys):
+    """Campaign a holds native b4, native b8 and synthetic b8, b only native b8: its native b8 pairs (a
+    setting that only the native runs have is NaN for the synthetic one, which made a's column float)."""
+    native = ["loader=native", f"data.path={tmp_path / 'data'}", "loader.num_workers=1", "run.per_gpu_batch=8"]
+    for overrides in ([*native, "run.per_gpu_batch=4"], native, ["run.per_gpu_batch=8"]):
+        write_run(tmp_path / "runs", compose, ["run.campaign=a", *overrides], world_size=2, step_s=0.1)
+    write_run(tmp_path / "runs", compose, ["run.campaign=b", *native], world_size=2, step_s=0.1)
+    compared = CampaignAnalysis(tmp_path / "runs" / "a").compare(CampaignAnalysis(tmp_path / "runs" / "b"))
+    assert sorted(compared["flag"]) == ["missing in B", "missing in B", "ok"], compared[["loader", "flag"]]
+    assert main(["compare", str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b")]) == 1  # two cells missing
+    assert "only in B" not in capsys.readouterr().out

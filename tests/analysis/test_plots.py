@@ -48,6 +48,49 @@ def test_throughput_vs_gpus_has_a_curve_per_framework_and_loader_and_ideal(table
     assert ddp.get_color() == framework_color("ddp")
 
 
+def test_a_narrow_log_axis_labels_each_tick_with_its_own_value(tables):
+    """One curve of 3.2 img/s on 1 GPU and 5.3 on 2 (its ideal line ends at 6.4): under a decade, the ticks
+    read 3.5, 4, 4.5, ..., never 4, 4, 5, 5 (whole numbers rounded from halves)."""
+    cells = tables["cells"]
+    first = cells.iloc[0]
+    rows = cells[
+        (cells["model"] == first["model"])
+        & (cells["framework"] == first["framework"])
+        & (cells["loader"] == first["loader"])
+        & cells["world_size"].isin([1, 2])
+    ].drop(columns=["throughput_img_s_ci_low", "throughput_img_s_ci_high"], errors="ignore")
+    rows = rows.drop_duplicates("world_size").sort_values("world_size").assign(throughput_img_s=[3.2, 5.3])
+    fig = plots.throughput_vs_gpus(rows)
+    _render(fig)
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    ticks = [(t.get_position()[1], t.get_text()) for t in ax.get_yticklabels() if low <= t.get_position()[1] <= high]
+    labels = [text for _, text in ticks]
+    assert len(ticks) >= 3 and len(set(labels)) == len(labels), ticks
+    assert all(float(text) == pytest.approx(value, rel=0.01) for value, text in ticks), ticks
+    assert plots.readable_tick(1250.0) == "1,250" and plots.readable_tick(0.25) == "0.25"
+
+
+def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
+    """Two cells at one GPU count (another batch) are two bars, each labelled with its variant, not one bar
+    standing for both."""
+    shares = tables["shares"]
+    model = sorted(shares["model"].unique())[0]
+    one = shares[shares["model"] == model]
+    framework, loader = one.iloc[0]["framework"], one.iloc[0]["loader"]
+    panel = one[(one["framework"] == framework) & (one["loader"] == loader)]
+    other = panel.iloc[[0]].assign(variant="run.per_gpu_batch=4", allreduce_share=0.9)
+    shares = pd.concat([panel.assign(variant="run.per_gpu_batch=8"), other], ignore_index=True)
+    fig = plots.breakdown_bars(shares, model=model)
+    _render(fig)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(labels) == len(shares) and len(set(labels)) == len(labels), labels
+    assert sum("run.per_gpu_batch=4" in label for label in labels) == 1
+    marks = next(line for line in ax.get_lines() if line.get_label() == "allreduce (total)")
+    assert 90.0 in [round(v, 6) for v in marks.get_ydata()]  # the other cell's own allreduce mark
+
+
 def test_efficiency_starts_at_100_percent(tables):
     fig = plots.efficiency_vs_gpus(tables["scaled"])
     _render(fig)
