@@ -113,6 +113,7 @@ def _override_needs(item: pytest.Item) -> set[str]:
     return {OVERRIDE_NEEDS[w] for w in words if isinstance(w, str) and w in OVERRIDE_NEEDS}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks put on here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
