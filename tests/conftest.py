@@ -115,7 +115,7 @@ def _override_needs(item: pytest.Item) -> set[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks put on here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouped = config.pluginmanager.hasplugin("xdist")
+    grouped = bool(config.getoption("loadgroup", default=False))  # pytest-xdist's --dist loadgroup, in its workers too
     for item in items:
         if grouped:
             item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
