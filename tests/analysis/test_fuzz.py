@@ -512,9 +512,12 @@ def test_fuzzed_values_never_crash_loading(edits):
 
 
 # a report per example: half the profile's count
+@pytest.mark.slow
 @settings(max_examples=settings.default.max_examples // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=corrupted_campaign())
 def test_report_and_results_never_crash(edits):
+    """Slow (35 s alone, 92 s beside the other worker on the CI machine): a whole report for each of its 20
+    examples; make test-fast leaves it to make test and fuzzes the loading (test_fuzzed_values_never_crash_loading)."""
     from analysis.report import build_report
     from analysis.results import format_results, results_table
 
