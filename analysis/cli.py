@@ -45,6 +45,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_paper(args: argparse.Namespace) -> int:
+    from analysis.papers.build import build_paper, parse_baseline
+
+    one_line_warnings()
+    result = build_paper(
+        args.study,
+        Path(args.runs_dir),
+        Path(args.out),
+        baseline=parse_baseline(args.baseline or []),
+        formats=("png",),
+        jobs=args.jobs,
+    )
+    contents = result["contents"]
+    drawn = int((contents["state"] == "drawn").sum())
+    lacking = int(contents["state"].str.startswith("lacks").sum())
+    print(
+        f"[ddlbench] paper {args.study}: {len(contents)} figures and tables of the study from {result['num_runs']} runs: "
+        f"{drawn} drawn, {lacking} lacking cells, {len(contents) - drawn - lacking} not drawable here "
+        f"({result['num_figures']} figures) -> {Path(args.out) / 'paper.md'} and paper.html"
+    )
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing)."""
     from analysis.report import FAILING_FLAGS, compare_campaigns, format_compare
@@ -92,6 +115,23 @@ def add_parsers(sub) -> None:
     p.add_argument("--parquet", action="store_true", help="also export the tables as Parquet into OUT/parquet")
     p.add_argument("--jobs", type=int, default=None, help="processes drawing figures (default: one per CPU)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "paper",
+        help="each figure and table of a seed study (aach2023, stash2021, composable2023) from your runs, "
+        "beside the published values",
+    )
+    p.add_argument("study", metavar="STUDY", help="aach2023 | stash2021 | composable2023")
+    p.add_argument("runs_dir", metavar="RUNS", help="the folder holding the study's runs (run.root or a campaign)")
+    p.add_argument("--out", required=True, help="new folder for paper.md, paper.html, figures/ (never overwritten)")
+    p.add_argument(
+        "--baseline",
+        action="append",
+        metavar="system=PROFILE",
+        help="the system the relative times are against (composable2023's Figure 11)",
+    )
+    p.add_argument("--jobs", type=int, default=None, help="processes drawing figures (default: one per CPU)")
+    p.set_defaults(func=cmd_paper)
 
     p = sub.add_parser(
         "compare",

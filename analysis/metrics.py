@@ -655,12 +655,27 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
       network      = T(synthetic, N GPUs over k nodes) - T(synthetic, N GPUs, 1 node)
       cpu          = T(real loader, warm cache) - T(synthetic)        (same N and nodes)
       disk         = T(real loader, cold cache) - T(real loader, warm) (same loader, N, nodes)
-    stall_pct = stall_s / baseline_time_s x 100. The cache state is the `cache` column (default warm).
+    stall_pct = stall_s / baseline_time_s x 100 (the stall against the run it is measured from: the Stash
+    study's interconnect and network stalls, "as high as 500%"); stall_pct_of_training = stall_s / time_s x
+    100 (against the stalled run's own training time: how the study gives CPU and disk stalls, "as a
+    percentage of the total training time"). The cache state is the `cache` column (default warm).
     Runs pair within one campaign only (a Stash study is one campaign: its runs differ by design in the
-    loader, size, cache and virtual epoch, so they are not one cell; two studies under one root never mix).
+    loader, size, cache and virtual epoch, so they are not one cell; two studies under one root never mix),
+    and within one system profile where per_run has a `system` column (per-instance stalls).
     """
-    same = [*STASH_PAIR, "campaign"] if "campaign" in per_run else STASH_PAIR
-    columns = ["stall", *same, "loader", "world_size", "num_nodes", "time_s", "baseline_time_s", "stall_s", "stall_pct"]
+    same = [*STASH_PAIR, *(c for c in ("campaign", "system") if c in per_run)]
+    columns = [
+        "stall",
+        *same,
+        "loader",
+        "world_size",
+        "num_nodes",
+        "time_s",
+        "baseline_time_s",
+        "stall_s",
+        "stall_pct",
+        "stall_pct_of_training",
+    ]
     table = per_run.copy()
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     # per-GPU samples can differ in the last digits when logged from floats
@@ -691,6 +706,7 @@ def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)
     out["stall_s"] = out["time_s"] - out["baseline_time_s"]
     out["stall_pct"] = 100.0 * out["stall_s"] / out["baseline_time_s"]
+    out["stall_pct_of_training"] = 100.0 * out["stall_s"] / out["time_s"]
     order = {"interconnect": 0, "network": 1, "cpu": 2, "disk": 3}
     out = out.sort_values(
         ["stall", "model", "world_size", "num_nodes"], key=lambda s: s.map(order) if s.name == "stall" else s
@@ -1395,3 +1411,44 @@ def compare_accuracy(
     paired = out["flag"].isin(["regression", "improvement", "ok"])
     out["flag"] = out["flag"].where(~(paired & (out["regressed"] != "")), "regression")
     return out
+
+
+SYSTEM_PREFIX = "config.system."
+
+
+def across_systems(cells: pd.DataFrame, runs: pd.DataFrame, *, baseline: str) -> pd.DataFrame:
+    """Cells that differ only in their system profile, paired: per cell its system (system.name), a
+    `configuration` key (every identity setting but system.* and run.campaign, plus the size) and its
+    training time relative to the same configuration on the `baseline` system: the baseline's throughput
+    over the cell's (same samples; above 1: slower), empty where that configuration did not run on the
+    baseline. Settings a system resolves into other groups (a loader's worker count from the system's
+    CPUs) keep cells apart: they are not the same configuration."""
+    from benchmarks.rundir import is_identity_key
+
+    columns = [*CELL, "variant", "system", "configuration", "throughput_img_s", "baseline_img_s", "relative_time"]
+    if cells.empty or runs.empty or "cell_hash" not in runs:
+        return pd.DataFrame(columns=columns)
+    settings = [
+        c
+        for c in runs.columns
+        if c.startswith("config.")
+        and is_identity_key(c[len("config.") :])
+        and not c.startswith(SYSTEM_PREFIX)
+        and c != "config.run.campaign"
+    ]
+    text = runs[settings].apply(_setting_text) if settings else pd.DataFrame(index=runs.index)
+    for size in ("world_size", "num_nodes"):
+        text[size] = _setting_text(runs[size])
+    per_run = pd.DataFrame(
+        {
+            "cell_hash": runs["cell_hash"],
+            "system": runs.get("config.system.name", pd.Series("", index=runs.index)).fillna("").astype(str),
+            "configuration": pd.util.hash_pandas_object(text, index=False).map(lambda h: f"{h & 0xFFFFFFFF:08x}"),
+        }
+    ).drop_duplicates("cell_hash")
+    table = cells.merge(per_run, on="cell_hash", how="inner")
+    base = table.loc[table["system"] == baseline, ["configuration", "throughput_img_s"]]
+    base = base.rename(columns={"throughput_img_s": "baseline_img_s"}).drop_duplicates("configuration")
+    table = table.merge(base, on="configuration", how="left")
+    table["relative_time"] = table["baseline_img_s"] / table["throughput_img_s"]
+    return table[[c for c in columns if c in table]].reset_index(drop=True)

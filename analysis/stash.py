@@ -263,6 +263,7 @@ def stash_report(stash, cfg, *, root: Path) -> str:
                 "stall_s",
                 "stall_s_ci",
                 "stall_pct",
+                "stall_pct_of_training",
                 "num_layers",
                 "num_buckets",
                 "grad_mb",
@@ -273,6 +274,8 @@ def stash_report(stash, cfg, *, root: Path) -> str:
         lines += [
             "Stalls (T = sum of the slowest rank's measured step times, median over repeats; "
             "stall_s_ci = t-interval half widths of both sides combined, NaN with one repeat;",
+            "stall_pct = stall_s / the paired baseline's T; stall_pct_of_training = stall_s / the stalled run's T "
+            "(the Stash study gives CPU and disk stalls so: % of the total training time);",
             "estimate_s = steps x (latency + G/(L*B)) * L with L = gradient tensors, "
             "estimate_buckets_s with L = DDP buckets; ring bytes 2(N-1)/N x G):",
             show.to_string(index=False, float_format=lambda v: f"{v:.4g}"),

@@ -46,6 +46,9 @@ STUDY_EPOCHS, BASE_LR, BASE_BATCH, TOP1_CEILING, EVAL_S = 8, 0.1, 256, 0.765, 0.
 SCHEDULE_EDGE = {"cosine": (0.006, -0.0015), "exponential": (0.0, 0.0005), "step": (0.0, 0.0)}
 
 
+DEFAULT_SYSTEM = "juwels_booster"
+
+
 @dataclass(slots=True, frozen=True)
 class SynthCell:
     """One run to write."""
@@ -68,6 +71,7 @@ class SynthCell:
     # wait for them in backward's all-reduce every step (bwd_s, comm_s and comm_exposed_s grow by the wait)
     slow_host: int | None = None
     slow_factor: float = 1.3
+    system: str = DEFAULT_SYSTEM  # system.name: cells that differ only in it pair across systems
 
 
 @dataclass(slots=True)
@@ -329,7 +333,7 @@ def _config_yaml(cell: SynthCell, campaign: str, steps: int, warmup: int, gpus_p
     return (
         f"framework:\n  name: {cell.framework}\nloader:\n  name: {cell.loader}\nmodel:\n  arch: resnet\n"
         f"  depth: {depth}\nprecision:\n  name: amp_bf16\ndata:\n  path: /p/scratch/imagenet\n"
-        f"  cache: {cell.cache}\n{'  val_split: 0.02' + chr(10) if cell.schedule else ''}system:\n  name: juwels_booster\n  device: cuda\n"
+        f"  cache: {cell.cache}\n{'  val_split: 0.02' + chr(10) if cell.schedule else ''}system:\n  name: {cell.system}\n  device: cuda\n"
         f"  ranks_per_node: {gpus_per_node}\n  gpus_per_node: {gpus_per_node}\n"
         f"run:\n  campaign: {campaign}\n  repeat: {cell.repeat}\n  per_gpu_batch: {cell.per_gpu_batch}\n"
         f"  warmup_steps: {warmup}\n  steps: {steps - warmup}\n" + _study_yaml(cell)
@@ -377,6 +381,7 @@ def write_campaign(
         study = f"-{cell.schedule}" if cell.schedule else ""
         study += f"-t{cell.target_top1:g}" if cell.target_top1 is not None else ""
         study += f"-slow{cell.slow_host}" if cell.slow_host is not None else ""
+        study += f"-{cell.system}" if cell.system != DEFAULT_SYSTEM else ""
         name = (
             f"{cell.framework}-{cell.loader}-{cell.model}-g{cell.world_size}-n{cell.num_nodes}"
             f"-b{cell.per_gpu_batch}{study}-r{cell.repeat}"

@@ -1,0 +1,314 @@
+"""Seed study A: Aach et al. 2023, Horovod vs PyTorch-DDP vs DeepSpeed with DALI and the native loader,
+ResNet-50/101/152 on JUWELS Booster (4 to 1024 A100 GPUs), and its learning-rate annealing study."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import plots
+from analysis.load import load_reference
+from analysis.papers import figures
+from analysis.papers.base import Exhibit, PaperInput, Section, Study
+from analysis.papers.common import evaluated_cells, guesses_table, scaling_cells, software_stack
+from analysis.report import reference_comparison
+
+SCALING = "ddlbench campaign submit experiment=aach2023_scaling system=<your site> system.account=<project>"
+LR = "ddlbench campaign submit experiment=aach2023_lr system=<your site> system.account=<project>"
+CPU_LR = "ddlbench campaign run experiment=aach2023_lr_cpu   # the CPU miniature"
+MODELS = {"a": "resnet50", "b": "resnet101", "c": "resnet152"}
+FRAMEWORKS = ("ddp", "horovod", "deepspeed")
+
+
+def _need_scaling(section: Section, cells: pd.DataFrame, what: str) -> bool:
+    """True when the scaling cells exist; else say what is missing and how to make it."""
+    if cells.empty:
+        section.lacks(f"{what}: no scaling run of ResNet-50/101/152 (framework x loader x GPUs)", SCALING)
+        return False
+    missing = [
+        f"{m} x {f}"
+        for m in MODELS.values()
+        for f in FRAMEWORKS
+        if not ((cells["model"] == m) & (cells["framework"] == f)).any()
+    ]
+    if missing:
+        section.lacks(f"{what}: no cell of {', '.join(missing)}", SCALING)
+    return True
+
+
+def throughput(paper: PaperInput) -> Section:
+    section = Section()
+    cells = scaling_cells(paper.analysis)
+    if _need_scaling(section, cells, "throughput"):
+        section.text(
+            "Measured: throughput (img/s) per framework and loader against the GPU count, one panel per model, as "
+            "the study plots it; dotted: ideal linear scaling from each curve's smallest GPU count. The study's "
+            "own throughput values are not in its text, so none is drawn beside these."
+        )
+        section.figure("throughput", lambda: plots.throughput_vs_gpus(cells), "Throughput vs GPUs (measured).")
+    return section
+
+
+def speedup(paper: PaperInput) -> Section:
+    section = Section()
+    scaled = scaling_cells(paper.analysis, paper.analysis.scaling("weak"))
+    if _need_scaling(section, scaled, "speedup"):
+        section.text(
+            "Measured: speedup = throughput(N) / throughput(N0), N0 the curve's smallest GPU count (the study's "
+            "runs start at 4 GPUs); dotted: ideal N / N0."
+        )
+        section.table(
+            scaled[["model", "framework", "loader", "world_size", "baseline_gpus", "speedup", "efficiency"]]
+            .dropna(subset=["speedup"])
+            .round(3)
+        )
+        section.figure("speedup", lambda: figures.speedup_vs_gpus(scaled), "Speedup vs GPUs (measured).")
+    return section
+
+
+def efficiency(paper: PaperInput) -> Section:
+    section = Section()
+    scaled = scaling_cells(paper.analysis, paper.analysis.scaling("weak"))
+    if _need_scaling(section, scaled, "efficiency"):
+        section.text(
+            "Measured: weak-scaling efficiency = per-GPU throughput(N) / per-GPU throughput(N0), per framework "
+            "and loader, one panel per model."
+        )
+        section.figure("efficiency", lambda: plots.efficiency_vs_gpus(scaled), "Scaling efficiency vs GPUs (measured).")
+    return section
+
+
+def breakdown_layout(side: pd.DataFrame, reference: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The study's breakdown table for one model: a row per GPU count (and per matching configuration),
+    and for DALI then native the published AllReduce / data / cuDNN % beside this campaign's, defined as
+    report.reference_comparison defines them (exposed allreduce, data, compute)."""
+    ref = reference[reference["model"] == model]
+    rows = []
+    for gpus in sorted(ref["gpus"].unique()):
+        here = side[(side["model"] == model) & (side["gpus"] == gpus)] if not side.empty else side
+        series = sorted(set(here["series"])) if not here.empty else [""]
+        for name in series:
+            row: dict = {"gpus": int(gpus), "configuration": name}
+            for loader in ("dali", "native"):
+                published = ref[(ref["gpus"] == gpus) & (ref["loader"] == loader)]
+                mine = here[(here["loader"] == loader) & (here["series"] == name)] if not here.empty else here
+                for part, ours in (("allreduce", "allreduce_exposed"), ("data", "data"), ("compute", "compute")):
+                    # as the study prints them (two decimals), not rounded like the measured columns
+                    row[f"{loader} {part} % published"] = (
+                        f"{float(published[f'{part}_pct'].iloc[0]):.2f}" if not published.empty else ""
+                    )
+                    row[f"{loader} {part} % measured"] = (
+                        float(mine[f"{ours}_pct_here"].iloc[0]) if not mine.empty else float("nan")
+                    )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _breakdown(panel: str) -> callable:
+    model = MODELS[panel]
+
+    def build(paper: PaperInput) -> Section:
+        section = Section()
+        reference = load_reference("aach2023")
+        shares = scaling_cells(paper.analysis, paper.analysis.breakdown())
+        side = reference_comparison(reference, shares)
+        table = breakdown_layout(side, reference, model)
+        measured = table[[c for c in table if c.endswith("measured")]].notna().any(axis=1)
+        section.text(
+            f"Published: the study's PyTorch-DDP breakdown of {model} in % of runtime (AllReduce = communication, "
+            "data = I/O, cuDNN = computation; the rest is other work). Measured: this campaign's DDP cells at the "
+            "same model, loader and GPU count, defined alike (exposed allreduce, waiting for data, compute without "
+            "exposed allreduce; docs/analysis.md). The study's AllReduce includes ranks waiting for the slowest "
+            "one at the collective; so does a trace's collective time."
+        )
+        section.table(table.round(2))
+        if not measured.any():
+            section.lacks(f"breakdown of {model}: no PyTorch-DDP cell at the study's GPU counts", SCALING)
+        else:
+            missing = table.loc[~measured, "gpus"].tolist()
+            if missing:
+                section.lacks(f"breakdown of {model} at {', '.join(map(str, missing))} GPUs", SCALING)
+        ref_m = reference[reference["model"] == model]
+        side_m = side[side["model"] == model] if not side.empty else side
+        section.figure(
+            "breakdown",
+            lambda: plots.reference_breakdown(ref_m, ours=side_m, source="aach2023"),
+            f"{model}: the study's breakdown (bars, published) with this campaign's DDP cells (markers, measured).",
+        )
+        return section
+
+    return build
+
+
+def data_time_table(paper: PaperInput) -> pd.DataFrame:
+    """Per (model, GPUs) with both loaders measured: each loader's data share and its absolute data time
+    (data share x the run's measured time, mean over repeats), and native over DALI; the study's one pair
+    (ResNet-152 on 64 GPUs) beside it."""
+    per_run = paper.analysis.run_throughput()
+    shares = paper.analysis.breakdown_runs()
+    columns = ["model", "world_size", "loader", "data_pct", "data_s", "data_s_per_step_ms"]
+    if per_run.empty or shares.empty:
+        return pd.DataFrame(columns=columns)
+    runs = per_run.merge(shares[["run_id", "data_share"]], on="run_id")
+    runs = runs[(runs["framework"] == "ddp") & ~runs["cell_hash"].astype(str).isin(evaluated_cells(paper.analysis))]
+    runs = runs.assign(
+        data_pct=100 * runs["data_share"],
+        data_s=runs["data_share"] * runs["time_s"],
+        data_s_per_step_ms=1e3 * runs["data_share"] * runs["time_s"] / runs["measured_steps"],
+    )
+    table = runs.groupby(["model", "world_size", "loader"], as_index=False)[columns[3:]].mean()
+    both = table.groupby(["model", "world_size"])["loader"].transform(lambda s: {"dali", "native"} <= set(s))
+    return table[both].reset_index(drop=True)
+
+
+def data_time(paper: PaperInput) -> Section:
+    section = Section()
+    table = data_time_table(paper)
+    published = pd.DataFrame(
+        [
+            {
+                "loader": loader,
+                "data_pct published": paper.claim(f"data_pct_{loader}_resnet152_64gpus"),
+                "data_s published": paper.claim(f"data_time_s_{loader}_resnet152_64gpus"),
+            }
+            for loader in ("dali", "native")
+        ]
+    )
+    section.text(
+        "Published: ResNet-152 on 64 GPUs, DALI's data loading is 16.9% of the runtime (about 25 s), the native "
+        "loader's 16.42% (about 47 s): alike in share, 1.9x apart in seconds. The study does not give its run "
+        "length, so the seconds compare through their ratio. Measured: every model and GPU count where both loaders "
+        "ran under PyTorch-DDP: data share, data time over the measured steps and per step, and native / DALI."
+    )
+    section.table(published)
+    if table.empty:
+        section.lacks("data time: DDP cells with both loaders at one model and GPU count", SCALING)
+        return section
+    ratio = table.pivot_table(index=["model", "world_size"], columns="loader", values="data_s").reset_index()
+    ratio["native / dali (measured)"] = ratio["native"] / ratio["dali"]
+    ratio["native / dali (published, ResNet-152 at 64)"] = paper.claim(
+        "data_time_s_native_resnet152_64gpus"
+    ) / paper.claim("data_time_s_dali_resnet152_64gpus")
+    section.table(table.round(3))
+    section.table(ratio.rename(columns={"dali": "dali data_s", "native": "native data_s"}).round(3))
+    if not ((table["model"] == "resnet152") & (table["world_size"] == 64)).any():
+        section.lacks("data time: ResNet-152 on 64 GPUs with both loaders (the study's pair)", SCALING)
+    return section
+
+
+def lr_study(paper: PaperInput) -> Section:
+    section = Section()
+    cells = paper.analysis.accuracy()
+    section.text(
+        "Published: step-wise, cosine and exponential learning-rate annealing at global batches 256 to 65,536; "
+        "'cosine annealing delivers superior performance on small and medium batch sizes, while exponential "
+        "annealing achieves the highest accuracy for the largest batch size'. The study's top-1 values are not "
+        "in its text. Measured: final validation top-1 per schedule and global batch, and the best schedule at "
+        "each batch."
+    )
+    if cells.empty:
+        section.lacks("learning-rate study: runs with evaluations (optim.schedule.name x GPUs)", LR)
+        section.commands.append(CPU_LR)
+        return section
+    best = (
+        cells.dropna(subset=["top1_pct"])
+        .sort_values("top1_pct", ascending=False)
+        .drop_duplicates("global_batch")
+        .sort_values("global_batch")[["global_batch", "schedule", "top1_pct"]]
+        .rename(columns={"schedule": "best schedule (measured)"})
+    )
+    low, high = paper.claim("lr_study_batch_size_min"), paper.claim("lr_study_batch_size_max")
+    best["best schedule (published)"] = [
+        "exponential" if b >= high else "cosine" if b >= low else f"(below the study's {low:,.0f})"
+        for b in best["global_batch"]
+    ]
+    section.table(
+        cells[["global_batch", "schedule", "world_size", "top1_pct", "epochs"]]
+        .sort_values(["global_batch", "schedule"])
+        .round(2)
+    )
+    section.table(best.round(2))
+    section.figure(
+        "top1", lambda: plots.top1_vs_global_batch(cells), "Final top-1 vs global batch per schedule (measured)."
+    )
+    guesses = guesses_table(paper.analysis, cells["cell_hash"])
+    if not guesses.empty:
+        section.text("Where the experiment had to guess (experiment.guesses: what the study does not state):")
+        section.table(guesses)
+    return section
+
+
+FRAMEWORKS_TABLE = pd.DataFrame(
+    [
+        ("DistBelief", "Model + Data", "Asynchronous", "no"),
+        ("FireCaffe", "Data", "Synchronous", "no"),
+        ("Horovod", "Model + Data", "Synchronous", "framework=horovod"),
+        ("MXNet", "Model + Data", "Bounded Asynchronous", "no"),
+        ("Petuum", "Model + Data", "Bounded Asynchronous", "no"),
+        ("TensorFlow", "model + Data", "Bounded Asynchronous", "no"),
+        ("PyTorch-DDP", "Model + Data", "Synchronous", "framework=ddp"),
+        ("DeepSpeed", "Model + Data", "Synchronous", "framework=deepspeed"),
+    ],
+    columns=["Framework", "Parallelism", "Communication", "in ddlbench"],
+)
+
+
+def frameworks(paper: PaperInput) -> Section:
+    section = Section()
+    section.text(
+        "Published: the study's table of distributed frameworks (related work), with the ddlbench option of each it benchmarks."
+    )
+    section.table(FRAMEWORKS_TABLE)
+    return section
+
+
+def stack(paper: PaperInput) -> Section:
+    section = Section()
+    section.text("Published: the study's software stack on JUWELS; measured: what these runs recorded (meta.json).")
+    section.table(software_stack(paper, ["gcc", "openmpi", "python", "cuda", "torch", "horovod", "deepspeed", "dali"]))
+    return section
+
+
+STUDY = Study(
+    name="aach2023",
+    title="Aach et al. 2023: Horovod, PyTorch-DDP and DeepSpeed with DALI and native loaders on JUWELS Booster",
+    campaigns=("aach2023_scaling", "aach2023_lr", "aach2023_lr_cpu", "aach2023_scaling_cpu"),
+    commands=(SCALING, LR, CPU_LR),
+    exhibits=(
+        Exhibit("Frameworks table", "Distributed deep-learning frameworks", ("published",), frameworks),
+        Exhibit("Software stack", "JUWELS software stack", ("measured", "published"), stack),
+        Exhibit("Throughput vs GPUs", "Throughput per framework and loader", ("measured",), throughput),
+        Exhibit("Speedup", "Speedup per framework and loader", ("measured",), speedup),
+        Exhibit("Efficiency", "Scaling efficiency per framework and loader", ("measured",), efficiency),
+        Exhibit(
+            "Breakdown table (a) ResNet50",
+            "Training of ResNet50: AllReduce, data, cuDNN %",
+            ("measured", "published"),
+            _breakdown("a"),
+        ),
+        Exhibit(
+            "Breakdown table (b) ResNet101",
+            "Training of ResNet101: AllReduce, data, cuDNN %",
+            ("measured", "published"),
+            _breakdown("b"),
+        ),
+        Exhibit(
+            "Breakdown table (c) ResNet152",
+            "Training of ResNet152: AllReduce, data, cuDNN %",
+            ("measured", "published"),
+            _breakdown("c"),
+        ),
+        Exhibit(
+            "Data time",
+            "Absolute data-loading time, DALI vs native (text)",
+            ("measured", "published"),
+            data_time,
+            from_text=True,
+        ),
+        Exhibit(
+            "LR annealing accuracy",
+            "Validation accuracy per schedule and global batch",
+            ("measured", "published"),
+            lr_study,
+        ),
+    ),
+)

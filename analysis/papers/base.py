@@ -1,0 +1,94 @@
+"""What a paper is made of: a Study (its exhibits, the experiments that make its cells) and an Exhibit
+(one figure or table of the study and the section of `ddlbench paper` that draws it, or why none can).
+
+Every exhibit's section says where each value comes from, in the words the report uses everywhere:
+measured (this campaign's runs), predicted (`ddlbench predict`), published (the study's own numbers,
+analysis/reference/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analysis.campaign_analysis import CampaignAnalysis
+from analysis.report import Block
+
+SOURCES = ("measured", "predicted", "published")
+
+
+@dataclass(slots=True)
+class Section:
+    """What one exhibit adds to the paper report: its blocks, the figures they name (name -> draw), and
+    the cells the runs lack with the commands that make them."""
+
+    blocks: list[Block] = field(default_factory=list)
+    figures: dict[str, Callable] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    def text(self, words: str) -> None:
+        self.blocks.append(Block("text", words))
+
+    def table(self, frame: pd.DataFrame) -> None:
+        if not frame.empty:
+            self.blocks.append(Block("table", frame))
+
+    def figure(self, name: str, draw: Callable, caption: str) -> None:
+        self.figures[name] = draw
+        self.blocks.append(Block("figure", (name, caption)))
+
+    def lacks(self, cells: str, command: str) -> None:
+        """Say which cells this exhibit needs and the runs lack, and the command that makes them."""
+        self.missing.append(cells)
+        if command not in self.commands:
+            self.commands.append(command)
+
+
+@dataclass(slots=True)
+class PaperInput:
+    """What an exhibit draws from: the study's runs (analysis), its published values (claims: the
+    study's rows of analysis/reference/claims.csv) and the report's options."""
+
+    analysis: CampaignAnalysis
+    claims: pd.DataFrame
+    baseline: dict[str, str] = field(default_factory=dict)  # --baseline key=value: the reference cells
+
+    def claim(self, key: str) -> float:
+        """One published number by its key (claims.csv); a KeyError names a key the study lacks."""
+        rows = self.claims[self.claims["key"] == key]
+        if rows.empty:
+            raise KeyError(f"no published value {key!r}")
+        return float(rows["value"].iloc[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Exhibit:
+    """One figure or table of a study. `build` draws its section from the runs; None when no run of this
+    suite can make it, and then `why_not` says why (a method diagram, hardware we cannot rent)."""
+
+    id: str  # the study's own name for it: "Figure 11", "Table IV", "Breakdown table (a)"
+    title: str
+    sources: tuple[str, ...]  # what its section shows: measured, predicted, published
+    build: Callable[[PaperInput], Section] | None = None
+    why_not: str = ""
+    from_text: bool = False  # numbers the study's text states outside its figures and tables
+
+    def __post_init__(self) -> None:
+        assert (self.build is None) == bool(self.why_not), f"{self.id}: a builder or a reason, not both"
+        assert set(self.sources) <= set(SOURCES), self.sources
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    """One seed study: its name on the command line, how to cite it, which campaigns make its cells
+    (run.campaign values of runs made before experiment.study existed), the commands that make them,
+    and its exhibits in the study's order."""
+
+    name: str
+    title: str
+    campaigns: tuple[str, ...]
+    commands: tuple[str, ...]
+    exhibits: tuple[Exhibit, ...]

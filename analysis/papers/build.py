@@ -1,0 +1,171 @@
+"""Write `ddlbench paper`'s report: one section per exhibit of the study, in the study's order, after a
+contents table that says for each whether the runs drew it, which cells it lacks, or why no run can."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.campaign_analysis import CampaignAnalysis
+from analysis.load import Campaign, load_campaign
+from analysis.papers import study as find_study
+from analysis.papers import study_of
+from analysis.papers.base import PaperInput, Section, Study
+from analysis.report import Block, _fresh_dir, render_html, render_markdown, save_figures
+from benchmarks.errors import ConfigError
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
+CLAIM_COLUMNS = ["study", "key", "value", "unit", "bound", "place", "quote"]
+
+
+def load_claims(name: str) -> pd.DataFrame:
+    """The study's published numbers (analysis/reference/claims.csv), values as printed (text)."""
+    path = REFERENCE_DIR / "claims.csv"
+    if not path.exists():
+        return pd.DataFrame(columns=CLAIM_COLUMNS)
+    claims = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return claims[claims["study"] == name].reset_index(drop=True)
+
+
+def only(campaign: Campaign, run_ids: set[str]) -> Campaign:
+    """The campaign's tables restricted to some runs (every table keyed by run_id)."""
+    changes = {}
+    for f in dataclasses.fields(campaign):
+        table = getattr(campaign, f.name)
+        if isinstance(table, pd.DataFrame) and "run_id" in table:
+            changes[f.name] = table[table["run_id"].astype(str).isin(run_ids)].reset_index(drop=True)
+    return dataclasses.replace(campaign, **changes)
+
+
+def parse_baseline(items: list[str]) -> dict[str, str]:
+    """--baseline key=value (system=<profile>): which cells the relative figures are against."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key != "system" or not value or not re.fullmatch(r"[A-Za-z0-9_.\-]+", value):
+            raise ConfigError(f"--baseline {item}: give the baseline system profile, e.g. --baseline system=h200")
+        out[key] = value
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def select_runs(study: Study, campaign: Campaign, runs_dir: Path) -> tuple[Campaign, int]:
+    """The study's runs of the folder, and how many runs of other studies it also holds; a one-line error
+    when it holds none of the study's (naming the study the runs belong to, or the command that makes them)."""
+    owners = study_of(campaign.runs) if not campaign.runs.empty else pd.Series(dtype=str)
+    mine = set(campaign.runs.loc[owners == study.name, "run_id"].astype(str)) if len(owners) else set()
+    if not mine:
+        others = sorted(set(owners) - {"", study.name})
+        if others:
+            raise ConfigError(
+                f"{runs_dir} holds runs of {', '.join(others)}, none of {study.name}; "
+                f"draw them with: ddlbench paper {others[0]} {runs_dir} --out <new folder>"
+            )
+        raise ConfigError(
+            f"{runs_dir} holds no run of {study.name} ({len(campaign.runs)} run directories of other campaigns); "
+            f"make them with: {study.commands[0]}"
+        )
+    return only(campaign, mine), int((owners != study.name).sum())
+
+
+def assemble(study: Study, paper: PaperInput, *, runs_dir: Path, num_other: int) -> tuple[list[Block], dict]:
+    """(blocks, figures) of the paper report: title, contents, then one section per exhibit."""
+    sections: list[tuple[object, Section | None]] = []
+    figures: dict = {}
+    for exhibit in study.exhibits:
+        if exhibit.build is None:
+            sections.append((exhibit, None))
+            continue
+        section = exhibit.build(paper)
+        prefix = _slug(exhibit.id)
+        renamed = []
+        for block in section.blocks:
+            if block.kind == "figure":
+                name, caption = block.content
+                block = Block("figure", (f"{prefix}_{name}", caption))
+            renamed.append(block)
+        section.blocks = renamed
+        figures.update({f"{prefix}_{name}": draw for name, draw in section.figures.items()})
+        sections.append((exhibit, section))
+
+    counted = paper.analysis.counted()
+    blocks = [Block("heading", f"{study.title}: its figures and tables from {runs_dir}", 1)]
+    blocks.append(
+        Block(
+            "text",
+            (
+                f"ddlbench paper {study.name}: {len(paper.analysis.runs())} run directories of this study "
+                f"({len(counted)} counted)"
+                + (f"; {num_other} runs of other campaigns left out" if num_other else "")
+                + ". Every value is labelled: measured (these runs), predicted (ddlbench predict), published (the "
+                "study's own numbers, analysis/reference/claims.csv with the study's words for each). Where the "
+                "runs lack a figure's cells the section names them and the command that makes them."
+            ),
+        )
+    )
+    contents = []
+    for exhibit, section in sections:
+        if section is None:
+            state = f"cannot be drawn here: {exhibit.why_not}"
+        elif section.missing:
+            state = "lacks " + "; ".join(section.missing)
+        else:
+            state = "drawn"
+        contents.append(
+            {"exhibit": exhibit.id, "title": exhibit.title, "shows": ", ".join(exhibit.sources) or "-", "state": state}
+        )
+    blocks.append(Block("heading", "Contents"))
+    blocks.append(Block("table", pd.DataFrame(contents)))
+    for exhibit, section in sections:
+        blocks.append(Block("heading", f"{exhibit.id}: {exhibit.title}"))
+        if section is None:
+            blocks.append(Block("text", f"Not drawn: {exhibit.why_not}."))
+            continue
+        blocks.extend(section.blocks)
+        if section.missing:
+            blocks.append(
+                Block(
+                    "text",
+                    "Missing cells: "
+                    + "; ".join(section.missing)
+                    + ". Make them with: "
+                    + " ; ".join(section.commands),
+                )
+            )
+    return blocks, figures
+
+
+def build_paper(
+    name: str,
+    runs_dir: Path,
+    out: Path,
+    *,
+    baseline: dict[str, str] | None = None,
+    formats: tuple[str, ...] = ("png",),
+    jobs: int | None = None,
+) -> dict[str, object]:
+    """Check the input, then write out/paper.md, out/paper.html and out/figures/*; returns counts and the
+    exhibits' states. Nothing is written when the study is unknown or the folder holds none of its runs."""
+    study = find_study(name)
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise ConfigError(
+            f"RUNS {runs_dir} is not a directory; pass the folder the study's runs were written to (run.root)"
+        )
+    campaign = load_campaign(runs_dir)
+    mine, num_other = select_runs(study, campaign, runs_dir)
+    out = _fresh_dir(Path(out))
+    paper = PaperInput(CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {})
+    blocks, figures = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
+    files = save_figures(figures, out, formats, jobs=jobs)
+    title = f"ddlbench paper {study.name}: {runs_dir}"
+    (out / "paper.md").write_text(render_markdown(blocks, files))
+    (out / "paper.html").write_text(render_html(blocks, files, title))
+    contents = next(b.content for b in blocks if b.kind == "table")
+    return {"num_runs": len(mine.runs), "num_figures": len(figures), "contents": contents}

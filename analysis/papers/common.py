@@ -1,0 +1,93 @@
+"""Tables more than one study's exhibits draw: the scaling cells, the experiment's guesses, the
+software stack, and cells paired across system profiles."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.campaign_analysis import CampaignAnalysis
+
+GUESSES = "config.experiment.guesses."
+STAND_INS = "config.experiment.stand_ins."
+
+
+def evaluated_cells(analysis: CampaignAnalysis) -> set[str]:
+    """The cells whose runs evaluate (a learning-rate study's: drawn by the accuracy exhibits, not beside
+    the throughput runs)."""
+    evaluated = set(analysis.accuracy_runs()["run_id"].astype(str))
+    runs = analysis.counted()
+    return set(runs.loc[runs["run_id"].astype(str).isin(evaluated), "cell_hash"].astype(str))
+
+
+def scaling_cells(analysis: CampaignAnalysis, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of a per-cell table (default: cells()) whose runs do not evaluate."""
+    table = analysis.cells() if table is None else table
+    if table.empty or "cell_hash" not in table:
+        return table
+    return table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
+
+
+def _experiment_notes(analysis: CampaignAnalysis, prefix: str, cell_hashes: pd.Series | None) -> pd.DataFrame:
+    runs = analysis.counted()
+    if cell_hashes is not None and "cell_hash" in runs:
+        runs = runs[runs["cell_hash"].isin(set(cell_hashes))]
+    rows = []
+    for column in sorted(c for c in runs.columns if c.startswith(prefix)):
+        key = column[len(prefix) :]
+        values = runs.get(f"config.{key}", pd.Series(dtype=object)).dropna().astype(str)
+        why = runs[column].dropna().astype(str)
+        rows.append(
+            {
+                "setting": key,
+                "value in these runs": ", ".join(sorted(set(values))) or "-",
+                "why": why.iloc[0] if not why.empty else "",
+            }
+        )
+    return pd.DataFrame(rows, columns=["setting", "value in these runs", "why"])
+
+
+def guesses_table(analysis: CampaignAnalysis, cell_hashes: pd.Series | None = None) -> pd.DataFrame:
+    """experiment.guesses of the runs (every setting the study does not state, and why this value), with
+    the value the runs used."""
+    return _experiment_notes(analysis, GUESSES, cell_hashes)
+
+
+def stand_ins_table(analysis: CampaignAnalysis) -> pd.DataFrame:
+    """experiment.stand_ins of the runs: what this suite runs where the study ran something else."""
+    table = _experiment_notes(analysis, STAND_INS, None)
+    return table.rename(columns={"setting": "we run", "why": "the study ran"})[["we run", "the study ran"]]
+
+
+# meta.json's names of each package, the study's names in claims.csv keys
+_VERSIONS = {
+    "torch": ["meta.versions.torch"],
+    "horovod": ["meta.versions.horovod"],
+    "deepspeed": ["meta.versions.deepspeed"],
+    "dali": ["meta.versions.nvidia-dali-cuda120", "meta.versions.nvidia-dali-cuda110", "meta.versions.nvidia-dali"],
+    "cuda": ["meta.hardware.cuda"],
+    "nccl": ["meta.hardware.nccl"],
+    "python": ["meta.versions.python"],
+    "transformers": ["meta.versions.transformers"],
+}
+
+
+def software_stack(paper, names: list[str]) -> pd.DataFrame:
+    """Per package: the study's version (claims.csv rows of unit `version` whose key names it) beside the
+    versions these runs recorded in meta.json."""
+    claims = paper.claims[paper.claims["unit"] == "version"] if "unit" in paper.claims else paper.claims.iloc[:0]
+    runs = paper.analysis.counted()
+    rows = []
+    for name in names:
+        published = claims[claims["key"].str.contains(name, case=False, regex=False)]
+        measured: set[str] = set()
+        for column in _VERSIONS.get(name, []):
+            if column in runs:
+                measured |= set(runs[column].dropna().astype(str))
+        rows.append(
+            {
+                "software": name,
+                "published (the study)": published["value"].iloc[0] if not published.empty else "-",
+                "measured (these runs)": ", ".join(sorted(measured)) or "-",
+            }
+        )
+    return pd.DataFrame(rows)

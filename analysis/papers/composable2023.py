@@ -1,0 +1,287 @@
+"""Seed study C: deep-learning workloads on a composable system (GPUs behind a PCIe switch, the Falcon
+drawer, against NVLink-connected local GPUs), and its software comparison (DP, DDP, AMP, sharded)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import metrics, plots
+from analysis.papers import figures
+from analysis.papers.base import Exhibit, PaperInput, Section, Study
+from analysis.papers.common import guesses_table, software_stack, stand_ins_table
+
+CAMPAIGN = "ddlbench campaign submit experiment=composable_2023 system=<profile> system.account=<project>"
+CPU = "ddlbench campaign run experiment=composable_2023_cpu   # the CPU miniature"
+SYSTEMS = (
+    "ddlbench campaign submit experiment=composable_2023 system=<each profile: local, switched, hybrid GPUs>; "
+    "then ddlbench paper composable2023 RUNS --baseline system=<local profile>"
+)
+NOT_IN_TEXT = (
+    "the study's numbering implies it, but the text we hold never cites it, so what it shows is unknown "
+    "(analysis/reference/exhibits.csv)"
+)
+HARDWARE = (
+    "a diagram of the study's hardware (a host with NVLink GPUs and two PCIe-switch drawers); each run here "
+    "records its own GPU topology (`nvidia-smi topo -m`, meta.json), and Table IV's measured matrix is that topology's cost"
+)
+
+
+def configurations(paper: PaperInput) -> Section:
+    section = Section()
+    runs = paper.analysis.counted()
+    section.text(
+        "Published: the study's system configurations: localGPUs (NVLink GPUs in the host), falconGPUs (GPUs "
+        "behind the PCIe switch), hybridGPUs (half of each), and for storage falconNVMe / localNVMe. Measured: "
+        "the system profiles these runs used, each a configuration; `--baseline system=<profile>` picks the one "
+        "the relative times are against."
+    )
+    if "config.system.name" in runs:
+        table = (
+            runs.groupby("config.system.name")
+            .agg(runs=("run_id", "size"), gpus_per_node=("config.system.ranks_per_node", "max"))
+            .reset_index()
+            .rename(columns={"config.system.name": "system profile"})
+        )
+        section.table(table)
+    return section
+
+
+def relative_time(paper: PaperInput) -> Section:
+    section = Section()
+    baseline = paper.baseline.get("system")
+    section.text(
+        "Published: training time relative to the host's local GPUs; MobileNetV2 and ResNet-50 less than 5% "
+        "slower on switched GPUs, the vision workloads less than 7%, BERT-large almost twice as long. Measured: "
+        "cells that differ only in their system profile, each configuration's time against its run on the "
+        "baseline system (the baseline's throughput over the cell's: above 1 is slower)."
+    )
+    if not baseline:
+        section.lacks("relative time: a baseline system (--baseline system=<profile>)", SYSTEMS)
+        return section
+    table = metrics.across_systems(paper.analysis.cells(), paper.analysis.counted(), baseline=baseline)
+    if table.empty or table["system"].nunique() < 2:
+        section.lacks(
+            f"relative time: the same configurations on {baseline} and at least one other system profile", SYSTEMS
+        )
+        if table.empty:
+            return section
+    section.table(table.round(3))
+    unpaired = table[table["relative_time"].isna()]
+    if not unpaired.empty:
+        section.text(
+            f"{len(unpaired)} cell(s) have no partner on {baseline} (another setting differs, or it did not run there): "
+            "relative_time is left empty."
+        )
+    # the study's bounds as relative times: "less than 5%" slower is at most 1.05
+    published = {
+        "mobilenet_v2": 1 + paper.claim("slowdown_pct_mobilenetv2_resnet50_falcon") / 100,
+        "resnet50": 1 + paper.claim("slowdown_pct_mobilenetv2_resnet50_falcon") / 100,
+        "bert_large": paper.claim("relative_time_bert_large_falcon"),
+    }
+    shown = table.dropna(subset=["relative_time"])
+    shown = shown[shown["system"] != baseline].assign(
+        label=lambda t: t["model"].astype(str) + " on " + t["system"].astype(str),
+        published=lambda t: t["model"].map(published),
+    )
+    if not shown.empty:
+        section.figure(
+            "relative",
+            lambda: figures.beside_published(
+                shown,
+                label="label",
+                value="relative_time",
+                published="published",
+                unit=f"time relative to {baseline}",
+                title="Training time relative to the baseline system",
+            ),
+            f"Training time relative to {baseline} (measured) beside the study's bounds (published: the most it states).",
+        )
+    return section
+
+
+def utilisation(paper: PaperInput) -> Section:
+    section = Section()
+    table = paper.analysis.utilisation()
+    section.text(
+        "Published: GPU utilisation, GPU memory utilisation and memory-access time per configuration; every "
+        "benchmark above 80% GPU utilisation. Measured: the telemetry means and peaks per cell (NVML), whole run."
+    )
+    if table.empty:
+        section.lacks("utilisation: runs with telemetry (run.telemetry_hz > 0)", CAMPAIGN)
+        return section
+    shown = [c for c in [*metrics.CELL, "variant", *metrics.UTILISATION] if c in table and table[c].notna().any()]
+    section.table(table[shown].round(1))
+    section.figure("utilisation", lambda: plots.utilisation_bars(table), "Utilisation per cell (measured).")
+    return section
+
+
+def timeline(paper: PaperInput) -> Section:
+    section = Section()
+    telemetry = paper.analysis.campaign.telemetry
+    section.text(
+        "Published: GPU utilisation over whole training runs, with periodic drops at synchronisation and "
+        "checkpoints. Measured: the telemetry timeline of the run with the most GPUs."
+    )
+    if telemetry.empty or "t_s" not in telemetry:
+        section.lacks("utilisation over time: runs with telemetry", CAMPAIGN)
+        return section
+    runs = paper.analysis.counted()
+    sizes = runs.set_index("run_id")["world_size"] if "world_size" in runs else pd.Series(dtype=float)
+    run_id = sorted(telemetry["run_id"].unique(), key=lambda r: (-float(sizes.get(r, 0) or 0), r))[0]
+    section.figure(
+        "timeline", lambda: plots.telemetry_timeline(telemetry, run_id=run_id), f"Telemetry of {run_id} (measured)."
+    )
+    return section
+
+
+def pcie_traffic(paper: PaperInput) -> Section:
+    section = Section()
+    table = paper.analysis.utilisation()
+    published = pd.DataFrame(
+        [
+            {
+                "model": "bert_large",
+                "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_bert_large_falcon"),
+            },
+            {"model": "resnet50", "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_resnet50_falcon")},
+            {
+                "model": "mobilenet_v2",
+                "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_mobilenetv2_falcon"),
+            },
+        ]
+    )
+    section.text(
+        "Published: the average data exchanged through the switch's PCIe ports: BERT-large 76.43 GB/s, about 19x "
+        "MobileNetV2's 4 GB/s and 7x ResNet-50's 11.31 GB/s. Measured: each cell's mean PCIe rx + tx per GPU (NVML)."
+    )
+    if table.empty or "pcie_rx_gb_s_mean" not in table:
+        section.table(published)
+        section.lacks("PCIe traffic: GPU runs with telemetry (NVML PCIe counters)", CAMPAIGN)
+        return section
+    measured = table.assign(pcie_gb_s=table["pcie_rx_gb_s_mean"] + table.get("pcie_tx_gb_s_mean", 0))
+    merged = measured[["model", "world_size", "precision", "framework", "pcie_gb_s"]].merge(
+        published, on="model", how="outer"
+    )
+    section.table(merged.round(2))
+    return section
+
+
+def host_usage(paper: PaperInput) -> Section:
+    section = Section()
+    table = paper.analysis.utilisation()
+    section.text(
+        "Published: the benchmarks do not stress the host's CPUs or memory; vision workloads use the CPUs more "
+        "(pre-processing). Measured: host CPU % and host memory peak per cell (psutil, one rank per host)."
+    )
+    keep = [c for c in ("cpu_pct_mean", "host_mem_used_gb_peak") if c in table]
+    if table.empty or not keep:
+        section.lacks("host CPU and memory: runs with telemetry", CAMPAIGN)
+        return section
+    section.table(table[[*metrics.CELL, *keep]].round(1))
+    return section
+
+
+def p2p(paper: PaperInput) -> Section:
+    section = Section()
+    matrix = paper.analysis.p2p_matrix()
+    section.text(
+        "Published: GPU-to-GPU latency and bandwidth per pair kind: local-local about 4x local-to-switched and "
+        "about 3x switched-switched. Measured: `ddlbench commbench`'s P2P copy matrix per GPU pair."
+    )
+    if matrix.empty:
+        section.lacks(
+            "GPU-to-GPU matrix: a commbench run on the GPU machine", "ddlbench commbench --out <runs>/commbench"
+        )
+        return section
+    section.table(matrix.round(2))
+    section.figure("p2p", lambda: plots.p2p_heatmap(matrix), "P2P bandwidth per GPU pair (measured).")
+    return section
+
+
+def modes(paper: PaperInput) -> Section:
+    section = Section()
+    cells = metrics.with_sample_unit(paper.analysis.cells(), paper.analysis.counted())
+    counted = paper.analysis.counted()
+    table = metrics.mode_cells(
+        cells, counted, utilisation=paper.analysis.utilisation(), memory=metrics.peak_memory(counted)
+    )
+    section.text(
+        "Published: BERT-large under DataParallel, DDP, FP16 mixed precision and sharded training: mixed precision "
+        "more than 50% faster (more than 70% on switched GPUs), DDP more than 80% over DP, sharding let the batch "
+        "grow from 6 to 10. Measured: each mode and precision's training time relative to DDP in full precision "
+        f"({metrics.MODE_BASELINE_TEXT}), per model."
+    )
+    if table.empty:
+        section.lacks("software comparison: the mode x precision cells", CAMPAIGN)
+        section.commands.append(CPU)
+        return section
+    shown = [
+        c
+        for c in ["model", "world_size", "mode", "precision", "variant", *metrics.MODES]
+        if c in table and table[c].notna().any()
+    ]
+    section.table(table[shown].round(3))
+    for k, (_, rows) in enumerate(table.groupby("mode_group", sort=False)):
+        title = f"{rows['model'].iloc[0]}, {rows['world_size'].iloc[0]} ranks"
+        section.figure(
+            f"modes_{k}",
+            lambda rows=rows, title=title: plots.mode_bars(rows, title=title),
+            f"Modes and precisions, {title} (measured).",
+        )
+    if not table["model"].astype(str).str.contains("bert").any():
+        section.lacks("software comparison of BERT (the study's model for it)", CAMPAIGN)
+    stand_ins = stand_ins_table(paper.analysis)
+    if not stand_ins.empty:
+        section.text("Where this suite runs something else than the study (experiment.stand_ins):")
+        section.table(stand_ins)
+    guesses = guesses_table(paper.analysis)
+    if not guesses.empty:
+        section.text("Where the experiment had to guess (experiment.guesses):")
+        section.table(guesses)
+    return section
+
+
+def stack(paper: PaperInput) -> Section:
+    section = Section()
+    section.text("Published: the study's software stack (its Table I); measured: what these runs recorded (meta.json).")
+    section.table(software_stack(paper, ["torch", "cuda", "cudnn", "nccl", "python"]))
+    return section
+
+
+STUDY = Study(
+    name="composable2023",
+    title="Deep-learning workloads on a composable (PCIe-switched) GPU system, 2023",
+    campaigns=("composable_2023", "composable_2023_cpu"),
+    commands=(CAMPAIGN, CPU, SYSTEMS),
+    exhibits=(
+        *(Exhibit(f"Figure {k}", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT) for k in range(1, 6)),
+        Exhibit("Figure 6", "Topology of the system used", (), why_not=HARDWARE),
+        Exhibit("Figure 7", "Hybrid cube-mesh NVLink topology of the host", (), why_not=HARDWARE),
+        Exhibit("Table I", "Software stack", ("measured", "published"), stack),
+        Exhibit("Figure 8", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit("Figure 9", "GPU utilisation over the training runs", ("measured",), timeline),
+        Exhibit("Table II", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit("Table III", "System configurations", ("measured", "published"), configurations),
+        Exhibit("Table IV", "GPU-to-GPU latency and bandwidth", ("measured", "published"), p2p),
+        Exhibit(
+            "Figure 10", "GPU utilisation, memory utilisation and access time", ("measured", "published"), utilisation
+        ),
+        Exhibit("Figure 11", "Training time relative to local GPUs", ("measured", "published"), relative_time),
+        Exhibit("Figure 12", "PCIe traffic of the switched GPUs", ("measured", "published"), pcie_traffic),
+        Exhibit("Figure 13", "CPU utilisation", ("measured", "published"), host_usage),
+        Exhibit("Figure 14", "Host memory utilisation", ("measured", "published"), host_usage),
+        Exhibit("Figure 15", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit(
+            "Figure 16",
+            "NVMe behind the switch vs local NVMe",
+            (),
+            why_not=(
+                "storage behind a PCIe switch is hardware this suite cannot place; on yours, make one system profile "
+                "per storage placement (data.path on each) and read Figure 11's section with --baseline system=<local>"
+            ),
+        ),
+        Exhibit(
+            "Figure (software optimizations)", "DP, DDP, AMP and sharded training", ("measured", "published"), modes
+        ),
+    ),
+)

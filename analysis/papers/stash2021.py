@@ -1,0 +1,328 @@
+"""Seed study B: Stash, a stall-centric characterisation of distributed training in the cloud (AWS P2
+and P3 instances): interconnect, network, CPU and disk stalls from paired runs, their cost, and the
+stalls against model depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import metrics, plots
+from analysis.papers import figures
+from analysis.papers.base import Exhibit, PaperInput, Section, Study
+from analysis.papers.common import guesses_table
+
+STUDY_RUNS = "ddlbench stash run system=<instance profile> model=<model> run.per_gpu_batch=<32|128>"
+DEPTH = "ddlbench stash run experiment=stash2021_depth system=<instance profile>"
+PRICES = Path(__file__).resolve().parents[2] / "conf" / "stash" / "prices.yaml"
+NOT_IN_TEXT = (
+    "the study's numbering implies it, but the text we hold never cites it, so what it shows is unknown "
+    "(analysis/reference/exhibits.csv)"
+)
+METHOD = (
+    "a diagram of the method: the paired runs it shows are what `ddlbench stash plan` lists and every stall "
+    "section below measures (docs/stash.md); nothing to measure in it"
+)
+
+
+def stalls(paper: PaperInput) -> pd.DataFrame:
+    """The Stash stalls of the study's runs, paired within each system profile (an instance type)."""
+    per_run = paper.analysis.run_throughput()
+    if per_run.empty:
+        return metrics.stash_stalls(per_run)
+    runs = paper.analysis.counted()
+    system = runs[["run_id", "config.system.name"]].rename(columns={"config.system.name": "system"})
+    return metrics.stash_stalls(per_run.merge(system, on="run_id", how="left"))
+
+
+def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published: str) -> callable:
+    """A stall figure: the stalls of `kinds` per system, model and per-GPU batch, in the study's reading
+    (stall_pct: against the paired baseline; stall_pct_of_training: against the stalled run's time)."""
+
+    def build(paper: PaperInput) -> Section:
+        section = Section()
+        table = stalls(paper)
+        table = table[table["stall"].isin(kinds)] if not table.empty else table
+        unit = "% of the paired baseline's time" if reading == "stall_pct" else "% of the total training time"
+        section.text(
+            f"Published: {published} Measured: {what}, in {unit} ({reading}), one bar per system, model and batch."
+        )
+        if table.empty:
+            section.lacks(f"{' and '.join(kinds)} stalls: paired Stash runs (see `ddlbench stash plan`)", STUDY_RUNS)
+            return section
+        shown = table[["stall", "system", "model", "per_gpu_batch", "world_size", "num_nodes", "stall_s", reading]]
+        section.table(shown.round(2))
+        labelled = shown.assign(
+            label=shown["stall"]
+            + " "
+            + shown["system"].astype(str)
+            + " "
+            + shown["model"].astype(str)
+            + " b"
+            + shown["per_gpu_batch"].astype(str),
+            published=float("nan"),
+        )
+        section.figure(
+            "stalls",
+            lambda: figures.beside_published(
+                labelled, label="label", value=reading, published="published", unit=unit, title=what
+            ),
+            f"{what} (measured), {unit}.",
+        )
+        return section
+
+    return build
+
+
+def time_and_cost(paper: PaperInput) -> Section:
+    """Training time and $ per run and per epoch of each system profile (the price table's illustrative
+    prices unless the user gives theirs)."""
+    from analysis.stash import cost_table, load_prices
+
+    section = Section()
+    per_run = paper.analysis.run_throughput()
+    section.text(
+        "Published: training time and dollar cost per instance type ('a linear increase in cost is observed as "
+        "the size of the P2 instance is increased'); the study's bars are not in its text. Measured: per system "
+        "profile, the median wall time of each configuration and its cost = GPUs x time x the price per GPU-hour "
+        "of conf/stash/prices.yaml (illustrative list prices: put your contract's there)."
+    )
+    if per_run.empty:
+        section.lacks("time and cost: completed Stash runs on the instance profiles", STUDY_RUNS)
+        return section
+    costs = cost_table(per_run, paper.analysis.counted(), load_prices(PRICES), epoch_samples=1_281_167)
+    section.table(costs.round(4))
+    if costs["system"].nunique() < 2:
+        section.lacks("time and cost per instance: runs on two or more system profiles", STUDY_RUNS)
+    return section
+
+
+def pcie_bandwidth(paper: PaperInput) -> Section:
+    section = Section()
+    h2d = paper.analysis.h2d_bandwidth()
+    section.text(
+        "Published: the per-GPU PCIe bandwidth with all GPUs copying at once (p2.xlarge, 8xlarge, 16xlarge: "
+        "the 16xlarge's GPUs get the least). Measured: the host-to-device bandwidth per GPU that `ddlbench "
+        "commbench` records with every GPU copying at once."
+    )
+    if h2d.empty:
+        section.lacks(
+            "per-GPU PCIe bandwidth: a commbench run on the GPU machine", "ddlbench commbench --out <runs>/commbench"
+        )
+        return section
+    section.table(h2d.round(2))
+    section.figure("h2d", lambda: plots.h2d_bars(h2d), "Host-to-device bandwidth per GPU, all GPUs at once (measured).")
+    return section
+
+
+def depth_section(kind: str) -> callable:
+    def build(paper: PaperInput) -> Section:
+        section = Section()
+        table = stalls(paper)
+        table = table[table["stall"] == kind] if not table.empty else table
+        section.text(
+            f"Published: the {kind} stall of ResNet and VGG at each depth, and of ResNet without batch norm and "
+            "without residual connections: it grows with the number of layers; VGG's interconnect stall is lower "
+            "than ResNet's, its network stall higher; removing batch norm lowers it, removing residuals does not. "
+            f"Measured: the {kind} stall (s, and % of the paired baseline) per model, ordered by family and depth."
+        )
+        if table.empty:
+            section.lacks(f"{kind} stall per depth: the Stash depth sweep", DEPTH)
+            return section
+        table = table.sort_values("model", key=lambda m: m.map(plots._model_key))
+        section.table(
+            table[["model", "system", "per_gpu_batch", "world_size", "num_nodes", "stall_s", "stall_pct"]].round(3)
+        )
+        wanted = {"resnet18", "resnet50", "resnet152", "vgg11", "vgg16", "vgg19"}
+        lacking = sorted(wanted - set(table["model"]))
+        if lacking:
+            section.lacks(f"{kind} stall of {', '.join(lacking)}", DEPTH)
+        labelled = table.assign(label=table["model"], published=float("nan"))
+        section.figure(
+            "depth",
+            lambda: figures.beside_published(
+                labelled,
+                label="label",
+                value="stall_s",
+                published="published",
+                unit="stall (s)",
+                title=f"{kind} stall per model",
+            ),
+            f"{kind.capitalize()} stall per model and depth (measured).",
+        )
+        guesses = guesses_table(paper.analysis)
+        if not guesses.empty:
+            section.text("Where the experiment had to guess (experiment.guesses):")
+            section.table(guesses)
+        return section
+
+    return build
+
+
+def parameters(paper: PaperInput) -> Section:
+    """Trainable parameters per model as this suite builds it, beside the two the text gives."""
+    from analysis.stash import model_view
+
+    section = Section()
+    runs = paper.analysis.counted()
+    published = {"vgg16": paper.claim("params_million_vgg16"), "resnet152": paper.claim("params_million_resnet152")}
+    rows = []
+    models = set(runs["model"].dropna()) if "model" in runs else set()
+    for model in sorted(models | set(published), key=plots._model_key):
+        sample = runs[runs["model"] == model].head(1)
+        if sample.empty:
+            arch, depth, shape = model.rstrip("0123456789"), int("".join(filter(str.isdigit, model)) or 0), {}
+        else:
+            row = sample.iloc[0]
+            arch, depth = row.get("config.model.arch"), row.get("config.model.depth")
+            shape = {
+                k: row.get(f"config.model.{k}")
+                for k in ("batch_norm", "residual")
+                if pd.notna(row.get(f"config.model.{k}"))
+            }
+        try:
+            view = model_view(str(arch), int(depth) if pd.notna(depth) else None, 1000, **shape)
+            params_m = view["grad_bytes"] / 4 / 1e6
+            layers = view["num_layers"]
+        except Exception as error:  # a model this suite cannot build: say so in the row
+            params_m, layers = float("nan"), f"cannot build: {error}"
+        rows.append(
+            {
+                "model": model,
+                "parameters (M, measured)": params_m,
+                "parameters (M, published)": published.get(model, float("nan")),
+                "gradient tensors (L)": layers,
+            }
+        )
+    section.text(
+        "Published: VGG16 has about 134.7 million trainable parameters, ResNet152 58.5 million. Measured: the "
+        "parameters and gradient tensors of each model as ddlbench builds it (1000 classes)."
+    )
+    section.table(pd.DataFrame(rows).round(2))
+    return section
+
+
+def instances(paper: PaperInput) -> Section:
+    from analysis.stash import load_prices
+
+    section = Section()
+    prices = load_prices(PRICES)
+    section.text(
+        "Published: the study's P2 and P3 instance types (GPUs, vCPUs, memory, interconnect); their specifications "
+        "are not in the text we ship. Here: the system profiles ddlbench prices and links (conf/stash/prices.yaml)."
+    )
+    section.table(pd.DataFrame([{"system": k, **v} for k, v in prices.items()]))
+    return section
+
+
+STUDY = Study(
+    name="stash2021",
+    title="Stash: a stall-centric characterisation of distributed training in the cloud (AWS P2 and P3)",
+    campaigns=("stash", "stash2021", "stash2021_depth", "stash2021_depth_cpu", "stash2021_cpu"),
+    commands=(STUDY_RUNS, DEPTH),
+    exhibits=(
+        Exhibit("Figure 1", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit(
+            "Figure 2",
+            "NVLink crossbar of the p3.16xlarge",
+            (),
+            why_not=(
+                "a diagram of AWS's GPU interconnect; each run here records its own (`nvidia-smi topo -m`, meta.json) "
+                "and Figure 9's section measures what its links deliver"
+            ),
+        ),
+        Exhibit("Figure 3", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit("Table 1", "Instance types", ("published",), instances),
+        Exhibit("Table 2", "Trainable parameters per model", ("measured", "published"), parameters),
+        Exhibit("Figure 4(a)", "Interconnect stall: the paired runs", (), why_not=METHOD),
+        Exhibit("Figure 4(b)", "Interconnect stall: an example", (), why_not=METHOD),
+        Exhibit("Figure 5", "Network stall: the paired runs", (), why_not=METHOD),
+        Exhibit(
+            "Figure 6",
+            "CPU and disk stalls, P2",
+            ("measured",),
+            _stall_section(
+                ("cpu", "disk"),
+                reading="stall_pct_of_training",
+                what="CPU and disk stalls",
+                published="CPU stalls negligible on AWS; the largest disk stall on the 16x machine.",
+            ),
+        ),
+        Exhibit(
+            "Figure 7",
+            "Interconnect stalls, P2",
+            ("measured",),
+            _stall_section(
+                ("interconnect",),
+                reading="stall_pct",
+                what="interconnect stalls",
+                published="the 16xlarge has a higher interconnect stall than the 8xlarge and two 8xlarge.",
+            ),
+        ),
+        Exhibit("Figure 8(a)", "Training time per P2 instance", ("measured",), time_and_cost),
+        Exhibit("Figure 8(b)", "Cost per P2 instance", ("measured",), time_and_cost),
+        Exhibit("Figure 9", "Per-GPU PCIe bandwidth, all GPUs at once", ("measured",), pcie_bandwidth),
+        Exhibit(
+            "Figure 10",
+            "CPU and disk stalls, P3, small models",
+            ("measured",),
+            _stall_section(
+                ("cpu", "disk"),
+                reading="stall_pct_of_training",
+                what="CPU and disk stalls",
+                published="CPU stalls negligible; the disk stall high on the 16xlarge.",
+            ),
+        ),
+        Exhibit(
+            "Figure 11",
+            "CPU and disk stalls, P3, large models",
+            ("measured",),
+            _stall_section(
+                ("cpu", "disk"),
+                reading="stall_pct_of_training",
+                what="CPU and disk stalls",
+                published="CPU stalls negligible; the disk stall high on the 16xlarge.",
+            ),
+        ),
+        Exhibit(
+            "Figure 12",
+            "Interconnect stalls, P3",
+            ("measured",),
+            _stall_section(
+                ("interconnect",),
+                reading="stall_pct",
+                what="interconnect stalls",
+                published="lower than P2's (NVLink); the 8xlarge above the 16xlarge for small models.",
+            ),
+        ),
+        Exhibit("Figure 13", "Cost per P3 instance", ("measured",), time_and_cost),
+        Exhibit(
+            "Figure 14",
+            "Interconnect stalls, P3, large models",
+            ("measured",),
+            _stall_section(
+                ("interconnect",),
+                reading="stall_pct",
+                what="interconnect stalls",
+                published="the 24xlarge no lower than the 16xlarge: the same NVLink.",
+            ),
+        ),
+        Exhibit("Figure 15", "Training time per P3 instance", ("measured",), time_and_cost),
+        Exhibit(
+            "Figure 16",
+            "Network stall of two p3.8xlarge",
+            ("measured", "published"),
+            _stall_section(
+                ("network",),
+                reading="stall_pct",
+                what="network stalls",
+                published="network stalls as high as 500% for two p3.8xlarge.",
+            ),
+        ),
+        Exhibit("Figure 17", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit("Figure 18", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
+        Exhibit("Figure 19", "Interconnect stall vs model depth", ("measured",), depth_section("interconnect")),
+        Exhibit("Figure 20", "Network stall vs model depth", ("measured",), depth_section("network")),
+    ),
+)

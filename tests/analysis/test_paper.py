@@ -1,0 +1,138 @@
+"""`ddlbench paper`: every figure and table of each study has a section or a reason, the sections draw
+the runs beside the published values, and bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis import metrics
+from analysis.campaign_analysis import CampaignAnalysis
+from analysis.papers import STUDIES, study_of
+from analysis.papers.build import REFERENCE_DIR
+from analysis.synthlogs import SynthCell, lr_study_cells, write_campaign
+
+
+@pytest.fixture(scope="module")
+def study_a(tmp_path_factory):
+    """Study A in miniature: DDP and Horovod x DALI and native at 4 and 8 GPUs (ResNet-50 and ResNet-152),
+    and a learning-rate study."""
+    root = tmp_path_factory.mktemp("aach")
+    cells = [
+        SynthCell(f, loader, model, n, n // 4)
+        for f in ("ddp", "horovod")
+        for loader in ("dali", "native")
+        for model in ("resnet50", "resnet152")
+        for n in (4, 8)
+    ]
+    write_campaign(root / "scaling", cells, steps=40, warmup_steps=5, campaign="aach2023_scaling")
+    write_campaign(root / "lr", lr_study_cells(gpus=(1, 2)), steps=40, warmup_steps=5, campaign="aach2023_lr")
+    return root
+
+
+def test_every_figure_and_table_of_each_study_has_a_section_or_a_reason():
+    listed = pd.read_csv(REFERENCE_DIR / "exhibits.csv")
+    for name, study in STUDIES.items():
+        ids = [e.id for e in study.exhibits]
+        assert len(ids) == len(set(ids)), name
+        # every one the study has, plus sections for numbers its text states outside any figure
+        assert {e.id for e in study.exhibits if not e.from_text} == set(listed.loc[listed["study"] == name, "exhibit"])
+        for exhibit in study.exhibits:
+            assert exhibit.build is not None or exhibit.why_not, exhibit.id
+
+
+def test_study_a_draws_its_figures_beside_the_published_table(cli, study_a, tmp_path):
+    out = tmp_path / "paper"
+    result = cli("paper", "aach2023", str(study_a), "--out", str(out), "--jobs", "1")
+    assert result.returncode == 0, result.stderr
+    assert "10 figures and tables of the study" in result.stdout
+    text = (out / "paper.md").read_text()
+    for exhibit in STUDIES["aach2023"].exhibits:
+        assert f"## {exhibit.id}: {exhibit.title}" in text
+    # the published breakdown is there whether or not a cell matches: ResNet-50, native, 512 GPUs
+    assert "82.61" in text and "43.48" in text
+    # measured at 4 and 8 GPUs, lacking the rest, with the command that makes them
+    assert "lacks breakdown of resnet50 at 16, 32, 64, 128, 256, 512, 1024 GPUs" in text
+    assert "ddlbench campaign submit experiment=aach2023_scaling" in text
+    # the learning-rate runs are the accuracy exhibit's, never a curve of the throughput figures
+    speedup = text.split("## Speedup")[1].split("## Efficiency")[0]
+    assert "cosine" not in speedup
+    assert "| 64 | cosine |" not in text or "best schedule" in text
+    figures = {p.name for p in (out / "figures").iterdir()}
+    assert {"speedup_speedup.png", "throughput_vs_gpus_throughput.png", "lr_annealing_accuracy_top1.png"} <= figures
+    assert (out / "paper.html").read_text().count("<h2>") == len(STUDIES["aach2023"].exhibits) + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("paper", "nosuch", "RUNS"), "STUDY 'nosuch' is not known; use one of: aach2023, stash2021, composable2023"),
+        (
+            ("paper", "stash2021", "RUNS"),
+            "holds runs of aach2023, none of stash2021; draw them with: ddlbench paper aach2023",
+        ),
+        (("paper", "composable2023", "EMPTY"), "holds no run of composable2023 (0 run directories"),
+        (("paper", "aach2023", "RUNS", "--baseline", "h200"), "--baseline h200: give the baseline system profile"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, study_a, tmp_path, args, words):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = [str(study_a) if a == "RUNS" else str(empty) if a == "EMPTY" else a for a in args]
+    out = tmp_path / "out"
+    result = cli(*argv, "--out", str(out))
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "warning" not in line]
+    assert len(errors) == 1 and words in errors[0], result.stderr
+    assert not out.exists()
+
+
+def test_runs_belong_to_a_study_by_experiment_study_else_by_campaign():
+    runs = pd.DataFrame(
+        {
+            "campaign": ["aach2023_lr", "composable_2023_cpu", "mine", "mine", "stash"],
+            "config.experiment.study": [None, None, "stash2021", "", None],
+        }
+    )
+    assert study_of(runs).tolist() == ["aach2023", "composable2023", "stash2021", "", "stash2021"]
+
+
+def test_cells_that_differ_only_in_their_system_pair_against_the_baseline(tmp_path):
+    cells = [
+        SynthCell("ddp", "synthetic", model, 4, 1, system=system)
+        for model in ("resnet50", "resnet152")
+        for system in ("local", "switched")
+    ]
+    cells.append(SynthCell("ddp", "synthetic", "resnet50", 4, 1, per_gpu_batch=32, system="switched"))
+    write_campaign(tmp_path, cells, steps=30, warmup_steps=5, campaign="composable_2023")
+    analysis = CampaignAnalysis(tmp_path)
+    table = metrics.across_systems(analysis.cells(), analysis.counted(), baseline="local")
+    assert len(table) == 5
+    base = table[table["system"] == "local"]
+    assert (base["relative_time"] == 1.0).all()
+    paired = table[(table["system"] == "switched") & (table["per_gpu_batch"] == 64)].set_index("model")
+    expected = paired["baseline_img_s"] / paired["throughput_img_s"]
+    assert paired["relative_time"].tolist() == pytest.approx(expected.tolist())
+    assert paired["relative_time"].notna().all()
+    # another batch is another configuration: no partner on the baseline
+    assert table.loc[table["per_gpu_batch"] == 32, "relative_time"].isna().all()
+
+
+def test_stalls_are_read_against_the_baseline_and_against_the_training_time():
+    per_run = pd.DataFrame(
+        {
+            "framework": "ddp",
+            "model": "resnet18",
+            "precision": "fp32",
+            "per_gpu_batch": 32,
+            "per_gpu_samples": 320.0,
+            "loader": ["synthetic", "native"],
+            "cache": "warm",
+            "world_size": 2,
+            "num_nodes": 1,
+            "time_s": [10.0, 12.5],
+        }
+    )
+    cpu = metrics.stash_stalls(per_run).set_index("stall").loc["cpu"]
+    assert cpu["stall_pct"] == pytest.approx(25.0)  # 2.5 s of the synthetic run's 10 s
+    assert cpu["stall_pct_of_training"] == pytest.approx(20.0)  # 2.5 s of the stalled run's 12.5 s
