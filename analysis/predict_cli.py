@@ -339,7 +339,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(format_validation(validated, skipped, goal_pct=args.goal_pct))
         outputs["validation"] = validated
     if args.out:
-        _save(Path(args.out), outputs, formats=("png", "svg"))
+        what = {
+            **cell,
+            "framework": framework["name"],
+            "loader": resolved["loader"]["name"],
+            "system": system["name"],
+            "calibration": parts.source,
+            "fitted_to": args.reference or "",
+        }
+        _save(Path(args.out), outputs, what=what, formats=("png", "svg"))
     return 0
 
 
@@ -373,12 +381,15 @@ def network_or_fail(network: P.Network | None) -> P.Network:
     return network
 
 
-def _save(out: Path, outputs: dict[str, pd.DataFrame], *, formats: Sequence[str]) -> None:
+def _save(out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str]) -> None:
+    """The tables (CSV), their figures, and cell.json: the configuration predicted, the calibration run
+    and the reference it was fitted to ('' for none), so that `ddlbench paper` can draw it as predicted."""
     from analysis import plots
 
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out}: the folder is not empty (never overwritten); give a new folder")
     out.mkdir(parents=True, exist_ok=True)
+    (out / "cell.json").write_text(json.dumps(what, indent=1, default=str) + "\n")
     for name, table in outputs.items():
         table.to_csv(out / f"{name}.csv", index=False)
     figures = {}

@@ -9,7 +9,7 @@ from analysis import plots
 from analysis.load import load_reference
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
-from analysis.papers.common import evaluated_cells, guesses_table, scaling_cells, software_stack
+from analysis.papers.common import evaluated_cells, guesses_table, predicted_cells, scaling_cells, software_stack
 from analysis.report import reference_comparison
 
 SCALING = "ddlbench campaign submit experiment=aach2023_scaling system=<your site> system.account=<project>"
@@ -37,14 +37,31 @@ def _need_scaling(section: Section, cells: pd.DataFrame, what: str) -> bool:
 
 def throughput(paper: PaperInput) -> Section:
     section = Section()
-    cells = scaling_cells(paper.analysis)
-    if _need_scaling(section, cells, "throughput"):
-        section.text(
-            "Measured: throughput (img/s) per framework and loader against the GPU count, one panel per model, as "
-            "the study plots it; dotted: ideal linear scaling from each curve's smallest GPU count. The study's "
-            "own throughput values are not in its text, so none is drawn beside these."
+    measured = scaling_cells(paper.analysis)
+    predicted = predicted_cells(paper.predicted)
+    _need_scaling(section, measured, "throughput")
+    cells = pd.concat([measured, predicted], ignore_index=True) if not predicted.empty else measured
+    if cells.empty:
+        return section
+    section.text(
+        "Measured: throughput (img/s) per framework and loader against the GPU count, one panel per model, as "
+        "the study plots it; dotted: ideal linear scaling from each curve's smallest GPU count. Predicted: the "
+        "curves labelled 'predicted for <system>' (ddlbench predict, from the calibration run its table names). "
+        "The study's own throughput values are not in its text, so none is drawn beside these."
+    )
+    if not predicted.empty:
+        section.table(
+            paper.predicted[
+                ["model", "loader", "system", "calibration", "fitted_to", "gpus", "throughput", "efficiency"]
+            ]
+            .rename(columns={"throughput": "throughput_img_s (predicted)", "efficiency": "efficiency (predicted)"})
+            .round(3)
         )
-        section.figure("throughput", lambda: plots.throughput_vs_gpus(cells), "Throughput vs GPUs (measured).")
+    section.figure(
+        "throughput",
+        lambda: plots.throughput_vs_gpus(cells),
+        "Throughput vs GPUs: measured, and predicted where a curve's label says so.",
+    )
     return section
 
 
@@ -77,11 +94,17 @@ def efficiency(paper: PaperInput) -> Section:
     return section
 
 
-def breakdown_layout(side: pd.DataFrame, reference: pd.DataFrame, model: str) -> pd.DataFrame:
+def breakdown_layout(
+    side: pd.DataFrame, reference: pd.DataFrame, model: str, predicted: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The study's breakdown table for one model: a row per GPU count (and per matching configuration),
     and for DALI then native the published AllReduce / data / cuDNN % beside this campaign's, defined as
-    report.reference_comparison defines them (exposed allreduce, data, compute)."""
+    report.reference_comparison defines them (exposed allreduce, data, compute), and a prediction's shares
+    where `predicted` (common.load_predictions) holds one for the model and loader."""
     ref = reference[reference["model"] == model]
+    predicted = pd.DataFrame() if predicted is None or predicted.empty else predicted
+    if not predicted.empty:
+        predicted = predicted[(predicted["model"] == model) & (predicted["framework"] == "ddp")]
     rows = []
     for gpus in sorted(ref["gpus"].unique()):
         here = side[(side["model"] == model) & (side["gpus"] == gpus)] if not side.empty else side
@@ -91,7 +114,16 @@ def breakdown_layout(side: pd.DataFrame, reference: pd.DataFrame, model: str) ->
             for loader in ("dali", "native"):
                 published = ref[(ref["gpus"] == gpus) & (ref["loader"] == loader)]
                 mine = here[(here["loader"] == loader) & (here["series"] == name)] if not here.empty else here
+                guess = (
+                    predicted[(predicted["gpus"] == gpus) & (predicted["loader"] == loader)]
+                    if not predicted.empty
+                    else predicted
+                )
                 for part, ours in (("allreduce", "allreduce_exposed"), ("data", "data"), ("compute", "compute")):
+                    if not predicted.empty:
+                        row[f"{loader} {part} % predicted"] = (
+                            float(guess[f"{part}_pct"].iloc[0]) if not guess.empty else float("nan")
+                        )
                     # as the study prints them (two decimals), not rounded like the measured columns
                     row[f"{loader} {part} % published"] = (
                         f"{float(published[f'{part}_pct'].iloc[0]):.2f}" if not published.empty else ""
@@ -111,7 +143,7 @@ def _breakdown(panel: str) -> callable:
         reference = load_reference("aach2023")
         shares = scaling_cells(paper.analysis, paper.analysis.breakdown())
         side = reference_comparison(reference, shares)
-        table = breakdown_layout(side, reference, model)
+        table = breakdown_layout(side, reference, model, paper.predicted)
         measured = table[[c for c in table if c.endswith("measured")]].notna().any(axis=1)
         section.text(
             f"Published: the study's PyTorch-DDP breakdown of {model} in % of runtime (AllReduce = communication, "
@@ -121,6 +153,11 @@ def _breakdown(panel: str) -> callable:
             "one at the collective; so does a trace's collective time."
         )
         section.table(table.round(2))
+        if not paper.predicted.empty and paper.predicted["fitted_to"].astype(bool).any():
+            section.text(
+                "A prediction fitted to the study (fitted_to) took its data, other and jitter times from the study's "
+                "smallest GPU count: there it equals the study by construction, and it is no independent check."
+            )
         if not measured.any():
             section.lacks(f"breakdown of {model}: no PyTorch-DDP cell at the study's GPU counts", SCALING)
         else:
@@ -276,25 +313,25 @@ STUDY = Study(
     exhibits=(
         Exhibit("Frameworks table", "Distributed deep-learning frameworks", ("published",), frameworks),
         Exhibit("Software stack", "JUWELS software stack", ("measured", "published"), stack),
-        Exhibit("Throughput vs GPUs", "Throughput per framework and loader", ("measured",), throughput),
+        Exhibit("Throughput vs GPUs", "Throughput per framework and loader", ("measured", "predicted"), throughput),
         Exhibit("Speedup", "Speedup per framework and loader", ("measured",), speedup),
         Exhibit("Efficiency", "Scaling efficiency per framework and loader", ("measured",), efficiency),
         Exhibit(
             "Breakdown table (a) ResNet50",
             "Training of ResNet50: AllReduce, data, cuDNN %",
-            ("measured", "published"),
+            ("measured", "predicted", "published"),
             _breakdown("a"),
         ),
         Exhibit(
             "Breakdown table (b) ResNet101",
             "Training of ResNet101: AllReduce, data, cuDNN %",
-            ("measured", "published"),
+            ("measured", "predicted", "published"),
             _breakdown("b"),
         ),
         Exhibit(
             "Breakdown table (c) ResNet152",
             "Training of ResNet152: AllReduce, data, cuDNN %",
-            ("measured", "published"),
+            ("measured", "predicted", "published"),
             _breakdown("c"),
         ),
         Exhibit(

@@ -55,6 +55,7 @@ class PaperInput:
     analysis: CampaignAnalysis
     claims: pd.DataFrame
     baseline: dict[str, str] = field(default_factory=dict)  # --baseline key=value: the reference cells
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # common.load_predictions of the runs folder
 
     def claim(self, key: str) -> float:
         """One published number by its key (claims.csv); a KeyError names a key the study lacks."""

@@ -14,6 +14,7 @@ from analysis.load import Campaign, load_campaign
 from analysis.papers import study as find_study
 from analysis.papers import study_of
 from analysis.papers.base import PaperInput, Section, Study
+from analysis.papers.common import load_predictions
 from analysis.report import Block, _fresh_dir, render_html, render_markdown, save_figures
 from benchmarks.errors import ConfigError
 
@@ -161,7 +162,9 @@ def build_paper(
     campaign = load_campaign(runs_dir)
     mine, num_other = select_runs(study, campaign, runs_dir)
     out = _fresh_dir(Path(out))
-    paper = PaperInput(CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {})
+    paper = PaperInput(
+        CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {}, load_predictions(runs_dir)
+    )
     blocks, figures = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
     files = save_figures(figures, out, formats, jobs=jobs)
     title = f"ddlbench paper {study.name}: {runs_dir}"

@@ -3,6 +3,9 @@ software stack, and cells paired across system profiles."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
@@ -24,7 +27,15 @@ def scaling_cells(analysis: CampaignAnalysis, table: pd.DataFrame | None = None)
     table = analysis.cells() if table is None else table
     if table.empty or "cell_hash" not in table:
         return table
-    return table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
+    table = table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
+    if "variant" in table and "campaign" in table and table["campaign"].nunique() == 1:
+        # the campaign told these cells from the evaluated ones only: no longer a difference worth a label
+        table["variant"] = (
+            table["variant"]
+            .fillna("")
+            .map(lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith("run.campaign=")))
+        )
+    return table
 
 
 def _experiment_notes(analysis: CampaignAnalysis, prefix: str, cell_hashes: pd.Series | None) -> pd.DataFrame:
@@ -91,3 +102,59 @@ def software_stack(paper, names: list[str]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+PREDICTION_COLUMNS = [
+    "framework",
+    "loader",
+    "model",
+    "per_gpu_batch",
+    "precision",
+    "system",
+    "fitted_to",
+    "calibration",
+]
+
+
+def load_predictions(root: Path) -> pd.DataFrame:
+    """Every `ddlbench predict --out` folder below root (prediction.csv beside its cell.json): one row per
+    predicted GPU count with the configuration predicted, what it was calibrated on and the reference it
+    was fitted to ('' for none)."""
+    frames = []
+    for table in sorted(Path(root).rglob("prediction.csv")):
+        cell = table.parent / "cell.json"
+        if not cell.is_file():
+            continue
+        what = json.loads(cell.read_text())
+        rows = pd.read_csv(table)
+        for column in PREDICTION_COLUMNS:
+            rows[column] = what.get(column, "")
+        rows["source"] = table.parent.name
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*PREDICTION_COLUMNS, "gpus"])
+
+
+def predicted_cells(predicted: pd.DataFrame) -> pd.DataFrame:
+    """Predictions as rows of a cells table (one curve per prediction, its variant saying 'predicted'), so
+    that the throughput and efficiency figures draw them beside the measured curves, labelled."""
+    if predicted.empty:
+        return pd.DataFrame()
+    label = predicted["system"].astype(str).radd("predicted for ") + predicted["fitted_to"].map(
+        lambda f: f", fitted to {f}" if f else ""
+    )
+    return pd.DataFrame(
+        {
+            "framework": predicted["framework"],
+            "loader": predicted["loader"],
+            "model": predicted["model"],
+            "precision": predicted["precision"],
+            "per_gpu_batch": predicted["per_gpu_batch"],
+            "world_size": predicted["gpus"],
+            "num_nodes": predicted["nodes"],
+            "variant": label,
+            "group_hash": "predicted-" + predicted["source"].astype(str),
+            "throughput_img_s": predicted["throughput"],
+            "per_gpu_img_s": predicted["per_gpu"],
+            "sample_unit": "images",
+        }
+    )

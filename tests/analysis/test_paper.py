@@ -27,6 +27,25 @@ def study_a(tmp_path_factory):
     ]
     write_campaign(root / "scaling", cells, steps=40, warmup_steps=5, campaign="aach2023_scaling")
     write_campaign(root / "lr", lr_study_cells(gpus=(1, 2)), steps=40, warmup_steps=5, campaign="aach2023_lr")
+    # what `ddlbench predict --out` writes: the table and the configuration it predicts
+    predicted = root / "predicted-juwels"
+    predicted.mkdir()
+    pd.DataFrame(
+        {
+            "gpus": [4, 512],
+            "nodes": [1, 128],
+            "throughput": [2800.0, 300000.0],
+            "per_gpu": [700.0, 586.0],
+            "efficiency": [0.85, 0.70],
+            "allreduce_pct": [15.0, 30.3],
+            "data_pct": [22.0, 11.8],
+            "compute_pct": [32.5, 40.0],
+        }
+    ).to_csv(predicted / "prediction.csv", index=False)
+    (predicted / "cell.json").write_text(
+        '{"framework": "ddp", "loader": "dali", "model": "resnet50", "per_gpu_batch": 64, "precision": "amp_bf16",'
+        ' "system": "juwels_booster", "calibration": "resnet50-b64-g1", "fitted_to": ""}'
+    )
     return root
 
 
@@ -58,6 +77,11 @@ def test_study_a_draws_its_figures_beside_the_published_table(cli, study_a, tmp_
     speedup = text.split("## Speedup")[1].split("## Efficiency")[0]
     assert "cosine" not in speedup
     assert "| 64 | cosine |" not in text or "best schedule" in text
+    # a prediction is drawn and labelled as one, beside the measured and published values
+    breakdown = text.split("## Breakdown table (a)")[1].split("## Breakdown table (b)")[0]
+    assert "dali allreduce % predicted" in breakdown and "| 30.3 |" in breakdown
+    throughput = text.split("## Throughput vs GPUs")[1].split("## Speedup")[0]
+    assert "| resnet50 | dali | juwels_booster | resnet50-b64-g1 |" in throughput
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"speedup_speedup.png", "throughput_vs_gpus_throughput.png", "lr_annealing_accuracy_top1.png"} <= figures
     assert (out / "paper.html").read_text().count("<h2>") == len(STUDIES["aach2023"].exhibits) + 1
