@@ -365,12 +365,21 @@ def _json_type(value: Any) -> str:
 # --- run directories ---------------------------------------------------------------------------
 
 
+# a run directory with neither a summary nor a rank log: rank 0 wrote config.yaml (and meta.json), then the
+# launch died (or is still starting); the cause is in what the launcher printed, not in the directory
+NO_STEP_RECORDS = (
+    "no step records: the launch died before its first step (or is still starting); see the launcher's output"
+)
+
+
 def find_run_dirs(root: Path) -> list[Path]:
-    """Every directory below root (root included) that looks like a run: meta.json, summary.json or a rank log."""
+    """Every directory below root (root included) that looks like a run: config.yaml, meta.json, summary.json
+    or a rank log (rundir.holds_a_run's files: rank 0 writes config.yaml first, so a launch that died right
+    after is a run that did not count, never one that is not there)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
-        if META in filenames or SUMMARY in filenames or any(RANK_LOG.match(f) for f in filenames):
+        if {CONFIG, META, SUMMARY} & set(filenames) or any(RANK_LOG.match(f) for f in filenames):
             found.append(Path(dirpath))
     return sorted(found)
 
@@ -655,7 +664,9 @@ def _run_row(run_dir: Path, root: Path, problems: _Problems) -> tuple[dict, dict
     cfg = _read_config_into(run_dir, names, run_id, row, problems)
     _read_meta_into(run_dir, names, run_id, row, problems)
     if SUMMARY not in names:
-        if row["status"] is None:
+        if row["status"] is None and not rank_files:
+            row.update(status="incomplete", reason=NO_STEP_RECORDS)
+        elif row["status"] is None:
             row.update(status="incomplete", reason=f"no {SUMMARY} (the run died or is still running)")
         return row, rank_files
     summary, error = _read_json(run_dir / SUMMARY)
