@@ -398,7 +398,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     root = Path(args.runs_dir)
     if not root.is_dir():
         raise ConfigError(
-            f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default runs/)"
+            f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default "
+            "runs/): ddlbench results DIR"
         )
     mode = getattr(args, "scaling", "weak")
     analysis = CampaignAnalysis(root)
@@ -616,7 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_loaderbench)
 
     p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
-    p.add_argument("runs_dir", metavar="RUNS_DIR")
+    p.add_argument(
+        "runs_dir", metavar="RUNS_DIR", nargs="?", default="runs", help="where the runs are (run.root; default runs)"
+    )
     p.add_argument(
         "--scaling",
         choices=("weak", "strong"),

@@ -1,4 +1,5 @@
-"""`ddlbench results` as a new user meets it: launches that died before their first step listed."""
+"""`ddlbench results` as a new user meets it: launches that died before their first step listed, RUNS_DIR
+defaulting to runs/."""
 
 from __future__ import annotations
 
@@ -26,3 +27,16 @@ def test_a_launch_that_died_before_its_first_step_is_listed(tmp_path, compose, c
     out = cli("results", str(tmp_path)).stdout
     assert "not counted (1)" in out and died.name in out
     assert "no step records: the launch died before its first step" in out
+
+
+def test_runs_dir_defaults_to_runs(tmp_path, compose, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("results")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "ddlbench: error: RUNS_DIR runs is not a directory; pass the folder runs were written to "
+        "(run.root, default runs/): ddlbench results DIR"
+    ]
+    write_run(tmp_path / "runs", compose, [], world_size=1)
+    result = cli("results")
+    assert result.returncode == 0 and "simple_cnn" in result.stdout, result.stderr
