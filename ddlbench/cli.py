@@ -403,7 +403,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         )
     mode = getattr(args, "scaling", "weak")
     analysis = CampaignAnalysis(root)
-    print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode))
+    long = getattr(args, "long", False)
+    print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode, long=long))
     for fmt in ("csv", "parquet"):
         if getattr(args, fmt, None):
             written = export_tables(analysis, Path(getattr(args, fmt)), fmt=fmt)
@@ -632,6 +633,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the computed tables (runs, cells, breakdown, ...) as CSV to DIR (new folder)",
     )
     p.add_argument("--parquet", metavar="DIR", help="the same as Parquet files")
+    p.add_argument(
+        "--long",
+        action="store_true",
+        help="every variant in its column and every reason and error in full (default: fit 120 columns)",
+    )
     p.set_defaults(func=cmd_results)
 
     from analysis.cli import add_parsers as add_analysis_parsers
