@@ -23,10 +23,10 @@ from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, plan_steps, train
 from benchmarks.mllog import MlLog
-from benchmarks.models.configs import RATE_LABELS
+from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace
-from benchmarks.validate import validate
+from benchmarks.validate import data_classes, resolved_num_classes, validate
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -37,8 +37,25 @@ def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path
 
 
 def settings(cfg: DictConfig) -> dict:
-    """The resolved config as plain data: what config.yaml holds and the run key is made of."""
-    return OmegaConf.to_container(cfg, resolve=True)
+    """The resolved config as plain data: what config.yaml holds and the run key is made of, with
+    model.num_classes=auto as the number validate() writes (a config named before it is validated gets
+    the run directory its run will have)."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    out["model"]["num_classes"] = resolved_num_classes(cfg)
+    return out
+
+
+def _classes_record(cfg: DictConfig, *, asked: int | str) -> dict:
+    """meta.json's num_classes: the model's head, what the config asked (a number or auto) and the data
+    set's class count with what was counted (null where nothing was: no data set, or one the loader does
+    not read and auto did not count)."""
+    counted = data_classes(cfg) if asked == AUTO or cfg.loader.needs_data else None
+    return {
+        "model": cfg.model.num_classes,
+        "asked": str(asked),
+        "data": None if counted is None else counted[0],
+        "counted": None if counted is None else counted[1],
+    }
 
 
 def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
@@ -84,6 +101,7 @@ def _write_provenance(
     framework,
     loader,
     task,
+    classes: dict,
     cache_evict: dict | None = None,
 ) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
@@ -105,6 +123,7 @@ def _write_provenance(
             "framework": framework.describe(),
             "loader": loader.describe(),
             "task": task.describe(),
+            "num_classes": classes,
             **({"cache_evict": cache_evict} if cache_evict else {}),
             "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
         },
@@ -186,6 +205,7 @@ def run(cfg: DictConfig) -> int:
     cpus = affinity.bind(
         cfg.system.cpu_bind, local_rank=env.local_rank, local_world_size=env.local_world_size, launched_by=env.source
     )
+    asked_classes = cfg.model.num_classes  # validate() writes auto's number in its place
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.num_devices, num_nodes=env.num_nodes)
@@ -260,9 +280,23 @@ def run(cfg: DictConfig) -> int:
             }
         )
         if env.rank == 0:
+            classes = _classes_record(cfg, asked=asked_classes)
             _write_provenance(
-                cfg, run_dir, env=env, framework=framework, loader=loader, task=task, cache_evict=cache_evict
+                cfg,
+                run_dir,
+                env=env,
+                framework=framework,
+                loader=loader,
+                task=task,
+                classes=classes,
+                cache_evict=cache_evict,
             )
+            if asked_classes == AUTO and classes["data"] is not None:
+                print(
+                    f"[ddlbench] model.num_classes=auto: {classes['model']} ({classes['counted']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             _note_short_last_step(
                 loader.num_samples,
                 world_size=env.world_size,

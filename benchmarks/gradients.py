@@ -56,15 +56,18 @@ def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> 
     import torch
 
     from benchmarks.models import build_model
-    from benchmarks.models.configs import ModelConfig
+    from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, ModelConfig
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
     options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    # a run's config.yaml has its number; a model section composed for a prediction may say auto, which
+    # has no data set here to count: the model without one
+    classes = model_cfg.get("num_classes")
     with torch.device("meta"):
         model = build_model(
             arch=str(model_cfg["arch"]),
             depth=model_cfg.get("depth"),
-            num_classes=int(model_cfg.get("num_classes") or 1000),
+            num_classes=NUM_CLASSES_WITHOUT_DATA if classes in (None, AUTO) else int(classes),
             seed=0,
             **options,
         )

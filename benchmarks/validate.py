@@ -1,4 +1,6 @@
-"""Cross-field checks on a composed config: ConfigError before any process group exists."""
+"""Cross-field checks on a composed config: ConfigError before any process group exists. And the one
+setting filled in from the data: model.num_classes=auto becomes the data set's class count here
+(resolve_num_classes), in the config itself, before anything is named, launched or built from it."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from omegaconf import DictConfig
 from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
-from benchmarks.models.configs import TaskKind, task_of
+from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, TaskKind, task_of
 
 
 def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
-    """Raise ConfigError (one line: key, value, fix) for a config that cannot run."""
+    """Raise ConfigError (one line: key, value, fix) for a config that cannot run; model.num_classes=auto
+    becomes the data set's class count (resolve_num_classes: every launch path and every rank validates
+    before it names a run directory or builds a model)."""
     run = cfg.run
     for key, minimum in (
         ("per_gpu_batch", 1),
@@ -66,6 +70,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
             raise ConfigError(
                 f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'"
             )
+    resolve_num_classes(cfg)
     if check_device and cfg.system.device == "cuda":
         import torch
 
@@ -175,12 +180,96 @@ def _check_validation(cfg: DictConfig) -> None:
         )
 
 
+def data_classes(cfg: DictConfig) -> tuple[int, str] | None:
+    """(the classes of the run's data set, as a model's head needs them: the largest label + 1; what was
+    counted), or None where there is nothing to count: a task without class labels (question answering,
+    detection), or no data.path. A folder of *.tfrecord files has its labels' range (tfrecord.label_range:
+    dataset.json, else the records); any other is an ImageFolder, whose labels are its class folders in
+    sorted order (torchvision's find_classes), as every loader reads it. With data.val_path, the larger of
+    the two. The synthetic loader counts data.path too when it is given: it then trains the model the
+    real-data runs it is compared with train (Stash's pairs, a campaign's loader axis)."""
+    if task_of(cfg.model.arch) is not TaskKind.classification or not cfg.data.path:
+        return None
+    counts = [
+        _folder_classes(key, cfg.data[name]) for key, name in (("data.path", "path"), ("data.val_path", "val_path"))
+    ]
+    return max((c for c in counts if c is not None), key=lambda c: c[0])
+
+
+def resolved_num_classes(cfg: DictConfig) -> int | str:
+    """model.num_classes as the run has it: auto is the data set's class count (data_classes), or
+    NUM_CLASSES_WITHOUT_DATA where there is none; an explicit value as given."""
+    if cfg.model.num_classes != AUTO:
+        return cfg.model.num_classes
+    counted = data_classes(cfg)
+    return NUM_CLASSES_WITHOUT_DATA if counted is None else counted[0]
+
+
+def resolve_num_classes(cfg: DictConfig) -> None:
+    """model.num_classes=auto -> the number (resolved_num_classes), written into cfg: config.yaml, the run key and
+    the model's head see the count, never the word. An explicit number below the class count of a data set
+    the loader reads is a ConfigError: its larger labels would have no output (cross-entropy fails, or top-1
+    reads 0 where chance is 1/classes). A larger one runs, with a warning (warnings())."""
+    if cfg.model.num_classes == AUTO:
+        cfg.model.num_classes = resolved_num_classes(cfg)
+        return
+    counted = data_classes(cfg) if cfg.loader.needs_data else None
+    given = cfg.model.num_classes
+    if counted is not None and isinstance(given, int) and given < counted[0]:
+        raise ConfigError(
+            f"model.num_classes={given} but the data set has {counted[0]} classes ({counted[1]}): labels "
+            f"{given}-{counted[0] - 1} have no output; pass model.num_classes={counted[0]} or auto"
+        )
+
+
+def _folder_classes(key: str, path: str | None) -> tuple[int, str] | None:
+    if not path:
+        return None
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        raise ConfigError(
+            f"{key}={path!r} is not a directory, and model.num_classes=auto counts its classes; fix the path, "
+            f"or pass model.num_classes=<n>"
+        )
+    count, what = _counted_classes(key, root, _modified_ns(root))
+    if count < 1:
+        raise ConfigError(
+            f"{key}={path} holds no class folders (<class>/<image>.jpg) and no labelled *.tfrecord files: no "
+            "classes to count; pass an ImageFolder (e.g. from 'ddlbench data synth --out DIR')"
+        )
+    return count, f"{what} in {key}={path}"
+
+
+@functools.lru_cache(maxsize=256)
+def _counted_classes(key: str, root: str, _changed_ns) -> tuple[int, str]:
+    """Counted once per (folder, modification time), as check_data's samples: a campaign's cells share it."""
+    from benchmarks.data.tfrecord import find_tfrecords, label_range
+
+    if find_tfrecords(Path(root)):
+        return label_range(Path(root), key=key)
+    try:
+        return sum(1 for entry in os.scandir(root) if entry.is_dir()), "class folders"
+    except OSError as error:
+        raise ConfigError(
+            f"{key}={root} cannot be listed ({error.strerror}); fix its permissions or pass another {key}"
+        ) from None
+
+
 def warnings(cfg: DictConfig) -> list[str]:
     """One-line warnings about a config that runs but measures less than it seems to: a loader given
-    far fewer CPU workers than the rank has CPUs (benchmarks/loaders/configs.py: one rule for every loader)."""
+    far fewer CPU workers than the rank has CPUs (benchmarks/loaders/configs.py: one rule for every loader);
+    a model head with more classes than the data set has."""
     from benchmarks.loaders.configs import loader_cpus
 
     out = []
+    counted = data_classes(cfg) if cfg.loader.needs_data else None
+    given = cfg.model.num_classes
+    if counted is not None and isinstance(given, int) and given > counted[0]:
+        out.append(
+            f"model.num_classes={given} but the data set has {counted[0]} classes ({counted[1]}): "
+            f"{given - counted[0]} of the head's outputs are for labels it never has (chance top-1 is "
+            f"1/{counted[0]}, not 1/{given}); pass model.num_classes={counted[0]} or auto"
+        )
     workers = adapter_config(cfg.loader).cpu_workers()
     fair = loader_cpus(cfg.system.cpus_per_rank)
     if workers is not None and workers[1] < fair / 2:

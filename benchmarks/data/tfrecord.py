@@ -22,6 +22,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from tqdm import tqdm
@@ -162,24 +163,115 @@ def decode_example(data: bytes) -> dict[str, list[bytes] | list[int]]:
     for _, features in _fields(data):
         for _, entry in _fields(features):
             fields = dict(_fields(entry))
-            key, feature = fields[1].decode(), fields.get(2, b"")
-            for kind, payload in _fields(feature):
-                if kind == 1:
-                    result[key] = [v for _, v in _fields(payload)]
-                elif kind == 3:
-                    values: list[int] = []
-                    for _, v in _fields(payload):
-                        if isinstance(v, bytes):  # packed
-                            pos = 0
-                            while pos < len(v):
-                                x, pos = _read_varint(v, pos)
-                                values.append(x - (1 << 64) if x >= 1 << 63 else x)
-                        else:
-                            values.append(v - (1 << 64) if v >= 1 << 63 else v)
-                    result[key] = values
-                else:
-                    raise ValueError(f"feature {key!r}: float lists are not used here")
+            key = fields[1].decode()
+            result[key] = _feature_values(key, fields.get(2, b""))
     return result
+
+
+def _feature_values(key: str, feature: bytes) -> list[bytes] | list[int]:
+    """The values of one serialised tf.train.Feature (a bytes list or an int64 list, packed or not)."""
+    result: list[bytes] | list[int] = []
+    for kind, payload in _fields(feature):
+        if kind == 1:
+            result = [v for _, v in _fields(payload)]
+        elif kind == 3:
+            values: list[int] = []
+            for _, v in _fields(payload):
+                if isinstance(v, bytes):  # packed
+                    pos = 0
+                    while pos < len(v):
+                        x, pos = _read_varint(v, pos)
+                        values.append(x - (1 << 64) if x >= 1 << 63 else x)
+                else:
+                    values.append(v - (1 << 64) if v >= 1 << 63 else v)
+            result = values
+        else:
+            raise ValueError(f"feature {key!r}: float lists are not used here")
+    return result
+
+
+def _file_varint(f: BinaryIO) -> int:
+    result = shift = 0
+    while True:
+        byte = f.read(1)
+        if not byte:
+            raise ValueError(f"{f.name}: a record ends inside a protobuf field")
+        result |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return result
+        shift += 7
+
+
+def _file_field(f: BinaryIO) -> tuple[int, int]:
+    """(field number, length) of the length-delimited protobuf field at f's position: every field of
+    tf.train.Example down to its features is one."""
+    key = _file_varint(f)
+    if key & 7 != 2:
+        raise ValueError(f"{f.name}: protobuf wire type {key & 7} where tf.train.Example has a message")
+    return key >> 3, _file_varint(f)
+
+
+def _example_feature(f: BinaryIO, end: int, name: bytes) -> list[bytes] | list[int] | None:
+    """Feature `name` of the tf.train.Example that ends at byte `end` of f, read field by field: the other
+    features (the JPEG bytes) are skipped over, not read."""
+    while f.tell() < end:  # Example { Features features = 1 }
+        number, size = _file_field(f)
+        if number != 1:
+            f.seek(size, os.SEEK_CUR)
+            continue
+        features_end = f.tell() + size
+        while f.tell() < features_end:  # Features { map<string, Feature> feature = 1 }: entries {key = 1, value = 2}
+            number, size = _file_field(f)
+            entry_end, key, value = f.tell() + size, None, None
+            while number == 1 and f.tell() < entry_end:
+                field, length = _file_field(f)
+                if field == 1:
+                    key = f.read(length)
+                elif field == 2 and key in (None, name):  # a value before its key is read: it may be the one
+                    value = f.read(length)
+                else:
+                    f.seek(length, os.SEEK_CUR)
+            f.seek(entry_end)
+            if key == name and value is not None:
+                return _feature_values(name.decode(), value)
+    return None
+
+
+def record_labels(path: Path, *, feature: str = "image/class/label") -> Iterator[int]:
+    """The label of every record of one TFRecord file that has one, without reading the images."""
+    with open(path, "rb") as f:
+        while header := f.read(12):
+            if len(header) < 12:
+                raise ValueError(f"{path}: a record is truncated")
+            (length,) = struct.unpack("<Q", header[:8])
+            end = f.tell() + length
+            values = _example_feature(f, end, feature.encode())
+            f.seek(end + 4)  # past the data's checksum
+            if values:
+                yield int(values[0])
+
+
+def label_range(root: Path, *, key: str = "data.path") -> tuple[int, str]:
+    """(the classes a model needs for this TFRecord folder's labels, the largest label + 1; where that was
+    read): dataset.json's label_base + num_classes, which the converter and synth write, else every
+    record's label, read once (its images are skipped). `key` names the folder in errors."""
+    manifest = root / MANIFEST
+    if manifest.is_file():
+        try:
+            facts = json.loads(manifest.read_text())
+            return int(facts.get("label_base", 0)) + int(facts["num_classes"]), f"{MANIFEST} (num_classes)"
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ConfigError(
+                f"{key}={root}: {manifest.name} does not say num_classes ({type(error).__name__}: {error}); "
+                f"fix it, or remove it to have the records' labels read"
+            ) from None
+    largest = -1
+    for record, _ in find_tfrecords(root):
+        try:
+            largest = max(largest, max(record_labels(record), default=-1))
+        except ValueError as error:
+            raise ConfigError(f"{key}={root}: {error}; re-create the folder with 'ddlbench data convert'") from None
+    return largest + 1, "record labels (the largest + 1)"
 
 
 # --- datasets ----------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.models.configs import Arch, ModelConfig
+from benchmarks.errors import ConfigError
+from benchmarks.models.configs import AUTO, Arch, ModelConfig
 
 if TYPE_CHECKING:
     from torch import nn
@@ -92,10 +93,15 @@ BUILDERS: dict[Arch, Callable[[ModelConfig], nn.Module]] = {
 def build_model(*, arch: str, depth: int | None, num_classes: int, seed: int, **options: Any) -> nn.Module:
     """A freshly initialised model, identical on every rank for the same seed. `options` are ModelConfig's
     other shape fields (width, batch_norm, residual, size, image_size), with its defaults; checked by
-    ModelConfig.check()."""
+    ModelConfig.check(). num_classes is a number: a run's `auto` is resolved before (validate.py)."""
     import torch
 
     config = ModelConfig(arch=arch, depth=depth, num_classes=num_classes, **options)
     config.check()
+    if config.num_classes == AUTO:
+        raise ConfigError(
+            "num_classes=auto is the data set's class count, which validate() writes into a run's config "
+            "(resolve_num_classes) before its model is built; build_model takes the number, e.g. num_classes=1000"
+        )
     torch.manual_seed(seed)
     return BUILDERS[config.arch](config)

@@ -14,13 +14,17 @@ but no ablation built (WITHOUT_ABLATIONS) is refused, so that no run is labelled
 Every family trains one task (TASKS; benchmarks/tasks/ runs it): image classification unless said,
 question answering (BERT: a span head on token sequences) or object detection (RetinaNet). The task says
 what one sample is (SAMPLE_UNITS): summary.json's `sample_unit`, what `throughput_img_s` counts.
+
+model.num_classes=auto (the default) is the class count of the data set, counted before launch by
+benchmarks/validate.py (resolve_num_classes), which writes the number into the config: config.yaml, the
+run key and the model's head all have it, never the word.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -69,6 +73,11 @@ SAMPLE_UNITS: dict[TaskKind, str] = {
 RATE_LABELS: dict[str, str] = {"images": "img/s", "sequences": "seq/s"}
 # BERT's learned position embeddings: the longest sequence it takes
 BERT_MAX_SEQ_LEN = 512
+# model.num_classes=auto: the data set's class count (benchmarks/validate.py resolve_num_classes)
+AUTO = "auto"
+# what auto is where there is no data set to count (the synthetic loader without data.path, and the tasks
+# without class labels): ImageNet's 1000 classes, the default before auto
+NUM_CLASSES_WITHOUT_DATA = 1000
 
 
 # the package a family's builder needs beyond torch and torchvision, and the command that installs it
@@ -151,7 +160,10 @@ class ModelConfig(AdapterConfig):
     batch_norm: bool | None = None
     residual: bool = True  # resnet: false removes the blocks' skip additions (and their 1x1 projections)
     size: BertSize | None = None  # bert: tiny|base|large; others: none
-    num_classes: int = 1000  # classifiers: the classes; retinanet: the object classes; bert: none
+    # classifiers: the classes (auto: the data set's, NUM_CLASSES_WITHOUT_DATA without one); retinanet: the
+    # object classes; bert: none. A number or auto: typed Any, as OmegaConf 2.3 cannot merge a Union field
+    # of a schema in Hydra's ConfigStore; check() holds it to the two
+    num_classes: Any = AUTO
     image_size: int = 224  # image models: the side of the square input (RetinaNet takes it unresized)
     seq_len: int = 384  # bert: tokens per sequence (SQuAD fine-tuning's 384); image models: none
     compile: bool = False  # torch.compile the model
@@ -166,7 +178,12 @@ class ModelConfig(AdapterConfig):
                 f"model.seq_len={self.seq_len} must be between 2 and {BERT_MAX_SEQ_LEN} (BERT's position "
                 "embeddings), e.g. model.seq_len=384"
             )
-        self.at_least("num_classes", 1)
+        classes = self.num_classes
+        if classes != AUTO and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 1):
+            raise ConfigError(
+                f"model.num_classes={classes!r} must be a whole number >= 1 or auto (the data set's class count), "
+                "e.g. model.num_classes=auto"
+            )
         self.at_least(
             "image_size",
             MIN_IMAGE_SIZE.get(str(self.arch), 1),
