@@ -27,7 +27,9 @@ def no_slurm(monkeypatch):
 
 @pytest.fixture
 def imagenet(monkeypatch, tmp_path):
+    """Both of aach2023_scaling's data sets (the native loader's JPEGs, DALI's TFRecord): this empty folder."""
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

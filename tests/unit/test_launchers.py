@@ -270,6 +270,7 @@ def test_a_cause_every_cell_shares_is_one_line(monkeypatch):
 
 def test_a_single_process_framework_is_planned_on_one_node_only(monkeypatch, tmp_path):
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tmp_path))
     _, cells = campaign.plan(
         ["experiment=aach2023_scaling", "system=juwels_booster", "campaign.axes.framework=[dp]", "campaign.gpus=[4,8]"]
     )
@@ -281,6 +282,7 @@ def test_a_single_process_framework_is_planned_on_one_node_only(monkeypatch, tmp
 
 def test_aach2023_grid_on_juwels(monkeypatch, tmp_path):
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
+    monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tmp_path))
     cfg, cells = campaign.plan(["experiment=aach2023_scaling", "system=juwels_booster"])
     assert len(cells) == 3 * 2 * 3 * 9 * 3
     big = [c for c in cells if c.num_gpus == 1024]
@@ -324,7 +326,7 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
         "system=juwels_booster",
         "system.account=proj42",
         "framework=deepspeed",
-        "loader=native",
+        "experiment/aach2023_loader@_global_=native",  # the loader with its data set (JPEGs; DALI's: TFRecord)
         "model.depth=101",
         "run.repeat=1",
     ]
