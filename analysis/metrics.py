@@ -1252,6 +1252,22 @@ def accuracy_cells(per_run_accuracy: pd.DataFrame, per_run: pd.DataFrame) -> pd.
     return out.sort_values([c for c in [*CELL, "variant"] if c in out]).reset_index(drop=True)
 
 
+# what a run's classes are read from: the data set's count (meta.json, since model.num_classes=auto), else the head's
+CLASSES_SETTINGS = ("meta.num_classes.data", "config.model.num_classes")
+
+
+def chance_pct(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
+    """Per row of a per-cell table (accuracy_cells): chance top-1, 100 / the classes, in %: the top-1 of a
+    guess, what an untrained or broken model scores. The classes are the data set's where meta.json
+    counted them, else model.num_classes; NaN where neither is known or the table has no cell_hash."""
+    if "cell_hash" not in cells or "cell_hash" not in runs:
+        return pd.Series(np.nan, index=cells.index, dtype="float64")
+    known = runs.reindex(columns=list(CLASSES_SETTINGS)).apply(pd.to_numeric, errors="coerce")
+    classes = known[CLASSES_SETTINGS[0]].fillna(known[CLASSES_SETTINGS[1]]).where(lambda n: n >= 1)
+    per_cell = classes.groupby(runs["cell_hash"].astype(str)).first()
+    return (100.0 / cells["cell_hash"].astype(str).map(per_cell)).astype("float64")
+
+
 def accuracy_curves(evals: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
     """Validation top-1 over training, per cell and evaluation point (the optimizer steps done: repeats
     evaluate at the same steps): top1_pct, the mean over the repeats that evaluated there, with their

@@ -736,15 +736,21 @@ def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnal
                 "optim.schedule.name; global_batch: per-GPU batch x GPUs; epochs: the training epochs done at "
                 "that evaluation (empty for eval.jsonl files that predate it; a run that reached its run.target_top1 "
                 "stopped there, so its last evaluation is that one). eval_s: the evaluations' seconds, in no "
-                "training step (throughput leaves them out)."
+                "training step (throughput leaves them out). chance_pct: the top-1 of a guess, 100 / the data "
+                "set's classes (model.num_classes where the run did not count them): a top-1 near it has "
+                "learned nothing yet."
             ),
         )
     )
+    accuracy = accuracy.assign(chance_pct=metrics.chance_pct(accuracy, analysis.counted()))
     columns = [*metrics.CELL, "variant", *metrics.STUDY, "num_repeats", *metrics.ACCURACY]
+    columns.insert(columns.index("top1_pct") + 1, "chance_pct")
     if not accuracy["schedule"].astype(bool).any():
         columns.remove("schedule")  # runs from before schedules
     if accuracy["epochs"].isna().all():
         columns.remove("epochs")
+    if accuracy["chance_pct"].isna().all():
+        columns.remove("chance_pct")  # runs whose classes no file says
     blocks.append(Block("table", _shown(accuracy, columns).round(3)))
     target = analysis.time_to_accuracy()
     if not target.empty:

@@ -1,11 +1,13 @@
 """model.num_classes=auto, the default: the data set's class count, counted before launch (validate.py) and
 written into the config, so that the run directory, config.yaml, meta.json and the model's head have the
-number; an explicit count below the data's is refused in one line, one above it warned."""
+number; an explicit count below the data's is refused in one line, one above it warned; the report's
+chance level beside top-1."""
 
 from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -151,3 +153,18 @@ def test_a_prediction_of_an_auto_model_without_data_has_1000_classes():
 
     auto = gradients.layout({"arch": "simple_cnn", "num_classes": "auto"}, image_size=32)
     assert auto == gradients.layout({"arch": "simple_cnn", "num_classes": 1000}, image_size=32)
+
+
+def test_the_reports_chance_level_is_one_over_the_classes():
+    from analysis import metrics
+
+    cells = pd.DataFrame({"cell_hash": ["a", "b", "c"], "top1_pct": [40.0, 1.0, 50.0]})
+    runs = pd.DataFrame(
+        {
+            "cell_hash": ["a", "a", "b", "c"],
+            "meta.num_classes.data": [6, 6, None, None],  # counted by the run (since auto)
+            "config.model.num_classes": [10, 10, 1000, "auto"],  # a warned head; an older run; none readable
+        }
+    )
+    chance = metrics.chance_pct(cells, runs)
+    assert chance.iloc[:2].round(2).tolist() == [16.67, 0.1] and pd.isna(chance.iloc[2])
