@@ -230,14 +230,14 @@ def test_the_study_plans_every_mode_precision_and_model(cli):
     plan = cli("campaign", "plan", "experiment=composable_2023")
     assert plan.returncode == 0, plan.stderr[-2000:]
     cells = [line.split()[0] for line in plan.stdout.splitlines() if re.match(r"[a-z]+-synthetic-", line)]
-    assert len(cells) == 40
+    assert len(cells) == 50
     names = {re.sub(r"-[0-9a-f]{8}-r0$", "", c) for c in cells}
     for framework in ("dp", "ddp", "fsdp", "deepspeed"):
-        for model in ("resnet50", "mobilenet_v2", "retinanet", "bert_base"):
+        for model in ("resnet50", "mobilenet_v2", "retinanet", "bert_base", "bert_large"):
             for precision in ("fp32", "amp_fp16"):
                 assert any(n.startswith(f"{framework}-synthetic-{model}-{precision}-g4-n1-") for n in names)
-    assert sum(c.startswith("ddp-") for c in cells) == 16  # DDP and DDP with the ZeRO optimizer
-    assert "38 planned" in plan.stdout  # DataParallel cannot split RetinaNet's boxes: 2 impossible, with why
+    assert sum(c.startswith("ddp-") for c in cells) == 20  # DDP and DDP with the ZeRO optimizer
+    assert "48 planned" in plan.stdout  # DataParallel cannot split RetinaNet's boxes: 2 impossible, with why
     cpu = cli("campaign", "plan", "experiment=composable_2023_cpu")
     assert cpu.returncode == 0 and "16 cells: 16 planned" in cpu.stdout, cpu.stderr[-2000:]
     assert not re.search(r"^dp-", cpu.stdout, re.MULTILINE)  # no DataParallel on CPUs
