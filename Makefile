@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test test-fast test-matrix lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
+.PHONY: demo test test-fast test-matrix papers papers-runs lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -40,6 +40,15 @@ test-fast: lint
 # the full framework x model x mode matrices, whose representative diagonal `make test` runs
 test-matrix: deepspeed dali horovod mpi nlp
 	$(PYTEST) -m matrix tests
+
+# the papers' gallery (docs/papers/<study>.md) from the runs committed under docs/papers/runs/
+papers: venv
+	$(PY) -m analysis.papers.gallery docs/papers
+
+# those runs: the CPU miniatures of the three studies, made anew (a few minutes on 2 cores; needs the
+# frameworks and namespace hosts: make deepspeed dali horovod mpi, and root for ip netns)
+papers-runs: deepspeed dali horovod mpi
+	PY=$(PY) bash docs/papers/make_runs.sh docs/papers/runs
 
 lint: venv
 	$(VENV)/bin/ruff check .

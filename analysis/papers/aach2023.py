@@ -97,33 +97,28 @@ def efficiency(paper: PaperInput) -> Section:
 def breakdown_layout(
     side: pd.DataFrame, reference: pd.DataFrame, model: str, predicted: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """The study's breakdown table for one model: a row per GPU count (and per matching configuration),
-    and for DALI then native the published AllReduce / data / cuDNN % beside this campaign's, defined as
-    report.reference_comparison defines them (exposed allreduce, data, compute), and a prediction's shares
-    where `predicted` (common.load_predictions) holds one for the model and loader."""
+    """The study's breakdown table for one model: a row per GPU count (the study's, this campaign's and the
+    predictions', and per matching configuration), for DALI then native the published AllReduce / data /
+    cuDNN % beside this campaign's, defined as report.reference_comparison defines them (exposed allreduce,
+    data, compute), then each prediction's shares (common.load_predictions), named by the loader it was
+    calibrated with."""
     ref = reference[reference["model"] == model]
     predicted = pd.DataFrame() if predicted is None or predicted.empty else predicted
     if not predicted.empty:
         predicted = predicted[(predicted["model"] == model) & (predicted["framework"] == "ddp")]
+    side = side[side["model"] == model] if not side.empty else side
+    sizes = set(ref["gpus"]) | (set(side["gpus"]) if not side.empty else set())
+    sizes |= set(predicted["gpus"]) if not predicted.empty else set()
+    parts = (("allreduce", "allreduce_exposed"), ("data", "data"), ("compute", "compute"))
     rows = []
-    for gpus in sorted(ref["gpus"].unique()):
-        here = side[(side["model"] == model) & (side["gpus"] == gpus)] if not side.empty else side
-        series = sorted(set(here["series"])) if not here.empty else [""]
-        for name in series:
-            row: dict = {"gpus": int(gpus), "configuration": name}
+    for gpus in sorted(int(g) for g in sizes):
+        here = side[side["gpus"] == gpus] if not side.empty else side
+        for name in sorted(set(here["series"])) if not here.empty else [""]:
+            row: dict = {"gpus": gpus, "configuration": name}
             for loader in ("dali", "native"):
                 published = ref[(ref["gpus"] == gpus) & (ref["loader"] == loader)]
                 mine = here[(here["loader"] == loader) & (here["series"] == name)] if not here.empty else here
-                guess = (
-                    predicted[(predicted["gpus"] == gpus) & (predicted["loader"] == loader)]
-                    if not predicted.empty
-                    else predicted
-                )
-                for part, ours in (("allreduce", "allreduce_exposed"), ("data", "data"), ("compute", "compute")):
-                    if not predicted.empty:
-                        row[f"{loader} {part} % predicted"] = (
-                            float(guess[f"{part}_pct"].iloc[0]) if not guess.empty else float("nan")
-                        )
+                for part, ours in parts:
                     # as the study prints them (two decimals), not rounded like the measured columns
                     row[f"{loader} {part} % published"] = (
                         f"{float(published[f'{part}_pct'].iloc[0]):.2f}" if not published.empty else ""
@@ -131,8 +126,27 @@ def breakdown_layout(
                     row[f"{loader} {part} % measured"] = (
                         float(mine[f"{ours}_pct_here"].iloc[0]) if not mine.empty else float("nan")
                     )
+            for loader in sorted(set(predicted["loader"])) if not predicted.empty else []:
+                guess = predicted[(predicted["gpus"] == gpus) & (predicted["loader"] == loader)]
+                for part, _ in parts:
+                    row[f"{part} % predicted ({loader} calibration)"] = (
+                        float(guess[f"{part}_pct"].iloc[0]) if not guess.empty else float("nan")
+                    )
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _with_measured_sizes(reference: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
+    """The reference plus an empty row for each DDP (model, loader, GPU count) measured where the study has
+    none, so that reference_comparison computes this campaign's shares at every size it ran."""
+    if shares is None or shares.empty:
+        return reference
+    ddp = shares[shares["framework"] == "ddp"]
+    measured = ddp[["model", "loader", "world_size"]].drop_duplicates().rename(columns={"world_size": "gpus"})
+    measured["gpus"] = measured["gpus"].astype(int)
+    extra = measured.merge(reference[["model", "loader", "gpus"]], how="left", indicator=True)
+    extra = extra[extra["_merge"] == "left_only"].drop(columns="_merge")
+    return pd.concat([reference, extra], ignore_index=True)
 
 
 def _breakdown(panel: str) -> callable:
@@ -142,15 +156,18 @@ def _breakdown(panel: str) -> callable:
         section = Section()
         reference = load_reference("aach2023")
         shares = scaling_cells(paper.analysis, paper.analysis.breakdown())
-        side = reference_comparison(reference, shares)
+        side = reference_comparison(_with_measured_sizes(reference, shares), shares)
         table = breakdown_layout(side, reference, model, paper.predicted)
+        ref_m = reference[reference["model"] == model]
         measured = table[[c for c in table if c.endswith("measured")]].notna().any(axis=1)
+        in_study = table["gpus"].isin(set(ref_m["gpus"]))
         section.text(
             f"Published: the study's PyTorch-DDP breakdown of {model} in % of runtime (AllReduce = communication, "
-            "data = I/O, cuDNN = computation; the rest is other work). Measured: this campaign's DDP cells at the "
-            "same model, loader and GPU count, defined alike (exposed allreduce, waiting for data, compute without "
-            "exposed allreduce; docs/analysis.md). The study's AllReduce includes ranks waiting for the slowest "
-            "one at the collective; so does a trace's collective time."
+            "data = I/O, cuDNN = computation; the rest is other work). Measured: this campaign's DDP cells of the "
+            "model and loader at each GPU count it ran (the study's or not), defined alike (exposed allreduce, "
+            "waiting for data, compute without exposed allreduce; docs/analysis.md). Predicted: ddlbench "
+            "predict's shares, named by the loader of its calibration run. The study's AllReduce includes ranks "
+            "waiting for the slowest one at the collective; so does a trace's collective time."
         )
         section.table(table.round(2))
         if not paper.predicted.empty and paper.predicted["fitted_to"].astype(bool).any():
@@ -158,18 +175,17 @@ def _breakdown(panel: str) -> callable:
                 "A prediction fitted to the study (fitted_to) took its data, other and jitter times from the study's "
                 "smallest GPU count: there it equals the study by construction, and it is no independent check."
             )
-        if not measured.any():
+        missing = table.loc[in_study & ~measured, "gpus"].tolist()
+        if not (in_study & measured).any():
             section.lacks(f"breakdown of {model}: no PyTorch-DDP cell at the study's GPU counts", SCALING)
-        else:
-            missing = table.loc[~measured, "gpus"].tolist()
-            if missing:
-                section.lacks(f"breakdown of {model} at {', '.join(map(str, missing))} GPUs", SCALING)
-        ref_m = reference[reference["model"] == model]
-        side_m = side[side["model"] == model] if not side.empty else side
+        elif missing:
+            section.lacks(f"breakdown of {model} at {', '.join(map(str, missing))} GPUs", SCALING)
+        side_m = side[(side["model"] == model) & side["gpus"].isin(set(ref_m["gpus"]))] if not side.empty else side
         section.figure(
             "breakdown",
             lambda: plots.reference_breakdown(ref_m, ours=side_m, source="aach2023"),
-            f"{model}: the study's breakdown (bars, published) with this campaign's DDP cells (markers, measured).",
+            f"{model}: the study's breakdown (bars, published) with this campaign's DDP cells at the study's GPU "
+            "counts (markers, measured).",
         )
         return section
 
