@@ -49,7 +49,7 @@ def _classes_record(cfg: DictConfig, *, asked: int | str) -> dict:
     """meta.json's num_classes: the model's head, what the config asked (a number or auto) and the data
     set's class count with what was counted (null where nothing was: no data set, or one the loader does
     not read and auto did not count)."""
-    counted = data_classes(cfg) if asked == AUTO or cfg.loader.needs_data else None
+    counted = data_classes(cfg, strict=False) if asked == AUTO or cfg.loader.needs_data else None
     return {
         "model": cfg.model.num_classes,
         "asked": str(asked),

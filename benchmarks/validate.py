@@ -180,20 +180,31 @@ def _check_validation(cfg: DictConfig) -> None:
         )
 
 
-def data_classes(cfg: DictConfig) -> tuple[int, str] | None:
+def data_classes(cfg: DictConfig, *, strict: bool = True) -> tuple[int, str] | None:
     """(the classes of the run's data set, as a model's head needs them: the largest label + 1; what was
     counted), or None where there is nothing to count: a task without class labels (question answering,
     detection), or no data.path. A folder of *.tfrecord files has its labels' range (tfrecord.label_range:
     dataset.json, else the records); any other is an ImageFolder, whose labels are its class folders in
     sorted order (torchvision's find_classes), as every loader reads it. With data.val_path, the larger of
     the two. The synthetic loader counts data.path too when it is given: it then trains the model the
-    real-data runs it is compared with train (Stash's pairs, a campaign's loader axis)."""
+    real-data runs it is compared with train (Stash's pairs, a campaign's loader axis). strict: a folder
+    that cannot be counted (missing, empty, unreadable) is a ConfigError, as auto needs its count; else it
+    counts for nothing (an explicit number needs none; check_data says what is wrong with the data)."""
     if task_of(cfg.model.arch) is not TaskKind.classification or not cfg.data.path:
         return None
-    counts = [
-        _folder_classes(key, cfg.data[name]) for key, name in (("data.path", "path"), ("data.val_path", "val_path"))
-    ]
-    return max((c for c in counts if c is not None), key=lambda c: c[0])
+    counts = []
+    for key, name in (("data.path", "path"), ("data.val_path", "val_path")):
+        try:
+            counts.append(_folder_classes(key, cfg.data[name]))
+        except ConfigError:
+            if strict:
+                raise
+    return max((c for c in counts if c is not None), key=lambda c: c[0], default=None)
+
+
+def _data_classes_for(cfg: DictConfig) -> tuple[int, str] | None:
+    """data_classes() of the data set an explicit model.num_classes is held to: the one the loader reads."""
+    return data_classes(cfg, strict=False) if cfg.loader.needs_data else None
 
 
 def resolved_num_classes(cfg: DictConfig) -> int | str:
@@ -213,8 +224,7 @@ def resolve_num_classes(cfg: DictConfig) -> None:
     if cfg.model.num_classes == AUTO:
         cfg.model.num_classes = resolved_num_classes(cfg)
         return
-    counted = data_classes(cfg) if cfg.loader.needs_data else None
-    given = cfg.model.num_classes
+    counted, given = _data_classes_for(cfg), cfg.model.num_classes
     if counted is not None and isinstance(given, int) and given < counted[0]:
         raise ConfigError(
             f"model.num_classes={given} but the data set has {counted[0]} classes ({counted[1]}): labels "
@@ -234,8 +244,9 @@ def _folder_classes(key: str, path: str | None) -> tuple[int, str] | None:
     count, what = _counted_classes(key, root, _modified_ns(root))
     if count < 1:
         raise ConfigError(
-            f"{key}={path} holds no class folders (<class>/<image>.jpg) and no labelled *.tfrecord files: no "
-            "classes to count; pass an ImageFolder (e.g. from 'ddlbench data synth --out DIR')"
+            f"{key}={path} holds no class folders (<class>/<image>.jpg) and no labelled *.tfrecord files, so "
+            "model.num_classes=auto has none to count; pass an ImageFolder (e.g. from 'ddlbench data synth "
+            "--out DIR') or model.num_classes=<n>"
         )
     return count, f"{what} in {key}={path}"
 
@@ -262,8 +273,7 @@ def warnings(cfg: DictConfig) -> list[str]:
     from benchmarks.loaders.configs import loader_cpus
 
     out = []
-    counted = data_classes(cfg) if cfg.loader.needs_data else None
-    given = cfg.model.num_classes
+    counted, given = _data_classes_for(cfg), cfg.model.num_classes
     if counted is not None and isinstance(given, int) and given > counted[0]:
         out.append(
             f"model.num_classes={given} but the data set has {counted[0]} classes ({counted[1]}): "

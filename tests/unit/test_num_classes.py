@@ -117,6 +117,16 @@ def test_the_synthetic_loader_trains_the_head_of_the_data_set_it_is_compared_wit
         validate(compose(["loader=synthetic", "data.path=/nonexistent"]), check_device=False)
 
 
+def test_a_folder_without_classes_stops_auto_only(compose, tmp_path):
+    """Planning may pass a folder that holds no data yet: an explicit number needs no count (check_data says
+    what the data set lacks where it is asked), auto cannot name its run without one."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    validate(compose(["loader=native", f"data.path={empty}", "model.num_classes=10"]), check_device=False)
+    with pytest.raises(ConfigError, match=r"holds no class folders .* so model.num_classes=auto has none to count"):
+        validate(compose(["loader=native", f"data.path={empty}"]), check_device=False)
+
+
 def test_a_tfrecord_folder_gives_its_labels_range(compose, six, tmp_path):
     out = tmp_path / "tfr"
     convert_imagefolder(six, out, num_shards=2, seed=0, progress=False)
