@@ -379,9 +379,21 @@ def find_run_dirs(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
-        if {CONFIG, META, SUMMARY} & set(filenames) or any(RANK_LOG.match(f) for f in filenames):
+        if {META, SUMMARY} & set(filenames) or any(RANK_LOG.match(f) for f in filenames):
+            found.append(Path(dirpath))
+        elif CONFIG in filenames and _is_run_config(Path(dirpath) / CONFIG):
             found.append(Path(dirpath))
     return sorted(found)
+
+
+def _is_run_config(path: Path) -> bool:
+    """A config.yaml that a rank wrote (a resolved config: a top-level `run:` block and no `defaults:` list),
+    not a Hydra config root such as conf/config.yaml or another tool's file."""
+    try:
+        text = path.read_text(errors="replace")[:200_000]
+    except OSError:
+        return False
+    return re.search(r"^run:", text, re.M) is not None and re.search(r"^defaults:", text, re.M) is None
 
 
 def _flatten(obj: dict, prefix: str, out: dict, skip: set[str] = frozenset()) -> dict:

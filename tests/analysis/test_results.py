@@ -141,3 +141,14 @@ def test_a_table_still_too_wide_names_what_every_row_shares_above_it():
     assert max(map(len, text.splitlines())) <= WIDTH
     assert text.startswith("every row: framework deepspeed, loader native_gpu, model shufflenet_v2_x1_0, precision")
     assert "78.1%" in text and "1,234,567.8" in text
+
+
+def test_a_hydra_config_root_is_not_a_run(tmp_path, compose, cli):
+    """config.yaml alone counts as a run only when a rank wrote it (a resolved config with a run block):
+    `ddlbench results .` in a checkout must not list conf/ (Hydra's defaults list) as a run that died."""
+    write_run(tmp_path, compose, [], world_size=1)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text("defaults:\n  - framework: ddp\n  - _self_\nrun:\n  campaign: default\n")
+    out = cli("results", str(tmp_path)).stdout
+    assert "not counted (" not in out and "no step records" not in out
