@@ -18,6 +18,11 @@ batch; run.epochs is refused) of the N-GPU run:
 `stash.*` keys are read here, not by Hydra: an optional section of the run config cannot be set from
 the command line without an experiment file, and a mandatory one would land in every run's
 config.yaml. They are typed and checked like Hydra keys (a typo names the key).
+
+A Stash experiment (conf/experiment/stash2021_depth.yaml) carries its study in `experiment.stash`: the
+stash.* values (the command line's win) and a `sweep`, one entry per paired study (its name -> its Hydra
+overrides, e.g. resnet50_nobn: [model=resnet, model.depth=50, model.batch_norm=false]). Every entry's
+pairs are planned into the one campaign, one entry after the other; stash.only=a,b keeps some entries.
 """
 
 from __future__ import annotations
@@ -49,10 +54,12 @@ class StashConfig:
     net_latency_ms: float = 0.0  # emulated nodes: added one-way delay (tc netem; needs sch_netem)
     epoch_samples: int = 1_281_167  # samples of one epoch for $/epoch (ImageNet-1k train)
     prices: str = str(CONF_DIR / "prices.yaml")  # price and link table per system
+    only: str = ""  # the experiment's sweep entries to plan, comma-separated (empty: every entry)
 
 
-def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
-    """Split `stash.key=value` overrides off and type them; the rest are the runs' Hydra overrides."""
+def parse_stash(overrides: list[str], *, check: bool = True) -> tuple[StashConfig, list[str]]:
+    """Split `stash.key=value` overrides off and type them; the rest are the runs' Hydra overrides.
+    check=False: the keys and types only, not the rules between values (an experiment's may settle them)."""
     fields = {f.name: f for f in dataclasses.fields(StashConfig)}
     values: dict[str, object] = {}
     rest = []
@@ -70,6 +77,8 @@ def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
         except ValueError:
             raise ConfigError(f"{key}={value} must be of type {kind}; e.g. {key}={fields[name].default}") from None
     cfg = StashConfig(**values)
+    if not check:
+        return cfg, rest
     for name in ("gpus", "nodes", "repeats", "epoch_samples"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"stash.{name}={getattr(cfg, name)} must be >= 1")
@@ -88,6 +97,7 @@ def parse_stash(overrides: list[str]) -> tuple[StashConfig, list[str]]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedRun:
     role: str
+    model: str  # the run's model name (benchmarks.rundir.model_name): a sweep's entries differ by it
     loader: str
     cache: str
     world_size: int
@@ -108,29 +118,105 @@ def campaign_name(cfg) -> str:
     return "stash" if cfg.run.campaign == "default" else cfg.run.campaign
 
 
+# the keys stash sets per run: never an override of the study's
+PER_RUN_KEYS = ("loader", "system.ranks_per_node", "run.dir", "data.cache", "loader.samples_per_epoch")
+
+
+def _check_overrides(items: list[str], *, where: str = "") -> None:
+    for item in items:
+        key = item.partition("=")[0]
+        if key in PER_RUN_KEYS:
+            raise ConfigError(
+                f"{item}{where}: stash sets {key} per run itself; drop it (real-data loader: stash.loader=...)"
+            )
+
+
+def experiment_study(cfg, overrides: list[str]) -> tuple[StashConfig, list[tuple[str, list[str]]]]:
+    """The stash config (the experiment's experiment.stash values under the command line's stash.* keys) and
+    the sweep: (entry name, its Hydra overrides) per entry of experiment.stash.sweep, or one unnamed entry."""
+    from omegaconf import OmegaConf
+
+    section = OmegaConf.select(cfg, "experiment.stash", default=None)
+    section = {} if section is None else OmegaConf.to_container(section, resolve=True)
+    if not isinstance(section, dict):
+        raise ConfigError(f"experiment.stash={section!r} must be a mapping of stash keys (gpus: 8, sweep: ...)")
+    sweep = section.pop("sweep", None) or {}
+    preset = [f"stash.{key}={value}" for key, value in section.items()]
+    stash, _ = parse_stash([*preset, *overrides])  # the command line's come last: they win
+    if not isinstance(sweep, dict) or not all(
+        isinstance(v, list) and all(isinstance(o, str) for o in v) for v in sweep.values()
+    ):
+        raise ConfigError(
+            "experiment.stash.sweep must map each entry's name to its Hydra overrides, e.g. "
+            "resnet50: [model=resnet, model.depth=50]"
+        )
+    for name, items in sweep.items():
+        _check_overrides(items, where=f" (experiment.stash.sweep.{name})")
+        if any(o.startswith("stash.") for o in items):
+            raise ConfigError(
+                f"experiment.stash.sweep.{name} sets a stash key; an entry holds Hydra overrides only, the stash "
+                "keys are the study's (experiment.stash.<key>)"
+            )
+    if stash.only:
+        if not sweep:
+            raise ConfigError(
+                f"stash.only={stash.only} picks sweep entries, but this study has no experiment.stash.sweep"
+            )
+        wanted = [w.strip() for w in stash.only.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in sweep]
+        if unknown:
+            raise ConfigError(
+                f"stash.only={stash.only}: {', '.join(unknown)} is no entry of experiment.stash.sweep; "
+                f"choose from {', '.join(sweep)}"
+            )
+        sweep = {name: items for name, items in sweep.items() if name in wanted}
+    return stash, list(sweep.items()) or [("", [])]
+
+
 def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
-    """(stash config, composed base config, the paired runs), every run's config validated."""
+    """(stash config, composed base config, the paired runs of every sweep entry), every run's config validated."""
+    from benchmarks.config import compose
+    from benchmarks.data.coldcache import check
+
+    base = [o for o in overrides if not o.startswith("stash.")]
+    _check_overrides(base)
+    parse_stash(overrides, check=False)  # a misspelt stash key fails before anything is composed
+    cfg = compose(base)
+    stash, sweep = experiment_study(cfg, overrides)
+    check(cfg.data.cache, cfg.data.cache_evict)
+    campaign = campaign_name(cfg)
+    root = (Path(cfg.run.root) / campaign).resolve()
+    runs: list[PlannedRun] = []
+    for _, point in sweep:
+        runs += _plan_point(stash, [*base, *point], campaign=campaign, root=root, repeat0=int(cfg.run.repeat))
+    seen: dict[Path, PlannedRun] = {}
+    for run in runs:
+        other = seen.setdefault(run.run_dir, run)
+        if other is not run:
+            raise ConfigError(
+                f"two sweep entries plan one run ({run.run_dir.name}, {run.role}): an entry repeats another or "
+                "sets a key that is no run setting; drop the duplicate from experiment.stash.sweep"
+            )
+    return stash, cfg, runs
+
+
+def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Path, repeat0: int) -> list[PlannedRun]:
+    """The paired runs of one study: one model, batch and steps, every role."""
     from omegaconf import OmegaConf
 
     from benchmarks import rundir
     from benchmarks.config import compose
-    from benchmarks.data.coldcache import check
     from benchmarks.validate import validate
 
-    stash, base = parse_stash(overrides)
-    for item in base:
-        key = item.partition("=")[0]
-        if key in ("loader", "system.ranks_per_node", "run.dir", "data.cache", "loader.samples_per_epoch"):
-            raise ConfigError(f"{item}: stash sets {key} per run itself; drop it (real-data loader: stash.loader=...)")
-    cfg = compose(base)
-    if cfg.run.epochs is not None:
+    # one composition per loader; each role's own keys are plain values, applied as Hydra applies key=value
+    # overrides after composing (stash2021_depth's 19 models: 19 compositions, not 76)
+    composed = {"synthetic": compose([*base, "loader=synthetic"])}
+    synthetic = composed["synthetic"]
+    if synthetic.run.epochs is not None:
         raise ConfigError(
-            f"run.epochs={cfg.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
+            f"run.epochs={synthetic.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
             "drop run.epochs and set run.steps"
         )
-    check(cfg.data.cache, cfg.data.cache_evict)
-    campaign = campaign_name(cfg)
-    root = (Path(cfg.run.root) / campaign).resolve()
     n, k = stash.gpus, stash.nodes
     real = [] if stash.loader == "none" else [("warm", stash.loader, "warm"), ("cold", stash.loader, "cold")]
     # one GPU: no interconnect pair, the 1-GPU synthetic run is the cpu stall's baseline
@@ -140,22 +226,20 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
         *([("nodes", "synthetic", "warm")] if k > 1 else []),
         *real,
     ]
-    samples_per_epoch = int(compose([*base, "loader=synthetic"]).loader.samples_per_epoch)
+    samples_per_epoch = int(synthetic.loader.samples_per_epoch)
     runs: list[PlannedRun] = []
     for role, loader, cache in roles:
         world = 1 if role == "gpu1" else n
         nodes = k if role == "nodes" else 1
         per_node = world // nodes
-        extra = [
-            f"loader={loader}",
-            f"system.ranks_per_node={per_node}",
-            f"data.cache={cache}",
-            f"run.campaign={campaign}",
-        ]
+        values = [f"system.ranks_per_node={per_node}", f"data.cache={cache}", f"run.campaign={campaign}"]
         if loader == "synthetic" and role == "gpu1":
             # the same virtual epoch per GPU as the N-GPU run, so epoch boundaries fall on the same steps
-            extra.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")
-        run_cfg = compose([*base, *extra])
+            values.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")
+        extra = [f"loader={loader}", *values]
+        if loader not in composed:
+            composed[loader] = compose([*base, f"loader={loader}"])
+        run_cfg = with_values(composed[loader], values)
         validate(run_cfg, check_device=False)
         if loader != "synthetic" and not run_cfg.data.path:
             raise ConfigError(
@@ -163,7 +247,7 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
                 "(ddlbench data synth --out DIR makes one) or stash.loader=none"
             )
         for r in range(stash.repeats):
-            repeat = cfg.run.repeat + r
+            repeat = repeat0 + r
             name = rundir.dir_name(
                 OmegaConf.to_container(run_cfg, resolve=True), world_size=world, num_nodes=nodes, repeat=repeat
             )
@@ -172,6 +256,7 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
             runs.append(
                 PlannedRun(
                     role=role,
+                    model=rundir.model_name_of(run_cfg.model),
                     loader=loader,
                     cache=cache,
                     world_size=world,
@@ -184,7 +269,15 @@ def plan(overrides: list[str]) -> tuple[StashConfig, object, list[PlannedRun]]:
                     overrides=(*base, *extra, f"run.repeat={repeat}", f"run.dir={run_dir}"),
                 )
             )
-    return stash, cfg, runs
+    return runs
+
+
+def with_values(cfg, values: list[str]):
+    """cfg with `key=value` overrides of existing keys: what compose([..., *values]) gives, since Hydra applies
+    such overrides to the composed config (a copy; cfg is left as it is)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist(values))
 
 
 def run_state(run: PlannedRun) -> str:
@@ -198,6 +291,7 @@ def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool
 
     header = (
         "role",
+        "model",
         "loader",
         "cache",
         "gpus",
@@ -213,6 +307,7 @@ def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool
     rows = [header] + [
         (
             r.role,
+            r.model,
             r.loader,
             r.cache,
             str(r.world_size),
@@ -235,8 +330,10 @@ def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool
         else f"; network run: {stash.nodes} nodes "
         + ("through Slurm" if stash.launcher == "slurm" else f"emulated ({_link(stash).describe()})")
     )
+    models = list(dict.fromkeys(r.model for r in runs)) or [model_name_of(cfg.model)]
+    named = ", ".join(models) if len(models) == 1 else f"{len(models)} models ({', '.join(models)})"
     return (
-        f"{table}\nstash study {campaign_name(cfg)}: {model_name_of(cfg.model)}, "
+        f"{table}\nstash study {campaign_name(cfg)}: {named}, "
         f"{cfg.framework.name}, {cfg.precision.name}, system={cfg.system.name}, {len(runs)} runs{net}"
     )
 
