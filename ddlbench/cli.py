@@ -107,8 +107,7 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
-    from benchmarks import affinity, components, rundir
-    from benchmarks.app import resolve_run_dir
+    from benchmarks import affinity, rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.rundir import holds_a_run
@@ -141,6 +140,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in warnings(cfg):
         print(f"[ddlbench] warning: {warning}", file=sys.stderr, flush=True)
     affinity.check_local(cfg.system.cpu_bind)
+    # torch and the adapters only for a config that passed the checks above: a typo answers at once
+    from benchmarks import components
+    from benchmarks.app import resolve_run_dir
+
     # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
     # for the model's task) is a one-line error here, not a traceback from inside the launcher
     components.build_framework(cfg)
