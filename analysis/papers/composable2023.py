@@ -65,12 +65,20 @@ def relative_time(paper: PaperInput) -> Section:
         )
         if table.empty:
             return section
-    section.table(table.round(3))
-    unpaired = table[table["relative_time"].isna()]
-    if not unpaired.empty:
+    systems = table.groupby("configuration")["system"].transform("nunique")
+    paired = table[systems > 1].copy()
+    paired["variant"] = (
+        paired["variant"]
+        .fillna("")
+        .map(lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith("system.")))
+    )
+    shown = ["model", "framework", "precision", "variant", "world_size", "system", "throughput_img_s", "relative_time"]
+    section.table(paired.sort_values(["model", "framework", "precision", "variant", "system"])[shown].round(3))
+    alone = int((systems == 1).sum())
+    if alone:
         section.text(
-            f"{len(unpaired)} cell(s) have no partner on {baseline} (another setting differs, or it did not run there): "
-            "relative_time is left empty."
+            f"{alone} cell(s) ran on one system profile only (no partner: another setting differs, or the "
+            "configuration did not run on the other system); they are left out of the table."
         )
     # the study's bounds as relative times: "less than 5%" slower is at most 1.05
     published = {
@@ -78,9 +86,18 @@ def relative_time(paper: PaperInput) -> Section:
         "resnet50": 1 + paper.claim("slowdown_pct_mobilenetv2_resnet50_falcon") / 100,
         "bert_large": paper.claim("relative_time_bert_large_falcon"),
     }
-    shown = table.dropna(subset=["relative_time"])
+    shown = paired.dropna(subset=["relative_time"])
     shown = shown[shown["system"] != baseline].assign(
-        label=lambda t: t["model"].astype(str) + " on " + t["system"].astype(str),
+        label=lambda t: (
+            t["model"].astype(str)
+            + " "
+            + t["framework"].astype(str)
+            + " "
+            + t["precision"].astype(str)
+            + t["variant"].map(lambda v: f" [{v}]" if v else "")
+            + " on "
+            + t["system"].astype(str)
+        ),
         published=lambda t: t["model"].map(published),
     )
     if not shown.empty:
@@ -139,30 +156,26 @@ def pcie_traffic(paper: PaperInput) -> Section:
     table = paper.analysis.utilisation()
     published = pd.DataFrame(
         [
-            {
-                "model": "bert_large",
-                "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_bert_large_falcon"),
-            },
-            {"model": "resnet50", "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_resnet50_falcon")},
-            {
-                "model": "mobilenet_v2",
-                "pcie GB/s published (falconGPUs)": paper.claim("pcie_traffic_gb_s_mobilenetv2_falcon"),
-            },
+            {"model": model, "PCIe GB/s, falconGPUs (published)": paper.claims.set_index("key").at[key, "value"]}
+            for model, key in (
+                ("bert_large", "pcie_traffic_gb_s_bert_large_falcon"),
+                ("resnet50", "pcie_traffic_gb_s_resnet50_falcon"),
+                ("mobilenet_v2", "pcie_traffic_gb_s_mobilenetv2_falcon"),
+            )
         ]
     )
     section.text(
         "Published: the average data exchanged through the switch's PCIe ports: BERT-large 76.43 GB/s, about 19x "
         "MobileNetV2's 4 GB/s and 7x ResNet-50's 11.31 GB/s. Measured: each cell's mean PCIe rx + tx per GPU (NVML)."
     )
-    if table.empty or "pcie_rx_gb_s_mean" not in table:
-        section.table(published)
-        section.lacks("PCIe traffic: GPU runs with telemetry (NVML PCIe counters)", CAMPAIGN)
+    section.table(published)
+    rx = table["pcie_rx_gb_s_mean"] if "pcie_rx_gb_s_mean" in table else pd.Series(dtype=float)
+    if rx.notna().sum() == 0:
+        section.lacks("PCIe traffic: GPU runs with telemetry (NVML's PCIe counters; CPU runs have none)", CAMPAIGN)
         return section
     measured = table.assign(pcie_gb_s=table["pcie_rx_gb_s_mean"] + table.get("pcie_tx_gb_s_mean", 0))
-    merged = measured[["model", "world_size", "precision", "framework", "pcie_gb_s"]].merge(
-        published, on="model", how="outer"
-    )
-    section.table(merged.round(2))
+    keep = [c for c in ("model", "framework", "precision", "variant", "world_size", "pcie_gb_s") if c in measured]
+    section.table(measured.dropna(subset=["pcie_gb_s"])[keep].round(2))
     return section
 
 
@@ -177,7 +190,7 @@ def host_usage(paper: PaperInput) -> Section:
     if table.empty or not keep:
         section.lacks("host CPU and memory: runs with telemetry", CAMPAIGN)
         return section
-    section.table(table[[*metrics.CELL, *keep]].round(1))
+    section.table(table[[c for c in [*metrics.CELL, "variant", *keep] if c in table]].round(1))
     return section
 
 
