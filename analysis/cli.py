@@ -102,9 +102,27 @@ def cmd_synthlogs(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    from analysis.predict_cli import add_parser as add_predict_parser
+def cmd_predict(args: argparse.Namespace) -> int:
+    from analysis.predict_cli import cmd_predict
 
+    return cmd_predict(args)
+
+
+PREDICT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
+PREDICT_DESCRIPTION = """\
+    ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
+                     [--compute-scale F] [--reference aach2023] [--validate ROOT] [--out DIR]
+
+OVERRIDES pick the configuration to predict (framework, model, per-GPU batch, precision), as for
+`ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch and
+precision (a 1-GPU run as a rule). The network comes from --commbench measurements where given, else
+from the system profile's `network` block.
+"""
+
+
+def add_parsers(sub) -> None:
+    """Register the analysis subcommands; argparse only (each command imports its modules when it runs), so
+    that `ddlbench --help` stays quick."""
     p = sub.add_parser("report", help="markdown + HTML report with tables and figures of a runs directory")
     p.add_argument("runs_dir", metavar="RUNS_DIR")
     p.add_argument("--out", required=True, help="new folder for report.md, report.html, figures/ (never overwritten)")
@@ -177,4 +195,32 @@ def add_parsers(sub) -> None:
     p.add_argument("--campaign", default="synth")
     p.set_defaults(func=cmd_synthlogs)
 
-    add_predict_parser(sub)  # ddlbench predict (analysis/predict_cli.py; the model: analysis/predict.py)
+    p = sub.add_parser(  # ddlbench predict (analysis/predict_cli.py; the model: analysis/predict.py)
+        "predict",
+        help="throughput, efficiency and the allreduce / data / compute breakdown at any GPU count, "
+        "from a measured run and commbench (or the system's network)",
+        description=PREDICT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("overrides", nargs="*", help="the configuration to predict (Hydra overrides, as for run)")
+    p.add_argument("--gpus", default=PREDICT_GPUS, help=f"GPU counts (default {PREDICT_GPUS})")
+    p.add_argument("--system", help="system profile (the same as the override system=NAME)")
+    p.add_argument(
+        "--from",
+        dest="from_runs",
+        action="append",
+        metavar="RUN_DIR",
+        help="calibration run (repeatable): its compute, data and jitter; a held-out run of the same size "
+        "uses the one of its size, else the smallest",
+    )
+    p.add_argument(
+        "--commbench", action="append", metavar="FILE|DIR", help="commbench JSON to fit the network to (repeatable)"
+    )
+    p.add_argument(
+        "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
+    )
+    p.add_argument("--reference", choices=("aach2023",), help="fit to the reference's smallest GPU count, compare")
+    p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
+    p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")
+    p.add_argument("--out", help="new folder for the tables (CSV) and figures")
+    p.set_defaults(func=cmd_predict)

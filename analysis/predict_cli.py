@@ -1,12 +1,7 @@
 """`ddlbench predict`: gather the measured parts, run the model of analysis/predict.py, print and save.
 
-    ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
-                     [--compute-scale F] [--reference aach2023] [--validate ROOT] [--out DIR]
-
-OVERRIDES pick the configuration to predict (framework, model, per-GPU batch, precision), as for
-`ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch and
-precision (a 1-GPU run as a rule). The network comes from --commbench measurements where given, else
-from the system profile's `network` block.
+Its arguments and their help are registered by analysis/cli.py (argparse alone: `ddlbench --help` imports
+no pandas); cmd_predict is the command.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ import pandas as pd
 from analysis import predict as P
 from benchmarks.errors import ConfigError
 
-DEFAULT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
 SAME_CELL = ("model", "per_gpu_batch", "precision")  # what a calibration run must share with the prediction
 
 
@@ -403,35 +397,3 @@ def _save(out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], 
         for fmt in formats:
             figure.savefig(out / f"{name}.{fmt}", dpi=150 if fmt == "png" else None)
     print(f"[ddlbench] predict: {len(outputs)} table(s) and {len(figures)} figure(s) -> {out}", file=sys.stderr)
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "predict",
-        help="throughput, efficiency and the allreduce / data / compute breakdown at any GPU count, "
-        "from a measured run and commbench (or the system's network)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("overrides", nargs="*", help="the configuration to predict (Hydra overrides, as for run)")
-    p.add_argument("--gpus", default=DEFAULT_GPUS, help=f"GPU counts (default {DEFAULT_GPUS})")
-    p.add_argument("--system", help="system profile (the same as the override system=NAME)")
-    p.add_argument(
-        "--from",
-        dest="from_runs",
-        action="append",
-        metavar="RUN_DIR",
-        help="calibration run (repeatable): its compute, data and jitter; a held-out run of the same size "
-        "uses the one of its size, else the smallest",
-    )
-    p.add_argument(
-        "--commbench", action="append", metavar="FILE|DIR", help="commbench JSON to fit the network to (repeatable)"
-    )
-    p.add_argument(
-        "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
-    )
-    p.add_argument("--reference", choices=("aach2023",), help="fit to the reference's smallest GPU count, compare")
-    p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
-    p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")
-    p.add_argument("--out", help="new folder for the tables (CSV) and figures")
-    p.set_defaults(func=cmd_predict)
