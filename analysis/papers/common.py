@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import metrics
 from analysis.campaign_analysis import CampaignAnalysis
 
 GUESSES = "config.experiment.guesses."
@@ -28,13 +29,14 @@ def scaling_cells(analysis: CampaignAnalysis, table: pd.DataFrame | None = None)
     if table.empty or "cell_hash" not in table:
         return table
     table = table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
-    if "variant" in table and "campaign" in table and table["campaign"].nunique() == 1:
-        # the campaign told these cells from the evaluated ones only: no longer a difference worth a label
-        table["variant"] = (
-            table["variant"]
-            .fillna("")
-            .map(lambda v: ", ".join(p for p in v.split(", ") if p and not p.startswith("run.campaign=")))
-        )
+    if "variant" in table and not table.empty:
+        # the variants anew among these cells alone: what told them from the evaluated cells (the campaign,
+        # the schedule) is no difference between them
+        runs = analysis.counted()
+        runs = runs[runs["cell_hash"].astype(str).isin(set(table["cell_hash"].astype(str)))]
+        variant = pd.Series(metrics.variants(runs).to_numpy(), index=runs["cell_hash"].astype(str))
+        variant = variant[~variant.index.duplicated()]
+        table["variant"] = table["cell_hash"].astype(str).map(variant).fillna("")
     return table
 
 
