@@ -509,6 +509,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_results(argparse.Namespace(runs_dir=str(Path(args.runs) / "demo")))
 
 
+def package_version() -> str:
+    """This package's version from its installed metadata (pyproject's version); a source tree on
+    PYTHONPATH, not installed, has none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ddlbench")
+    except PackageNotFoundError:
+        return "(not installed: no package metadata; pip install -e .)"
+
+
+class _VersionAction(argparse.Action):
+    """--version: `ddlbench <version>` on stdout; the metadata is read only when asked (it costs an import)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"ddlbench {package_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ddlbench",
@@ -516,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_VersionAction, help="print ddlbench's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
