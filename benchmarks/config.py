@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import resources, schema
 from benchmarks.errors import ConfigError
@@ -39,7 +39,7 @@ def check_override(override: str) -> None:
     elif override[0] in "+~":
         raise ConfigError(
             f"override {override!r}: adding or deleting keys is not supported; every key already exists "
-            f"(see 'python -m benchmarks --cfg job'), so drop the leading {override[0]!r}. The one "
+            f"(see 'ddlbench run --cfg job'), so drop the leading {override[0]!r}. The one "
             "exception sets an environment variable for every rank: +system.env.NAME=value"
         )
     if not _SAFE_OVERRIDE.fullmatch(checked):  # fullmatch: '$' alone would let a final newline through
@@ -51,7 +51,7 @@ def check_override(override: str) -> None:
         )
 
 
-def _explain(error: Exception, overrides: Sequence[str]) -> str:
+def _explain(error: Exception, overrides: Sequence[str], *, suggest: bool = True) -> str:
     text = f"{error}\n{error.__cause__ or ''}".strip()
     missing = re.search(r"Could not find '(\w+)/([^']+)'", text)
     if missing and missing.group(1) in GROUPS:
@@ -63,7 +63,12 @@ def _explain(error: Exception, overrides: Sequence[str]) -> str:
         name = full.group(1) if full else key.group(1)
         if name.startswith("system.env."):
             return f"{name} is not set by this system profile; add it with a leading '+': +{name}=value"
-        return f"{name} is not a config key; see 'python -m benchmarks --cfg job' for the keys (check the spelling)"
+        typed = [o.lstrip("+~").partition("=")[0] for o in overrides]
+        mistyped = next((k for k in typed if k == name or k.startswith(f"{name}.")), name)  # mdoel.depth: mdoel
+        # the keys there are depend on the options chosen (framework=horovod has its own), not on values set
+        close = close_keys(mistyped, [o for o, k in zip(overrides, typed) if k in GROUPS]) if suggest else []
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        return f"{name} is not a config key; {hint}'ddlbench run --cfg job' prints every key"
     exists = re.search(r"An item is already at '([\w.]+)'", text)
     if exists:
         return f"{exists.group(1)} already exists; set it without the leading '+': {exists.group(1)}=value"
@@ -81,8 +86,33 @@ def _explain(error: Exception, overrides: Sequence[str]) -> str:
     return f"cannot compose the config from {list(overrides)}: {first}"
 
 
+def close_keys(name: str, overrides: Sequence[str]) -> list[str]:
+    """The keys of the config these overrides compose that are spelled most like `name` (a mistyped key's
+    "did you mean"), best first; none where the overrides do not compose either."""
+    import difflib
+
+    try:
+        cfg = _compose(overrides, suggest=False)  # a mistake among these too: no suggestion, and no recursion
+    except ConfigError:
+        return []
+    keys: list[str] = []
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, child in node.items():
+            keys.append(f"{prefix}{key}")
+            if isinstance(child, dict):
+                walk(child, f"{prefix}{key}.")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")  # unresolved: a missing value is no error here
+    return difflib.get_close_matches(name, keys, n=3, cutoff=0.75)
+
+
 def compose(overrides: Sequence[str]) -> DictConfig:
     """The resolved config for these overrides, or ConfigError naming the key, the value and the fix."""
+    return _compose(overrides, suggest=True)
+
+
+def _compose(overrides: Sequence[str], *, suggest: bool) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -96,7 +126,7 @@ def compose(overrides: Sequence[str]) -> DictConfig:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             cfg = hydra_compose(config_name="config", overrides=[*overrides, *search_path])
     except Exception as error:  # Hydra and OmegaConf raise many types; all are bad input here
-        raise ConfigError(_explain(error, overrides)) from None
+        raise ConfigError(_explain(error, overrides, suggest=suggest)) from None
     _check_env_values(cfg, overrides)
     return cfg
 

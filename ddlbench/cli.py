@@ -18,7 +18,7 @@ EPILOG = """examples:
   ddlbench maxbatch framework=fsdp system=h200 precision=amp_bf16 model.depth=50
   ddlbench results runs/
   ddlbench predict model=resnet model.depth=50 run.per_gpu_batch=64 --from runs/one --system juwels_booster
-overrides are Hydra's: see 'python -m benchmarks --help' for groups and 'python -m benchmarks --cfg job' for keys"""
+overrides are Hydra's: see 'python -m benchmarks --help' for groups and 'ddlbench run --cfg job' for keys"""
 
 
 def _free_port() -> int:

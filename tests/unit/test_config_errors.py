@@ -11,7 +11,14 @@ from benchmarks.validate import validate
     [
         (["framework=foo"], "framework=foo is not an option; choose one of: "),
         (["loader=bar"], "loader=bar is not an option; choose one of: "),
-        (["run.stepz=3"], "run.stepz is not a config key"),
+        (
+            ["run.stepz=3"],
+            "run.stepz is not a config key; did you mean run.steps? 'ddlbench run --cfg job' prints every key",
+        ),
+        (["mdoel.depth=18"], "mdoel is not a config key; did you mean model.depth?"),
+        (["framework=horovod", "framework.controlr=gloo"], "did you mean framework.controller?"),
+        (["run.stpes=3", "mdoel.depth=18"], "run.stpes is not a config key; did you mean run.steps?"),
+        (["run.xyzzy=3"], "run.xyzzy is not a config key; 'ddlbench run --cfg job' prints every key"),
         (["run.steps=abc"], "run.steps=abc must be of type Integer"),
         (["framework.bucket_cap_mbb=3"], "framework.bucket_cap_mbb is not a config key"),
         (["run.campaign=x;rm -rf /"], "characters that are not allowed"),
