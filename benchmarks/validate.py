@@ -66,6 +66,12 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"loader={cfg.loader.name} reads data but data.path is not set; "
                 "make a dataset with 'ddlbench data synth --out data/synth' and pass data.path=data/synth"
             )
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ConfigError(
+                f"data.path={path!r} is a file, not a folder; pass the dataset's folder (an ImageFolder: "
+                "<class>/<image>.jpg), or make one with 'ddlbench data synth --out data/synth' and pass "
+                "data.path=data/synth"
+            )
         if not os.path.isdir(path):
             raise ConfigError(
                 f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'"

@@ -415,7 +415,14 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_folder(out: str, *, example: str) -> None:
+    """--out must name a folder to write; an existing file is a one-line error, not a traceback."""
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a new folder to write to, e.g. --out {example}")
+
+
 def cmd_data_synth(args: argparse.Namespace) -> int:
+    _new_folder(args.out, example="data/synth")
     if args.format == "tfrecord" and args.first_index:
         raise ConfigError(
             f"--first-index {args.first_index} is for ImageFolders; write the held-out folder as JPEGs "
@@ -458,6 +465,7 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_data_convert(args: argparse.Namespace) -> int:
+    _new_folder(args.out, example="data/tfrecord")
     from benchmarks.data.tfrecord import convert_imagefolder
 
     total = convert_imagefolder(

@@ -54,6 +54,11 @@ def test_composition_errors(compose, overrides, expected):
     [
         (["loader=native"], "data.path is not set; make a dataset with 'ddlbench data synth"),
         (["loader=native", "data.path=/no/such/dir"], "data.path='/no/such/dir' is not a directory"),
+        (
+            ["loader=native", f"data.path={__file__}"],
+            "is a file, not a folder; pass the dataset's folder (an ImageFolder: <class>/<image>.jpg), or make "
+            "one with 'ddlbench data synth --out data/synth' and pass data.path=data/synth",
+        ),
         (["run.per_gpu_batch=0"], "run.per_gpu_batch=0 must be >= 1"),
         (["run.epochs=0"], "run.epochs=0 must be >= 1"),
         (["system.ranks_per_node=0"], "system.ranks_per_node=0 must be >= 1"),
