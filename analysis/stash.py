@@ -55,6 +55,9 @@ def model_view(
     model's other keys the run recorded (width, batch_norm, residual)."""
     from benchmarks.models import build_model
 
+    # values read from a table are numpy scalars: build_model tests `batch_norm is not False`, which a numpy
+    # False passes (a ResNet-50 without batch norm counted as one with it)
+    shape = {k: v.item() if hasattr(v, "item") else v for k, v in shape.items()}
     return sync_points(
         build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0, **shape), bucket_cap_mb=bucket_cap_mb
     )

@@ -127,3 +127,14 @@ def test_the_model_view_builds_the_network_the_run_trained():
     assert model_view("shufflenet_v2", None, 10, width=0.5)["num_layers"] > 0
     plain, ablated = model_view("resnet", 18, 10), model_view("resnet", 18, 10, batch_norm=False)
     assert ablated["num_layers"] < plain["num_layers"]
+
+
+def test_the_model_view_reads_an_ablation_from_a_table():
+    """A run's settings come out of a DataFrame as numpy scalars: numpy's False is not `False`, and the
+    no-BatchNorm ResNet was counted with its BatchNorm tensors (161 for ResNet-50 instead of 55)."""
+    import numpy as np
+
+    from analysis.stash import model_view
+
+    from_table = model_view("resnet", 18, 10, batch_norm=np.False_)
+    assert from_table == model_view("resnet", 18, 10, batch_norm=False)
