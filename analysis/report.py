@@ -29,11 +29,15 @@ MAX_TELEMETRY_FIGURES = 2  # a timeline per run: a few are readable, hundreds ar
 
 @dataclass(slots=True)
 class Block:
-    """One piece of the report: a heading, a paragraph, a table or a figure."""
+    """One piece of the report: a heading, a paragraph, a table or a figure. A table may carry `note`, how
+    its figures are computed (paragraphs apart by a blank line: folded under the table in HTML, under it
+    in markdown), and `key`, the columns the HTML shows first: the figures a reader came for."""
 
     kind: str  # heading | text | table | figure
     content: object
     level: int = 2
+    note: str = ""
+    key: tuple[str, ...] = ()
 
 
 def _fresh_dir(out: Path, option: str = "--out") -> Path:
@@ -57,17 +61,43 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-markdown table (no tabulate dependency)."""
+def markdown_table(frame: pd.DataFrame, *, labels: dict[str, str] | None = None) -> str:
+    """A GitHub-markdown table (no tabulate dependency); long variants as labels (variant_labels: `labels`,
+    or numbered here), spelled out under the table."""
     if frame.empty:
         return "_none_"
+    labels = variant_labels([frame]) if labels is None else labels
+    named = _named(frame, labels)
+    if named:
+        frame = frame.assign(variant=frame["variant"].map(lambda v: named.get(_fmt(v), "")))
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "| " + " | ".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---" for c in frame.columns) + " |"
     body = [
         "| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
-    return "\n".join([head, rule, *body])
+    legend = [f"{VARIANT_LEGEND}:", *(f"- {label}: {text}" for text, label in named.items())] if named else []
+    return "\n".join([head, rule, *body]) + ("\n\n" + "\n".join(legend) if legend else "")
+
+
+VARIANT_CHARS = 40  # a longer variant (several swept settings) would make every table it is in wide: a label
+VARIANT_LEGEND = "variant: the settings that tell apart cells that look alike"
+
+
+def variant_labels(frames: list[pd.DataFrame]) -> dict[str, str]:
+    """{variant: v1, v2, ...} over the tables' distinct variants in the order they first appear, when one of
+    them is longer than VARIANT_CHARS; {} when each is short enough to read in its column."""
+    texts = dict.fromkeys(v for frame in frames if "variant" in frame for v in frame["variant"].map(_fmt) if v)
+    if not any(len(v) > VARIANT_CHARS for v in texts):
+        return {}
+    return {v: f"v{i}" for i, v in enumerate(texts, 1)}
+
+
+def _named(frame: pd.DataFrame, labels: dict[str, str]) -> dict[str, str]:
+    """{variant: its label} of the variants this table shows, where they are labelled."""
+    if not labels or "variant" not in frame:
+        return {}
+    return {v: labels[v] for v in frame["variant"].map(_fmt) if v in labels}
 
 
 # how a column name reads as a header (the markdown keeps the names): rates anywhere, units at the end
@@ -88,21 +118,55 @@ def header(column: object) -> str:
     return " ".join(_HEADER_WORDS.get(w, w) for w in text.split("_")) + unit
 
 
-def html_table(frame: pd.DataFrame) -> str:
-    """A table that scrolls inside its own box when it is wider than the page; numbers right, text left."""
+def html_table(
+    frame: pd.DataFrame, *, key: tuple[str, ...] = (), note: str = "", labels: dict[str, str] | None = None
+) -> str:
+    """A table that scrolls inside its own box when it is wider than the page; numbers right, text left.
+    The `key` columns come first, so that the figure a reader came for is on screen without scrolling
+    sideways; then the others in the frame's order, and `variant` last: where long, a label (variant_labels:
+    `labels`, or numbered here) with its settings on hover. What each label stands for and `note`, how the
+    figures are computed, fold under the table ("How this is computed")."""
+    first = [c for c in key if c in frame]
+    variant = ["variant"] if "variant" in frame else []
+    frame = frame[[*first, *(c for c in frame if c not in first and c not in variant), *variant]]
+    named = _named(frame, variant_labels([frame]) if labels is None else labels)
+    fold = [f"<p>{html.escape(p)}</p>" for p in note.split("\n\n") if p.strip()]
+    if named:
+        fold.insert(
+            0,
+            f"<p>{VARIANT_LEGEND} (a label shows them on hover):</p><ul>"
+            + "".join(f"<li>{label}: {html.escape(text)}</li>" for text, label in named.items())
+            + "</ul>",
+        )
+    summary = "How this is computed" if note.strip() else "The variants' settings"
+    if note.strip() and named:
+        summary += ", and the variants' settings"
+    details = f"<details><summary>{summary}</summary>{''.join(fold)}</details>" if fold else ""
     if frame.empty:
-        return "<p><em>none</em></p>"
+        return "<p><em>none</em></p>" + details
     numeric = [
         pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
     ]
-    head = "".join(f'<th title="{html.escape(str(c))}">{html.escape(header(c))}</th>' for c in frame.columns)
+    # the key columns' class, the last of them ruled off from the rest
+    key_class = [
+        ("key key-end" if i == len(first) - 1 else "key") if i < len(first) else "" for i in range(len(numeric))
+    ]
+    head = "".join(
+        "<th" + (f' class="{k}"' if k else "") + f' title="{html.escape(str(c))}">{html.escape(header(c))}</th>'
+        for c, k in zip(frame.columns, key_class)
+    )
+
+    def cell(value: object, column: object, number: bool, k: str) -> str:
+        text = _fmt(value)
+        if column == "variant" and text in named:
+            return f'<td class="txt variant" title="{html.escape(text)}">{named[text]}</td>'
+        return f'<td class="{" ".join(filter(None, ["num" if number else "txt", k]))}">{html.escape(text)}</td>'
+
     rows = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"num" if n else "txt"}">{html.escape(_fmt(v))}</td>' for v, n in zip(row, numeric))
-        + "</tr>"
+        "<tr>" + "".join(cell(*x) for x in zip(row, frame.columns, numeric, key_class)) + "</tr>"
         for row in frame.itertuples(index=False)
     )
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>' + details
 
 
 def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -164,10 +228,15 @@ def _short(value: str) -> str:
 # --- assembling --------------------------------------------------------------------------------
 
 
-def _table_if_rows(blocks: list[Block], table: pd.DataFrame, text: str) -> None:
-    """The paragraph that explains a table, then the table (rounded to 0.1), when it has rows."""
+def _table_if_rows(
+    blocks: list[Block], table: pd.DataFrame, note: str, *, title: str = "", key: tuple[str, ...] = ()
+) -> None:
+    """When the table has rows: its title (a third-level heading), then the table (rounded to 0.1) with
+    the note that explains it."""
     if not table.empty:
-        blocks += [Block("text", text), Block("table", table.round(1))]
+        if title:
+            blocks.append(Block("heading", title, 3))
+        blocks.append(Block("table", table.round(1), note=note, key=key))
 
 
 def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -> None:
@@ -176,6 +245,8 @@ def _figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -
     blocks.append(Block("figure", (name, caption)))
 
 
+# the columns each table shows (the markdown's order: what `results` prints, what greps of report.md read) and
+# its key figures, shown first in the HTML
 SCALING_COLUMNS = [
     *metrics.CELL,
     "variant",
@@ -188,6 +259,7 @@ SCALING_COLUMNS = [
     "baseline_gpus",
     *metrics.MEMORY,
 ]
+SCALING_KEY = ("throughput_img_s", "per_gpu_img_s", "efficiency_pct")  # named in each table's unit (_in_unit)
 
 
 def _with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
@@ -245,46 +317,38 @@ def assemble(
     blocks.append(Block("table", _provenance(runs)))
     loaders = metrics.loader_settings(counted)
     if loaders["loader"].isin(["native", "native_gpu", "dali"]).any():
+        blocks.append(Block("heading", "Loader settings", 3))
         blocks.append(
             Block(
-                "text",
-                (
+                "table",
+                loaders,
+                note=(
                     "Each loader's settings (config.yaml): its CPU workers (native, native_gpu: DataLoader worker "
                     "processes; dali: threads) against the rank's CPUs (system.cpus_per_rank; the default gives every "
                     "loader the rank's CPUs less one), its queue depth, and its decoder."
                 ),
             )
         )
-        blocks.append(Block("table", loaders))
 
     per_run = analysis.run_throughput()
     if not per_run.empty:
         cells = metrics.with_sample_unit(analysis.cells(), counted)
         scaled = metrics.with_sample_unit(analysis.scaling(scaling), counted)
         blocks.append(Block("heading", f"Throughput and {scaling} scaling"))
-        blocks.append(
-            Block(
-                "text",
-                (
-                    f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
-                    "smallest GPU count of its curve; empty where the curve has no smaller GPU count."
-                ),
-            )
+        note = (
+            f"efficiency_pct: {scaling}-scaling efficiency against the same configuration on baseline_gpus GPUs, the "
+            "smallest GPU count of its curve; empty where the curve has no smaller GPU count.\n\n"
+            "peak_allocated_gib / peak_reserved_gib: the largest peak GPU memory over the cell's runs and ranks "
+            "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs."
         )
-        blocks.append(
-            Block(
-                "text",
-                (
-                    "peak_allocated_gib / peak_reserved_gib: the largest peak GPU memory over the cell's runs and ranks "
-                    "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs."
-                ),
-            )
-        )
-        for unit, rows in scaled.groupby("sample_unit", sort=True):
+        units = scaled.groupby("sample_unit", sort=True)
+        for k, (unit, rows) in enumerate(units, 1):
             if scaled["sample_unit"].nunique() > 1:
                 blocks.append(Block("text", f"Models whose samples are {unit} ({metrics.rate_label(unit)}):"))
             table = _percent(_shown(_with_memory(rows, counted), SCALING_COLUMNS), ["efficiency"])
-            blocks.append(Block("table", _in_unit(table.rename(columns={"efficiency": "efficiency_pct"}), unit)))
+            table = _in_unit(table.rename(columns={"efficiency": "efficiency_pct"}), unit)
+            key = tuple(c.replace("_img_s", metrics.rate_suffix(unit)) for c in SCALING_KEY)
+            blocks.append(Block("table", table, note=note if k == len(units) else "", key=key))
         _figure(
             blocks,
             figures,
@@ -325,8 +389,11 @@ def assemble(
         blocks.append(Block("heading", "Where the time goes"))
         blocks.append(
             Block(
-                "text",
-                (
+                "table",
+                _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]), metrics.SHARES).rename(
+                    columns={c: c.replace("_share", "_pct") for c in metrics.SHARES}
+                ),
+                note=(
                     "Shares of step time over all ranks and measured steps: data (waiting for the next batch: the device on "
                     "GPUs, the host on CPUs), "
                     "compute (fwd + bwd + opt minus exposed allreduce), exposed allreduce, other (the rest). "
@@ -334,50 +401,49 @@ def assemble(
                     "collectives are not timed. host_data_pct is the host's time blocked in the loader: on a GPU, "
                     "work queued ahead can hide a late batch from data_pct, not from host_data_pct."
                 ),
-            )
-        )
-        blocks.append(
-            Block(
-                "table",
-                _percent(_shown(shares, [*metrics.CELL, "variant", *metrics.SHARES]), metrics.SHARES).rename(
-                    columns={c: c.replace("_share", "_pct") for c in metrics.SHARES}
-                ),
+                key=tuple(c.replace("_share", "_pct") for c in metrics.SHARES),
             )
         )
         _accuracy_section(blocks, figures, analysis)
         _trace_section(blocks, figures, analysis, reference)
         stability = analysis.step_stability()
+        blocks.append(Block("heading", "Step-time stability (slowest rank per step)", 3))
         blocks.append(
             Block(
-                "text",
-                (
-                    f"Step-time stability (slowest rank per step): slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x "
-                    "their run's median; slow_time_pct is the time they took beyond the median, as a share of all step "
-                    "time (what the run would gain if every step ran at its median)."
+                "table",
+                _shown(stability, [*metrics.CELL, "variant", *metrics.STABILITY]).round(1),
+                note=(
+                    f"Slow steps take more than {metrics.SLOW_STEP_FACTOR:g} x their run's median; slow_time_pct is "
+                    "the time they took beyond the median, as a share of all step time (what the run would gain if "
+                    "every step ran at its median)."
                 ),
+                key=tuple(metrics.STABILITY),
             )
         )
-        blocks.append(Block("table", _shown(stability, [*metrics.CELL, "variant", *metrics.STABILITY]).round(1)))
         _table_if_rows(
             blocks,
             analysis.rank_imbalance(),
             (
-                "Ranks out of step: per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
+                "Per phase, the slowest rank's median against the fastest rank's (gaps of 1 ms "
                 "or more). The ranks wait for each other in backward's all-reduce, so the first phase listed for "
                 "a run points at the slow rank; a bwd gap after it is the others waiting."
             ),
+            title="Ranks out of step",
+            key=("gap_ms",),
         )
         _hosts_section(blocks, figures, analysis)
         _table_if_rows(
             blocks,
             analysis.loader_stalls(),
             (
-                f"Loader fell behind: runs whose host waited in the loader for at least "
+                f"Runs whose host waited in the loader for at least "
                 f"{metrics.LOADER_STALL_SHARE:.0%} of their step time (host_data_pct), against what the device saw "
                 f"(data_pct); waiting_steps_pct counts the rank-steps that waited over "
                 f"{metrics.LOADER_WAIT_FACTOR:.0%} of a median step. DALI on a GPU: check "
                 f"CUDA_DEVICE_MAX_CONNECTIONS=32 (docs/dali.md); otherwise more loader threads or workers."
             ),
+            title="Loader fell behind",
+            key=("host_data_pct", "data_pct", "waiting_steps_pct"),
         )
         jittery = analysis.jittery_runs()
         if not jittery.empty:
@@ -410,7 +476,7 @@ def assemble(
                 )
             )
         else:
-            blocks.append(Block("table", stalls.round(3)))
+            blocks.append(Block("table", stalls.round(3), key=("stall_pct", "stall_pct_of_training")))
             _figure(
                 blocks,
                 figures,
@@ -487,30 +553,33 @@ def _modes_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
     if table.empty:
         return
     blocks.append(Block("heading", "Modes and precisions"))
-    blocks.append(
-        Block(
-            "text",
-            (
-                "Cells that differ only in data-parallel mode (framework and its settings) and precision, one group "
-                "per model and size. relative_time: the time to train the same samples against the group's "
-                f"baseline, PyTorch DDP in full precision without the ZeRO optimizer ({metrics.MODE_BASELINE_TEXT}) "
-                "= 1.0: the baseline's throughput over the cell's (below 1: faster; empty where a group holds "
-                "several baseline cells). mode: the framework and its ZeRO stage where it has one; variant: the "
-                "settings that tell alike cells apart (framework.zero_optimizer=True: DDP with torch's "
-                "ZeroRedundancyOptimizer). GPU utilisation and PCIe rx/tx (host to GPU / GPU to host, GB = 1e9 "
-                "bytes) are means over the telemetry samples of the whole run (see Utilisation); peak memory the "
-                "largest torch.cuda peak over the cell's runs and ranks (GiB). Throughput is in each model's "
-                "sample unit (summary.json's sample_unit: images, or sequences), one table per unit."
-            ),
-        )
+    note = (
+        "Cells that differ only in data-parallel mode (framework and its settings) and precision, one group "
+        "per model and size. relative_time: the time to train the same samples against the group's "
+        f"baseline, PyTorch DDP in full precision without the ZeRO optimizer ({metrics.MODE_BASELINE_TEXT}) "
+        "= 1.0: the baseline's throughput over the cell's (below 1: faster; empty where a group holds "
+        "several baseline cells). mode: the framework and its ZeRO stage where it has one; variant: the "
+        "settings that tell alike cells apart (framework.zero_optimizer=True: DDP with torch's "
+        "ZeroRedundancyOptimizer). GPU utilisation and PCIe rx/tx (host to GPU / GPU to host, GB = 1e9 "
+        "bytes) are means over the telemetry samples of the whole run (see Utilisation); peak memory the "
+        "largest torch.cuda peak over the cell's runs and ranks (GiB). Throughput is in each model's "
+        "sample unit (summary.json's sample_unit: images, or sequences), one table per unit."
     )
-    for unit, rows in table.groupby("sample_unit", sort=True):
+    units = table.groupby("sample_unit", sort=True)
+    for k, (unit, rows) in enumerate(units, 1):
         shown = _shown(rows, MODES_SHOWN)
         shown = shown[[c for c in shown if c not in metrics.MODES or shown[c].notna().any()]]
         rate = f"throughput{metrics.rate_suffix(unit)}"
         if table["sample_unit"].nunique() > 1:
             blocks.append(Block("text", f"Models whose samples are {unit} ({metrics.rate_label(unit)}):"))
-        blocks.append(Block("table", shown.rename(columns={"samples_s": rate}).round(2)))
+        blocks.append(
+            Block(
+                "table",
+                shown.rename(columns={"samples_s": rate}).round(2),
+                note=note if k == len(units) else "",
+                key=("relative_time", rate),
+            )
+        )
     for k, (_, rows) in enumerate(table.groupby("mode_group", sort=False)):
         first = rows.iloc[0]
         gpus = "CPU rank" if first["device"] == "cpu" else "GPU"
@@ -544,22 +613,17 @@ def _hosts_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
         return
     slow = metrics.slow_hosts(hosts)
     blocks.append(Block("heading", "Hosts"))
-    blocks.append(
-        Block(
-            "text",
-            (
-                "Per host of each run on more than one host (the host each rank log's header names), over its ranks' "
-                "measured steps: step_ms (mean, p95), compute_ms (fwd + bwd + opt less the exposed collective time "
-                "where it is timed), comm_ms (collectives, overlapped or not) and comm_exposed_ms (empty where not "
-                "timed), data_ms. A host is slow (straggler) when its compute is more than "
-                f"{metrics.STRAGGLER_PCT:g}% and {metrics.STRAGGLER_MIN_MS:g} ms per step slower than the run's median "
-                "host's (compute_slowdown_pct). Compute, not step time: in synchronous training every rank's step "
-                "lasts as long as the slowest one's, the others wait in the collectives. Without a collective "
-                "timer (framework.comm_timer=auto is off on GPUs) that wait falls inside the others' bwd and "
-                "evens their compute out with the slow host's: look at fwd_ms then (no collective in DDP's "
-                "forward), and time collectives (framework.comm_timer=on) in a run meant to find a slow node."
-            ),
-        )
+    note = (
+        "Per host of each run on more than one host (the host each rank log's header names), over its ranks' "
+        "measured steps: step_ms (mean, p95), compute_ms (fwd + bwd + opt less the exposed collective time "
+        "where it is timed), comm_ms (collectives, overlapped or not) and comm_exposed_ms (empty where not "
+        "timed), data_ms. A host is slow (straggler) when its compute is more than "
+        f"{metrics.STRAGGLER_PCT:g}% and {metrics.STRAGGLER_MIN_MS:g} ms per step slower than the run's median "
+        "host's (compute_slowdown_pct). Compute, not step time: in synchronous training every rank's step "
+        "lasts as long as the slowest one's, the others wait in the collectives. Without a collective "
+        "timer (framework.comm_timer=auto is off on GPUs) that wait falls inside the others' bwd and "
+        "evens their compute out with the slow host's: look at fwd_ms then (no collective in DDP's "
+        "forward), and time collectives (framework.comm_timer=on) in a run meant to find a slow node."
     )
     if slow.empty:
         blocks.append(Block("text", f"No slow host in the {hosts['run_id'].nunique()} run(s) on several hosts."))
@@ -590,7 +654,9 @@ def _hosts_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
     left = hosts["run_id"].nunique() - len(chosen)
     if left:
         blocks.append(Block("text", f"{left} more run(s) on several hosts, without a slow host, are not listed."))
-    blocks.append(Block("table", shown.reset_index(drop=True).round(2)))
+    blocks.append(
+        Block("table", shown.reset_index(drop=True).round(2), note=note, key=("compute_slowdown_pct", "straggler"))
+    )
     _figure(
         blocks,
         figures,
@@ -604,6 +670,7 @@ def _hosts_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysi
 
 
 UTILISATION_SHOWN = [*metrics.CELL, "variant", "num_repeats", *metrics.UTILISATION]
+UTILISATION_KEY = ("gpu_util_pct_mean", "gpu_util_pct_p95", "cpu_pct_mean")
 
 
 def _utilisation_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis) -> None:
@@ -614,10 +681,13 @@ def _utilisation_section(blocks: list[Block], figures: dict, analysis: CampaignA
     shown = _shown(table, UTILISATION_SHOWN)
     shown = shown[[c for c in shown if c not in metrics.UTILISATION or shown[c].notna().any()]]
     blocks.append(Block("heading", "Utilisation"))
+    blocks.append(Block("text", "Per cell, what its GPUs, their links and its hosts were doing (telemetry)."))
     blocks.append(
         Block(
-            "text",
-            (
+            "table",
+            shown.round(1),
+            key=UTILISATION_KEY,
+            note=(
                 "From the telemetry samples (benchmarks/telemetry.py) over the whole run, sampler start to stop "
                 "(start-up, warm-up and evaluations included: the rank logs carry no wall-clock times to match the "
                 "measured window to), mean over the cell's repeats with telemetry (num_repeats). GPU figures pool "
@@ -627,7 +697,6 @@ def _utilisation_section(blocks: list[Block], figures: dict, analysis: CampaignA
             ),
         )
     )
-    blocks.append(Block("table", shown.round(1)))
     if any(c in shown for c in plots.UTILISATION_PANELS):
         _figure(
             blocks,
@@ -645,8 +714,10 @@ def _interconnect_section(blocks: list[Block], figures: dict, analysis: Campaign
         blocks.append(Block("heading", "GPU-to-GPU copies (commbench P2P)"))
         blocks.append(
             Block(
-                "text",
-                (
+                "table",
+                matrix.round(2),
+                key=("p2p_gb_s", "p2p_latency_us"),
+                note=(
                     "Per ordered GPU pair of a node (one process drives every GPU): p2p_gb_s, the bandwidth of a "
                     "large copy (benchmarks/commbench/gpu.py P2P_BYTES) from src_gpu to dst_gpu (GB = 1e9 bytes), "
                     "p2p_latency_us, a 4-byte copy's time, "
@@ -654,7 +725,6 @@ def _interconnect_section(blocks: list[Block], figures: dict, analysis: Campaign
                 ),
             )
         )
-        blocks.append(Block("table", matrix.round(2)))
         _figure(
             blocks,
             figures,
@@ -666,15 +736,16 @@ def _interconnect_section(blocks: list[Block], figures: dict, analysis: Campaign
         blocks.append(Block("heading", "Host-to-device copies, all GPUs at once (commbench H2D)"))
         blocks.append(
             Block(
-                "text",
-                (
+                "table",
+                h2d.round(2),
+                key=("h2d_gb_s",),
+                note=(
                     "Per rank, its pinned-host to GPU copy bandwidth (h2d_gb_s, GB = 1e9 bytes) while concurrent_gpus "
                     "ranks copy at the same time: what a loader's transfers can reach when every GPU is fed at once. "
                     "rank is the record's place in the file (ranks in order); host is where the file was written."
                 ),
             )
         )
-        blocks.append(Block("table", h2d.round(2)))
         _figure(
             blocks,
             figures,
@@ -685,6 +756,8 @@ def _interconnect_section(blocks: list[Block], figures: dict, analysis: Campaign
 
 
 TRACE_CONFIG = [*metrics.CELL, "variant"]
+# the window's classes that add up to 100% of its step time: the key figures of its table
+TRACE_KEY = ("conv_pct", "gemm_pct", "other_compute_pct", "copies_pct", "comm_exposed_pct", "idle_pct")
 # the seed's layout (study A's table: % of runtime) from the trace window: its column -> this campaign's
 SEED_LAYOUT = {
     "allreduce_pct": "allreduce_exposed_runtime_pct",
@@ -727,20 +800,15 @@ def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnal
     if accuracy.empty:
         return
     blocks.append(Block("heading", "Validation accuracy"))
-    blocks.append(
-        Block(
-            "text",
-            (
-                "The last evaluation of each run on its held-out set (data.val_path, or the data.val_split share of "
-                "data.path), every rank its shard, summed over ranks; mean over the num_repeats runs. schedule: "
-                "optim.schedule.name; global_batch: per-GPU batch x GPUs; epochs: the training epochs done at "
-                "that evaluation (empty for eval.jsonl files that predate it; a run that reached its run.target_top1 "
-                "stopped there, so its last evaluation is that one). eval_s: the evaluations' seconds, in no "
-                "training step (throughput leaves them out). chance_pct: the top-1 of a guess, 100 / the data "
-                "set's classes (model.num_classes where the run did not count them): a top-1 near it has "
-                "learned nothing yet."
-            ),
-        )
+    note = (
+        "The last evaluation of each run on its held-out set (data.val_path, or the data.val_split share of "
+        "data.path), every rank its shard, summed over ranks; mean over the num_repeats runs. schedule: "
+        "optim.schedule.name; global_batch: per-GPU batch x GPUs; epochs: the training epochs done at "
+        "that evaluation (empty for eval.jsonl files that predate it; a run that reached its run.target_top1 "
+        "stopped there, so its last evaluation is that one). eval_s: the evaluations' seconds, in no "
+        "training step (throughput leaves them out). chance_pct: the top-1 of a guess, 100 / the data "
+        "set's classes (model.num_classes where the run did not count them): a top-1 near it has "
+        "learned nothing yet."
     )
     accuracy = accuracy.assign(chance_pct=metrics.chance_pct(accuracy, analysis.counted()))
     columns = [*metrics.CELL, "variant", *metrics.STUDY, "num_repeats", *metrics.ACCURACY]
@@ -751,20 +819,10 @@ def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnal
         columns.remove("epochs")
     if accuracy["chance_pct"].isna().all():
         columns.remove("chance_pct")  # runs whose classes no file says
-    blocks.append(Block("table", _shown(accuracy, columns).round(3)))
+    blocks.append(Block("table", _shown(accuracy, columns).round(3), note=note, key=("top1_pct", "chance_pct")))
     target = analysis.time_to_accuracy()
     if not target.empty:
-        blocks.append(
-            Block(
-                "text",
-                (
-                    "Time to accuracy (run.target_top1): a run stops at the first evaluation whose top-1 reaches the "
-                    "target. reached: of the cell's repeats, how many did; time_to_target_s (seconds since the first "
-                    "training step, evaluations included: MLPerf's clock), samples_to_target (global training "
-                    "samples) and steps_to_target: the mean over the repeats that reached it (empty where none did)."
-                ),
-            )
-        )
+        blocks.append(Block("heading", "Time to accuracy (run.target_top1)", 3))
         shown = target.assign(
             reached=[f"{int(k)} of {int(n)}" for k, n in zip(target["num_reached"], target["num_repeats"])]
         )
@@ -784,6 +842,13 @@ def _accuracy_section(blocks: list[Block], figures: dict, analysis: CampaignAnal
                         "steps_to_target",
                     ],
                 ).round(1),
+                note=(
+                    "A run stops at the first evaluation whose top-1 reaches the target. reached: of the cell's "
+                    "repeats, how many did; time_to_target_s (seconds since the first training step, evaluations "
+                    "included: MLPerf's clock), samples_to_target (global training samples) and steps_to_target: "
+                    "the mean over the repeats that reached it (empty where none did)."
+                ),
+                key=("time_to_target_s", "reached", "target_top1_pct"),
             )
         )
     curves = analysis.accuracy_curves()
@@ -840,8 +905,10 @@ def _trace_section(
     blocks.append(Block("heading", "Where the time goes: the trace window"))
     blocks.append(
         Block(
-            "text",
-            (
+            "table",
+            _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES, *metrics.TRACE_PERTURBATION]).round(3),
+            key=TRACE_KEY,
+            note=(
                 "From each run's profiler window (run.trace: a few steps after the measured ones on every rank, on by "
                 "default on GPUs; or run.profile_steps), kernels classified by name: cuDNN convolution (conv), GEMM, "
                 "other compute, copies (h2d: host-to-device), collectives (allreduce: total, and exposed: not hidden "
@@ -854,21 +921,20 @@ def _trace_section(
             ),
         )
     )
-    blocks.append(
-        Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_SHARES, *metrics.TRACE_PERTURBATION]).round(3))
-    )
+    blocks.append(Block("heading", "The same as shares of the runtime", 3))
     blocks.append(
         Block(
-            "text",
-            (
-                "The same as shares of the whole runtime (summary runtime_s: process start to the last step, so start-up "
+            "table",
+            _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_RUNTIME]).round(1),
+            key=tuple(metrics.TRACE_RUNTIME),
+            note=(
+                "Shares of the whole runtime (summary runtime_s: process start to the last step, so start-up "
                 "and data loading count), which is how seed study A's table reads: a class's window share times the "
                 "rank's step time over all its steps, over the runtime; data from the phase timers; start-up: what no "
                 "step holds."
             ),
         )
     )
-    blocks.append(Block("table", _shown(traced, [*TRACE_CONFIG, *metrics.TRACE_RUNTIME]).round(1)))
     _figure(
         blocks,
         figures,
@@ -877,11 +943,14 @@ def _trace_section(
         "Where the time goes from the trace window: shares of step time (left) and of the runtime (right).",
     )
     layout = seed_layout(traced, reference)
+    blocks.append(Block("heading", "In seed study A's layout", 3))
     blocks.append(
         Block(
-            "text",
-            (
-                "In seed study A's layout, % of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
+            "table",
+            layout.round(1),
+            key=(*SEED_LAYOUT, "allreduce_pct_ref", "data_pct_ref", "compute_pct_ref"),
+            note=(
+                "% of runtime: allreduce_pct (exposed allreduce), data_pct (waiting for the "
                 "batch), cudnn_pct (cuDNN convolution kernels), for each framework, loader and GPU count"
                 + (
                     "; *_ref: the reference's PyTorch-DDP values where model, loader and GPU count match (its "
@@ -892,7 +961,6 @@ def _trace_section(
             ),
         )
     )
-    blocks.append(Block("table", layout.round(1)))
     disagree = analysis.timers_vs_trace()
     if not disagree.empty:
         far = disagree[disagree["disagreement_pp"] > metrics.DISAGREEMENT_PP]
@@ -914,15 +982,25 @@ def _trace_section(
                 )
             )
         else:
-            _table_if_rows(
-                blocks,
-                far[shown].round(1),
-                (
+            blocks.append(
+                Block(
+                    "text",
                     f"Timers and trace disagree by more than {metrics.DISAGREEMENT_PP:g} percentage points on "
-                    f"{len(far)} of {len(disagree)} traced ranks (same steps; compute <-> compute + copies, exposed "
-                    "comm <-> exposed comm, data + other <-> idle): trust the trace for the split, the timers for "
-                    "the step time."
-                ),
+                    f"{len(far)} of {len(disagree)} traced ranks: trust the trace for the split, the timers for the "
+                    "step time.",
+                )
+            )
+            blocks.append(
+                Block(
+                    "table",
+                    far[shown].round(1),
+                    note=(
+                        "The same steps, pair by pair (*_timer_pct against *_trace_pct): compute <-> compute + "
+                        "copies, exposed comm <-> exposed comm, data + other <-> idle, total comm <-> total comm "
+                        "where timed; disagreement_pp: the largest difference, worst: its pair."
+                    ),
+                    key=("disagreement_pp", "worst"),
+                )
             )
 
 
@@ -1055,19 +1133,25 @@ def _reference_section(
         caption,
     )
     shown = [c for c in _REFERENCE_TABLE if c in side and (c != "variant" or side[c].fillna("").astype(bool).any())]
+    if not side.empty:
+        blocks.append(
+            Block("text", f"{len(side)} of {num_ddp} PyTorch-DDP cells match a reference cell; one row each.")
+        )
     _table_if_rows(
         blocks,
         side[shown],
         (
-            f"{len(side)} of {num_ddp} PyTorch-DDP cells match a reference cell; one row each. *_ref: {reference_name} "
-            "(other_pct_ref: the rest up to 100); *_here: this campaign, mean over repeats, in % of step time. "
-            "allreduce_exposed_pct_here and compute_pct_here are empty where the run did not time its allreduce "
-            "(framework.comm_timer off, the default on GPUs): that time is then inside compute."
+            f"*_ref: {reference_name} (other_pct_ref: the rest up to 100); *_here: this campaign, mean over repeats, "
+            "in % of step time. allreduce_exposed_pct_here and compute_pct_here are empty where the run did not time "
+            "its allreduce (framework.comm_timer off, the default on GPUs): that time is then inside compute."
         ),
+        key=tuple(name for ref, _, here in REFERENCE_SIDES for name in (f"{ref}_ref", f"{here}_here")),
     )
 
 
 def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> str:
+    """The report as markdown; long variants have one label (v1, v2, ...) in every table of it."""
+    labels = variant_labels([b.content for b in blocks if b.kind == "table"])
     out = []
     for block in blocks:
         if block.kind == "heading":
@@ -1075,7 +1159,9 @@ def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> 
         elif block.kind == "text":
             out.append(str(block.content))
         elif block.kind == "table":
-            out.append(markdown_table(block.content))
+            out.append(markdown_table(block.content, labels=labels))
+            if block.note:
+                out.append(block.note)
         elif block.kind == "figure":
             name, caption = block.content
             files = figure_files[name]
@@ -1085,6 +1171,8 @@ def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> 
 
 
 def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: str) -> str:
+    """The report as one static page; long variants have one label (v1, v2, ...) in every table of it."""
+    labels = variant_labels([b.content for b in blocks if b.kind == "table"])
     body = []
     for block in blocks:
         if block.kind == "heading":
@@ -1092,7 +1180,7 @@ def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: 
         elif block.kind == "text":
             body.append(f"<p>{html.escape(str(block.content))}</p>")
         elif block.kind == "table":
-            body.append(html_table(block.content))
+            body.append(html_table(block.content, key=block.key, note=block.note, labels=labels))
         elif block.kind == "figure":
             name, caption = block.content
             files = figure_files[name]
@@ -1106,8 +1194,12 @@ def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: 
         ".scroll{max-width:100%;overflow-x:auto;margin:1em 0}"
         "table{border-collapse:collapse;font-size:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}"
-        "th{background:#f3f3f3;text-align:center;position:sticky;top:0}"
+        # a header wraps between its words: the column is as wide as its figures, not its name
+        "th{background:#f3f3f3;text-align:center;position:sticky;top:0;white-space:normal;vertical-align:bottom}"
         "td.num{text-align:right;font-variant-numeric:tabular-nums}td.txt{text-align:left}"
+        "th.key{background:#e4ecf5}.key-end{border-right:2px solid #888}"
+        "td.variant{text-decoration:underline dotted;cursor:help}"
+        "details{font-size:13px;color:#444;margin:-0.5em 0 1em}summary{cursor:pointer;color:#555}"
         "img{max-width:100%}figcaption{font-size:12px;color:#555}"
     )
     return (

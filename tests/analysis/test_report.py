@@ -74,8 +74,8 @@ def test_report_names_a_loader_that_fell_behind(tmp_path, copy_of):
         warnings.simplefilter("ignore")
         assert main(["report", str(campaign), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
-    section = text[text.index("Loader fell behind") :].split("\n\n")
-    assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in section[0]
+    section = text[text.index("### Loader fell behind") :].split("\n\n")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in section[2]  # under the table
     rows = [line for line in section[1].splitlines() if line.startswith("| small/")]
     # half of the steps waited half a step: 25% of step time on the host, the device saw far less
     assert len(rows) == 1 and rows[0].startswith(f"| {run} | 25.")
