@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
@@ -62,6 +63,12 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     if cfg.loader.needs_data:
         path = cfg.data.path
         if path is None:
+            variable = _env_variable(cfg.data, "path")
+            if variable is not None:  # an experiment's data set comes from the environment (aach2023_scaling)
+                raise ConfigError(
+                    f"loader={cfg.loader.name} reads data but data.path is not set: it reads ${variable}, which "
+                    f"is unset; export {variable}=<folder> or pass data.path=<folder>"
+                )
             raise ConfigError(
                 f"loader={cfg.loader.name} reads data but data.path is not set; "
                 "make a dataset with 'ddlbench data synth --out data/synth' and pass data.path=data/synth"
@@ -90,6 +97,13 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
                 f"use system.ranks_per_node={available} or fewer"
             )
+
+
+def _env_variable(node: DictConfig, key: str) -> str | None:
+    """The environment variable node.key is read from (`${oc.env:NAME,...}`), or None when it is not."""
+    raw = OmegaConf.to_container(node, resolve=False).get(key)
+    match = re.fullmatch(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(,[^}]*)?\}", raw) if isinstance(raw, str) else None
+    return match[1] if match else None
 
 
 def _check_optimizer_with_framework(cfg: DictConfig) -> None:

@@ -22,7 +22,7 @@ import shlex
 import sys
 
 from launchers import scheduler, submit
-from launchers.campaign import Cell, plan
+from launchers.campaign import Cell, plan, reasons
 
 
 def format_table(rows: list[tuple[Cell, str, str]]) -> str:
@@ -104,10 +104,33 @@ def summary_line(rows: list[tuple[Cell, str, str]]) -> str:
     return f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
+def print_reasons(cells: list[Cell]) -> int:
+    """Why cells cannot run, on stderr (a dry run's stdout is sbatch lines only): one line per reason with
+    the number of cells it stops; the number of impossible cells."""
+    why = reasons(cells)
+    for count, reason in why:
+        print(f"[ddlbench] {count} cell(s) impossible: {reason}", file=sys.stderr)
+    return sum(count for count, _ in why)
+
+
+def say_impossible(cfg, cells: list[Cell]) -> bool:
+    """print_reasons; True when they stop every cell, after one error line saying so."""
+    if cells and print_reasons(cells) == len(cells):
+        print(
+            f"ddlbench: error: every one of the {len(cells)} cells of campaign {cfg.run.campaign} is impossible, "
+            "for the reason(s) above",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
+    """The table of the grid's cells; an impossible one (an unset data path too) is a row with its reason."""
     cfg, cells = plan(args.overrides)
     rows = [(c, "impossible" if c.problem else "planned", c.problem or "") for c in cells]
     if args.dry_run:
+        print_reasons(cells)
         for cell in cells:
             if not cell.problem:
                 print(shlex.join(submit.sbatch_command(cfg, cell, args.overrides)))
@@ -131,6 +154,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """Submit the missing and failed cells: one job each, at most --max-jobs of this campaign queued at
     once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
     cfg, cells = plan(args.overrides, check_data_set=True)
+    if say_impossible(cfg, cells):
+        return 2
     rows = submit.cell_states(cfg, cells)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
@@ -162,6 +187,8 @@ def cmd_run_here(args: argparse.Namespace) -> int:
     its `ddlbench run` in as args.run_cell (launchers sit below the CLI)."""
     cmd_run = args.run_cell
     cfg, cells = plan(args.overrides, check_data_set=True)
+    if say_impossible(cfg, cells):
+        return 2
     rows = submit.cell_states(cfg, cells)
     todo = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes == 1]
     elsewhere = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes > 1]

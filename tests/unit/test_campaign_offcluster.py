@@ -41,9 +41,48 @@ def test_plan_status_and_a_dry_run_work_without_slurm(no_slurm, imagenet, capsys
     assert main(["campaign", "status", *JUWELS]) == 0
     captured = capsys.readouterr()
     assert "486 cells: 486 missing" in captured.out and "Slurm is not installed here" in captured.err
-    # the data set is checked on the submit host: this one is empty, so every cell is refused in one line
+    # the data set is checked on the submit host: this one is empty, so every cell is refused, each reason
+    # on one line with the number of cells it stops
     assert main(["campaign", "submit", *JUWELS, "system.account=p", "--dry-run"]) == 2
-    assert "every one of the 486 cells" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "every one of the 486 cells" in err and "[ddlbench] 243 cell(s) impossible: data.path=" in err, err
+
+
+def test_the_readmes_plan_plans_without_the_data_sets(cli, monkeypatch):
+    """README's command, no DDLBENCH_IMAGENET*: every cell is a row saying which variable to export (issue
+    36: it was refused, exit 2)."""
+    monkeypatch.delenv("DDLBENCH_IMAGENET", raising=False)
+    monkeypatch.delenv("DDLBENCH_IMAGENET_TFRECORD", raising=False)
+    done = cli("campaign", "plan", *JUWELS, "campaign.gpus=[4,8]")
+    assert done.returncode == 0, done.stderr
+    assert "108 cells: 108 impossible" in done.stdout
+    for loader, variable in (("dali", "DDLBENCH_IMAGENET_TFRECORD"), ("native", "DDLBENCH_IMAGENET")):
+        reason = (
+            f"loader={loader} reads data but data.path is not set: it reads ${variable}, which is unset; "
+            f"export {variable}=<folder> or pass data.path=<folder>"
+        )
+        assert done.stdout.count(reason) == 1, done.stdout
+
+
+def test_a_dry_run_submit_says_why_each_impossible_cell_is(cli, no_slurm, imagenet):
+    """6 JPEGs feed one step of 4 ranks at batch 1, not of 8; DALI has no TFRecord there: the sbatch line of
+    the one possible cell, and a count per reason (issue 36: 'would submit 0 ... impossible', no reason)."""
+    from benchmarks.data.synth import synth_imagefolder
+
+    synth_imagefolder(
+        imagenet / "jpegs", num_classes=1, images_per_class=6, width=16, height=16, quality=90, seed=0, progress=False
+    )
+    grid = ["campaign.gpus=[4,8]", "campaign.axes.framework=[ddp]"]  # x 2 loaders x 3 depths x 3 repeats
+    done = cli(
+        "campaign", "submit", *JUWELS, *grid, "run.per_gpu_batch=1", "system.account=p", "--dry-run",
+        env={"DDLBENCH_IMAGENET": str(imagenet / "jpegs"), "DDLBENCH_IMAGENET_TFRECORD": str(imagenet / "none")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("sbatch ") == 9  # native on 4 GPUs
+    lines = [line for line in done.stderr.splitlines() if " impossible: " in line]
+    assert len(lines) == 2 and lines[0].startswith("[ddlbench] 18 cell(s) impossible: data.path="), lines
+    assert "holds 6 samples, but one step of 8 rank(s)" in lines[1] and lines[1].startswith("[ddlbench] 9 cell(s)")
+    assert "would submit 9, 0 already queued, 0 completed, 27 impossible" in done.stdout
 
 
 def test_a_real_submit_without_sbatch_is_one_line(no_slurm, imagenet, capsys):
