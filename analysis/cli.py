@@ -24,13 +24,24 @@ def one_line_warnings() -> None:
     warnings.formatwarning = formatwarning
 
 
+def runs_folder(runs_dir: str, *, usage: str) -> Path:
+    """RUNS_DIR as a folder, or one line naming it and the fix (`results` and `report` default to runs/)."""
+    root = Path(runs_dir)
+    if not root.is_dir():
+        raise ConfigError(
+            f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default "
+            f"runs/): {usage}"
+        )
+    return root
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import build_report
 
     one_line_warnings()
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     timings = build_report(
-        Path(args.runs_dir),
+        runs_folder(args.runs_dir, usage=f"ddlbench report DIR --out {args.out}"),
         Path(args.out),
         reference=args.reference,
         formats=formats,
@@ -124,7 +135,9 @@ def add_parsers(sub) -> None:
     """Register the analysis subcommands; argparse only (each command imports its modules when it runs), so
     that `ddlbench --help` stays quick."""
     p = sub.add_parser("report", help="markdown + HTML report with tables and figures of a runs directory")
-    p.add_argument("runs_dir", metavar="RUNS_DIR")
+    p.add_argument(
+        "runs_dir", metavar="RUNS_DIR", nargs="?", default="runs", help="where the runs are (run.root; default runs)"
+    )
     p.add_argument("--out", required=True, help="new folder for report.md, report.html, figures/ (never overwritten)")
     p.add_argument(
         "--reference", choices=("aach2023",), help="overlay a shipped reference (seed study A's DDP breakdown)"

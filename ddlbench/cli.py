@@ -393,17 +393,12 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     from analysis.campaign_analysis import CampaignAnalysis
-    from analysis.cli import one_line_warnings
+    from analysis.cli import one_line_warnings, runs_folder
     from analysis.results import export_tables, format_results, results_table
 
     one_line_warnings()
 
-    root = Path(args.runs_dir)
-    if not root.is_dir():
-        raise ConfigError(
-            f"RUNS_DIR {root} is not a directory; pass the folder runs were written to (run.root, default "
-            "runs/): ddlbench results DIR"
-        )
+    root = runs_folder(args.runs_dir, usage="ddlbench results DIR")
     mode = getattr(args, "scaling", "weak")
     analysis = CampaignAnalysis(root)
     long = getattr(args, "long", False)

@@ -116,6 +116,23 @@ def test_runs_dir_defaults_to_runs(tmp_path, compose, cli, monkeypatch):
     assert result.returncode == 0 and "simple_cnn" in result.stdout, result.stderr
 
 
+def test_report_runs_dir_defaults_to_runs_too(tmp_path, compose, cli, monkeypatch):
+    """`ddlbench report --out DIR` reads runs/ as `results` does (issue 36: RUNS_DIR was required)."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("report", "--out", "rep")
+    assert (result.returncode, result.stderr.strip().splitlines()) == (
+        2,
+        [
+            "ddlbench: error: RUNS_DIR runs is not a directory; pass the folder runs were written to "
+            "(run.root, default runs/): ddlbench report DIR --out rep"
+        ],
+    )
+    write_run(tmp_path / "runs", compose, [], world_size=1)
+    result = cli("report", "--out", "rep", "--formats", "png", "--jobs", "1")
+    assert result.returncode == 0 and "report of 1 runs" in result.stdout, result.stderr
+    assert "simple_cnn" in (tmp_path / "rep" / "report.md").read_text()
+
+
 def test_a_table_still_too_wide_names_what_every_row_shares_above_it():
     """The widest names and figures ddlbench has: without a variant, the columns that hold one value in
     every row move to a line above the table."""
