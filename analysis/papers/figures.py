@@ -49,16 +49,21 @@ def beside_published(table: pd.DataFrame, *, label: str, value: str, published: 
     published value get the measured bar alone, rows without a measurement the published bar alone."""
     fig, (ax,) = plots._panels(1, row_height_in=max(2.0, 0.32 * len(table) + 0.8), width_in=plots.FULL_WIDTH_IN)
     y = np.arange(len(table))
-    height = 0.38
     measured = pd.to_numeric(table[value], errors="coerce").to_numpy(float)
     ref = pd.to_numeric(table[published], errors="coerce").to_numpy(float)
-    ax.barh(y - height / 2, np.nan_to_num(measured), height, color=MEASURED, label="measured (these runs)")
-    ax.barh(y + height / 2, np.nan_to_num(ref), height, color=PUBLISHED, label="published (the study)")
-    for k, (m, r) in enumerate(zip(measured, ref)):
-        if np.isnan(m):
-            ax.text(0, k - height / 2, " not measured", va="center", fontsize=7, color="#555")
-        if np.isnan(r):
-            ax.text(0, k + height / 2, " not published", va="center", fontsize=7, color="#555")
+    if np.isnan(ref).all():  # the study gives no number for any row: one bar each, and the title says so
+        ax.barh(y, np.nan_to_num(measured), 0.6, color=MEASURED, label="measured (these runs)")
+        title += " (the study's values are not in its text)"
+    else:
+        height = 0.38
+        ax.barh(y - height / 2, np.nan_to_num(measured), height, color=MEASURED, label="measured (these runs)")
+        ax.barh(y + height / 2, np.nan_to_num(ref), height, color=PUBLISHED, label="published (the study)")
+        for k, (m, r) in enumerate(zip(measured, ref)):
+            if np.isnan(m):
+                ax.text(0, k - height / 2, " not measured", va="center", fontsize=7, color="#555")
+            if np.isnan(r):
+                ax.text(0, k + height / 2, " not published", va="center", fontsize=7, color="#555")
+    ax.axvline(0, color="#333", linewidth=0.8)
     ax.set_yticks(y, table[label].astype(str).tolist())
     ax.invert_yaxis()
     ax.set_xlabel(unit)

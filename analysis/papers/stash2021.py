@@ -36,6 +36,19 @@ def stalls(paper: PaperInput) -> pd.DataFrame:
     return metrics.stash_stalls(per_run.merge(system, on="run_id", how="left"))
 
 
+def _labels(table: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """A bar's label: the columns' values (batch as b<N>), and the campaign where two bars would read alike."""
+    parts = table[columns].astype(str)
+    # what every bar shares is the figure's, not the label's (the model always names its bar)
+    parts = parts[[c for c in columns if c == "model" or parts[c].nunique() > 1]]
+    if "per_gpu_batch" in parts:
+        parts["per_gpu_batch"] = "b" + parts["per_gpu_batch"]
+    label = parts.agg(" ".join, axis=1)
+    if "campaign" in table and label.duplicated(keep=False).any():
+        label = label + " (" + table["campaign"].astype(str) + ")"
+    return label
+
+
 def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published: str) -> callable:
     """A stall figure: the stalls of `kinds` per system, model and per-GPU batch, in the study's reading
     (stall_pct: against the paired baseline; stall_pct_of_training: against the stalled run's time)."""
@@ -53,22 +66,26 @@ def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published
             return section
         shown = table[["stall", "system", "model", "per_gpu_batch", "world_size", "num_nodes", "stall_s", reading]]
         section.table(shown.round(2))
+        if (shown["stall_s"] < 0).any():
+            section.text(
+                "A negative stall: the stalled run was the faster of the pair, so the stall is below the noise of "
+                "runs this short (repeat them with stash.repeats for intervals: docs/stash.md)."
+            )
         labelled = shown.assign(
-            label=shown["stall"]
-            + " "
-            + shown["system"].astype(str)
-            + " "
-            + shown["model"].astype(str)
-            + " b"
-            + shown["per_gpu_batch"].astype(str),
-            published=float("nan"),
+            label=_labels(table, ["stall", "system", "model", "per_gpu_batch"]), published=float("nan")
         )
+        if reading == "stall_pct" and "network" in kinds:
+            # the study's one network figure: "network stalls as high as 500%" (two p3.8xlarge)
+            labelled["published"] = paper.claim("network_stall_pct_max_p3_8xlarge_x2")
+        caption = f"{what} (measured), {unit}."
+        if labelled["published"].notna().any():
+            caption += " Grey: the highest network stall the study reports ('as high as 500%', two p3.8xlarge)."
         section.figure(
             "stalls",
             lambda: figures.beside_published(
                 labelled, label="label", value=reading, published="published", unit=unit, title=what
             ),
-            f"{what} (measured), {unit}.",
+            caption,
         )
         return section
 
@@ -138,7 +155,7 @@ def depth_section(kind: str) -> callable:
         lacking = sorted(wanted - set(table["model"]))
         if lacking:
             section.lacks(f"{kind} stall of {', '.join(lacking)}", DEPTH)
-        labelled = table.assign(label=table["model"], published=float("nan"))
+        labelled = table.assign(label=_labels(table, ["model"]), published=float("nan"))
         section.figure(
             "depth",
             lambda: figures.beside_published(
