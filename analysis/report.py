@@ -180,8 +180,21 @@ def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 # --- what ran, on what ---------------------------------------------------------------------------
 
 
+# a torch build's CUDA (and, where a GPU is visible, NCCL) versions: facts of runs on GPUs only
+GPU_PROVENANCE = ("meta.hardware.cuda", "meta.hardware.nccl")
+
+
+def _on_gpu(runs: pd.DataFrame) -> pd.Series:
+    """Which runs ran on GPUs: system.device=cuda (a CPU run on a GPU host is a CPU run); where no device
+    is recorded, those whose meta.json lists GPUs."""
+    none = pd.Series(pd.NA, index=runs.index, dtype="object")
+    device = runs.get("config.system.device", none)
+    gpus = runs.get("meta.hardware.gpus", none).astype(str).str.lower()
+    return device.astype(str).eq("cuda").where(device.notna(), ~gpus.isin(["none", "[]", "", "null", "nan", "<na>"]))
+
+
 def _provenance(runs: pd.DataFrame) -> pd.DataFrame:
-    """Distinct values of the provenance columns (meta.json) over all runs."""
+    """Distinct values of the provenance columns (meta.json) over all runs; CUDA and NCCL over GPU runs."""
     rows = []
     wanted = [
         "meta.hardware.gpus",
@@ -197,7 +210,7 @@ def _provenance(runs: pd.DataFrame) -> pd.DataFrame:
     for column in wanted:
         if column not in runs:
             continue
-        values = runs[column].dropna().astype(str)
+        values = (runs.loc[_on_gpu(runs), column] if column in GPU_PROVENANCE else runs[column]).dropna().astype(str)
         values = values[~values.str.lower().isin(["none", "[]", "", "null"])]
         if values.empty:
             continue
