@@ -8,7 +8,7 @@ VENV ?= $(CACHE)/venv-py311-torch2.14.1
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test test-fast test-matrix papers papers-runs lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
+.PHONY: demo test test-fast test-matrix papers papers-runs docs-cli lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -49,6 +49,10 @@ papers: venv
 # frameworks and namespace hosts: make deepspeed dali horovod mpi, and root for ip netns)
 papers-runs: deepspeed dali horovod mpi
 	PY=$(PY) bash docs/papers/make_runs.sh docs/papers/runs
+
+# docs/cli.md, the command reference, from the parsers (tests/unit/test_clidoc.py holds it to them)
+docs-cli: venv
+	$(PY) -m ddlbench.clidoc > docs/cli.md
 
 lint: venv
 	$(VENV)/bin/ruff check .
