@@ -186,9 +186,16 @@ class CampaignAnalysis:
         """Runs whose host waited in the loader for at least 5% of their step time."""
         return metrics.loader_stalls(self.campaign.steps)
 
+    def stash_runs(self) -> pd.DataFrame:
+        """The counted runs of a Stash study: those `ddlbench stash run` marked with their role (run.stash_role)."""
+        runs = self.counted()
+        return runs[runs["config.run.stash_role"].notna()] if "config.run.stash_role" in runs else runs.iloc[:0]
+
     def stash_stalls(self) -> pd.DataFrame:
-        """Stash's interconnect, network, CPU and disk stalls from paired runs (metrics.stash_stalls)."""
+        """Stash's interconnect, network, CPU and disk stalls from the paired runs of Stash studies
+        (metrics.stash_stalls over stash_runs): an ordinary campaign's native and synthetic runs are no pairs."""
         per_run = self.run_throughput()
+        per_run = per_run[per_run["run_id"].isin(set(self.stash_runs()["run_id"]))]
         return metrics.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
 
     # --- utilisation and the GPU interconnect ---------------------------------------------------

@@ -478,25 +478,26 @@ def assemble(
         if reference is not None:
             _reference_section(blocks, figures, reference, reference_name, shares)
 
-        stalls = analysis.stash_stalls()
-        blocks.append(Block("heading", "Stash stalls"))
-        if stalls.empty:
-            blocks.append(
-                Block(
-                    "text",
-                    "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
-                    "real data warm and cold, same per-GPU batch and samples).",
+        if not analysis.stash_runs().empty:  # runs of a Stash study (`ddlbench stash run`) only
+            stalls = analysis.stash_stalls()
+            blocks.append(Block("heading", "Stash stalls"))
+            if stalls.empty:
+                blocks.append(
+                    Block(
+                        "text",
+                        "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
+                        "real data warm and cold, same per-GPU batch and samples).",
+                    )
                 )
-            )
-        else:
-            blocks.append(Block("table", stalls.round(3), key=("stall_pct", "stall_pct_of_training")))
-            _figure(
-                blocks,
-                figures,
-                "stash_stalls",
-                lambda: plots.stash_bars(stalls),
-                "Stash stalls, % of the paired baseline.",
-            )
+            else:
+                blocks.append(Block("table", stalls.round(3), key=("stall_pct", "stall_pct_of_training")))
+                _figure(
+                    blocks,
+                    figures,
+                    "stash_stalls",
+                    lambda: plots.stash_bars(stalls),
+                    "Stash stalls, % of the paired baseline.",
+                )
     elif reference is not None:
         _reference_section(blocks, figures, reference, reference_name, None)
 

@@ -44,6 +44,7 @@ NOT_IDENTITY = (
     "run.log_every",
     "run.save_params",
     "run.keep_trace",
+    "run.stash_role",  # which of a Stash study's paired runs it is: the pairing, not the cell
     "campaign",
     "experiment",
     "hydra",

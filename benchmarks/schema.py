@@ -130,6 +130,9 @@ class RunConfig:
     # stop at the first evaluation whose top-1 (a fraction) reaches it, once the warm-up steps are done;
     # summary.json records time_to_target_s, samples_to_target, steps_to_target (rundir.TARGET_FIELDS)
     target_top1: float | None = None
+    # set by `ddlbench stash run` (gpu1, node, nodes, warm, cold): the run is one of a Stash study's paired
+    # runs, which the report pairs into stalls; not a setting of the run (rundir.NOT_IDENTITY)
+    stash_role: str | None = None
 
 
 @dataclass

@@ -119,7 +119,14 @@ def campaign_name(cfg) -> str:
 
 
 # the keys stash sets per run: never an override of the study's
-PER_RUN_KEYS = ("loader", "system.ranks_per_node", "run.dir", "data.cache", "loader.samples_per_epoch")
+PER_RUN_KEYS = (
+    "loader",
+    "system.ranks_per_node",
+    "run.dir",
+    "data.cache",
+    "loader.samples_per_epoch",
+    "run.stash_role",
+)
 
 
 def _check_overrides(items: list[str], *, where: str = "") -> None:
@@ -232,7 +239,12 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
         world = 1 if role == "gpu1" else n
         nodes = k if role == "nodes" else 1
         per_node = world // nodes
-        values = [f"system.ranks_per_node={per_node}", f"data.cache={cache}", f"run.campaign={campaign}"]
+        values = [
+            f"system.ranks_per_node={per_node}",
+            f"data.cache={cache}",
+            f"run.campaign={campaign}",
+            f"run.stash_role={role}",  # marks the run as the study's: the report pairs only these
+        ]
         if loader == "synthetic" and role == "gpu1":
             # the same virtual epoch per GPU as the N-GPU run, so epoch boundaries fall on the same steps
             values.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")

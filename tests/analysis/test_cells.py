@@ -68,7 +68,7 @@ def write_run(
         repeat=repeat,
         names={
             "framework": settings["framework"]["name"],
-            "loader": "synthetic",
+            "loader": settings["loader"]["name"],
             "model": "simple_cnn",
             "precision": settings["precision"]["name"],
             "per_gpu_batch": settings["run"]["per_gpu_batch"],

@@ -1,4 +1,5 @@
-"""Which runs a report section or row is about: CUDA and NCCL versions of GPU runs only (issue 36)."""
+"""Which runs a report section or row is about (issue 36): CUDA and NCCL versions of GPU runs only, Stash
+stalls of a Stash study's runs only."""
 
 from __future__ import annotations
 
@@ -26,3 +27,46 @@ def test_a_cpu_run_lists_no_cuda_or_nccl_version():
     cpu["meta.hardware.cuda"] = "12.8"
     rows = _rows(pd.DataFrame([{**gpu, "config.system.device": None}, {**cpu, "config.system.device": None}]))
     assert rows["hardware.cuda"] == "13.0"
+
+
+def _stash_section(root) -> list:
+    """The blocks of the report's Stash stalls section, none where it has none."""
+    from analysis.load import load_campaign
+    from analysis.report import assemble
+
+    blocks, _ = assemble(load_campaign(root))
+    heads = [k for k, b in enumerate(blocks) if b.kind == "heading"]
+    start = next((k for k in heads if blocks[k].content == "Stash stalls"), None)
+    return [] if start is None else blocks[start : next((k for k in heads if k > start), len(blocks))]
+
+
+def test_stash_stalls_only_for_the_runs_of_a_stash_study(tmp_path, compose):
+    """Native and synthetic runs of one ordinary campaign are no Stash pairs (issue 36: they were paired
+    silently into a cpu stall); the same runs as `ddlbench stash run` writes them (run.stash_role) are."""
+    from tests.analysis.test_cells import write_run
+
+    for marked in (False, True):
+        root = tmp_path / ("stash" if marked else "plain")
+        for loader, role, step_s in (("synthetic", "node", 0.1), ("native", "warm", 0.15)):
+            marker = [f"run.stash_role={role}"] if marked else []
+            write_run(root, compose, [f"loader={loader}", *marker], step_s=step_s)
+        section = _stash_section(root)
+        if not marked:
+            assert section == []
+            continue
+        table = next(b.content for b in section if b.kind == "table")
+        assert table["stall"].tolist() == ["cpu"]
+        assert table["stall_s"].round(6).tolist() == [0.25]  # 5 measured steps x 0.05 s
+
+
+def test_the_stash_marker_is_no_setting_of_the_run(compose):
+    """run.stash_role names the run's place in a study, not its configuration: the same cell, hash and name."""
+    from omegaconf import OmegaConf
+
+    from benchmarks import rundir
+
+    def name(overrides: list[str]) -> str:
+        settings = OmegaConf.to_container(compose(["model=simple_cnn", *overrides]), resolve=True)
+        return rundir.dir_name(settings, world_size=2, num_nodes=1, repeat=0)
+
+    assert name(["run.stash_role=warm"]) == name([])

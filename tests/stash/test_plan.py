@@ -68,6 +68,7 @@ def test_loaders_caches_and_run_dirs():
     assert warm_hash[1] != cold_hash[1]
     assert re.fullmatch(r"ddp-synthetic-simple_cnn-fp32-g2-n2-b16-[0-9a-f]{8}-r0", roles["nodes"][0].run_dir.name)
     assert all(f"run.dir={r.run_dir}" in r.overrides for r in runs)
+    assert all(f"run.stash_role={r.role}" in r.overrides for r in runs)  # what the report pairs (issue 36)
 
 
 def test_one_gpu_study_pairs_cpu_and_disk_only():
