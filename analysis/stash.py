@@ -53,14 +53,17 @@ def model_view(
 ) -> dict[str, int]:
     """sync_points of the model as the benchmark builds it (benchmarks.models.build_model); `shape`: the
     model's other keys the run recorded (width, batch_norm, residual)."""
+    import torch
+
     from benchmarks.models import build_model
 
     # values read from a table are numpy scalars: build_model tests `batch_norm is not False`, which a numpy
     # False passes (a ResNet-50 without batch norm counted as one with it)
     shape = {k: v.item() if hasattr(v, "item") else v for k, v in shape.items()}
-    return sync_points(
-        build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0, **shape), bucket_cap_mb=bucket_cap_mb
-    )
+    # on the meta device: shapes and dtypes without memory or initialisation (VGG-16: 4.2 s -> 0.03 s)
+    with torch.device("meta"):
+        model = build_model(arch=arch, depth=depth, num_classes=num_classes, seed=0, **shape)
+    return sync_points(model, bucket_cap_mb=bucket_cap_mb)
 
 
 def comm_time_s(

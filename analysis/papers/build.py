@@ -150,9 +150,11 @@ def build_paper(
     baseline: dict[str, str] | None = None,
     formats: tuple[str, ...] = ("png",),
     jobs: int | None = None,
+    draw: bool = True,
 ) -> dict[str, object]:
-    """Check the input, then write out/paper.md, out/paper.html and out/figures/*; returns counts and the
-    exhibits' states. Nothing is written when the study is unknown or the folder holds none of its runs."""
+    """Check the input, then write out/paper.md, out/paper.html and out/figures/* (not the figures when
+    not `draw`); returns counts and the exhibits' states. Nothing is written when the study is unknown or
+    the folder holds none of its runs."""
     study = find_study(name)
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
@@ -166,7 +168,10 @@ def build_paper(
         CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {}, load_predictions(runs_dir)
     )
     blocks, figures = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
-    files = save_figures(figures, out, formats, jobs=jobs)
+    if draw:
+        files = save_figures(figures, out, formats, jobs=jobs)
+    else:  # the text alone (the gallery's check): the figures' names, not their pixels
+        files = {name: [f"figures/{name}.{fmt}" for fmt in formats] for name in figures}
     title = f"ddlbench paper {study.name}: {runs_dir}"
     (out / "paper.md").write_text(render_markdown(blocks, files))
     (out / "paper.html").write_text(render_html(blocks, files, title))

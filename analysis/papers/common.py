@@ -4,6 +4,7 @@ software stack, and cells paired across system profiles."""
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 
 import pandas as pd
@@ -30,14 +31,22 @@ def scaling_cells(analysis: CampaignAnalysis, table: pd.DataFrame | None = None)
         return table
     table = table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
     if "variant" in table and not table.empty:
-        # the variants anew among these cells alone: what told them from the evaluated cells (the campaign,
-        # the schedule) is no difference between them
-        runs = analysis.counted()
-        runs = runs[runs["cell_hash"].astype(str).isin(set(table["cell_hash"].astype(str)))]
-        variant = pd.Series(metrics.variants(runs).to_numpy(), index=runs["cell_hash"].astype(str))
-        variant = variant[~variant.index.duplicated()]
-        table["variant"] = table["cell_hash"].astype(str).map(variant).fillna("")
+        table["variant"] = table["cell_hash"].astype(str).map(_scaling_variants(analysis)).fillna("")
     return table
+
+
+_VARIANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scaling_variants(analysis: CampaignAnalysis) -> pd.Series:
+    """Per cell hash, its variant among the cells whose runs do not evaluate (what told them from the
+    evaluated cells, the campaign or the schedule, is no difference between them); once per analysis."""
+    if analysis not in _VARIANTS:
+        runs = analysis.counted()
+        runs = runs[~runs["cell_hash"].astype(str).isin(evaluated_cells(analysis))]
+        variant = pd.Series(metrics.variants(runs).to_numpy(), index=runs["cell_hash"].astype(str))
+        _VARIANTS[analysis] = variant[~variant.index.duplicated()]
+    return _VARIANTS[analysis]
 
 
 def _experiment_notes(analysis: CampaignAnalysis, prefix: str, cell_hashes: pd.Series | None) -> pd.DataFrame:

@@ -32,7 +32,7 @@ def make(docs: Path, *, names: list[str] | None = None, write: bool = True) -> d
         runs = docs / "runs" / name
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / name
-            build_paper(name, runs, out, baseline=BASELINES.get(name, {}), jobs=1)
+            build_paper(name, runs, out, baseline=BASELINES.get(name, {}), jobs=1, draw=write)
             pages[name] = page(name, (out / "paper.md").read_text())
             if write:
                 shutil.rmtree(docs / name, ignore_errors=True)
