@@ -14,7 +14,7 @@ from analysis.report import reference_comparison
 
 SCALING = "ddlbench campaign submit experiment=aach2023_scaling system=<your site> system.account=<project>"
 LR = "ddlbench campaign submit experiment=aach2023_lr system=<your site> system.account=<project>"
-CPU_LR = "ddlbench campaign run experiment=aach2023_lr_cpu   # the CPU miniature"
+CPU_LR = "ddlbench campaign run experiment=aach2023_lr_cpu data.path=<images> (the CPU miniature)"
 MODELS = {"a": "resnet50", "b": "resnet101", "c": "resnet152"}
 FRAMEWORKS = ("ddp", "horovod", "deepspeed")
 

@@ -19,15 +19,11 @@ from analysis.report import Block, _fresh_dir, render_html, render_markdown, sav
 from benchmarks.errors import ConfigError
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
-CLAIM_COLUMNS = ["study", "key", "value", "unit", "bound", "place", "quote"]
 
 
 def load_claims(name: str) -> pd.DataFrame:
     """The study's published numbers (analysis/reference/claims.csv), values as printed (text)."""
-    path = REFERENCE_DIR / "claims.csv"
-    if not path.exists():
-        return pd.DataFrame(columns=CLAIM_COLUMNS)
-    claims = pd.read_csv(path, dtype=str, keep_default_na=False)
+    claims = pd.read_csv(REFERENCE_DIR / "claims.csv", dtype=str, keep_default_na=False)
     return claims[claims["study"] == name].reset_index(drop=True)
 
 
@@ -57,7 +53,7 @@ def _slug(text: str) -> str:
 
 
 def select_runs(study: Study, campaign: Campaign, runs_dir: Path) -> tuple[Campaign, int]:
-    """The study's runs of the folder, and how many runs of other studies it also holds; a one-line error
+    """The study's runs of the folder, and how many other runs it also holds; a one-line error
     when it holds none of the study's (naming the study the runs belong to, or the command that makes them)."""
     owners = study_of(campaign.runs) if not campaign.runs.empty else pd.Series(dtype=str)
     mine = set(campaign.runs.loc[owners == study.name, "run_id"].astype(str)) if len(owners) else set()

@@ -11,7 +11,7 @@ from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import guesses_table, software_stack, stand_ins_table
 
 CAMPAIGN = "ddlbench campaign submit experiment=composable_2023 system=<profile> system.account=<project>"
-CPU = "ddlbench campaign run experiment=composable_2023_cpu   # the CPU miniature"
+CPU = "ddlbench campaign run experiment=composable_2023_cpu (the CPU miniature)"
 SYSTEMS = (
     "ddlbench campaign submit experiment=composable_2023 system=<each profile: local, switched, hybrid GPUs>; "
     "then ddlbench paper composable2023 RUNS --baseline system=<local profile>"
@@ -203,7 +203,8 @@ def p2p(paper: PaperInput) -> Section:
     )
     if matrix.empty:
         section.lacks(
-            "GPU-to-GPU matrix: a commbench run on the GPU machine", "ddlbench commbench --out <runs>/commbench"
+            "GPU-to-GPU matrix: a commbench run on the GPU machine",
+            "ddlbench commbench --nproc <GPUs per node> (it writes runs/commbench/, which the paper reads)",
         )
         return section
     section.table(matrix.round(2))

@@ -146,7 +146,8 @@ def pcie_bandwidth(paper: PaperInput) -> Section:
     )
     if h2d.empty:
         section.lacks(
-            "per-GPU PCIe bandwidth: a commbench run on the GPU machine", "ddlbench commbench --out <runs>/commbench"
+            "per-GPU PCIe bandwidth: a commbench run on the GPU machine",
+            "ddlbench commbench --nproc <GPUs per node> (it writes runs/commbench/, which the paper reads)",
         )
         return section
     section.table(h2d.round(2))
