@@ -4,7 +4,6 @@ stalls against model depth."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
@@ -12,10 +11,11 @@ from analysis import metrics, plots
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import guesses_table
+from benchmarks import resources
 
 STUDY_RUNS = "ddlbench stash run system=<instance profile> model=<model> run.per_gpu_batch=<32|128>"
 DEPTH = "ddlbench stash run experiment=stash2021_depth system=<instance profile>"
-PRICES = Path(__file__).resolve().parents[2] / "conf" / "stash" / "prices.yaml"
+PRICES = resources.conf_dir() / "stash" / "prices.yaml"  # the shipped table, in a checkout or a wheel
 NOT_IN_TEXT = (
     "the study's numbering implies it, but the text we hold never cites it, so what it shows is unknown "
     "(analysis/reference/exhibits.csv)"
