@@ -4,7 +4,6 @@ stalls against model depth."""
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from analysis import metrics, plots
