@@ -108,12 +108,18 @@ class CampaignAnalysis:
     # --- throughput and scaling -----------------------------------------------------------------
 
     @functools.cache
+    def step_times(self) -> pd.DataFrame:
+        """Per run and measured step: the slowest rank's step_s, global samples, ranks (metrics.step_times);
+        throughput, step stability and the step timeline read it."""
+        return metrics.step_times(self.campaign.steps)
+
+    @functools.cache
     def run_throughput(self) -> pd.DataFrame:
         """One row per counted run: throughput_img_s, per_gpu_img_s, time_s, measured_steps and samples
         (the one definition: rundir.throughput), with the cell's columns and its variant."""
         if self.campaign.steps.empty:
             return pd.DataFrame(columns=["run_id", "throughput_img_s", "per_gpu_img_s", *metrics.CARRIED])
-        return metrics.run_throughput(self.campaign.steps, self.campaign.counted)
+        return metrics.run_throughput(self.campaign.steps, self.campaign.counted, per_step=self.step_times())
 
     @functools.cache
     def cells(self) -> pd.DataFrame:
@@ -167,7 +173,7 @@ class CampaignAnalysis:
     @functools.cache
     def step_stability_runs(self) -> pd.DataFrame:
         """Per run: step_ms_median, _p95, _max, slow_steps_pct and slow_time_pct (metrics.step_stability_runs)."""
-        return metrics.step_stability_runs(self.campaign.steps)
+        return metrics.step_stability_runs(self.campaign.steps, per_step=self.step_times())
 
     @functools.cache
     def step_stability(self) -> pd.DataFrame:
@@ -176,7 +182,7 @@ class CampaignAnalysis:
 
     def jittery_runs(self) -> pd.DataFrame:
         """Step times of the runs that lose the most time to slow steps (a timeline's data)."""
-        return metrics.jittery_runs(self.campaign.steps, self.step_stability_runs())
+        return metrics.jittery_runs(self.campaign.steps, self.step_stability_runs(), per_step=self.step_times())
 
     def rank_imbalance(self) -> pd.DataFrame:
         """Per run and phase, the slowest rank's median against the fastest's (gaps of 1 ms or more)."""

@@ -135,12 +135,16 @@ def t_quantile(df: np.ndarray | int, *, confidence: float = 0.95) -> np.ndarray:
     return np.where(df > 30, _Z[confidence], table[np.clip(df, 0, 30)])
 
 
-def measured(steps: pd.DataFrame) -> pd.DataFrame:
-    """The measured step records: not warm-up, not inside a profiler window (rundir.is_measured)."""
+def measured(steps: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """The measured step records: not warm-up, not inside a profiler window (rundir.is_measured).
+    `columns`: only those of them the step table has (it is wide, and copying every column of a
+    campaign's rows is most of the cost for a caller that reads three)."""
     keep = ~steps["warmup"].astype(bool)
     if "profiled" in steps:
         keep &= ~steps["profiled"].fillna(False).astype(bool)
-    return steps[keep]
+    if columns is None:
+        return steps[keep]
+    return steps[[c for c in columns if c in steps]][keep.to_numpy()]
 
 
 def _setting_text(values: pd.Series) -> pd.Series:
@@ -203,18 +207,23 @@ def variants(runs: pd.DataFrame) -> pd.Series:
 
 def step_times(steps: pd.DataFrame) -> pd.DataFrame:
     """Per run per measured step: the slowest rank's step_s (it defines the step), global samples, ranks."""
-    grouped = measured(steps).groupby(["run_id", "step"], observed=True, sort=True)
+    grouped = measured(steps, ["run_id", "step", "step_s", "samples", "rank"]).groupby(
+        ["run_id", "step"], observed=True, sort=True
+    )
     return grouped.agg(step_s=("step_s", "max"), samples=("samples", "sum"), num_ranks=("rank", "size")).reset_index()
 
 
-def run_throughput(steps: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_throughput(
+    steps: pd.DataFrame, runs: pd.DataFrame | None = None, *, per_step: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per run, recomputed from the measured steps: throughput_img_s = global samples / sum over steps of
     the slowest rank's step_s; per_gpu_img_s = throughput_img_s / world_size.
 
     With `runs`, the result carries the runs' cell columns, and the summary's own figure (over wall
-    time, which also holds the gaps between steps) as summary_throughput_img_s.
+    time, which also holds the gaps between steps) as summary_throughput_img_s. `per_step`: step_times(steps),
+    where the caller has it already.
     """
-    per_step = step_times(steps)
+    per_step = step_times(steps) if per_step is None else per_step
     per_run = (
         per_step.groupby("run_id", observed=True)
         .agg(
@@ -339,7 +348,7 @@ def breakdown(steps: pd.DataFrame) -> pd.DataFrame:
     NaN where the framework did not time its collectives (then it sits inside compute).
     host_data_share: the host blocked in the loader (host_data_s) over step time, outside that sum: on a
     GPU, queued work can hide a late batch from data_share but not from this (NaN in older logs)."""
-    rows = measured(steps)
+    rows = measured(steps, ["run_id", *PHASES])
     present = [c for c in PHASES if c in rows]
     sums = rows.groupby("run_id", observed=True)[present].sum(min_count=1)
     for column in PHASES:
@@ -529,13 +538,14 @@ def timers_vs_trace(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
 
 
-def step_stability_runs(steps: pd.DataFrame) -> pd.DataFrame:
+def step_stability_runs(steps: pd.DataFrame, *, per_step: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run, from the slowest rank's measured step times: step_ms_median, step_ms_p95, step_ms_max,
     slow_steps_pct (steps > SLOW_STEP_FACTOR x the run's median) and slow_time_pct (the time those
     steps took beyond the median, as a share of all step time: what the run would gain if every step
     ran at the median). Steadily slow runs have a low slow_time_pct; jittery ones (loader or GPU
-    contention, stragglers, a short last step per epoch) a high one."""
-    per_step = step_times(steps)
+    contention, stragglers, a short last step per epoch) a high one. `per_step`: step_times(steps), where
+    the caller has it already."""
+    per_step = step_times(steps) if per_step is None else per_step
     median = per_step.groupby("run_id", observed=True)["step_s"].transform("median")
     slow = per_step["step_s"] > SLOW_STEP_FACTOR * median
     per_step = per_step.assign(slow=slow, excess_s=(per_step["step_s"] - median).where(slow, 0.0))
@@ -568,18 +578,22 @@ def step_stability(stability_runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.Da
 
 
 def jittery_runs(
-    steps: pd.DataFrame, stability_runs: pd.DataFrame, *, limit: int = 4, min_slow_time_pct: float = 1.0
+    steps: pd.DataFrame,
+    stability_runs: pd.DataFrame,
+    *,
+    limit: int = 4,
+    min_slow_time_pct: float = 1.0,
+    per_step: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The measured step times (slowest rank) of the `limit` runs that lose the most time to slow steps
     (at least min_slow_time_pct; from step_stability_runs' table), with each run's median step and
-    slow_time_pct: a timeline figure's data."""
+    slow_time_pct: a timeline figure's data. `per_step`: step_times(steps), where the caller has it already."""
     worst = stability_runs.nlargest(limit, "slow_time_pct")
     worst = worst[worst["slow_time_pct"] >= min_slow_time_pct]
-    per_step = step_times(steps)
+    per_step = step_times(steps) if per_step is None else per_step
+    per_step = per_step[per_step["run_id"].isin(set(worst["run_id"]))]  # the few runs first: run_id as text is slow
     per_step = per_step.assign(run_id=per_step["run_id"].astype(str))
-    return per_step[per_step["run_id"].isin(worst["run_id"])].merge(
-        worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id"
-    )
+    return per_step.merge(worst[["run_id", "step_ms_median", "slow_time_pct"]], on="run_id")
 
 
 LOADER_STALL_SHARE = 0.05  # a run whose host waits this share of its step time in the loader is listed
@@ -592,14 +606,14 @@ def loader_stalls(steps: pd.DataFrame, *, min_share: float = LOADER_STALL_SHARE)
     work can hide), waiting_steps_pct (rank-steps whose host_data_s exceeds LOADER_WAIT_FACTOR x the run's
     median step_s) and max_wait_ms. Empty for logs without host_data_s."""
     columns = ["run_id", "host_data_pct", "data_pct", "waiting_steps_pct", "max_wait_ms"]
-    rows = measured(steps)
+    rows = measured(steps, ["run_id", "step_s", "data_s", "host_data_s"])
     if "host_data_s" not in rows or rows["host_data_s"].isna().all():
         return pd.DataFrame(columns=columns)
-    rows = rows.dropna(subset=["host_data_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
-    median_step = rows.groupby("run_id")["step_s"].transform("median")
+    rows = rows.dropna(subset=["host_data_s"])
+    median_step = rows.groupby("run_id", observed=True)["step_s"].transform("median")
     rows = rows.assign(waited=rows["host_data_s"] > LOADER_WAIT_FACTOR * median_step)
     per_run = (
-        rows.groupby("run_id")
+        rows.groupby("run_id", observed=True)
         .agg(
             host_data_s=("host_data_s", "sum"),
             data_s=("data_s", lambda s: s.sum(min_count=1)),  # NaN: not timed
@@ -609,6 +623,9 @@ def loader_stalls(steps: pd.DataFrame, *, min_share: float = LOADER_STALL_SHARE)
         )
         .reset_index()
     )
+    # run_id as text once per run, not per row, in text order (the order ties keep below)
+    per_run = per_run.assign(run_id=per_run["run_id"].astype(str)).sort_values("run_id", kind="stable")
+    per_run = per_run.reset_index(drop=True)
     out = per_run.assign(
         host_data_pct=100 * per_run["host_data_s"] / per_run["step_s"],
         data_pct=100 * per_run["data_s"] / per_run["step_s"],
@@ -629,7 +646,8 @@ def rank_imbalance(steps: pd.DataFrame, *, min_gap_ms: float = 1.0) -> pd.DataFr
     other inside backward's all-reduce, so a rank slow in data or fwd shows there first, and the
     others then spend the gap in bwd."""
     present = [p for p in RANK_PHASES if p in steps]
-    per_rank = measured(steps).groupby(["run_id", "rank"], observed=True)[present].median().reset_index()
+    per_rank = measured(steps, ["run_id", "rank", *present])
+    per_rank = per_rank.groupby(["run_id", "rank"], observed=True)[present].median().reset_index()
     long = per_rank.melt(id_vars=["run_id", "rank"], value_vars=present, var_name="phase", value_name="median_s")
     long = long.dropna(subset=["median_s"]).assign(run_id=lambda d: d["run_id"].astype(str))
     group = long.groupby(["run_id", "phase"], observed=True)["median_s"]
@@ -1102,13 +1120,20 @@ def host_times(
     where = where[where.groupby("run_id")["host"].transform("nunique") > 1][["run_id", "rank", "host"]]
     if where.empty:
         return pd.DataFrame(columns=HOSTS)
-    rows = measured(steps)
-    rows = rows.assign(run_id=rows["run_id"].astype(str))
-    rows = rows[rows["run_id"].isin(set(where["run_id"]))].merge(where, on=["run_id", "rank"])
+    timed = ["step_s", "fwd_s", "bwd_s", "opt_s", "comm_s", "comm_exposed_s", "data_s"]
+    rows = measured(steps, ["run_id", "rank", *timed])
+    rows = rows[rows["run_id"].isin(set(where["run_id"]))]
+    # the step rows keep their categorical run_id (as text per row it costs more than the rest); the
+    # per-host table takes text and text order at the end
+    if isinstance(rows["run_id"].dtype, pd.CategoricalDtype):
+        where = where.assign(run_id=where["run_id"].astype(rows["run_id"].dtype))
+    else:
+        rows = rows.assign(run_id=rows["run_id"].astype(str))
+    rows = rows.merge(where, on=["run_id", "rank"])
     exposed = rows["comm_exposed_s"].fillna(0.0) if "comm_exposed_s" in rows else 0.0
     phases = rows[["fwd_s", "bwd_s", "opt_s"]].sum(axis=1, min_count=1)
     rows = rows.assign(compute_s=phases - exposed)
-    grouped = rows.groupby(["run_id", "host"], sort=True)
+    grouped = rows.groupby(["run_id", "host"], sort=True, observed=True)
     out = grouped.agg(
         num_ranks=("rank", "nunique"),
         step_ms_mean=("step_s", "mean"),
@@ -1123,6 +1148,7 @@ def host_times(
         out[column] *= 1e3
     out["ranks"] = grouped["rank"].agg(lambda r: _rank_ranges(r.unique().tolist()))
     out = out.reset_index()
+    out = out.assign(run_id=out["run_id"].astype(str)).sort_values(["run_id", "host"], kind="stable")
     median = out.groupby("run_id")["compute_ms_mean"].transform("median")
     out["compute_slowdown_pct"] = 100 * (out["compute_ms_mean"] / median - 1)
     out["straggler"] = (out["compute_slowdown_pct"] > threshold_pct) & (out["compute_ms_mean"] - median > min_gap_ms)
