@@ -19,7 +19,44 @@ import pandas as pd
 from analysis import predict as P
 from benchmarks.errors import ConfigError
 
-SAME_CELL = ("model", "per_gpu_batch", "precision")  # what a calibration run must share with the prediction
+# what a calibration run must share with the prediction: the compute it measured is for these alone
+SAME_CELL = ("model", "per_gpu_batch", "precision")
+
+
+def loader_case(loader: dict[str, Any]) -> str:
+    """The loader as `ddlbench loaderbench` names its cases (benchmarks/loaderbench.py's loader_overrides):
+    its name, dali-tfrecord for DALI's TFRecord reader, native_gpu-nvimgcodec for nvImageCodec."""
+    name = str(loader["name"])
+    if name == "dali" and str(loader.get("reader", "file")) == "tfrecord":
+        return "dali-tfrecord"
+    if name == "native_gpu" and str(loader.get("gpu_decoder", "torchvision")) == "nvimgcodec":
+        return "native_gpu-nvimgcodec"
+    return name
+
+
+def unmeasured(run: str, measured: dict[str, Any], cell: dict[str, Any]) -> str | None:
+    """One line naming what the calibration run `run` did not measure and what to measure, or None."""
+    for key in SAME_CELL:
+        if str(measured[key]) != str(cell[key]):
+            return (
+                f"{key}={cell[key]}: the calibration run {run} ran {key}={measured[key]}; pass --from a run of "
+                f"{key}={cell[key]} (ddlbench run ... on a GPU of the kind it ran on), or predict {key}={measured[key]}"
+            )
+    if measured["loader"] != cell["loader"]:
+        asked = loader_words(cell["loader"])
+        return (
+            f"{asked}: the calibration run {run} was fed by {loader_words(measured['loader'])}; pass --from "
+            f"a run with {asked}, or --loader-capacity FILE from 'ddlbench loaderbench' on that machine"
+        )
+    return None
+
+
+def loader_words(case: str) -> str:
+    """A loader case as the overrides that select it."""
+    return {
+        "dali-tfrecord": "loader=dali loader.reader=tfrecord",
+        "native_gpu-nvimgcodec": "loader=native_gpu loader.gpu_decoder=nvimgcodec",
+    }.get(case, f"loader={case}")
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -68,7 +105,9 @@ class Calibration:
     it (bench/predict_cpu.py measures each calibration just before the runs it calibrates, so that both see
     the machine alike); else one of its size; else the smallest."""
 
-    def __init__(self, paths: Sequence[str], *, cell: dict[str, Any], scale: float) -> None:
+    def __init__(
+        self, paths: Sequence[str], *, cell: dict[str, Any], scale: float, loader_modelled: bool = False
+    ) -> None:
         self.parts: dict[int, P.Parts] = {}
         self.labelled: dict[tuple[str, int], P.Parts] = {}
         self.run_dirs: set[str] = set()
@@ -77,14 +116,9 @@ class Calibration:
             if runs.empty:
                 raise ConfigError(f"--from {text}: no completed run there; pass the directory of a completed run")
             for _, row in runs.iterrows():
-                mismatch = [
-                    f"{k}={row.get(k)} (predicting {cell[k]})" for k in SAME_CELL if str(row.get(k)) != str(cell[k])
-                ]
-                if mismatch:
-                    raise ConfigError(
-                        f"--from {row['run_dir']}: {', '.join(mismatch)}; calibrate from a run of the configuration "
-                        "you predict, or change the overrides to match it"
-                    )
+                refused = unmeasured(Path(row["run_dir"]).name, measured_cell(row), cell)
+                if refused and not (refused.startswith("loader=") and loader_modelled):
+                    raise ConfigError(refused)
                 steps = campaign.steps[campaign.steps["run_id"].astype(str) == str(row["run_id"])]
                 parts = P.parts_from_steps(
                     steps,
@@ -102,6 +136,13 @@ class Calibration:
     def for_world(self, world: int, *, label: str | None = None) -> P.Parts:
         """The run of the same label and size, else of the same size, else the smallest."""
         return self.labelled.get((label, world)) or self.parts.get(world) or self.parts[min(self.parts)]
+
+
+def measured_cell(row: Any) -> dict[str, Any]:
+    """What a run of the runs table measured, as `unmeasured` compares it: SAME_CELL and its loader case."""
+    flat = row.to_dict() if hasattr(row, "to_dict") else dict(row)
+    loader = {"name": flat.get("loader"), **_nested(flat, "loader")}
+    return {**{k: flat.get(k) for k in SAME_CELL}, "loader": loader_case(loader)}
 
 
 def _with_defaults(framework: dict[str, Any], cache: dict) -> dict[str, Any]:
@@ -164,8 +205,8 @@ def validation_points(
         run_id = str(row["run_id"])
         if str(run_dir) in calibration.run_dirs:
             continue  # calibrated from: never held out
-        if any(str(row.get(k)) != str(cell[k]) for k in SAME_CELL):
-            skipped.append(f"{run_id}: another model, batch or precision")
+        if unmeasured(run_id, measured_cell(row), cell):
+            skipped.append(f"{run_id}: another model, batch, precision or loader")
             continue
         flat = row.to_dict()
         try:
@@ -296,6 +337,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "model": rundir.model_name_of(model),
         "per_gpu_batch": int(resolved["run"]["per_gpu_batch"]),
         "precision": resolved["precision"]["name"],
+        "loader": loader_case(resolved["loader"]),
     }
     gpus_per_node = max(1, int(system.get("gpus_per_node") or system.get("ranks_per_node") or 1))
     network = P.network_from_profile(system)

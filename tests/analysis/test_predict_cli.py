@@ -96,8 +96,26 @@ def test_bad_input_is_one_line(one_gpu, args, says, cli):
 def test_a_calibration_run_of_another_configuration_is_refused(one_gpu, cli):
     done = cli("predict", "model=resnet", "model.depth=101", "run.per_gpu_batch=64", "precision=amp_bf16",
                     "--system", "juwels_booster", "--from", str(one_gpu))  # fmt: skip
-    assert done.returncode == 2
-    assert "model=resnet50 (predicting resnet101)" in done.stderr and "calibrate from a run of the" in done.stderr
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip() == "ddlbench: error: " + (
+        f"model=resnet101: the calibration run {_run_name(one_gpu)} ran model=resnet50; pass --from a run of "
+        "model=resnet101 (ddlbench run ... on a GPU of the kind it ran on), or predict model=resnet50"
+    )
+
+
+def _run_name(root: Path) -> str:
+    return next(p.parent.name for p in root.rglob("summary.json"))
+
+
+@pytest.mark.parametrize("loader", ["loader=native", "loader=synthetic", "loader.reader=tfrecord"])
+def test_a_loader_the_calibration_run_did_not_measure_is_refused_before_any_output(one_gpu, loader, cli):
+    done = cli("predict", *CELL, loader, "--system", "juwels_booster", "--from", str(one_gpu))
+    asked = "loader=dali loader.reader=tfrecord" if "tfrecord" in loader else loader
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip() == "ddlbench: error: " + (
+        f"{asked}: the calibration run {_run_name(one_gpu)} was fed by loader=dali; pass --from a run with "
+        f"{asked}, or --loader-capacity FILE from 'ddlbench loaderbench' on that machine"
+    )
 
 
 def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu, cli):
