@@ -46,7 +46,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -771,23 +771,28 @@ if _HAVE_ARROW:
     _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
 
+def _line_ends(data: np.ndarray) -> np.ndarray:
+    """Where a log's bytes hold a newline. numpy, not bytes.count: numpy lets go of the GIL, so the threads
+    that read a campaign's runs scan their logs at once (bytes methods take turns)."""
+    return np.flatnonzero(data == ord("\n"))
+
+
 def _arrow_steps(body: bytes, counts: list[int]):
     """Arrow's reading of step lines (one or more ranks' bodies, `counts` lines each) when it is exactly
     what the line-by-line reader gives: one row per line, every value of its type and range, steps
     rising within each rank. None otherwise (then the line-by-line reader finds and names the bad lines).
     Blank lines, carriage returns (Arrow splits lines at them), lines that do not start with "{" and a
     last line without its newline always go line by line."""
+    data = np.frombuffer(body, dtype=np.uint8)
     if (
         not counts
         or min(counts) < 1
         or not body.endswith(b"\n")
-        or body.startswith(b"\n")
-        or b"\n\n" in body
         or b"\r" in body
-        # a line that is not an object goes line by line: Arrow 26 crashes (SIGSEGV) on a `null` line when
-        # given a schema (found by tests/analysis/test_fuzz.py)
+        # every line starts with "{" (so none is blank): a line that is not an object goes line by line, Arrow
+        # 26 crashes (SIGSEGV) on a `null` line when given a schema (found by tests/analysis/test_fuzz.py)
         or body[:1] != b"{"
-        or body.count(b"\n{") != body.count(b"\n") - 1
+        or (data[_line_ends(data)[:-1] + 1] != ord("{")).any()
     ):
         return None
     try:
@@ -891,7 +896,7 @@ def _read_run_logs(
         bodies.append((rank, path, body))
         headers.append(_header_row(run_id, rank, header))
     if _HAVE_ARROW and bodies:
-        counts = [b.count(b"\n") for _, _, b in bodies]
+        counts = [len(_line_ends(np.frombuffer(b, dtype=np.uint8))) for _, _, b in bodies]
         table = _arrow_steps(b"".join(b for _, _, b in bodies), counts)
         if table is not None:
             ranks = np.repeat(np.array([r for r, _, _ in bodies], dtype="int32"), counts)
@@ -910,6 +915,8 @@ def _typed_steps(frame: pd.DataFrame) -> pd.DataFrame:
     bool (a missing `profiled` is False), seconds float64 (NaN where not measured)."""
     for name, dtype in STEP_FIELDS.items():
         column = frame[name]
+        if column.dtype == dtype:  # numpy's type already: no gaps (Arrow's reading of a column without nulls)
+            continue
         if dtype == "int64":
             column = column.astype("Int64")
             frame[name] = column if column.hasnans else column.astype("int64")
@@ -929,7 +936,12 @@ def _steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFra
         )
     if _HAVE_ARROW:
         tables = [t.append_column("run_index", pa.repeat(pa.scalar(i, pa.int32()), len(t))) for i, t in parts]
-        frame = pa.concat_tables(tables).to_pandas(types_mapper=_PANDAS_TYPES.get)
+        table = pa.concat_tables(tables)
+        # integers and flags with gaps go through pandas' nullable types; the others straight to numpy's
+        gaps = [f.name for f in table.schema if f.type in _PANDAS_TYPES and table[f.name].null_count]
+        frame = table.drop_columns(gaps).to_pandas()
+        for name in gaps:
+            frame[name] = table[name].to_pandas(types_mapper=_PANDAS_TYPES.get)
     else:
         records = [r for _, steps in parts for r in steps]
         frame = pd.DataFrame(
@@ -1187,24 +1199,29 @@ def load_campaign(root: Path, *, steps_of_all_runs: bool = False) -> Campaign:
     parts: list[tuple[int, Any]] = []
     telemetry: list[dict] = []
     run_ids: list[str] = []
-    to_read: list[tuple[int, dict, dict[int, Path]]] = []
+    to_read: list[tuple[int, dict, dict[int, Path], Future]] = []
     headers: list[dict] = []
-    for run_dir in find_run_dirs(root):
-        row, rank_files = _run_row(run_dir, root, problems)
-        if row["status"] == "completed" or (steps_of_all_runs and row["status"] != "unsupported"):
-            to_read.append((len(rows), row, rank_files))
-        rows.append(row)
-        run_ids.append(row["run_id"])
-        telemetry += _run_telemetry(run_dir, row, problems)
+    log_problems = _Problems()  # listed after the run directories' problems, wherever the threads are
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = pool.map(lambda item: _read_run_logs(item[1]["run_id"], item[2], problems), to_read)
-        for (run_index, row, rank_files), (update, run_parts, measured, run_headers) in zip(to_read, results):
+        for run_dir in find_run_dirs(root):
+            row, rank_files = _run_row(run_dir, root, problems)
+            if row["status"] == "completed" or (steps_of_all_runs and row["status"] != "unsupported"):
+                # the pool's threads parse the rank logs (Arrow and numpy let go of the GIL) while this one
+                # reads the next run directories and the telemetry, which is Python's json
+                future = pool.submit(_read_run_logs, row["run_id"], rank_files, log_problems)
+                to_read.append((len(rows), row, rank_files, future))
+            rows.append(row)
+            run_ids.append(row["run_id"])
+            telemetry += _run_telemetry(run_dir, row, problems)
+        for run_index, row, rank_files, future in to_read:
+            update, run_parts, measured, run_headers = future.result()
             if update is not None:
                 row.update(update)
             elif row["status"] == "completed" and (reason := _no_measured_step(row, rank_files, run_parts, measured)):
                 row.update(status="incomplete", reason=reason)
             parts += [(run_index, t) for t in run_parts]
             headers += run_headers
+    problems.rows += log_problems.rows
     runs = _tidy_runs(rows)
     # a run demoted while its logs were read must not keep steps
     bad = set(runs.loc[runs["status"] != "completed", "run_id"]) if not steps_of_all_runs else set()
