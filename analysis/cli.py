@@ -232,6 +232,12 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
     )
+    p.add_argument(
+        "--loader-capacity",
+        metavar="FILE",
+        help="loaderbench.json ('ddlbench loaderbench --out DIR' on the machine predicted): the img/s one rank's "
+        "loader delivers, for a loader the --from run was not fed by",
+    )
     p.add_argument("--reference", choices=("aach2023",), help="fit to the reference's smallest GPU count, compare")
     p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
     p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")

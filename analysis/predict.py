@@ -4,12 +4,17 @@ A data-parallel step on n GPUs (weak scaling: the per-GPU batch stays) is modell
 
     step(n) = data + fwd + bwd + opt + other + sync(n) + exposed(n) + after(n)
 
-- data, fwd, bwd, opt, other: one rank's means over the measured steps of a calibration run
-  (`Parts`, from a 1-GPU run as a rule), the same at every n;
-- sync(n) = jitter * e(n): in synchronous training every collective waits for the slowest rank. With
-  each rank's work per step varying independently with standard deviation `jitter` (measured: the
-  spread of the calibration run's step times), the slowest of n is late by e(n) * jitter on average,
-  e(n) being the expected maximum of n standard normal samples;
+- fwd, bwd, opt, other: one rank's means over the measured steps of a calibration run (`Parts`, from a
+  1-GPU run as a rule), the same at every n;
+- data(n): the data path. One rank's loader delivers `loader_img_s` (measured: a calibration run fed by
+  that loader delivered at least a batch per mean step; or `ddlbench loaderbench` on the machine
+  predicted), a node's GPUs x that. The rank waits for a batch when its loader needs longer for one
+  than the rest of the step takes: step = max(rest, per_gpu_batch / loader_img_s);
+- sync(n) = hypot(jitter, data jitter) * e(n): in synchronous training every collective waits for the
+  slowest rank. With each rank's compute and data time per step varying independently (measured: their
+  spreads in the calibration run), the slowest of n is late by e(n) times their joint standard
+  deviation on average, e(n) being the expected maximum of n standard normal samples. A trace shows
+  that wait as collective time, and so does this breakdown;
 - exposed(n): the gradient messages (benchmarks/gradients.py: sizes and when backward completes them)
   go out one after another as they become ready, each taking `Network.collective_s`; what runs past
   the end of backward is exposed. Messages a framework sends only after backward (DeepSpeed ZeRO-0)
@@ -230,18 +235,34 @@ class Parts:
     fwd_s: float
     bwd_s: float  # backward compute, without the exposed wait for its last message
     opt_s: float
-    data_s: float
+    data_s: float  # the wait for a batch that is ready (handing it over); waiting for the loader: loader_img_s
     other_s: float
-    # standard deviation of a rank's work per step (step minus exposed communication): between the ranks at
-    # the same step where the run has several, over the steps where it has one
+    # standard deviation of a rank's compute per step (step minus exposed communication minus data): between
+    # the ranks at the same step where the run has several, over the steps where it has one
     jitter_s: float
     per_gpu_batch: int
     source: str
     sample_unit: str = "images"
+    # the data path: what one rank's loader delivers (inf: never waited for), the spread of its data time
+    # (measured alike), which loader and where both come from
+    loader_img_s: float = math.inf
+    data_jitter_s: float = 0.0
+    loader: str = ""
+    data_source: str = ""
 
     @property
     def compute_s(self) -> float:
         return self.fwd_s + self.bwd_s + self.opt_s
+
+    @property
+    def batch_s(self) -> float:
+        """The seconds one rank's loader takes for one batch (0: as fast as asked)."""
+        return self.per_gpu_batch / self.loader_img_s
+
+    def with_loader(self, *, loader: str, img_s: float, source: str) -> Parts:
+        """The data path of another loader, from its measured capacity per rank (`ddlbench loaderbench`);
+        the handover and the data-time spread stay the calibration run's (loaderbench times no steps)."""
+        return replace(self, loader=loader, loader_img_s=img_s, data_source=source)
 
     def scaled(self, factor: float) -> Parts:
         """Compute (and its jitter) on a GPU `factor` times slower; data and other stay."""
@@ -255,8 +276,27 @@ class Parts:
         )
 
 
-def parts_from_steps(steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sample_unit: str = "images") -> Parts:
-    """Parts of one run from its measured step rows (every rank's)."""
+def spread(values: pd.Series, rows: pd.DataFrame) -> float:
+    """The standard deviation that makes ranks wait for each other: between the ranks at the same step where
+    the rows hold several ranks (a slowdown of every rank at once, from the machine, makes nobody wait), over
+    the steps where they hold one (an upper bound: it holds the machine's common noise too)."""
+    rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
+    if rank.nunique() > 1 and "step" in rows:
+        by_step = values.groupby(rows["step"])
+        deviation = values - by_step.transform("mean")
+        dof = (by_step.transform("size") - 1).groupby(rows["step"]).first().sum()
+        return math.sqrt(float((deviation**2).sum()) / dof) if dof > 0 else 0.0
+    return float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+
+def parts_from_steps(
+    steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sample_unit: str = "images", loader: str = ""
+) -> Parts:
+    """Parts of one run from its measured step rows (every rank's). Its loader delivered a batch at least
+    every mean step: that is taken as its capacity, with no separate handover, so that the model gives the
+    measured data time back on the run's own size and less where the rest of the step grows (the loader
+    works on while the rank computes and communicates). loader=synthetic has no capacity: its data time
+    is the handover it measured, at every size."""
     rows = steps[~steps["warmup"].astype(bool)]
     if "profiled" in rows:
         rows = rows[~rows["profiled"].fillna(False).astype(bool)]
@@ -273,28 +313,44 @@ def parts_from_steps(steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sa
     in_bwd = np.minimum(exposed, bwd)
     bwd_compute, opt_compute = bwd - in_bwd, col("opt_s") - (exposed - in_bwd)
     other = (col("step_s") - col("data_s") - col("fwd_s") - bwd - col("opt_s")).clip(lower=0.0)
-    work = col("step_s") - exposed
-    rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
-    if rank.nunique() > 1 and "step" in rows:
-        # several ranks: the spread between ranks at the same step, which is what makes them wait for each
-        # other (a slowdown of every rank at once, from the machine, makes nobody wait)
-        by_step = work.groupby(rows["step"])
-        deviation = work - by_step.transform("mean")
-        dof = (by_step.transform("size") - 1).groupby(rows["step"]).first().sum()
-        jitter = math.sqrt(float((deviation**2).sum()) / dof) if dof > 0 else 0.0
-    else:  # one rank: its spread over steps (an upper bound: it holds the machine's common noise too)
-        jitter = float(work.std(ddof=1)) if len(work) > 1 else 0.0
+    step_s = float(col("step_s").mean())
+    # the synthetic loader makes its batches on the device: no capacity, only the handover it measured
+    unbounded = loader == "synthetic" or step_s <= 0
     return Parts(
         fwd_s=float(col("fwd_s").mean()),
         bwd_s=float(bwd_compute.mean()),
         opt_s=float(opt_compute.clip(lower=0.0).mean()),
-        data_s=float(col("data_s").mean()),
+        data_s=float(col("data_s").mean()) if unbounded else 0.0,
         other_s=float(other.mean()),
-        jitter_s=float(jitter),
+        jitter_s=spread(col("step_s") - exposed - col("data_s"), rows),
         per_gpu_batch=per_gpu_batch,
         source=source,
         sample_unit=sample_unit,
+        loader_img_s=math.inf if unbounded else per_gpu_batch / step_s,
+        data_jitter_s=spread(col("data_s"), rows),
+        loader=loader,
+        data_source=source,
     )
+
+
+def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, source: str) -> float:
+    """img/s one rank's loader delivers: `ddlbench loaderbench`'s row of this case at this worker (or thread)
+    count. measurements: loaderbench.json's (case, workers, img_s)."""
+    rows = measurements[measurements["case"] == case]
+    if rows.empty:
+        cases = sorted(set(measurements["case"][measurements["workers"].notna()].astype(str)))
+        raise ConfigError(
+            f"--loader-capacity {source}: no {case} row (it has {', '.join(cases) or 'none'}); run 'ddlbench "
+            f"loaderbench ... --loaders {case}' on the machine predicted"
+        )
+    at = rows[rows["workers"] == workers]
+    if at.empty:
+        counts = ", ".join(str(int(w)) for w in sorted(rows["workers"].dropna()))
+        raise ConfigError(
+            f"--loader-capacity {source}: no {case} row at {workers} workers/threads, the prediction's (it has "
+            f"{counts}); run 'ddlbench loaderbench ... --loaders {case} --workers {workers}' on the machine predicted"
+        )
+    return float(at["img_s"].max())
 
 
 # --- what the framework sends ----------------------------------------------------------------------
@@ -364,8 +420,11 @@ def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_byt
 
 
 def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) -> dict[str, float]:
-    """The modelled step on `world` GPUs: its phases in seconds."""
-    sync = parts.jitter_s * expected_max_normal(world)
+    """The modelled step on `world` GPUs: its phases in seconds. Every collective waits for the slowest rank,
+    whose compute and data time vary independently (sync, counted as communication: a trace shows it as
+    collective time). The rank waits for its loader where the loader needs longer for a batch than the rest
+    of the step takes: step = max(the rest + the handover, the loader's seconds per batch)."""
+    sync = math.hypot(parts.jitter_s, parts.data_jitter_s) * expected_max_normal(world)
     busy = end = after = 0.0
     for m in sorted((m for m in plan if not m.after_step), key=lambda m: m.ready_fraction):
         cost = network.collective_s(m.op, m.bytes, world) + (m.extra_latency_s if world > 1 else 0.0)
@@ -378,10 +437,13 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
             after += cost
             busy += cost
     comm_exposed = sync + exposed + after
-    step_s = parts.data_s + parts.compute_s + parts.other_s + comm_exposed
+    rest = parts.compute_s + parts.other_s + comm_exposed + parts.data_s
+    loader_wait = max(0.0, parts.batch_s - rest)
+    step_s = rest + loader_wait
     return {
         "step_s": step_s,
-        "data_s": parts.data_s,
+        "data_s": parts.data_s + loader_wait,
+        "loader_wait_s": loader_wait,
         "compute_s": parts.compute_s,
         "comm_s": busy,
         "comm_exposed_s": comm_exposed,
@@ -400,11 +462,16 @@ def predict(parts: Parts, plan: Sequence[Message], network: Network, gpus: Seque
     rows = []
     for n in gpus:
         s = step(parts, plan, network, n)
+        on_node = min(n, network.gpus_per_node)
         rows.append(
             {
                 "gpus": n,
                 "nodes": nodes_of(n, network.gpus_per_node),
                 **s,
+                # the data path per node: what its loaders deliver against what its GPUs would take without
+                # waiting for them
+                "loader_node_img_s": on_node * parts.loader_img_s,
+                "demand_node_img_s": on_node * parts.per_gpu_batch / (s["step_s"] - s["loader_wait_s"]),
                 "throughput": n * parts.per_gpu_batch / s["step_s"],
                 "per_gpu": parts.per_gpu_batch / s["step_s"],
                 "efficiency": one / s["step_s"],
@@ -429,7 +496,9 @@ def calibrate_to_reference(
     first = reference.sort_values("gpus").iloc[0]
     n0 = int(first["gpus"])
     total = parts.compute_s / (first["compute_pct"] / 100)
-    net = step(replace(parts, jitter_s=0.0), plan, network, n0)["comm_exposed_s"]
+    net = step(replace(parts, jitter_s=0.0, data_jitter_s=0.0, loader_img_s=math.inf), plan, network, n0)[
+        "comm_exposed_s"
+    ]
     sync = max(0.0, total * first["allreduce_pct"] / 100 - net)
     data = total * first["data_pct"] / 100
     other = max(0.0, total - parts.compute_s - data - net - sync)
@@ -438,7 +507,10 @@ def calibrate_to_reference(
         data_s=data,
         other_s=other,
         jitter_s=sync / expected_max_normal(n0) if n0 > 1 else 0.0,
-        source=f"{parts.source}; data, other and jitter fitted to the reference at {n0} GPUs",
+        loader_img_s=math.inf,
+        data_jitter_s=0.0,
+        data_source="the reference",
+        source=f"{parts.source}; data, other and jitter fitted to the study at {n0} GPUs",
     )
     return tuned, n0
 

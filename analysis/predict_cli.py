@@ -126,6 +126,7 @@ class Calibration:
                     source=f"{Path(row['run_dir']).name}",
                     # runs from before summary.json said (NaN in the runs table) counted images
                     sample_unit=str(row["sample_unit"]) if pd.notna(row.get("sample_unit")) else "images",
+                    loader=measured_cell(row)["loader"],
                 )
                 parts = parts.scaled(scale) if scale != 1.0 else parts
                 world = int(row["world_size"])
@@ -268,6 +269,18 @@ def format_prediction(table: pd.DataFrame, *, unit: str) -> str:
             f"{r['per_gpu']:>10,.1f} {r['efficiency']:>6.3f} {r['allreduce_pct']:>10.1f} {1e3 * r['sync_s']:>8.2f} "
             f"{r['data_pct']:>6.1f} {r['compute_pct']:>8.1f} {r['other_pct']:>6.1f}"
         )
+    lines.append(
+        "# allreduce% holds sync: every collective waits for the slowest rank (its compute and data-time "
+        "spread x the expected maximum of n normals), which a trace shows as collective time, as study A's "
+        "table counts it"
+    )
+    bound = table[table["loader_wait_s"] > 0]
+    if len(bound):
+        lines.append(
+            f"# data% waits for the loader at {', '.join(str(int(g)) for g in bound['gpus'])} GPUs: the GPUs of a "
+            f"node ask {bound['demand_node_img_s'].max():,.0f} img/s at most, its loaders deliver "
+            f"{bound['loader_node_img_s'].iloc[-1]:,.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -346,18 +359,23 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if network is None and (not args.validate or args.reference):
         network_or_fail(network)
     P.check_framework(framework)
-    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale)
+    capacity = _loader_capacity(args.loader_capacity, cell["loader"], resolved["loader"])
+    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale, loader_modelled=capacity is not None)
     plan = _plan(model, framework, image_size=int(model.get("image_size") or 224), cache={})
     parts = calibration.for_world(1)
+    if capacity is not None:
+        parts = parts.with_loader(
+            loader=cell["loader"], img_s=capacity, source=f"--loader-capacity {args.loader_capacity}"
+        )
     print(
         f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/GPU "
         f"{cell['precision']}, system={system['name']} ({gpus_per_node} GPUs per node)",
     )
     print(
         f"# compute from {parts.source}: fwd {1e3 * parts.fwd_s:.2f} ms, bwd {1e3 * parts.bwd_s:.2f} ms, "
-        f"opt {1e3 * parts.opt_s:.2f} ms, data {1e3 * parts.data_s:.2f} ms, other {1e3 * parts.other_s:.2f} ms, "
-        f"jitter {1e3 * parts.jitter_s:.2f} ms"
+        f"opt {1e3 * parts.opt_s:.2f} ms, other {1e3 * parts.other_s:.2f} ms, jitter {1e3 * parts.jitter_s:.2f} ms"
     )
+    print("# " + data_path_line(parts, gpus_per_node=gpus_per_node))
     print(
         f"# {len(plan)} message(s) per step: {sum(m.bytes for m in plan) / 1e6:.1f} MB "
         f"({', '.join(sorted({m.op for m in plan}))})"
@@ -406,6 +424,46 @@ def _prediction(args, parts, plan, network, gpus, *, cell, loader) -> dict[str, 
         print(format_reference(compared, args.reference))
         outputs["reference"] = compared
     return outputs
+
+
+def data_path_line(parts: P.Parts, *, gpus_per_node: int) -> str:
+    """Where the data time comes from: the loader's capacity per rank and node, its source, its spread."""
+    if math.isinf(parts.loader_img_s):
+        return (
+            f"data: loader={parts.loader or '?'} {1e3 * parts.data_s:.2f} ms per step at every GPU count "
+            f"({parts.data_source or parts.source})"
+        )
+    # a run's loader delivered a batch per mean step at least (a lower bound); loaderbench's is its rate
+    at_least = "" if parts.data_source.startswith("--loader-capacity") else "at least "
+    return (
+        f"data: loader={parts.loader} delivers {at_least}{parts.loader_img_s:,.0f} img/s per rank, "
+        f"{gpus_per_node * parts.loader_img_s:,.0f} per node of {gpus_per_node} ({parts.data_source}); "
+        f"data-time spread {1e3 * parts.data_jitter_s:.2f} ms per rank ({parts.source})"
+    )
+
+
+def _loader_capacity(path: str | None, case: str, loader: dict[str, Any]) -> float | None:
+    """img/s of one rank's loader from `ddlbench loaderbench`'s JSON, at the predicted loader's worker count."""
+    if path is None:
+        return None
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(
+            f"--loader-capacity {path}: no such file; give the loaderbench.json of 'ddlbench loaderbench --out DIR'"
+        )
+    try:
+        measurements = pd.DataFrame(json.loads(file.read_text())["measurements"])
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"--loader-capacity {path}: not a loaderbench.json (no 'measurements'); give the file 'ddlbench "
+            "loaderbench --out DIR' writes"
+        ) from None
+    workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+    if case == "synthetic":
+        raise ConfigError(
+            f"--loader-capacity {path}: loader=synthetic reads nothing; predict another loader, or drop the option"
+        )
+    return P.loader_capacity(measurements, case=case, workers=workers, source=path)
 
 
 def network_or_fail(network: P.Network | None) -> P.Network:

@@ -241,3 +241,69 @@ def test_models_without_an_image_batch_complete_their_gradients_in_reverse_param
     fractions = [g.ready_fraction for g in out.gradients]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
     assert out.gradients[0].name.startswith("qa_outputs")  # the head is the last layer, so its gradient comes first
+
+
+# --- the data path ---------------------------------------------------------------------------------
+
+
+def test_the_rank_waits_for_its_loader_only_where_the_loader_needs_longer_than_the_rest_of_the_step():
+    # the loader: 1,600 img/s per rank = 40 ms per batch of 64; the rest on one GPU: 32 + 1 + 1 = 34 ms
+    fed = parts(loader_img_s=1600.0)
+    one = P.step(fed, [], NET, 1)
+    assert one["loader_wait_s"] == pytest.approx(0.006)
+    assert (one["data_s"], one["step_s"]) == pytest.approx((0.007, 0.040))
+    # on 2 GPUs a 10 MB all_reduce after backward (factor 1 at n=2, 1 GB/s) exposes 10 ms: the rest is 44 ms
+    net = P.Network(intra=P.Level(latency_s=0.0, busbw_gb_s=1.0), inter=None, gpus_per_node=8)
+    plan = [P.Message(op="all_reduce", bytes=10e6, ready_fraction=1.0)]
+    two = P.step(fed, plan, net, 2)
+    assert two["loader_wait_s"] == 0.0 and two["data_s"] == pytest.approx(0.001)
+    assert two["step_s"] == pytest.approx(0.044)
+    row = P.predict(fed, plan, net, [2]).iloc[0]
+    assert row["loader_node_img_s"] == pytest.approx(3200.0)  # 2 GPUs of the node x 1,600
+    assert row["demand_node_img_s"] == pytest.approx(2 * 64 / 0.044)
+    # without a capacity (inf) the data time is the handover at every size
+    assert P.step(parts(), [], NET, 1)["data_s"] == pytest.approx(0.001)
+
+
+def test_sync_takes_the_compute_and_the_data_time_spread_together():
+    s = P.step(parts(jitter_s=0.003, data_jitter_s=0.004), [], NET, 16)
+    assert s["sync_s"] == pytest.approx(0.005 * P.expected_max_normal(16))  # hypot(3, 4) = 5 ms
+    assert s["comm_exposed_s"] == pytest.approx(s["sync_s"])  # counted as communication, as a trace shows it
+
+
+def test_a_calibration_run_gives_its_data_time_back_at_its_own_size():
+    steps = pd.DataFrame(
+        {
+            "rank": [0, 0],
+            "step": [0, 1],
+            "warmup": [False, False],
+            "data_s": [0.010, 0.014],
+            "fwd_s": [0.01, 0.01],
+            "bwd_s": [0.02, 0.02],
+            "opt_s": [0.01, 0.01],
+            "step_s": [0.050, 0.054],
+        }
+    )
+    fed = P.parts_from_steps(steps, per_gpu_batch=8, source="t", loader="native")
+    assert fed.loader_img_s == pytest.approx(8 / 0.052)  # a batch per mean step at least
+    assert fed.data_jitter_s == pytest.approx(0.004 / math.sqrt(2))  # std of 10 and 14 ms
+    assert fed.jitter_s == pytest.approx(0.0)  # step minus data is 40 ms on both steps
+    one = P.step(fed, [], NET, 1)
+    assert (one["data_s"], one["step_s"]) == pytest.approx((0.012, 0.052))
+    synthetic = P.parts_from_steps(steps, per_gpu_batch=8, source="t", loader="synthetic")
+    assert math.isinf(synthetic.loader_img_s) and synthetic.data_s == pytest.approx(0.012)
+
+
+def test_loader_capacity_is_loaderbench_s_row_at_the_predicted_worker_count():
+    rows = pd.DataFrame(
+        {
+            "case": ["cpu_decode", "native", "native", "dali"],
+            "workers": [1, 2, 11, 11],
+            "img_s": [300.0, 500.0, 1500.0, 12000.0],
+        }
+    )
+    assert P.loader_capacity(rows, case="native", workers=11, source="f") == 1500.0
+    with pytest.raises(ConfigError, match=r"no native row at 8 workers/threads, the prediction's \(it has 2, 11\)"):
+        P.loader_capacity(rows, case="native", workers=8, source="f")
+    with pytest.raises(ConfigError, match=r"no native_gpu row \(it has cpu_decode, dali, native\)"):
+        P.loader_capacity(rows, case="native_gpu", workers=11, source="f")
