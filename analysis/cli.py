@@ -122,12 +122,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
 PREDICT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
 PREDICT_DESCRIPTION = """\
     ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
-                     [--compute-scale F] [--reference aach2023] [--validate ROOT] [--out DIR]
+                     [--compute-scale F] [--loader-capacity FILE] [--reference aach2023 [--fit-to-reference]]
+                     [--validate ROOT] [--out DIR]
 
-OVERRIDES pick the configuration to predict (framework, model, per-GPU batch, precision), as for
-`ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch and
-precision (a 1-GPU run as a rule). The network comes from --commbench measurements where given, else
-from the system profile's `network` block.
+OVERRIDES pick the configuration to predict (framework, loader, model, per-GPU batch, precision), as
+for `ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch,
+precision and loader (a 1-GPU run as a rule); anything they did not measure is refused, except a loader
+whose capacity --loader-capacity gives. The network comes from --commbench measurements where given,
+else from the system profile's `network` block.
 """
 
 
@@ -238,7 +240,17 @@ def add_parsers(sub) -> None:
         help="loaderbench.json ('ddlbench loaderbench --out DIR' on the machine predicted): the img/s one rank's "
         "loader delivers, for a loader the --from run was not fed by",
     )
-    p.add_argument("--reference", choices=("aach2023",), help="fit to the reference's smallest GPU count, compare")
+    p.add_argument(
+        "--reference",
+        choices=("aach2023",),
+        help="print the study's rows beside the prediction, with the error per row (they never feed it)",
+    )
+    p.add_argument(
+        "--fit-to-reference",
+        action="store_true",
+        help="fit data, other and jitter to the --reference's smallest GPU count instead (labelled 'fitted to the "
+        "study': no independent check there)",
+    )
     p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
     p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")
     p.add_argument("--out", help="new folder for the tables (CSV) and figures")

@@ -515,8 +515,11 @@ def calibrate_to_reference(
     return tuned, n0
 
 
-def compare_reference(predicted: pd.DataFrame, reference: pd.DataFrame, *, calibrated_at: int) -> pd.DataFrame:
-    """Predicted vs reference shares per GPU count; `held_out` is False for the calibration point."""
+def compare_reference(
+    predicted: pd.DataFrame, reference: pd.DataFrame, *, calibrated_at: int | None = None
+) -> pd.DataFrame:
+    """Predicted vs reference shares per GPU count; `held_out` is False for the point fitted to (None: a
+    prediction the reference did not feed, held out everywhere)."""
     keep = ["gpus", "allreduce_pct", "data_pct", "compute_pct"]
     out = reference[keep].merge(predicted[keep], on="gpus", suffixes=("_ref", "_pred"))
     for share in ("allreduce", "data", "compute"):

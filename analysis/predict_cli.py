@@ -284,9 +284,14 @@ def format_prediction(table: pd.DataFrame, *, unit: str) -> str:
     return "\n".join(lines)
 
 
-def format_reference(table: pd.DataFrame, name: str) -> str:
+def format_reference(table: pd.DataFrame, name: str, *, fitted: bool) -> str:
+    how = (
+        "* = the point the prediction was fitted to, the rest held out"
+        if fitted
+        else "the study's rows beside the prediction: none of them feeds it"
+    )
     lines = [
-        f"# against --reference {name} (percent of the step; * = calibration point, the rest held out)",
+        f"# against --reference {name} (percent of the step; {how})",
         f"{'gpus':>6} {'allreduce ref':>13} {'pred':>6} {'err pp':>7} {'data ref':>9} {'pred':>6} "
         f"{'compute ref':>11} {'pred':>6}",
     ]
@@ -343,6 +348,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not args.compute_scale > 0:
         raise ConfigError(f"--compute-scale {args.compute_scale}: give a factor > 0 (1 = the calibration GPU's speed)")
     gpus = parse_gpus(args.gpus)
+    if args.fit_to_reference and not args.reference:
+        raise ConfigError("--fit-to-reference needs --reference STUDY (the rows to fit to): add --reference aach2023")
     cfg = compose(overrides)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     system, model, framework = resolved["system"], resolved["model"], resolved["framework"]
@@ -399,29 +406,36 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "loader": resolved["loader"]["name"],
             "system": system["name"],
             "calibration": parts.source,
-            "fitted_to": args.reference or "",
+            "fitted_to": args.reference if args.fit_to_reference else "",
         }
         _save(Path(args.out), outputs, what=what, formats=("png", "svg"))
     return 0
 
 
 def _prediction(args, parts, plan, network, gpus, *, cell, loader) -> dict[str, pd.DataFrame]:
-    """The prediction table at the GPU counts (and, with --reference, the fit to it and the comparison)."""
-    reference = None
+    """The prediction table at the GPU counts; with --reference the study's rows beside it (and with
+    --fit-to-reference the prediction fitted to them)."""
+    reference, calibrated_at = None, None
     if args.reference:
         reference = _reference_rows(cell, loader, args.reference)
-        parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
-        print(f"# {parts.source}: jitter {1e3 * parts.jitter_s:.2f} ms")
         gpus = sorted(set(gpus) | set(int(g) for g in reference["gpus"]))
+        if args.fit_to_reference:
+            parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
+            print(
+                f"# fitted to the study {args.reference}: {parts.source} (data {1e3 * parts.data_s:.2f} ms, other "
+                f"{1e3 * parts.other_s:.2f} ms, jitter {1e3 * parts.jitter_s:.2f} ms); no independent check there"
+            )
     for level, name in ((network.intra, "intra-node"), (network.inter, "inter-node")):
         if level is not None:
             print(f"# {name}: {level.describe()}")
     table = P.predict(parts, plan, network, gpus)
+    if calibrated_at is not None:
+        print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
     print(format_prediction(table, unit=parts.sample_unit))
     outputs = {"prediction": table}
     if reference is not None:
         compared = P.compare_reference(table, reference, calibrated_at=calibrated_at)
-        print(format_reference(compared, args.reference))
+        print(format_reference(compared, args.reference, fitted=calibrated_at is not None))
         outputs["reference"] = compared
     return outputs
 

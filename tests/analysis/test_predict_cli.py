@@ -3,6 +3,7 @@ against seed study A's DDP table, its files, and the one-line errors before anyt
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -39,9 +40,11 @@ def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, cli
     out = tmp_path / "predicted"
     done = cli(
         "predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--reference", "aach2023",
-        "--gpus", GPUS, "--out", str(out),
+        "--fit-to-reference", "--gpus", GPUS, "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "# prediction fitted to the study aach2023 at 4 GPUs" in done.stdout
+    assert json.loads((out / "cell.json").read_text())["fitted_to"] == "aach2023"
     assert "intra-node: 180 GB/s busbw" in done.stdout and "inter-node: 20 GB/s busbw" in done.stdout
     rows = _table(done.stdout, "gpus nodes")
     assert [int(r[0]) for r in rows] == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -157,3 +160,19 @@ def test_another_loader_is_modelled_from_loaderbench_s_capacity(one_gpu, tmp_pat
     refused = cli("predict", *CELL, "loader=native", "loader.num_workers=8", *args)
     assert refused.returncode == 2 and not refused.stdout
     assert "no native row at 8 workers/threads, the prediction's (it has 2, 11)" in refused.stderr
+
+
+def test_the_reference_is_printed_beside_the_prediction_and_never_feeds_it(one_gpu, tmp_path, cli):
+    args = ("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", GPUS)
+    alone = cli(*args)
+    out = tmp_path / "beside"
+    beside = cli(*args, "--reference", "aach2023", "--out", str(out))
+    assert alone.returncode == 0 and beside.returncode == 0, alone.stderr + beside.stderr
+    assert _table(beside.stdout, "gpus nodes") == _table(alone.stdout, "gpus nodes")
+    assert "the study's rows beside the prediction: none of them feeds it" in beside.stdout
+    assert "fitted" not in beside.stdout
+    compared = pd.read_csv(out / "reference.csv")
+    assert compared["held_out"].all() and len(compared) == 9
+    assert json.loads((out / "cell.json").read_text())["fitted_to"] == ""
+    alone_fit = cli(*args, "--fit-to-reference")
+    assert alone_fit.returncode == 2 and "--fit-to-reference needs --reference STUDY" in alone_fit.stderr
