@@ -184,30 +184,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def max_batch_search(fits, *, start: int, limit: int) -> tuple[int | None, int | None]:
-    """(largest batch that fits, smallest that does not; None where none was found): fits(start),
-    fits(2 x start), ... doubling up to `limit`, then bisection between the last fit and the first
-    failure. fits(batch) -> bool runs one probe; it is asked about each batch once."""
-    fit, fail, batch = None, None, start
-    while True:
-        if not fits(batch):
-            fail = batch
-            break
-        fit = batch
-        if batch >= limit:
-            return fit, None
-        batch = min(2 * batch, limit)
-    if fit is None:
-        return None, fail
-    while fail - fit > 1:
-        middle = (fit + fail) // 2
-        if fits(middle):
-            fit = middle
-        else:
-            fail = middle
-    return fit, fail
-
-
 def _gib(value) -> str:
     return "-" if value is None else f"{value / 2**30:.2f}"
 
@@ -256,6 +232,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
+    from ddlbench.maxbatch import Probe, device_capacity_bytes, search
 
     cfg = compose(args.overrides)
     if cfg.system.device != "cuda":
@@ -270,10 +247,12 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         )
     if args.start < 1 or args.limit < args.start:
         raise ConfigError(f"--start {args.start} --max {args.limit}: need 1 <= --start <= --max")
+    if not 0 <= args.resolution < 1:
+        raise ConfigError(f"--resolution {args.resolution}: need 0 <= --resolution < 1 (0.01: within 1%; 0: exact)")
     nproc, devices = node_layout(cfg)
     probes: list[dict] = []
 
-    def fits(batch: int) -> bool:
+    def fits(batch: int) -> Probe:
         overrides = [
             *args.overrides,
             f"run.per_gpu_batch={batch}",
@@ -299,10 +278,10 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         }
         if code == 0 and rundir.state(run_dir) == "completed":
             probes.append({**probe, "status": "fits"})
-            return True
+            return Probe(batch, True, probe["peak_allocated_bytes"])
         if rundir.ran_out_of_memory(run_dir):
             probes.append({**probe, "status": "out of memory"})
-            return False
+            return Probe(batch, False)
         probes.append({**probe, "status": "failed"})
         print(format_probes(probes))
         raise ConfigError(
@@ -310,13 +289,18 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
             f"fix the run first: its output is in {run_dir / 'probe.log'}"
         )
 
-    fit, fail = max_batch_search(fits, start=args.start, limit=args.limit)
+    capacity_bytes = None if args.doubling else device_capacity_bytes()
+    fit, fail = search(
+        fits, start=args.start, limit=args.limit, capacity_bytes=capacity_bytes, resolution=args.resolution
+    )
     print(format_probes(probes))
     if fit is None:
         print(f"\nno batch fits: run.per_gpu_batch={fail} is already out of memory ({nproc * devices} GPU(s))")
         return 1
     shown = next(p for p in probes if p["batch"] == fit)
     tail = f"; {fail} is out of memory" if fail is not None else f" (--max {args.limit}: not searched beyond)"
+    if fail is not None and fail - fit > 1:
+        tail += f" ({fit + 1}-{fail - 1} not probed: --resolution {args.resolution:g})"
     print(
         f"\nlargest per-GPU batch that fits: {fit}{tail}; peak allocated {_gib(shown['peak_allocated_bytes'])} GiB, "
         f"reserved {_gib(shown['peak_reserved_bytes'])} GiB (the largest over the ranks)"
@@ -598,11 +582,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "maxbatch",
-        help="the largest run.per_gpu_batch that fits in GPU memory (doubling, then bisection)",
+        help="the largest run.per_gpu_batch that fits in GPU memory (extrapolated from the probes' memory, then bisection)",
         description="Each probe is a short 'ddlbench run' (1 warm-up + --steps steps) at one run.per_gpu_batch, in a "
         "fresh run directory of the campaign --campaign (its output in probe.log there). A probe fits "
         "when it completes; one that runs out of GPU memory bounds the search; any other failure "
-        "stops it. GPU systems only: a CPU run has no GPU memory to fill.",
+        "stops it. The next batch is extrapolated from the peak memory of the probes that fit against the "
+        "GPUs' free memory (nvidia-smi), then bisected down to --resolution. GPU systems only: a CPU run "
+        "has no GPU memory to fill.",
         epilog="example:\n  ddlbench maxbatch system=h200 framework=fsdp precision=amp_bf16 model=resnet model.depth=50",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -612,6 +598,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max", dest="limit", type=int, default=65536, help="largest batch per GPU to probe (default 65536)"
     )
     p.add_argument("--steps", type=int, default=2, help="measured steps per probe, after 1 warm-up step (default 2)")
+    p.add_argument(
+        "--resolution",
+        type=float,
+        default=0.01,
+        help="stop when the batches not probed between the largest fit and the smallest out of memory are "
+        "at most this share of the fit (default 0.01; 0: exact to 1)",
+    )
+    p.add_argument(
+        "--doubling",
+        action="store_true",
+        help="no extrapolation: --start, doubling until out of memory, then bisection (with --resolution 0: the search before 2026-12-03)",
+    )
     p.add_argument("--campaign", default="maxbatch", help="run.campaign of the probes' scratch run directories")
     p.set_defaults(func=cmd_maxbatch)
 

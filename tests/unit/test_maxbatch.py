@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from benchmarks import rundir
-from ddlbench import cli
+from ddlbench import cli, maxbatch
+from ddlbench.maxbatch import Probe
 
 
 @pytest.mark.parametrize(
@@ -23,20 +24,78 @@ from ddlbench import cli
         (16, [1, 2, 4, 8, 16, 32, 24, 20, 18, 17]),
     ],
 )
-def test_search_doubles_then_bisects(largest, asked):
+def test_without_a_capacity_the_search_doubles_then_bisects(largest, asked):
     seen: list[int] = []
 
-    def fits(batch: int) -> bool:
+    def fits(batch: int) -> Probe:
         seen.append(batch)
-        return batch <= largest
+        return Probe(batch, batch <= largest)
 
-    assert cli.max_batch_search(fits, start=1, limit=1024) == (largest, largest + 1)
+    assert maxbatch.search(fits, start=1, limit=1024) == (largest, largest + 1)
     assert seen == asked  # each batch probed once
 
 
-def test_search_ends_at_its_limits():
-    assert cli.max_batch_search(lambda b: False, start=4, limit=64) == (None, 4)
-    assert cli.max_batch_search(lambda b: True, start=3, limit=50) == (50, None)  # 3, 6, ..., 48, 50
+def test_the_search_ends_at_its_limits():
+    assert maxbatch.search(lambda b: Probe(b, False), start=4, limit=64) == (None, 4)
+    assert maxbatch.search(lambda b: Probe(b, True), start=3, limit=50) == (50, None)  # 3, 6, ..., 48, 50
+    assert maxbatch.search(lambda b: Probe(b, True, 2**20 * b), start=3, limit=50, capacity_bytes=2**40) == (50, None)
+
+
+GIB = 2**30
+
+
+def _fake_device(*, fixed_gib: float, per_sample_gib: float, usable_gib: float, small_peak_gib: float = 0.0):
+    """fits(batch) of a fake GPU: peak = fixed + per-sample x batch (at least small_peak: a small batch's peak
+    can be the optimizer step's, as BERT-large's at batch 1-10 on the H200), out of memory above usable."""
+    seen: list[int] = []
+
+    def fits(batch: int) -> Probe:
+        seen.append(batch)
+        peak = int(max(fixed_gib + per_sample_gib * batch, small_peak_gib) * GIB)
+        return Probe(batch, peak <= usable_gib * GIB, peak)
+
+    return fits, seen
+
+
+# ResNet-50-like (the H200's ResNet-50 bf16 probes: 0.46 GiB at 1, 137.2 GiB at 3157), BERT-large-like
+# with the optimizer's peak at small batches, a GPU with 5% less usable than free (the planning headroom
+# assumes 2%), one with all of it usable, and no fixed part at all
+FAKES = {
+    "resnet50": dict(fixed_gib=0.4, per_sample_gib=0.0433, usable_gib=138.0),
+    "bert_large": dict(fixed_gib=5.4, per_sample_gib=0.385, usable_gib=137.5, small_peak_gib=8.0),
+    "short_of_free": dict(fixed_gib=2.0, per_sample_gib=0.05, usable_gib=133.0),
+    "all_usable": dict(fixed_gib=1.0, per_sample_gib=0.1, usable_gib=139.8),
+    "no_fixed_part": dict(fixed_gib=0.0, per_sample_gib=0.5, usable_gib=139.0),
+}
+
+
+@pytest.mark.parametrize("name", FAKES)
+@pytest.mark.parametrize("resolution", [0.01, 0.0])
+def test_extrapolation_brackets_the_doubling_searchs_answer_in_few_probes(name, resolution):
+    old_fits, old_seen = _fake_device(**FAKES[name])
+    old_fit, old_fail = maxbatch.search(old_fits, start=1, limit=65536)
+    assert old_fail == old_fit + 1  # the doubling search is exact
+    new_fits, new_seen = _fake_device(**FAKES[name])
+    fit, fail = maxbatch.search(new_fits, start=1, limit=65536, capacity_bytes=int(139.8 * GIB), resolution=resolution)
+    assert fit <= old_fit < fail  # the old answer lies in the new bracket ...
+    assert fail - 1 - fit <= resolution * fit  # ... whose batches not probed are within the resolution
+    assert len(new_seen) < len(old_seen), new_seen
+    if resolution:
+        assert len(new_seen) <= 9, new_seen
+    assert len(set(new_seen)) == len(new_seen)
+
+
+def test_resnet50_on_the_h200_takes_four_probes():
+    fits, seen = _fake_device(**FAKES["resnet50"])
+    fit, fail = maxbatch.search(fits, start=1, limit=65536, capacity_bytes=int(139.8 * GIB), resolution=0.01)
+    assert len(seen) <= 5, seen
+    assert fail - fit <= 1 + fit // 100
+
+
+def test_tolerance_counts_the_batches_not_probed():
+    assert maxbatch.tolerance(3157, 0.01) == 32  # 3157 fits, 3189 out of memory: 31 not probed, 1% of 3157
+    assert maxbatch.tolerance(3157, 0.0) == 1
+    assert maxbatch.tolerance(10, 0.01) == 1
 
 
 def test_a_cpu_system_is_refused_in_one_line(capsys):
