@@ -385,9 +385,12 @@ def check_framework(framework: Mapping[str, Any]) -> None:
         )
 
 
-def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_bytes: int = 0) -> list[Message]:
-    """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py)
-    and the bytes of the model's buffers."""
+def messages(
+    framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_bytes: int = 0, param_bytes: float | None = None
+) -> list[Message]:
+    """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py),
+    the bytes of the model's buffers and of its parameters (what ZeRO-1/2 all-gather; by default the
+    buckets' bytes, which are fewer where gradients are reduced in half precision)."""
     check_framework(framework)
     name = framework["name"]
     if name == "ddp":
@@ -411,7 +414,7 @@ def messages(framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_byt
             Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction if overlap else 1.0)
             for b in buckets
         ]
-        total = sum(b.bytes for b in buckets)
+        total = param_bytes if param_bytes is not None else sum(b.bytes for b in buckets)
         return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
     raise AssertionError(name)  # check_framework refused it
 

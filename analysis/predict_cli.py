@@ -158,7 +158,9 @@ def _with_defaults(framework: dict[str, Any], cache: dict) -> dict[str, Any]:
     return {**cache[name], **framework}
 
 
-def _plan(model: dict[str, Any], framework: dict[str, Any], *, image_size: int, cache: dict) -> list[P.Message]:
+def _plan(
+    model: dict[str, Any], framework: dict[str, Any], *, image_size: int, amp_dtype: str | None, cache: dict
+) -> list[P.Message]:
     from benchmarks import gradients
 
     key = json.dumps([model, image_size], sort_keys=True, default=str)
@@ -166,7 +168,10 @@ def _plan(model: dict[str, Any], framework: dict[str, Any], *, image_size: int, 
         cache[key] = gradients.layout(model, image_size=image_size)
     layout = cache[key]
     return P.messages(
-        framework, gradients.framework_buckets(layout.gradients, framework), buffer_bytes=layout.buffer_bytes
+        framework,
+        gradients.framework_buckets(layout.gradients, framework, amp_dtype=amp_dtype),
+        buffer_bytes=layout.buffer_bytes,
+        param_bytes=sum(g.bytes for g in layout.gradients),
     )
 
 
@@ -215,6 +220,7 @@ def validation_points(
                 _nested(flat, "model"),
                 _with_defaults(_nested(flat, "framework"), defaults),
                 image_size=int(flat.get("config.model.image_size") or 224),
+                amp_dtype=_nested(flat, "precision").get("amp_dtype"),
                 cache=layouts,
             )
             network, where = _network_for(
@@ -368,7 +374,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     P.check_framework(framework)
     capacity = _loader_capacity(args.loader_capacity, cell["loader"], resolved["loader"])
     calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale, loader_modelled=capacity is not None)
-    plan = _plan(model, framework, image_size=int(model.get("image_size") or 224), cache={})
+    plan = _plan(
+        model,
+        framework,
+        image_size=int(model.get("image_size") or 224),
+        amp_dtype=resolved["precision"].get("amp_dtype"),
+        cache={},
+    )
     parts = calibration.for_world(1)
     if capacity is not None:
         parts = parts.with_loader(

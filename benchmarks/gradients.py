@@ -12,7 +12,8 @@ device (no memory, no real compute, the same on any machine):
 
 `buckets` then groups the gradients in ready order the way DDP does (its first bucket is capped at
 1 MiB, the others at framework.bucket_cap_mb), Horovod does (tensor fusion up to fusion_threshold_mb)
-or DeepSpeed does (its reduce bucket, in elements). A bucket is ready when its last gradient is.
+or DeepSpeed does (its reduce bucket, in elements; Conv/Linear gradients in the autocast dtype where
+`halves_conv_linear`). A bucket is ready when its last gradient is.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ MiB = 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Gradient:
     name: str
-    bytes: int
+    bytes: int  # in fp32, as the parameter is held
     ready_fraction: float  # share of the backward pass done when this gradient is complete (0..1]
+    # of a Conv/Linear module: DeepSpeed's torch_autocast may reduce it in the autocast dtype
+    lower_precision_safe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,14 @@ class Bucket:
 
 
 IMAGE_CLASSIFIERS = ("resnet", "vgg", "mobilenet_v2", "shufflenet_v2", "simple_cnn")
+# DeepSpeed's torch_autocast LOWER_PRECISION_SAFE_MODULES: their gradients are reduced in the autocast dtype
+LOWER_PRECISION_SAFE = ("Linear", "Conv1d", "Conv2d", "Conv3d")
+
+
+def _safe(module) -> bool:
+    import torch
+
+    return isinstance(module, tuple(getattr(torch.nn, name) for name in LOWER_PRECISION_SAFE))
 
 
 def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
@@ -78,11 +89,14 @@ def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> 
 
 
 def _by_bytes(model) -> list[Gradient]:
-    params = [(name, p.numel() * p.element_size()) for name, p in model.named_parameters() if p.requires_grad]
-    total, done, out = sum(b for _, b in params) or 1, 0, []
-    for name, size in reversed(params):
+    safe = {id(p) for module in model.modules() if _safe(module) for p in module.parameters(recurse=False)}
+    params = [
+        (name, p.numel() * p.element_size(), id(p) in safe) for name, p in model.named_parameters() if p.requires_grad
+    ]
+    total, done, out = sum(b for _, b, _ in params) or 1, 0, []
+    for name, size, is_safe in reversed(params):
         done += size
-        out.append(Gradient(name, size, done / total))
+        out.append(Gradient(name, size, done / total, is_safe))
     return out
 
 
@@ -118,7 +132,9 @@ def _traced(model, images) -> list[Gradient]:
         for pname, param in module.named_parameters(recurse=False):
             if param.requires_grad:
                 gradients.append(
-                    Gradient(f"{name}.{pname}", param.numel() * param.element_size(), ready.get(name, 1.0))
+                    Gradient(
+                        f"{name}.{pname}", param.numel() * param.element_size(), ready.get(name, 1.0), _safe(module)
+                    )
                 )
     # a stable sort keeps the reverse registration order for modules completed together
     return sorted(reversed(gradients), key=lambda g: g.ready_fraction)
@@ -140,8 +156,24 @@ def buckets(gradients: Sequence[Gradient], *, cap_bytes: int, first_cap_bytes: i
     return out
 
 
-def framework_buckets(gradients: Sequence[Gradient], framework: Mapping[str, Any]) -> list[Bucket]:
-    """The messages the framework sends for these gradients (framework: the composed framework config)."""
+def halves_conv_linear(framework: Mapping[str, Any], *, amp_dtype: str | None) -> bool:
+    """Whether DeepSpeed reduces Conv/Linear gradients in the autocast dtype (2 bytes an element): under AMP
+    (precision.amp_dtype set) with framework.mixed_precision=autocast, reduce_dtype=autocast and ZeRO >= 1
+    (ZeRO-0 reduces fp32; benchmarks/frameworks/deepspeed.py's deepspeed_config)."""
+    return (
+        framework["name"] == "deepspeed"
+        and amp_dtype is not None
+        and str(framework.get("mixed_precision", "autocast")) == "autocast"
+        and str(framework.get("reduce_dtype", "fp32")) == "autocast"
+        and int(framework.get("zero_stage", 0)) >= 1
+    )
+
+
+def framework_buckets(
+    gradients: Sequence[Gradient], framework: Mapping[str, Any], *, amp_dtype: str | None = None
+) -> list[Bucket]:
+    """The messages the framework sends for these gradients (framework: the composed framework config;
+    amp_dtype: the composed precision's, None for fp32)."""
     name = framework["name"]
     if name == "ddp":
         cap = int(framework["bucket_cap_mb"] * MiB)
@@ -149,6 +181,12 @@ def framework_buckets(gradients: Sequence[Gradient], framework: Mapping[str, Any
     if name == "horovod":
         return buckets(gradients, cap_bytes=max(1, int(framework["fusion_threshold_mb"] * MiB)))
     if name == "deepspeed":
-        element = 2 if str(framework.get("reduce_dtype", "fp32")) in ("fp16", "bf16") else 4  # bytes per element
-        return buckets(gradients, cap_bytes=int(framework["reduce_bucket_size"]) * element)
+        elements = int(framework["reduce_bucket_size"])  # DeepSpeed's bucket is counted in elements
+        if not halves_conv_linear(framework, amp_dtype=amp_dtype):
+            return buckets(gradients, cap_bytes=elements * 4)
+        # one bucket per communication dtype (ZeRO's ipg_buckets), each of reduce_bucket_size elements
+        half = [Gradient(g.name, g.bytes // 2, g.ready_fraction, True) for g in gradients if g.lower_precision_safe]
+        full = [g for g in gradients if not g.lower_precision_safe]
+        both = buckets(half, cap_bytes=elements * 2) + buckets(full, cap_bytes=elements * 4)
+        return sorted(both, key=lambda b: b.ready_fraction)
     raise ValueError(f"no gradient messages for framework {name}")

@@ -1,0 +1,52 @@
+"""DeepSpeed's gradient bytes by reduce dtype (benchmarks/gradients.py): with torch_autocast at ZeRO >= 1
+and reduce_dtype=autocast it reduces Conv/Linear gradients in the autocast dtype, in a bucket of their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import gradients as G
+
+# two Conv/Linear gradients of 400 fp32 bytes (100 elements) and one BatchNorm gradient of 40
+GRADS = [
+    G.Gradient("fc.weight", 400, 0.2, True),
+    G.Gradient("bn.weight", 40, 0.5, False),
+    G.Gradient("conv.weight", 400, 1.0, True),
+]
+ZERO2 = {"name": "deepspeed", "zero_stage": 2, "reduce_bucket_size": 150, "mixed_precision": "autocast"}
+
+
+def test_autocast_halves_conv_and_linear_gradients_in_their_own_buckets():
+    out = G.framework_buckets(GRADS, {**ZERO2, "reduce_dtype": "autocast"}, amp_dtype="bfloat16")
+    # the half bucket: 150 elements; fc's 100 then conv's 100 close it at 200 elements = 400 bytes
+    assert [(b.bytes, b.ready_fraction) for b in out] == [(40, 0.5), (400, 1.0)]
+    assert sum(b.bytes for b in out) == 400 + 40  # (400 + 400) / 2 + 40
+
+
+@pytest.mark.parametrize(
+    "framework, amp_dtype",
+    [
+        ({**ZERO2, "reduce_dtype": "fp32"}, "bfloat16"),  # reduce_dtype=fp32: no safe modules
+        ({**ZERO2, "reduce_dtype": "autocast"}, None),  # precision=fp32: no autocast
+        ({**ZERO2, "reduce_dtype": "autocast", "zero_stage": 0}, "float16"),  # ZeRO-0 reduces fp32
+        ({**ZERO2, "reduce_dtype": "autocast", "mixed_precision": "engine"}, "bfloat16"),  # not torch_autocast
+    ],
+)
+def test_everything_else_reduces_fp32(framework, amp_dtype):
+    out = G.framework_buckets(GRADS, framework, amp_dtype=amp_dtype)
+    assert sum(b.bytes for b in out) == 840
+    assert not G.halves_conv_linear(framework, amp_dtype=amp_dtype)
+
+
+def test_resnet50_under_amp_sends_about_half_and_all_gathers_fp32_parameters():
+    from analysis import predict as P
+
+    layout = G.layout({"arch": "resnet", "depth": 50, "num_classes": 1000, "batch_norm": True}, image_size=224)
+    fp32 = sum(g.bytes for g in layout.gradients)
+    framework = {**ZERO2, "reduce_bucket_size": 500_000_000, "reduce_dtype": "autocast", "overlap_comm": True}
+    half = G.framework_buckets(layout.gradients, framework, amp_dtype="bfloat16")
+    norm = sum(g.bytes for g in layout.gradients if not g.lower_precision_safe)  # BatchNorm's: fp32 still
+    assert 0 < norm < 0.01 * fp32
+    assert sum(b.bytes for b in half) == (fp32 - norm) // 2 + norm
+    plan = P.messages(framework, half, param_bytes=fp32)
+    assert plan[-1].op == "all_gather" and plan[-1].bytes == fp32  # the parameters stay fp32 under autocast
