@@ -386,6 +386,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         parts = parts.with_loader(
             loader=cell["loader"], img_s=capacity, source=f"--loader-capacity {args.loader_capacity}"
         )
+    # the study's rows of this model and loader, or the one-line refusal, before any output
+    reference = _reference_rows(cell, resolved["loader"]["name"], args.reference) if args.reference else None
     print(
         f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/GPU "
         f"{cell['precision']}, system={system['name']} ({gpus_per_node} GPUs per node)",
@@ -403,7 +405,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if network is None:  # --validate alone: each held-out run's own commbench files are its network
         print("# no network given (--commbench or the system's): only the held-out runs are predicted")
     else:
-        outputs.update(_prediction(args, parts, plan, network, gpus, cell=cell, loader=resolved["loader"]["name"]))
+        outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference))
     if args.validate:
         points, skipped = validation_points(
             Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network
@@ -424,12 +426,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prediction(args, parts, plan, network, gpus, *, cell, loader) -> dict[str, pd.DataFrame]:
+def _prediction(args, parts, plan, network, gpus, *, reference) -> dict[str, pd.DataFrame]:
     """The prediction table at the GPU counts; with --reference the study's rows beside it (and with
     --fit-to-reference the prediction fitted to them)."""
-    reference, calibrated_at = None, None
-    if args.reference:
-        reference = _reference_rows(cell, loader, args.reference)
+    calibrated_at = None
+    if reference is not None:
         gpus = sorted(set(gpus) | set(int(g) for g in reference["gpus"]))
         if args.fit_to_reference:
             parts, calibrated_at = P.calibrate_to_reference(parts, plan, network, reference)
