@@ -304,9 +304,11 @@ def assemble(
     reference: pd.DataFrame | None = None,
     reference_name: str | None = None,
     scaling: str = "weak",
+    analysis: CampaignAnalysis | None = None,
 ) -> tuple[list[Block], dict]:
-    """(report blocks, {figure name: Figure}) for one campaign."""
-    analysis = CampaignAnalysis(campaign.root, campaign=campaign)
+    """(report blocks, {figure name: Figure}) for one campaign; `analysis`: the campaign's, where the caller
+    keeps one (its tables are computed once)."""
+    analysis = analysis if analysis is not None else CampaignAnalysis(campaign.root, campaign=campaign)
     runs, counted, excluded = campaign.runs, analysis.counted(), analysis.excluded()
     blocks: list[Block] = [Block("heading", f"ddlbench report: {campaign.root}", 1)]
     blocks.append(
@@ -1288,7 +1290,8 @@ def build_report(
     timings["load_s"] = time.perf_counter() - t
     ref = load_reference(reference) if reference else None
     t = time.perf_counter()
-    blocks, figures = assemble(campaign, reference=ref, reference_name=reference)
+    analysis = CampaignAnalysis(runs_dir, campaign=campaign)
+    blocks, figures = assemble(campaign, reference=ref, reference_name=reference, analysis=analysis)
     timings["metrics_s"] = time.perf_counter() - t
     t = time.perf_counter()
     files = save_figures(figures, out, tuple(dict.fromkeys(["png", *formats])), jobs=jobs)
@@ -1302,7 +1305,7 @@ def build_report(
     timings["write_s"] = time.perf_counter() - t
     timings.update(
         num_runs=len(campaign.runs),
-        num_counted=len(CampaignAnalysis(runs_dir, campaign=campaign).counted()),
+        num_counted=len(analysis.counted()),
         num_step_rows=len(campaign.steps),
         num_figures=len(figures),
     )
