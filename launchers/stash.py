@@ -212,7 +212,7 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
     from omegaconf import OmegaConf
 
     from benchmarks import rundir
-    from benchmarks.config import compose
+    from benchmarks.config import compose, with_values
     from benchmarks.validate import validate
 
     # one composition per loader; each role's own keys are plain values, applied as Hydra applies key=value
@@ -282,14 +282,6 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
                 )
             )
     return runs
-
-
-def with_values(cfg, values: list[str]):
-    """cfg with `key=value` overrides of existing keys: what compose([..., *values]) gives, since Hydra applies
-    such overrides to the composed config (a copy; cfg is left as it is)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.merge(cfg, OmegaConf.from_dotlist(values))
 
 
 def run_state(run: PlannedRun) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.config import with_values
 from benchmarks.errors import ConfigError
 from launchers import stash
 
@@ -106,7 +107,7 @@ def test_a_roles_config_is_what_hydra_composes_for_its_overrides(compose):
 
     base = ["experiment=stash2021_depth_cpu", "model=resnet", "model.depth=50", "model.batch_norm=false"]
     values = ["system.ranks_per_node=1", "data.cache=warm", "run.campaign=c", "loader.samples_per_epoch=6400"]
-    derived = stash.with_values(compose([*base, "loader=synthetic"]), values)
+    derived = with_values(compose([*base, "loader=synthetic"]), values)
     whole = compose([*base, "loader=synthetic", *values])
     assert OmegaConf.to_container(derived, resolve=True) == OmegaConf.to_container(whole, resolve=True)
     _, _, runs = stash.plan(["experiment=stash2021_depth_cpu", "stash.only=resnet50_nobn"])
