@@ -136,14 +136,16 @@ def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(imagenet, capsys
     assert "module load Stages/2025" in captured.err
 
 
-def test_a_grid_composed_once_per_group_choice_names_the_cells_a_full_composition_names(monkeypatch):
+def test_a_grid_composed_once_per_group_choice_names_the_cells_a_full_composition_names(monkeypatch, tmp_path):
     """The planner composes once per choice of the config-group axes and applies plain keys (model.depth)
     to a copy: every cell's run directory and problem must be what composing each cell in full gives."""
     from benchmarks.config import compose
     from launchers import campaign
 
     overrides = ["experiment=aach2023_scaling", "system=juwels_booster", "campaign.gpus=[4,8]"]
-    monkeypatch.setenv("DDLBENCH_IMAGENET", "/nonexistent/jpegs")
+    for label in ("a", "b"):
+        (tmp_path / "jpegs" / label).mkdir(parents=True)
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path / "jpegs"))
     monkeypatch.delenv("DDLBENCH_IMAGENET_TFRECORD", raising=False)  # the DALI cells' problem, one per cell
     _, cells = campaign.plan(overrides)
 
