@@ -76,6 +76,8 @@ def cmd_paper(args: argparse.Namespace) -> int:
         f"{drawn} drawn, {lacking} lacking cells, {len(contents) - drawn - lacking} not drawable here "
         f"({result['num_figures']} figures) -> {Path(args.out) / 'paper.md'} and paper.html"
     )
+    for exhibit, cells, commands in result["lacking"]:
+        print(f"  {exhibit} lacks {cells}\n    make them with: {' ; '.join(commands)}")
     return 0
 
 

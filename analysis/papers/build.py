@@ -71,8 +71,11 @@ def select_runs(study: Study, campaign: Campaign, runs_dir: Path) -> tuple[Campa
     return only(campaign, mine), int((owners != study.name).sum())
 
 
-def assemble(study: Study, paper: PaperInput, *, runs_dir: Path, num_other: int) -> tuple[list[Block], dict]:
-    """(blocks, figures) of the paper report: title, contents, then one section per exhibit."""
+def assemble(
+    study: Study, paper: PaperInput, *, runs_dir: Path, num_other: int
+) -> tuple[list[Block], dict, list[tuple[str, str, list[str]]]]:
+    """(blocks, figures, lacking) of the paper report: title, contents, then one section per exhibit;
+    lacking: (exhibit, the cells it lacks, the commands that make them) for the command line."""
     sections: list[tuple[object, Section | None]] = []
     figures: dict = {}
     for exhibit in study.exhibits:
@@ -135,7 +138,8 @@ def assemble(study: Study, paper: PaperInput, *, runs_dir: Path, num_other: int)
                     + " ; ".join(section.commands),
                 )
             )
-    return blocks, figures
+    lacking = [(e.id, "; ".join(sec.missing), sec.commands) for e, sec in sections if sec is not None and sec.missing]
+    return blocks, figures, lacking
 
 
 def build_paper(
@@ -163,7 +167,7 @@ def build_paper(
     paper = PaperInput(
         CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {}, load_predictions(runs_dir)
     )
-    blocks, figures = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
+    blocks, figures, lacking = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
     if draw:
         files = save_figures(figures, out, formats, jobs=jobs)
     else:  # the text alone (the gallery's check): the figures' names, not their pixels
@@ -172,4 +176,4 @@ def build_paper(
     (out / "paper.md").write_text(render_markdown(blocks, files))
     (out / "paper.html").write_text(render_html(blocks, files, title))
     contents = next(b.content for b in blocks if b.kind == "table")
-    return {"num_runs": len(mine.runs), "num_figures": len(figures), "contents": contents}
+    return {"num_runs": len(mine.runs), "num_figures": len(figures), "contents": contents, "lacking": lacking}

@@ -65,6 +65,9 @@ def test_study_a_draws_its_figures_beside_the_published_table(cli, study_a, tmp_
     result = cli("paper", "aach2023", str(study_a), "--out", str(out), "--jobs", "1")
     assert result.returncode == 0, result.stderr
     assert "10 figures and tables of the study" in result.stdout
+    # what the runs lack, and the command that makes it, on the terminal too
+    assert "  Breakdown table (b) ResNet101 lacks breakdown of resnet101" in result.stdout
+    assert "    make them with: ddlbench campaign submit experiment=aach2023_scaling" in result.stdout
     text = (out / "paper.md").read_text()
     for exhibit in STUDIES["aach2023"].exhibits:
         assert f"## {exhibit.id}: {exhibit.title}" in text
