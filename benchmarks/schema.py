@@ -155,6 +155,8 @@ def register() -> None:
     if not OmegaConf.has_resolver(loader_configs.LOADER_CPUS_RESOLVER):
         OmegaConf.register_new_resolver(loader_configs.LOADER_CPUS_RESOLVER, loader_configs.loader_cpus)
     cs = ConfigStore.instance()
+    if "config_schema.yaml" in cs.repo:  # storing turns every dataclass into a config again: 0.1 s a call
+        return
     cs.store(name="config_schema", node=Config)
     for group, options in (("framework", framework_configs.CONFIGS), ("loader", loader_configs.CONFIGS)):
         for option, node in options.items():
