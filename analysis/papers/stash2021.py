@@ -48,6 +48,17 @@ def _labels(table: pd.DataFrame, columns: list[str]) -> pd.Series:
     return label
 
 
+def _stalls(exhibit: str, title: str, kinds: tuple[str, ...], published: str) -> Exhibit:
+    """A stall figure of the study in its own reading: CPU and disk stalls in % of the total training time,
+    interconnect and network stalls against the paired baseline (with the study's 500% beside the network's)."""
+    reading = "stall_pct_of_training" if set(kinds) <= {"cpu", "disk"} else "stall_pct"
+    what = " and ".join(k if k in ("interconnect", "network") else k.upper() if k == "cpu" else k for k in kinds)
+    sources = ("measured", "published") if "network" in kinds else ("measured",)
+    return Exhibit(
+        exhibit, title, sources, _stall_section(kinds, reading=reading, what=f"{what} stalls", published=published)
+    )
+
+
 def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published: str) -> callable:
     """A stall figure: the stalls of `kinds` per system, model and per-GPU batch, in the study's reading
     (stall_pct: against the paired baseline; stall_pct_of_training: against the stalled run's time)."""
@@ -276,87 +287,52 @@ STUDY = Study(
         Exhibit("Figure 4(a)", "Interconnect stall: the paired runs", (), why_not=METHOD),
         Exhibit("Figure 4(b)", "Interconnect stall: an example", (), why_not=METHOD),
         Exhibit("Figure 5", "Network stall: the paired runs", (), why_not=METHOD),
-        Exhibit(
+        _stalls(
             "Figure 6",
             "CPU and disk stalls, P2",
-            ("measured",),
-            _stall_section(
-                ("cpu", "disk"),
-                reading="stall_pct_of_training",
-                what="CPU and disk stalls",
-                published="CPU stalls negligible on AWS; the largest disk stall on the 16x machine.",
-            ),
+            ("cpu", "disk"),
+            "CPU stalls negligible on AWS; the largest disk stall on the 16x machine.",
         ),
-        Exhibit(
+        _stalls(
             "Figure 7",
             "Interconnect stalls, P2",
-            ("measured",),
-            _stall_section(
-                ("interconnect",),
-                reading="stall_pct",
-                what="interconnect stalls",
-                published="the 16xlarge has a higher interconnect stall than the 8xlarge and two 8xlarge.",
-            ),
+            ("interconnect",),
+            "the 16xlarge has a higher interconnect stall than the 8xlarge and two 8xlarge.",
         ),
         Exhibit("Figure 8(a)", "Training time per P2 instance", ("measured",), _per_instance("time")),
         Exhibit("Figure 8(b)", "Cost per P2 instance", ("measured",), _per_instance("cost")),
         Exhibit("Figure 9", "Per-GPU PCIe bandwidth, all GPUs at once", ("measured",), pcie_bandwidth),
-        Exhibit(
+        _stalls(
             "Figure 10",
             "CPU and disk stalls, P3, small models",
-            ("measured",),
-            _stall_section(
-                ("cpu", "disk"),
-                reading="stall_pct_of_training",
-                what="CPU and disk stalls",
-                published="CPU stalls negligible; the disk stall high on the 16xlarge.",
-            ),
+            ("cpu", "disk"),
+            "CPU stalls negligible; the disk stall high on the 16xlarge.",
         ),
-        Exhibit(
+        _stalls(
             "Figure 11",
             "CPU and disk stalls, P3, large models",
-            ("measured",),
-            _stall_section(
-                ("cpu", "disk"),
-                reading="stall_pct_of_training",
-                what="CPU and disk stalls",
-                published="CPU stalls negligible; the disk stall high on the 16xlarge.",
-            ),
+            ("cpu", "disk"),
+            "CPU stalls negligible; the disk stall high on the 16xlarge.",
         ),
-        Exhibit(
+        _stalls(
             "Figure 12",
             "Interconnect stalls, P3",
-            ("measured",),
-            _stall_section(
-                ("interconnect",),
-                reading="stall_pct",
-                what="interconnect stalls",
-                published="lower than P2's (NVLink); the 8xlarge above the 16xlarge for small models.",
-            ),
+            ("interconnect",),
+            "lower than P2's (NVLink); the 8xlarge above the 16xlarge for small models.",
         ),
         Exhibit("Figure 13", "Cost per P3 instance", ("measured",), _per_instance("cost")),
-        Exhibit(
+        _stalls(
             "Figure 14",
             "Interconnect stalls, P3, large models",
-            ("measured",),
-            _stall_section(
-                ("interconnect",),
-                reading="stall_pct",
-                what="interconnect stalls",
-                published="the 24xlarge no lower than the 16xlarge: the same NVLink.",
-            ),
+            ("interconnect",),
+            "the 24xlarge no lower than the 16xlarge: the same NVLink.",
         ),
         Exhibit("Figure 15", "Training time per P3 instance", ("measured",), _per_instance("time")),
-        Exhibit(
+        _stalls(
             "Figure 16",
             "Network stall of two p3.8xlarge",
-            ("measured", "published"),
-            _stall_section(
-                ("network",),
-                reading="stall_pct",
-                what="network stalls",
-                published="network stalls as high as 500% for two p3.8xlarge.",
-            ),
+            ("network",),
+            "network stalls as high as 500% for two p3.8xlarge.",
         ),
         Exhibit("Figure 17", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
         Exhibit("Figure 18", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
