@@ -2,17 +2,18 @@
 
 Launchers differ in what they set: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, node list), OpenMPI's mpirun
-(OMPI_COMM_WORLD_*) and PMIx (PMIX_RANK). A plain `python -m benchmarks` is a world of one.
+(OMPI_COMM_WORLD_*) and PMIx (PMIX_RANK); each launcher's module in benchmarks/launch/ reads its own.
+A plain `python -m benchmarks` is a world of one.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from benchmarks.errors import ConfigError
+from benchmarks.launch import LAUNCHERS
+from benchmarks.launch.base import RankVariables, integer
 
 DEFAULT_MASTER_PORT = 29500
 
@@ -48,111 +49,29 @@ class DistEnv:
         }
 
 
-def first_host(nodelist: str) -> str:
-    """First host of a Slurm node list: 'gpu[007-009,012],login1' -> 'gpu007'."""
-    match = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not match:
-        raise ConfigError(f"SLURM_JOB_NODELIST={nodelist!r} cannot be parsed; set MASTER_ADDR explicitly")
-    prefix, ranges = match.groups()
-    if ranges is None:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
-
-
-def _int(environ: Mapping[str, str], key: str) -> int:
-    value = environ[key]
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"environment variable {key}={value!r} is not an integer; fix the launcher") from None
-
-
 def _port(environ: Mapping[str, str]) -> int:
     if "MASTER_PORT" in environ:
-        return _int(environ, "MASTER_PORT")
+        return integer(environ, "MASTER_PORT")
     # distinct jobs on a shared node must not collide: derive the port from the job id
     if "SLURM_JOB_ID" in environ:
-        return 20000 + _int(environ, "SLURM_JOB_ID") % 20000
+        return 20000 + integer(environ, "SLURM_JOB_ID") % 20000
     return DEFAULT_MASTER_PORT
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
-    """Read the launcher's variables (precedence: torchrun, horovodrun, OpenMPI, Slurm, PMIx, single process)."""
+    """Read the launcher's variables: each launcher of benchmarks/launch/ in its order (torchrun, horovodrun,
+    OpenMPI, Slurm or PMIx) until one finds its own; none set: a world of one."""
     env = os.environ if environ is None else environ
-    addr = env.get("MASTER_ADDR")
-    if "RANK" in env and "WORLD_SIZE" in env:
-        world = _int(env, "WORLD_SIZE")
-        # DeepSpeed's launcher exports LOCAL_SIZE where torchrun exports LOCAL_WORLD_SIZE
-        local_world = int(env.get("LOCAL_WORLD_SIZE", env.get("LOCAL_SIZE", world)))
-        return DistEnv(
-            rank=_int(env, "RANK"),
-            local_rank=int(env.get("LOCAL_RANK", 0)),
-            world_size=world,
-            local_world_size=local_world,
-            num_nodes=max(1, world // max(1, local_world)),
-            master_addr=addr or "127.0.0.1",
-            master_port=_port(env),
-            source="torchrun",
-        )
-    if "HOROVOD_RANK" in env and "HOROVOD_SIZE" in env:
-        # horovodrun --gloo sets only HOROVOD_* (its mpirun mode sets OMPI_* as well)
-        world = _int(env, "HOROVOD_SIZE")
-        return DistEnv(
-            rank=_int(env, "HOROVOD_RANK"),
-            local_rank=int(env.get("HOROVOD_LOCAL_RANK", 0)),
-            world_size=world,
-            local_world_size=int(env.get("HOROVOD_LOCAL_SIZE", world)),
-            num_nodes=int(env.get("HOROVOD_CROSS_SIZE", 1)),
-            master_addr=addr or "127.0.0.1",
-            master_port=_port(env),
-            source="horovodrun",
-        )
-    slurm_nodes = int(env.get("SLURM_NNODES", env.get("SLURM_JOB_NUM_NODES", "1")))
-    slurm_host = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
-    if "OMPI_COMM_WORLD_RANK" in env:
-        world = _int(env, "OMPI_COMM_WORLD_SIZE")
-        local_world = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world))
-        return DistEnv(
-            rank=_int(env, "OMPI_COMM_WORLD_RANK"),
-            local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)),
-            world_size=world,
-            local_world_size=local_world,
-            num_nodes=max(1, world // max(1, local_world)),
-            master_addr=addr or (first_host(slurm_host) if slurm_host else "127.0.0.1"),
-            master_port=_port(env),
-            source="openmpi",
-        )
-    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        world = _int(env, "SLURM_NTASKS")
-        return DistEnv(
-            rank=_int(env, "SLURM_PROCID"),
-            local_rank=int(env.get("SLURM_LOCALID", 0)),
-            world_size=world,
-            local_world_size=max(1, world // max(1, slurm_nodes)),
-            num_nodes=slurm_nodes,
-            master_addr=addr or (first_host(slurm_host) if slurm_host else "127.0.0.1"),
-            master_port=_port(env),
-            source="slurm",
-        )
-    if "PMIX_RANK" in env and "PMIX_SIZE" in env:
-        world = _int(env, "PMIX_SIZE")
-        return DistEnv(
-            rank=_int(env, "PMIX_RANK"),
-            local_rank=int(env.get("PMIX_LOCAL_RANK", 0)),
-            world_size=world,
-            local_world_size=int(env.get("PMIX_LOCAL_SIZE", world)),
-            num_nodes=1,
-            master_addr=addr or "127.0.0.1",
-            master_port=_port(env),
-            source="pmix",
-        )
+    found = next(filter(None, (launcher.rank_variables(env) for launcher in LAUNCHERS.values())), None)
+    if found is None:
+        found = RankVariables(rank=0, local_rank=0, world_size=1, local_world_size=1, num_nodes=1, source="single")
     return DistEnv(
-        rank=0,
-        local_rank=0,
-        world_size=1,
-        local_world_size=1,
-        num_nodes=1,
-        master_addr=addr or "127.0.0.1",
+        rank=found.rank,
+        local_rank=found.local_rank,
+        world_size=found.world_size,
+        local_world_size=found.local_world_size,
+        num_nodes=found.num_nodes,
+        master_addr=env.get("MASTER_ADDR") or found.master_addr or "127.0.0.1",
         master_port=_port(env),
-        source="single",
+        source=found.source,
     )

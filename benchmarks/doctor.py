@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
+from benchmarks.launch import LAUNCHERS
+from benchmarks.launch.base import Launcher
 from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models.configs import LIBRARIES as MODEL_LIBRARIES
 
@@ -56,12 +58,23 @@ def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
     return check
 
 
-def _program(name: str, fix: str) -> Callable[[], Check]:
-    def check() -> Check:
-        path = shutil.which(name)
-        return Check(name, path is not None, path or "not on PATH", "" if path else fix)
+def _launcher(launcher: Launcher) -> Callable[[], Check]:
+    """A launcher's probe (benchmarks/launch/): its program on PATH, or its Python package importable."""
+    label, probe = f"launcher={launcher.name}", launcher.probe
 
-    check.__name__ = name
+    def check() -> Check:
+        if probe.kind == "program":
+            path = shutil.which(probe.name)
+            return Check(label, path is not None, path or f"{probe.name} not on PATH", "" if path else probe.fix)
+        found = importlib.util.find_spec(probe.name) is not None
+        return Check(
+            label,
+            found,
+            probe.name if found else f"python package {probe.name} not installed",
+            "" if found else probe.fix,
+        )
+
+    check.__name__ = label
     return check
 
 
@@ -72,19 +85,17 @@ CHECKS: list[Callable[[], Check]] = [
     *(_adapter("loader", option) for option in LOADERS),
     *(_module(module, module, f"{fix} (model={arch})") for arch, (module, fix) in MODEL_LIBRARIES.items()),
     _module("mpi4py", "mpi4py", "pip install -e '.[mpi]' (make mpi): commbench --backends mpi"),
-    _program("mpirun", "apt-get install openmpi-bin libopenmpi-dev"),
-    _program("srun", "slurm/local_cluster.sh up (a local test cluster) or load your site's Slurm module"),
+    *(_launcher(launcher) for launcher in LAUNCHERS.values()),
 ]
 
 
 def needed_by(cfg) -> set[str]:
     """The checks a composed config's run needs: torch, Hydra, its framework and loader, its model's own
-    library (transformers for model=bert), and mpirun when its launcher is mpirun."""
+    library (transformers for model=bert), and its local launcher."""
     names = {"torch", "hydra-core", f"framework={cfg.framework.name}", f"loader={cfg.loader.name}"}
     if str(cfg.model.arch) in MODEL_LIBRARIES:
         names.add(MODEL_LIBRARIES[str(cfg.model.arch)][0])
-    if str(cfg.framework.get("local_launcher", "")) == "mpirun":
-        names.add("mpirun")
+    names.add(f"launcher={cfg.framework.local_launcher}")
     return names
 
 

@@ -19,6 +19,7 @@ from omegaconf import MISSING, OmegaConf
 
 from benchmarks.adapter_config import Choice
 from benchmarks.frameworks import configs as framework_configs
+from benchmarks.launch import SlurmLauncher
 from benchmarks.loaders import configs as loader_configs
 from benchmarks.models.configs import ModelConfig
 from benchmarks.optim_configs import OptimConfig
@@ -64,7 +65,8 @@ class SystemConfig:
     exclusive: bool = False  # sbatch --exclusive: whole nodes for each job
     env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
-    launcher: str = "srun"  # how ranks start in a Slurm job: srun (one task per rank) | mpirun
+    launcher: SlurmLauncher = SlurmLauncher.srun  # how ranks start in a Slurm job (benchmarks/launch/): srun, one
+    # task per rank, or mpirun
     mpi: str = "pmix"  # srun --mpi=<plugin>; see `srun --mpi=list` on the site
     cpu_bind: str | None = None  # srun --cpu-bind=<value> (cores, map_ldom:...); local runs: cores (each rank binds
     # itself to its share of the node's CPUs) or None (no binding; srun: the site's default)

@@ -1,6 +1,6 @@
 """`ddlbench commbench`, the command side: start the ranks of `python -m benchmarks.commbench` through the
-same registered builders as `ddlbench run` (launchers/local.py: LAUNCHERS on this machine, HOSTS across
---hosts / --hostfile); the ranks do the work (benchmarks/commbench/)."""
+same launchers as `ddlbench run` (benchmarks/launch/: their argv on this machine, or across --hosts /
+--hostfile); the ranks do the work (benchmarks/commbench/)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks import launch
 from benchmarks.adapter_config import config_default
 from benchmarks.commbench import BACKENDS, MPI, add_sweep_arguments, framework_of, parse_ops, rendezvous_of
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
+from benchmarks.launch.base import LOCAL, RankProgram
 from launchers import local
-from launchers.registry import RankProgram
 from launchers.supervise import announce
 
 MODULE = "benchmarks.commbench"
@@ -82,7 +83,7 @@ def check_backends(backends: Sequence[str], *, device: str) -> None:
 def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args: Sequence[str]) -> list[str]:
     """The argv that starts `nproc` local commbench ranks with a registered local launcher."""
     shape = local.local_shape(nproc=nproc, master_port=master_port)
-    return local.LAUNCHERS.get(launcher, key="commbench launcher")(shape, rank_program(rank_args))
+    return launch.get(launcher, LOCAL, label="commbench launcher").one_host(shape, rank_program(rank_args))
 
 
 def hosts_commands(
@@ -96,7 +97,7 @@ def hosts_commands(
 ) -> list[tuple[str, list[str]]]:
     """(host, argv) of every launch across hosts: one per host for torchrun/deepspeed, one on hosts[0] else."""
     shape = local.hosts_shape(hosts=hosts, ranks_per_node=nproc_per_host, master_port=master_port, hostfile=hostfile)
-    local.HOSTS.get(launcher, key="commbench launcher")
+    launch.get(launcher, LOCAL, label="commbench launcher")
     return local.hosts_commands(launcher, shape, rank_program(rank_args))
 
 
@@ -167,7 +168,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     write_hostfile = None
     if hosts:
         port = args.master_port or DEFAULT_HOSTS_PORT
-        if hostfile is None and launcher in local.READS_HOSTFILE:  # written beside the results
+        if hostfile is None and launch.LAUNCHERS[launcher].reads_hostfile:  # written beside the results
             write_hostfile = out.with_suffix(".hostfile").resolve()
             hostfile = str(write_hostfile)
         launches = hosts_commands(
@@ -179,7 +180,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
             hostfile=hostfile,
         )
         node_rank = 0
-        if launcher in local.RUNS_ON_EVERY_HOST:
+        if launch.LAUNCHERS[launcher].runs_on_every_host:
             if args.node_rank is None:
                 raise ConfigError(
                     f"{launcher} runs on every host: pass --node-rank 0..{len(hosts) - 1} (this host's "

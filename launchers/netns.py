@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.errors import ConfigError
-from launchers.registry import RankProgram, training
+from benchmarks.launch.base import RankProgram, training
 
 PREFIX = "ddlb-"
 SUBNET = "10.77.0"

@@ -1,8 +1,7 @@
 """Slurm launch: the sbatch command for one run, and the rank launch inside the job.
 
-Pure builders return an argv: srun and mpirun in an allocation are registered in LAUNCHERS under
-the names system.launcher takes (a job shape and a rank program in, launchers/registry.py), sbatch
-takes plain values. Every Hydra override is checked with benchmarks.config.check_override before it
+Pure builders return an argv: the rank launch is the in_allocation argv of the launcher system.launcher
+names (benchmarks/launch/: srun or mpirun), sbatch takes plain values. Every Hydra override is checked with benchmarks.config.check_override before it
 joins a command line (step_command, sbatch), so nothing a shell would act on ever reaches one, and
 argvs go to subprocess as lists (shlex.join only renders them for humans).
 
@@ -17,14 +16,13 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from benchmarks import resources
 from benchmarks.config import check_override
 from benchmarks.errors import ConfigError
-from launchers import local
-from launchers.registry import JobShape, RankProgram, Registry, training
+from benchmarks.launch import get as launcher_named
+from benchmarks.launch.base import SLURM, JobShape, first_host, training
 from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
 RUN_SCRIPT = resources.slurm_script()
@@ -37,34 +35,6 @@ def checked(overrides: Sequence[str]) -> list[str]:
     for override in overrides:
         check_override(override)
     return list(overrides)
-
-
-LAUNCHERS = Registry(key="system.launcher")
-
-
-@LAUNCHERS.register("srun")
-def srun(shape: JobShape, program: RankProgram, /) -> list[str]:
-    """One task per rank; one failed task ends the step (kill-on-bad-exit)."""
-    mpi = [f"--mpi={shape.mpi}"] if shape.mpi else []
-    cpus = [f"--cpus-per-task={shape.cpus_per_rank}"] if shape.cpus_per_rank else []
-    bind = [f"--cpu-bind={shape.cpu_bind}"] if shape.cpu_bind else []
-    return [
-        "srun",
-        *mpi,
-        f"--ntasks={shape.nproc}",
-        f"--ntasks-per-node={shape.ranks_per_node}",
-        *cpus,
-        "--kill-on-bad-exit=1",
-        *bind,
-        *program.argv(),
-    ]
-
-
-@LAUNCHERS.register("mpirun")
-def mpirun_in_allocation(shape: JobShape, program: RankProgram, /) -> list[str]:
-    """OpenMPI's mpirun inside the allocation (it reads the node list from Slurm itself)."""
-    placed = replace(shape, mpirun_args=("--map-by", f"ppr:{shape.ranks_per_node}:node", *shape.mpirun_args))
-    return local.mpirun(placed, program)
 
 
 def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int) -> JobShape:
@@ -83,8 +53,8 @@ def step_command(
     system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str], python: str = sys.executable
 ) -> list[str]:
     """The argv that starts every training rank of the job, per the system profile's `launcher`."""
-    build = LAUNCHERS.get(system["launcher"])
-    return build(
+    launcher = launcher_named(str(system["launcher"]), SLURM)
+    return launcher.in_allocation(
         step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node), training(checked(overrides), python=python)
     )
 
@@ -170,8 +140,6 @@ def array_task_overrides(cells_file: Path, environ: Mapping[str, str]) -> list[s
 
 def master_addr(nodelist: str, *, suffix: str = "") -> str:
     """The rendezvous host: the job's first node (+ a site suffix such as JUWELS' 'i' for InfiniBand)."""
-    from benchmarks.distenv import first_host
-
     return first_host(nodelist) + suffix
 
 

@@ -16,15 +16,7 @@ from omegaconf import II, MISSING
 
 from benchmarks.adapter_config import AdapterConfig, Choice
 from benchmarks.errors import ConfigError
-
-
-class LocalLauncher(Choice):
-    """How `ddlbench run` starts the ranks on one machine (launchers/local.py builds each argv)."""
-
-    torchrun = "torchrun"
-    horovodrun = "horovodrun"
-    mpirun = "mpirun"
-    deepspeed = "deepspeed"
+from benchmarks.launch import LocalLauncher  # how `ddlbench run` starts the ranks: benchmarks/launch/
 
 
 class Rendezvous(Choice):

@@ -94,10 +94,3 @@ def test_settings_are_plain_values_for_meta_json(compose):
         config: AdapterConfig = adapter_config(compose([f"{group}={option}", *extra])[group])
         json.dumps(config.settings())  # no enum members, nothing json cannot write
         assert "_target_" not in config.settings() and "name" not in config.settings()
-
-
-def test_every_local_launcher_choice_has_a_builder():
-    from benchmarks.frameworks.configs import LocalLauncher
-    from launchers.local import LAUNCHERS
-
-    assert sorted(LAUNCHERS.names()) == sorted(m.value for m in LocalLauncher)

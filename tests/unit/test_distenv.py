@@ -2,8 +2,9 @@
 
 import pytest
 
-from benchmarks.distenv import first_host, from_environ
+from benchmarks.distenv import from_environ
 from benchmarks.errors import ConfigError
+from benchmarks.launch.base import first_host
 
 
 def test_single_process():

@@ -56,6 +56,8 @@ TORCH_FREE = [
     "analysis.cli",
     "benchmarks.commbench",
     "launchers.commbench",
+    "benchmarks.launch",
+    "benchmarks.distenv",
 ]
 
 

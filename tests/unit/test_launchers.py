@@ -10,8 +10,9 @@ import pytest
 
 from benchmarks.config import compose
 from benchmarks.errors import ConfigError
+from benchmarks.launch import LAUNCHERS
+from benchmarks.launch.base import JobShape, training
 from launchers import campaign, slurm, submit
-from launchers.registry import JobShape, training
 
 PY = "/venv/bin/python"
 
@@ -27,7 +28,7 @@ def juwels():
 
 
 def test_srun_exact():
-    argv = slurm.srun(
+    argv = LAUNCHERS["srun"].in_allocation(
         JobShape(nproc=8, num_nodes=2, cpus_per_rank=12, mpi="pmix", cpu_bind="cores"),
         training(["framework=ddp", "model.depth=50"], python=PY),
     )
@@ -71,7 +72,7 @@ def test_step_command_from_profile(slurm_cpu, juwels):
 
 
 def test_mpirun_in_allocation_exact():
-    argv = slurm.mpirun_in_allocation(
+    argv = LAUNCHERS["mpirun"].in_allocation(
         JobShape(nproc=8, num_nodes=2, mpirun_args=("-x", "NCCL_DEBUG")), training(["framework=horovod"], python=PY)
     )
     assert argv[:2] == ["mpirun", "-np"] and argv[2] == "8"
@@ -86,7 +87,7 @@ def test_step_command_mpirun_from_profile(slurm_cpu):
 
 
 def test_unknown_launcher_is_one_line(slurm_cpu):
-    with pytest.raises(ConfigError, match=r"^system.launcher='pbs' is unknown; choose srun or mpirun$"):
+    with pytest.raises(ConfigError, match=r"^system.launcher='pbs' is unknown; choose mpirun or srun$"):
         slurm.step_command({**slurm_cpu, "launcher": "pbs"}, ntasks=1, ntasks_per_node=1, overrides=[])
 
 

@@ -1,13 +1,14 @@
-"""Multi-host launch without Slurm: the exact argv of every registered multi-host builder (launchers/local.py
-HOSTS), hostfiles written and read, which launchers run on every host, and the one-line errors."""
+"""Multi-host launch without Slurm: the exact argv of every launcher across hosts (benchmarks/launch/
+several_hosts), hostfiles written and read, which launchers run on every host, and the one-line errors."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchmarks.errors import ConfigError
+from benchmarks.launch import LAUNCHERS, names
+from benchmarks.launch.base import LOCAL, JobShape, RankProgram, training
 from launchers import commbench, local
-from launchers.registry import JobShape, RankProgram, training
 
 PY = "/venv/bin/python"
 HOSTS = ("10.0.0.1", "10.0.0.2")
@@ -26,13 +27,14 @@ def shape(node_rank: int = 0, **kw) -> JobShape:
     )
 
 
-def test_the_multi_host_builders_are_the_local_launchers_names():
-    assert local.HOSTS.names() == local.LAUNCHERS.names() == ["torchrun", "horovodrun", "mpirun", "deepspeed"]
-    assert local.RUNS_ON_EVERY_HOST == {"torchrun", "deepspeed"}
+def test_every_local_launcher_starts_ranks_across_hosts():
+    assert names(LOCAL) == ["torchrun", "horovodrun", "mpirun", "deepspeed"]
+    assert {name for name in names(LOCAL) if LAUNCHERS[name].runs_on_every_host} == {"torchrun", "deepspeed"}
+    assert {name for name in names(LOCAL) if LAUNCHERS[name].reads_hostfile} == {"mpirun", "deepspeed"}
 
 
 def test_torchrun_c10d_rendezvous_exact():
-    assert local.torchrun_hosts(shape(0), PROGRAM) == [
+    assert LAUNCHERS["torchrun"].several_hosts(shape(0), PROGRAM) == [
         PY,
         "-m",
         "torch.distributed.run",
@@ -48,7 +50,7 @@ def test_torchrun_c10d_rendezvous_exact():
         "framework=ddp",
         "run.steps=3",
     ]
-    assert local.torchrun_hosts(shape(1), PROGRAM) == [
+    assert LAUNCHERS["torchrun"].several_hosts(shape(1), PROGRAM) == [
         PY,
         "-m",
         "torch.distributed.run",
@@ -67,7 +69,7 @@ def test_torchrun_c10d_rendezvous_exact():
 
 
 def test_horovodrun_hosts_exact():
-    assert local.horovodrun_hosts(shape(), PROGRAM) == [
+    assert LAUNCHERS["horovodrun"].several_hosts(shape(), PROGRAM) == [
         PY,
         "-m",
         "horovod.runner.launch",
@@ -85,7 +87,7 @@ def test_horovodrun_hosts_exact():
 
 
 def test_mpirun_hostfile_exact():
-    assert local.mpirun_hosts(shape(mpirun_args=["--mca", "btl", "tcp,self"]), PROGRAM) == [
+    assert LAUNCHERS["mpirun"].several_hosts(shape(mpirun_args=["--mca", "btl", "tcp,self"]), PROGRAM) == [
         "mpirun",
         "-np",
         "8",
@@ -109,11 +111,11 @@ def test_mpirun_hostfile_exact():
         "run.steps=3",
     ]
     as_root = local.hosts_shape(hosts=HOSTS, ranks_per_node=1, master_port=1, hostfile="h", as_root=True)
-    assert local.mpirun_hosts(as_root, PROGRAM)[:4] == ["mpirun", "-np", "2", "--allow-run-as-root"]
+    assert LAUNCHERS["mpirun"].several_hosts(as_root, PROGRAM)[:4] == ["mpirun", "-np", "2", "--allow-run-as-root"]
 
 
 def test_deepspeed_without_ssh_exact():
-    assert local.deepspeed_hosts(shape(1), PROGRAM) == [
+    assert LAUNCHERS["deepspeed"].several_hosts(shape(1), PROGRAM) == [
         PY,
         "-m",
         "deepspeed.launcher.runner",
@@ -133,12 +135,12 @@ def test_deepspeed_without_ssh_exact():
 
 
 def test_every_host_or_the_first_only():
-    for name in local.HOSTS.names():
+    for name in names(LOCAL):
         launches = local.hosts_commands(name, shape(), PROGRAM)
         hosts = [host for host, _ in launches]
-        assert hosts == (list(HOSTS) if name in local.RUNS_ON_EVERY_HOST else ["10.0.0.1"]), name
+        assert hosts == (list(HOSTS) if LAUNCHERS[name].runs_on_every_host else ["10.0.0.1"]), name
         assert [argv for _, argv in launches] == [
-            local.HOSTS.build(name, shape(i), PROGRAM) for i in range(len(hosts))
+            LAUNCHERS[name].several_hosts(shape(i), PROGRAM) for i in range(len(hosts))
         ], name
     training_launches = local.hosts_training_commands(
         launcher="torchrun", hosts=HOSTS, ranks_per_node=4, master_port=29500, overrides=["a=1"], as_root=False
@@ -148,7 +150,7 @@ def test_every_host_or_the_first_only():
 
 def test_single_host_builders_are_unchanged():
     one = JobShape(nproc=2, master_port=29500)
-    assert local.torchrun(one, PROGRAM) == [
+    assert LAUNCHERS["torchrun"].one_host(one, PROGRAM) == [
         PY,
         "-m",
         "torch.distributed.run",
@@ -160,7 +162,7 @@ def test_single_host_builders_are_unchanged():
         "framework=ddp",
         "run.steps=3",
     ]
-    assert local.mpirun(one, PROGRAM) == [
+    assert LAUNCHERS["mpirun"].one_host(one, PROGRAM) == [
         "mpirun",
         "-np",
         "2",
@@ -205,7 +207,7 @@ def test_shape_errors_name_the_key():
         local.hosts_shape(hosts=["a", "b"], ranks_per_node=1, master_port=1, node_rank=2)
     no_file = local.hosts_shape(hosts=HOSTS, ranks_per_node=1, master_port=1)
     with pytest.raises(ConfigError, match=r"^mpirun across hosts reads a hostfile and none was given; pass --hostfile"):
-        local.mpirun_hosts(no_file, PROGRAM)
+        LAUNCHERS["mpirun"].several_hosts(no_file, PROGRAM)
 
 
 def test_commbench_across_hosts_goes_through_the_same_builders():

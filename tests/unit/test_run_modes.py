@@ -96,12 +96,22 @@ def test_doctor_checks_what_the_given_run_needs_and_exits_1_when_it_lacks_it(mon
 
     assert main(["doctor", "framework=ddp", "loader=synthetic"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split()[1] for line in lines] == ["torch", "hydra-core", "framework=ddp", "loader=synthetic"]
+    assert [line.split()[1] for line in lines] == [
+        "torch",
+        "hydra-core",
+        "framework=ddp",
+        "loader=synthetic",
+        "launcher=torchrun",
+    ]
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "mpirun" else real_which(name))
     assert main(["doctor", "framework=horovod", "framework.local_launcher=mpirun"]) == 1
     out = capsys.readouterr()
-    assert "MISS mpirun" in out.out and "apt-get install openmpi-bin" in out.out and "1 missing: mpirun" in out.err
+    assert (
+        "MISS launcher=mpirun" in out.out
+        and "apt-get install openmpi-bin" in out.out
+        and "1 missing: launcher=mpirun" in out.err
+    )
 
 
 def test_dry_runs_print_the_command_on_stdout(tmp_path, cli):
