@@ -4,7 +4,6 @@ go to subprocess as they are (shlex.join renders them for humans), and nothing h
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -157,7 +156,3 @@ def slurm_head(environ: Mapping[str, str]) -> str | None:
     """The first host of the Slurm step's (or job's) node list; None outside Slurm."""
     nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
     return first_host(nodelist) if nodelist else None
-
-
-def is_root() -> bool:
-    return os.geteuid() == 0
