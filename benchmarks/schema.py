@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from benchmarks.adapter_config import Choice
+from benchmarks.data.coldcache import CacheEvict, CacheState
 from benchmarks.frameworks import configs as framework_configs
 from benchmarks.launch import SlurmLauncher
 from benchmarks.loaders import configs as loader_configs
@@ -44,6 +45,13 @@ class TraceMode(Choice):
         return device_type == "cuda" if self is TraceMode.auto else self is TraceMode.on
 
 
+class Device(Choice):
+    """system.device: where the ranks compute."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
 @dataclass
 class PrecisionConfig:
     name: str = MISSING
@@ -54,7 +62,7 @@ class PrecisionConfig:
 @dataclass
 class SystemConfig:
     name: str = MISSING
-    device: str = "cpu"  # cpu | cuda
+    device: Device = Device.cpu
     ranks_per_node: int = 1  # processes per node (= GPUs per node on GPU systems)
     gpus_per_node: int = 0
     cpus_per_rank: int = 1
@@ -94,9 +102,9 @@ class CampaignConfig:
 class DataConfig:
     path: str | None = None  # ImageFolder root (JPEG) or TFRecord folder, for loaders that read
     # page-cache state of data.path when the run starts (Stash disk stall): warm (as found) | cold (evicted first)
-    cache: str = "warm"
+    cache: CacheState = CacheState.warm
     # how a cold cache is made: auto (drop_caches where permitted, else fadvise) | drop_caches | fadvise
-    cache_evict: str = "auto"
+    cache_evict: CacheEvict = CacheEvict.auto
     # validation (benchmarks/evaluate.py): a held-out folder of the same layout, or a share of data.path
     # held out by a fixed permutation (the same split in every run); one of the two, or neither
     val_path: str | None = None

@@ -36,8 +36,6 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
         raise ConfigError(f"run.epochs={run.epochs} must be >= 1 (or null to run run.steps steps)")
     if cfg.system.ranks_per_node < 1:
         raise ConfigError(f"system.ranks_per_node={cfg.system.ranks_per_node} must be >= 1")
-    if cfg.system.device not in ("cpu", "cuda"):
-        raise ConfigError(f"system.device={cfg.system.device!r} is not allowed; choose cpu or cuda")
     for key in ("campaign",):
         value = str(run[key])
         if (
@@ -57,9 +55,6 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
     _check_optimizer_with_framework(cfg)
     _check_task(cfg)
     _check_validation(cfg)
-    for key, allowed in (("cache", ("warm", "cold")), ("cache_evict", ("auto", "drop_caches", "fadvise"))):
-        if cfg.data[key] not in allowed:
-            raise ConfigError(f"data.{key}={cfg.data[key]!r} is not allowed; choose {' or '.join(allowed)}")
     if cfg.loader.needs_data:
         path = cfg.data.path
         if path is None:

@@ -18,10 +18,27 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks.adapter_config import Choice
 from benchmarks.errors import ConfigError
 
-CACHE_STATES = ("warm", "cold")
-EVICT_METHODS = ("auto", "drop_caches", "fadvise")
+
+class CacheState(Choice):
+    """data.cache: the page-cache state of data.path when the run starts."""
+
+    warm = "warm"  # as found
+    cold = "cold"  # evicted first
+
+
+class CacheEvict(Choice):
+    """data.cache_evict: how a cold cache is made (the module's docstring)."""
+
+    auto = "auto"
+    drop_caches = "drop_caches"
+    fadvise = "fadvise"
+
+
+CACHE_STATES = tuple(state.value for state in CacheState)
+EVICT_METHODS = tuple(method.value for method in CacheEvict)
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
 

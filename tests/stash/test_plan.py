@@ -96,7 +96,10 @@ def test_no_real_loader_and_one_node():
         (["stash.launcher=k8s"], "stash.launcher=k8s is unknown"),
         (["loader=native"], "loader=native: stash sets loader per run itself"),
         (["run.epochs=1", f"data.path={DATA}"], "run.epochs=1: stash pairs runs by measured steps"),
-        (["data.cache_evict=magic", f"data.path={DATA}"], "data.cache_evict=magic is not a method"),
+        (
+            ["data.cache_evict=magic", f"data.path={DATA}"],
+            "data.cache_evict=magic is not allowed; choose auto, drop_caches or fadvise",
+        ),
         ([], "loader=native reads data but data.path is not set"),
     ],
 )

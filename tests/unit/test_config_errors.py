@@ -91,7 +91,7 @@ def test_composition_errors(compose, overrides, expected):
             ["model.arch=alexnet"],
             "model.arch=alexnet is not allowed; choose resnet, vgg, mobilenet_v2, shufflenet_v2, simple_cnn, bert or retinanet",
         ),
-        (["data.cache=tepid"], "data.cache='tepid' is not allowed; choose warm or cold"),
+        (["data.cache=tepid"], "data.cache=tepid is not allowed; choose warm or cold (e.g. data.cache=warm)"),
     ],
 )
 def test_validation_errors(compose, overrides, expected):
