@@ -24,9 +24,17 @@ class Horovodrun(Launcher):
 
     @staticmethod
     def _argv(shape: JobShape, program: RankProgram, slots: str) -> list[str]:
-        return [program.python, "-m", "horovod.runner.launch", "-np", str(shape.nproc), "-H", slots, "--gloo"] + (
-            program.argv()
-        )
+        return [
+            program.python,
+            "-m",
+            "horovod.runner.launch",
+            "-np",
+            str(shape.nproc),
+            "-H",
+            slots,
+            "--gloo",
+            *program.argv(),
+        ]
 
     def rank_variables(self, environ: Mapping[str, str]) -> RankVariables | None:
         # horovodrun --gloo sets only HOROVOD_* (its mpirun mode sets OpenMPI's as well: these come first)
