@@ -124,20 +124,10 @@ def test_local_and_commbench_commands_go_through_the_launchers():
         )
 
 
-def test_local_torchrun_and_deepspeed_exact():
+def test_local_deepspeed_exact():
+    """(torchrun's and mpirun's one-host argv: tests/unit/test_multinode_launch.py)"""
     program = training(["framework=deepspeed"], python=PY)
     shape = JobShape(nproc=2, master_port=29500)
-    assert LAUNCHERS["torchrun"].one_host(shape, program) == [
-        PY,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        "--master-port=29500",
-        "-m",
-        "benchmarks",
-        "framework=deepspeed",
-    ]
     assert LAUNCHERS["deepspeed"].one_host(shape, program) == [
         PY,
         "-m",
