@@ -142,7 +142,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     cfg, cells = plan(args.overrides)
-    rows = submit.cell_states(cfg, cells)
+    rows = submit.cell_states(cfg, cells, strict=False)
     if not scheduler.available():
         print("[ddlbench] Slurm is not installed here: states come from the run directories only", file=sys.stderr)
     print(format_table(grouped(rows)))
@@ -156,7 +156,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     cfg, cells = plan(args.overrides, check_data_set=True)
     if say_impossible(cfg, cells):
         return 2
-    rows = submit.cell_states(cfg, cells)
+    rows = submit.cell_states(cfg, cells, strict=not args.dry_run)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
     # --max-jobs is one limit for the campaign, jobs already queued included

@@ -250,6 +250,18 @@ def run_main(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
         return subprocess.CompletedProcess(["ddlbench", *args], code, out.read(), err.read())
 
 
+@pytest.fixture
+def no_slurm(monkeypatch) -> None:
+    """This machine without Slurm's commands (squeue, sbatch, sacct, scontrol), whatever it has: the
+    campaign commands that work off a cluster, tested the same here and on a Slurm host."""
+    real = shutil.which
+    monkeypatch.setattr(
+        shutil,
+        "which",
+        lambda name, *a, **k: None if name in ("squeue", "sbatch", "sacct", "scontrol") else real(name, *a, **k),
+    )
+
+
 @pytest.fixture(scope="session")
 def ddlbench() -> Callable[..., subprocess.CompletedProcess]:
     """`run_main`: the ddlbench CLI in this process, for commands that start a launcher and ranks (a run, a

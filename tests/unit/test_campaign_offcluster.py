@@ -4,25 +4,16 @@ a required account, a prelude and exclusive nodes."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
+from benchmarks.errors import ConfigError
 from ddlbench.cli import main
+from launchers import submit
+from launchers.campaign import plan
 from launchers.campaign_cli import hours
 from launchers.submit import array_throttles
 
 JUWELS = ["experiment=aach2023_scaling", "system=juwels_booster"]
-
-
-@pytest.fixture
-def no_slurm(monkeypatch):
-    real = shutil.which
-    monkeypatch.setattr(
-        shutil,
-        "which",
-        lambda name, *a, **k: None if name in ("squeue", "sbatch", "sacct", "scontrol") else real(name, *a, **k),
-    )
 
 
 @pytest.fixture
@@ -97,6 +88,31 @@ def test_a_real_submit_without_sbatch_is_one_line(no_slurm, imagenet, capsys):
     assert capsys.readouterr().out.count("sbatch ") == 2
 
 
+def test_a_slurm_that_does_not_answer_leaves_status_and_dry_runs_to_the_run_directories(imagenet, monkeypatch, capsys):
+    """squeue installed but the controller down: status and a dry run say so in one line and go on; a real
+    submit is refused (it could queue a cell that is queued already)."""
+    from launchers import scheduler
+
+    def down(_prefix):
+        raise ConfigError("squeue failed (connect failure); is Slurm up?")
+
+    from benchmarks.data.synth import synth_imagefolder
+
+    monkeypatch.setattr(scheduler, "available", lambda: True)
+    monkeypatch.setattr(scheduler, "active_jobs", down)
+    synth_imagefolder(
+        imagenet / "d", num_classes=1, images_per_class=256, width=8, height=8, quality=50, seed=0, progress=False
+    )
+    grid = [*JUWELS, f"data.path={imagenet / 'd'}", "campaign.gpus=[4]", "campaign.repeats=1", "system.account=p"]
+    assert main(["campaign", "status", *grid]) == 0
+    captured = capsys.readouterr()
+    assert "the states below come from the run directories only" in captured.err and "missing" in captured.out
+    assert main(["campaign", "submit", *grid, "--dry-run"]) == 0
+    assert "the states below come from the run directories only" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is Slurm up"):
+        submit.cell_states(*plan(grid))
+
+
 def test_identical_reasons_are_one_line_with_a_count(imagenet, capsys):
     assert main(["campaign", "plan", *JUWELS, "system.max_nodes=2"]) == 0
     out = capsys.readouterr().out
@@ -118,7 +134,7 @@ def test_max_jobs_is_one_limit_for_all_arrays():
     assert array_throttles([4, 4], None) == [None, None]
 
 
-def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(imagenet, capsys):
+def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(no_slurm, imagenet, capsys):
     from benchmarks.data.synth import synth_imagefolder
 
     synth_imagefolder(

@@ -66,7 +66,7 @@ def test_an_unreadable_file_is_named(compose, folder, monkeypatch):
         check_data(compose(["loader=native", f"data.path={folder}", "run.per_gpu_batch=1"]), world_size=1)
 
 
-def test_a_campaign_submit_names_the_sizes_the_data_set_cannot_feed(folder, tmp_path, monkeypatch, capsys):
+def test_a_campaign_submit_names_the_sizes_the_data_set_cannot_feed(no_slurm, folder, tmp_path, monkeypatch, capsys):
     """A user's own experiment (DDLBENCH_CONFIG) over 1 and 2 ranks at batch 6 on 8 images: 2 ranks
     need 12, so that cell is impossible, with the data set's reason."""
     from ddlbench.cli import main
