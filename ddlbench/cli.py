@@ -107,9 +107,10 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
-    from benchmarks import affinity, rundir
+    from benchmarks import affinity, launch, rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
+    from benchmarks.launch.base import LOCAL
     from benchmarks.rundir import holds_a_run
     from benchmarks.validate import check_data, validate, warnings
     from launchers.local import local_command
@@ -178,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
         moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
         print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
-    code = run_launcher(argv, env=env, run_dir=run_dir)
+    code = run_launcher(argv, env=env, run_dir=run_dir, fork=launch.get(cfg.framework.local_launcher, LOCAL).forks)
     if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
     return code

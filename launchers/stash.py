@@ -35,8 +35,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import resources
+from benchmarks import launch, resources
 from benchmarks.errors import ConfigError
+from benchmarks.launch.base import LOCAL
 from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
 ROLES = ("gpu1", "node", "nodes", "warm", "cold")
@@ -445,7 +446,9 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
             announce(argv, dry_run=dry_run, label=f"stash {run.role} r{run.repeat}: ")
             if dry_run:
                 continue
-            code = run_launcher(argv, env=env, run_dir=run.run_dir)  # Ctrl-C, a killed rank 0: launchers/supervise.py
+            # Ctrl-C, a killed rank 0, a launcher started as a fork: launchers/supervise.py
+            fork = launch.get(cfg.framework.local_launcher, LOCAL).forks
+            code = run_launcher(argv, env=env, run_dir=run.run_dir, fork=fork)
             if code == INTERRUPTED_EXIT:
                 return code  # the rest of the plan does not start
         if code:

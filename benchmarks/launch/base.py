@@ -114,6 +114,9 @@ class Launcher:
     order: ClassVar[int]
     runs_on_every_host: ClassVar[bool] = False  # across hosts: one argv per host (else one, on hosts[0])
     reads_hostfile: ClassVar[bool] = False  # across hosts: the hosts come as a file, not on the command line
+    # its one-host argv is `python -m <module>` of this interpreter, which may run as a fork of `ddlbench run`
+    # (launchers/supervise.py): the CLI has imported torch already, the launcher need not import it again
+    forks: ClassVar[bool] = False
     probe: ClassVar[Probe]
 
     def one_host(self, shape: JobShape, program: RankProgram) -> list[str]:
