@@ -223,6 +223,18 @@ class DeepSpeedConfig(FrameworkConfig):
 
     ZERO_STAGES: ClassVar[tuple[int, ...]] = (0, 1, 2, 3)
 
+    def fp32_weights(self, *, amp: bool) -> bool:
+        """Whether the engine keeps fp32 weights: no mixed precision, or autocast over fp32 weights
+        (mixed_precision=engine holds bf16/fp16 weights)."""
+        return not amp or self.mixed_precision == "autocast"
+
+    def reduce_note(self) -> str:
+        """When the gradients are reduced, in words (meta.json, rank 0's first line)."""
+        if self.zero_stage == 0:
+            return "gradients are all-reduced after backward (not overlapped with it)"
+        overlap = "overlapped with backward" if self.overlap_comm else "not overlapped (overlap_comm=false)"
+        return f"gradients are reduced in buckets during backward, {overlap}"
+
     def check(self) -> None:
         if self.zero_stage not in self.ZERO_STAGES:
             raise ConfigError(

@@ -52,63 +52,46 @@ def _import_deepspeed(device: torch.device) -> Any:
     return deepspeed
 
 
-def ds_config(
-    *,
-    per_gpu_batch: int,
-    gradient_accumulation_steps: int,
-    zero_stage: int,
-    reduce_bucket_size: int,
-    allgather_bucket_size: int,
-    overlap_comm: bool,
-    contiguous_gradients: bool,
-    amp_dtype: torch.dtype | None,
-    initial_scale_power: int,
-    wall_clock_breakdown: bool,
-    comms_logger: bool,
-    mixed_precision: str,
-    gradient_clipping: float,
-    reduce_dtype: str,
-) -> dict:
-    """The DeepSpeed JSON config for these knobs (pure: tests and meta.json read it)."""
-    zero: dict[str, Any] = {"stage": zero_stage}
-    if zero_stage >= 1:
+def ds_config(config: DeepSpeedConfig, *, amp_dtype: torch.dtype | None, comms_logger: bool) -> dict:
+    """The DeepSpeed JSON config of these settings (pure: tests and meta.json read it)."""
+    zero: dict[str, Any] = {"stage": config.zero_stage}
+    if config.zero_stage >= 1:
         zero |= {
-            "reduce_bucket_size": reduce_bucket_size,
-            "allgather_bucket_size": allgather_bucket_size,
-            "overlap_comm": overlap_comm,
-            "contiguous_gradients": contiguous_gradients,
+            "reduce_bucket_size": config.reduce_bucket_size,
+            "allgather_bucket_size": config.allgather_bucket_size,
+            "overlap_comm": config.overlap_comm,
+            "contiguous_gradients": config.contiguous_gradients,
         }
-    fp32_weights = amp_dtype is None or mixed_precision == "autocast"
-    if zero_stage in (1, 2) and gradient_clipping == 0 and fp32_weights:
+    if config.zero_stage in (1, 2) and config.gradient_clipping == 0 and config.fp32_weights(amp=amp_dtype is not None):
         # ZeRO-1/2 compute the global gradient norm every step for clipping alone (fp32 weights have no
         # overflow check); nothing reads it when clipping is off. (Refused with engine bf16 at ZeRO-1.)
         zero["compute_grad_norm"] = False
     config: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": per_gpu_batch,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "train_micro_batch_size_per_gpu": config.train_micro_batch_size_per_gpu,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,  # the torch optimizer passed in (SGD) is not on its list
         # said always: DeepSpeed clips to a global norm of 1.0 unless told, which changes the training
         # (DDP and Horovod do not clip) and costs a norm over every gradient, an all-reduce and two
         # blocking host-to-device copies per step
-        "gradient_clipping": gradient_clipping,
+        "gradient_clipping": config.gradient_clipping,
         "steps_per_print": 2**31 - 1,  # the loop reports progress; DeepSpeed's own lines would interleave
         # the engine's throughput timer synchronises the device twice per step by default, so the host can
         # never queue the next step ahead of the GPU; the loop times steps itself (CUDA events, read late)
         "timers": {"throughput": {"enabled": False}},
-        "wall_clock_breakdown": wall_clock_breakdown,
+        "wall_clock_breakdown": config.wall_clock_breakdown,
     }
     if comms_logger:
         # only when wanted: DeepSpeed 0.19.8 turns its comms logger on whenever the config has this
         # section, whatever its "enabled" says, and the logger synchronises the device after every
         # collective, leaving the GPU idle each step (docs/deepspeed.md)
         config["comms_logger"] = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
-    if amp_dtype is not None and mixed_precision == "autocast":
+    if amp_dtype is not None and config.mixed_precision == "autocast":
         # fp32 weights and optimizer, forward under torch.autocast: DDP's numerics and memory layout
         # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0). Leaving torch_autocast out for bf16 and
         # relying on the loop's autocast alone is slower (docs/results/2026-11-29-h200.md).
         config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
-        if reduce_dtype == "fp32":
+        if config.reduce_dtype == "fp32":
             # DeepSpeed's torch_autocast tags Conv/Linear weights to have their gradients reduced in the
             # autocast dtype at ZeRO >= 1 (ZeRO-0 reduces fp32). No safe modules: fp32, as DDP reduces
             config["torch_autocast"]["lower_precision_safe_modules"] = []
@@ -117,7 +100,7 @@ def ds_config(
         config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
     elif amp_dtype == torch.float16:
         config |= {
-            "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": initial_scale_power},
+            "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": config.initial_scale_power},
             "data_types": {"buffer_dtype": "fp16"},
         }
     return config
@@ -154,19 +137,13 @@ class DeepSpeed(TorchCollectives):
                 f"framework=deepspeed needs the deepspeed package, which is not installed; run {INSTALL_HINT!r} (or 'make deepspeed')"
             )
         config.check()
-        self.knobs = {
-            key: value
-            for key, value in config.settings().items()
-            if key not in ("local_launcher", "comm_timer", "train_micro_batch_size_per_gpu")
-        }
-        self.per_gpu_batch = config.train_micro_batch_size_per_gpu
-        self.comm_timer_knob = config.comm_timer
+        self.config = config
         self.weights_format = "contiguous (NCHW)"
         self.device = torch.device("cpu")  # until init()
         self.single_rank_allreduce: bool | None = None  # known after setup()
         self.rank = self.local_rank = 0
         self.world_size = 1
-        self.config: dict | None = None
+        self.ds_json: dict | None = None  # DeepSpeed's JSON config, made in setup()
         self._ds: Any = None
         self._engine: Any = None
 
@@ -207,7 +184,7 @@ class DeepSpeed(TorchCollectives):
 
     def _comms_logger_on(self) -> bool:
         # the comms logger synchronises after every collective: free on CPU, a serialising probe on GPU
-        return self.comm_timer_knob.enabled(self.device.type)
+        return self.config.comm_timer.enabled(self.device.type)
 
     def init(self, env: DistEnv, device: torch.device) -> None:
         self.rank, self.local_rank, self.world_size = env.rank, env.local_rank, env.world_size
@@ -232,9 +209,7 @@ class DeepSpeed(TorchCollectives):
                 f"precision=amp_fp16 with framework=deepspeed is not supported on {self.device.type} "
                 "(DeepSpeed's accelerator there has no fp16); use precision=amp_bf16 or precision=fp32"
             )
-        self.config = ds_config(
-            per_gpu_batch=self.per_gpu_batch, amp_dtype=amp_dtype, comms_logger=self._comms_logger_on(), **self.knobs
-        )
+        self.ds_json = ds_config(self.config, amp_dtype=amp_dtype, comms_logger=self._comms_logger_on())
         wants_channels_last = any(
             p.dim() == 4 and not p.is_contiguous() and p.is_contiguous(memory_format=torch.channels_last)
             for p in model.parameters()
@@ -242,11 +217,9 @@ class DeepSpeed(TorchCollectives):
         # DeepSpeed broadcasts each weight viewed as bytes (fails on channels_last weights) and flattens
         # them into contiguous buffers for bf16/fp16 and ZeRO >= 1. (Parameters keep their identity.)
         model.to(memory_format=torch.contiguous_format)
-        engine, ds_optimizer, _, _ = self._ds.initialize(model=model, optimizer=optimizer, config=self.config)
+        engine, ds_optimizer, _, _ = self._ds.initialize(model=model, optimizer=optimizer, config=self.ds_json)
         self._engine = engine
-        unflattened = self.knobs["zero_stage"] == 0 and (
-            amp_dtype is None or self.knobs["mixed_precision"] == "autocast"
-        )
+        unflattened = self.config.zero_stage == 0 and self.config.fp32_weights(amp=amp_dtype is not None)
         if wants_channels_last and unflattened:
             # ZeRO-0 with fp32 weights keeps the module's own tensors: back to channels_last in place, so
             # cuDNN runs NHWC kernels without converting the weights on every call (as DDP does)
@@ -255,18 +228,18 @@ class DeepSpeed(TorchCollectives):
         elif wants_channels_last:
             self.weights_format = "contiguous (NCHW): flattened by DeepSpeed; inputs stay channels_last"
         self.single_rank_allreduce = True
-        if self.world_size == 1 and self.knobs["zero_stage"] == 0:
+        if self.world_size == 1 and self.config.zero_stage == 0:
             # one rank has nothing to all-reduce, but the engine still walks every gradient through its
             # bucketed all-reduce (flatten, divide, copy back: thousands of extra host ops per step;
             # docs/results/2026-11-29-h200.md); DDP likewise skips its wrapper at world size 1
             engine.enable_backward_allreduce = False
             self.single_rank_allreduce = False
-        if amp_dtype is not None and self.knobs["mixed_precision"] == "engine":
+        if amp_dtype is not None and self.config.mixed_precision == "engine":
             # the engine holds bf16/fp16 weights; float inputs follow them (autocast covers only some ops)
             engine.module.register_forward_pre_hook(_cast_inputs(amp_dtype))
         if self.rank == 0:
             print(
-                f"[ddlbench] deepspeed ZeRO-{self.knobs['zero_stage']}: {_reduce_note(self.knobs)}",
+                f"[ddlbench] deepspeed ZeRO-{self.config.zero_stage}: {self.config.reduce_note()}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -281,14 +254,14 @@ class DeepSpeed(TorchCollectives):
         self._engine.step()
 
     def comm_timer(self) -> CommTimer | None:
-        if self._engine is None or "comms_logger" not in self.config:
+        if self._engine is None or "comms_logger" not in self.ds_json:
             return None
         import deepspeed.comm.comm
 
         return _CommsLoggerTimer(deepspeed.comm.comm)
 
     def host_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        if self.knobs["zero_stage"] == 3:
+        if self.config.zero_stage == 3:
             # ZeRO-3 keeps a shard of every parameter per rank: gather them for the copy, then re-shard
             with self._ds.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
                 return super().host_state_dict(model)
@@ -314,25 +287,17 @@ class DeepSpeed(TorchCollectives):
             "deepspeed": self._ds.__version__ if self._ds else None,
             "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
-            **self.knobs,
-            "train_micro_batch_size_per_gpu": self.per_gpu_batch,
+            **{k: v for k, v in self.config.settings().items() if k not in ("local_launcher", "comm_timer")},
             "comm_timer": "comms_logger (every collective blocking)"
-            if self.config and "comms_logger" in self.config
+            if self.ds_json and "comms_logger" in self.ds_json
             else None,
             "comms_logger_on": self._comms_logger_state(),
-            "reduce_note": _reduce_note(self.knobs),
+            "reduce_note": self.config.reduce_note(),
             "weights_format": self.weights_format,
             "single_rank_allreduce": self.single_rank_allreduce,
             "buffers": "per rank (not broadcast; DDP broadcasts them from rank 0 every forward)",
-            "ds_config": self.config,
+            "ds_config": self.ds_json,
         }
-
-
-def _reduce_note(knobs: dict) -> str:
-    if knobs["zero_stage"] == 0:
-        return "gradients are all-reduced after backward (not overlapped with it)"
-    overlap = "overlapped with backward" if knobs["overlap_comm"] else "not overlapped (overlap_comm=false)"
-    return f"gradients are reduced in buckets during backward, {overlap}"
 
 
 def _cast_inputs(dtype: torch.dtype):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 
@@ -12,6 +13,8 @@ from benchmarks.adapter_config import Installation
 
 if TYPE_CHECKING:
     from benchmarks.tasks.base import Batch, Task
+
+C = TypeVar("C")  # a loader's config (benchmarks/loaders/configs.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,9 +39,11 @@ class LoaderContext:
     # None: image classification's (images, labels), which every other loader yields
     task: Task | None = None
 
-    def settings(self, knobs: dict) -> dict:
-        """A loader's knobs, with augment and shuffle off for validation."""
-        return {**knobs, **{k: False for k in ("augment", "shuffle") if k in knobs}} if self.validation else dict(knobs)
+    def for_split(self, config: C) -> C:
+        """A loader's config as this context reads it: augment and shuffle off for validation."""
+        if not self.validation:
+            return config
+        return dataclasses.replace(config, **{k: False for k in ("augment", "shuffle") if hasattr(config, k)})
 
     def indices(self, num_samples: int) -> tuple[int, ...] | None:
         """The positions of the loader's sample list this context reads (None: all)."""

@@ -13,7 +13,7 @@ given far fewer is a handicap, not a comparison: validate.warnings() says so bef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import II, MISSING
 
@@ -69,6 +69,10 @@ class LoaderConfig(AdapterConfig):
     _target_: str = MISSING
     name: str = MISSING
     needs_data: bool = True
+
+    def described(self) -> dict[str, Any]:
+        """The settings as meta.json records them (needs_data is a fact of the option, not a setting)."""
+        return {key: value for key, value in self.settings().items() if key != "needs_data"}
 
     def cpu_workers(self) -> tuple[str, int] | None:
         """(key, value) of the setting that gives this loader CPU workers or threads; None if it has none."""

@@ -149,10 +149,11 @@ def _gpu_batch_to_torch(batch: Any, dtype: torch.dtype, device: torch.device, *,
 
 class DaliEpoch:
     def __init__(
-        self, ctx: LoaderContext, pipe: Any, *, num_samples: int, stick_to_shard: bool, gpu_outputs: bool, knobs: dict
+        self, ctx: LoaderContext, pipe: Any, *, num_samples: int, config: DaliLoaderConfig, decoder: dict
     ) -> None:
-        self.ctx, self.pipe, self.num_samples, self.knobs = ctx, pipe, num_samples, knobs
-        self.stick_to_shard, self.gpu_outputs = stick_to_shard, gpu_outputs
+        """decoder: what the pipeline's decoder turned out to be (mixed or cpu), for describe()."""
+        self.ctx, self.pipe, self.num_samples, self.config, self.decoder = ctx, pipe, num_samples, config, decoder
+        self.stick_to_shard, self.gpu_outputs = config.stick_to_shard, decoder["decoder"] == "mixed"
         self._steps = steps_per_epoch(num_samples, world_size=ctx.world_size, per_gpu_batch=ctx.per_gpu_batch)
         self._reader_epoch = 0  # the DALI reader epoch the next pipe.run() belongs to
         self._runs_left = self._runs_in(0)  # DALI batches of that epoch not yet taken
@@ -182,7 +183,7 @@ class DaliEpoch:
 
     def _run(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next DALI batch as torch tensors; on the GPU they are ordered on torch's current stream."""
-        if self.gpu_outputs and self.knobs["zero_copy"]:
+        if self.gpu_outputs and self.config.zero_copy:
             # outputs on torch's stream: DALI queues a stream wait instead of blocking the host until the
             # batch is ready, so a late batch costs GPU idle time only, never the host's lead
             images, labels = self.pipe.run(torch.cuda.current_stream(self.ctx.device).cuda_stream)
@@ -190,7 +191,7 @@ class DaliEpoch:
             images, labels = self.pipe.run()
         self._runs_left -= 1
         if self.gpu_outputs:
-            zero_copy = self.knobs["zero_copy"]
+            zero_copy = self.config.zero_copy
             batch = (
                 _gpu_batch_to_torch(images, torch.float32, self.ctx.device, zero_copy=zero_copy),
                 _gpu_batch_to_torch(labels, torch.int64, self.ctx.device, zero_copy=zero_copy).view(-1),
@@ -267,7 +268,8 @@ class DaliEpoch:
             "dali_version": nvidia.dali.__version__,
             "cpu_count": os.cpu_count(),
             "sharding": "dali reader shards, padded and trimmed",
-            **self.knobs,
+            **self.config.described(),
+            **self.decoder,
         }
 
 
@@ -283,7 +285,7 @@ class DaliLoader:
 
     def __init__(self, config: DaliLoaderConfig) -> None:
         config.check()
-        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
+        self.config = config
         _import_dali(need_gpu=False)  # fail before any process group exists
 
     def _reader(self, fn: Any, ctx: LoaderContext, common: dict) -> tuple[Any, Any]:
@@ -293,7 +295,7 @@ class DaliLoader:
                 f"data.path={path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "(add --format tfrecord for loader.reader=tfrecord) and pass data.path=DIR"
             )
-        if self.knobs["reader"] == "file":
+        if self.config.reader == "file":
             files, labels, _ = list_imagefolder(path)
             if not files:
                 raise ConfigError(
@@ -331,11 +333,11 @@ class DaliLoader:
         return features["image/encoded"], features["image/class/label"]
 
     def build(self, ctx: LoaderContext) -> DaliEpoch:
-        k = ctx.settings(self.knobs)
+        k = ctx.for_split(self.config)
         cuda = ctx.device.type == "cuda"
-        if k["decoder_device"] == "mixed" and not cuda:
+        if k.decoder_device == "mixed" and not cuda:
             raise ConfigError("loader.decoder_device=mixed needs a CUDA device; use loader.decoder_device=auto or cpu")
-        mixed = cuda and k["decoder_device"] in ("auto", "mixed")
+        mixed = cuda and k.decoder_device in ("auto", "mixed")
         dali = _import_dali(need_gpu=cuda)
         from nvidia.dali import fn, types
 
@@ -346,22 +348,22 @@ class DaliLoader:
         if mixed:
             # the sizes NVIDIA's ResNet-50 example preallocates, so nvJPEG does not reallocate mid-run
             decoder_args.update(
-                hw_decoder_load=k["hw_decoder_load"], device_memory_padding=211_025_920, host_memory_padding=140_544_512
+                hw_decoder_load=k.hw_decoder_load, device_memory_padding=211_025_920, host_memory_padding=140_544_512
             )
         common = dict(
             shard_id=ctx.rank,
             num_shards=ctx.world_size,
             pad_last_batch=True,
-            random_shuffle=k["shuffle"],
-            stick_to_shard=k["stick_to_shard"],
-            initial_fill=k["initial_fill"],
+            random_shuffle=k.shuffle,
+            stick_to_shard=k.stick_to_shard,
+            initial_fill=k.initial_fill,
             name=READER_NAME,
         )
 
         @dali.pipeline_def
         def pipeline():
             jpegs, labels = self._reader(fn, ctx, common)
-            if k["augment"]:
+            if k.augment:
                 images = fn.decoders.image_random_crop(
                     jpegs, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100, **decoder_args
                 )
@@ -388,15 +390,15 @@ class DaliLoader:
                 labels = fn.cast(labels.gpu(), dtype=types.INT64)
             return images, labels
 
-        base_seed = ctx.seed if k["seed"] is None else k["seed"]
+        base_seed = ctx.seed if k.seed is None else k.seed
         device_id = (
             (ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()) if mixed else None
         )
         pipe = pipeline(
             batch_size=ctx.per_gpu_batch,
-            num_threads=k["num_threads"],
+            num_threads=k.num_threads,
             device_id=device_id,
-            prefetch_queue_depth=k["prefetch_queue_depth"],
+            prefetch_queue_depth=k.prefetch_queue_depth,
             exec_dynamic=True,  # a fresh output buffer per iteration: what zero_copy relies on
             seed=base_seed * 1_000 + ctx.rank,  # different augmentations per rank; sharding does not use it
         )
@@ -409,11 +411,8 @@ class DaliLoader:
             )
         if mixed and ctx.rank == 0 and (note := hardware_queue_note(os.environ)):
             print(note, file=sys.stderr, flush=True)
-        knobs = {
-            **k,
+        decoder = {
             "decoder": "mixed" if mixed else "cpu",
             "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") if mixed else None,
         }
-        return DaliEpoch(
-            ctx, pipe, num_samples=num_samples, stick_to_shard=k["stick_to_shard"], gpu_outputs=mixed, knobs=knobs
-        )
+        return DaliEpoch(ctx, pipe, num_samples=num_samples, config=k, decoder=decoder)

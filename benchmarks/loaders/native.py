@@ -114,10 +114,15 @@ def to_model_input(images_u8: torch.Tensor, device: torch.device, *, channels_la
 
 class NativeEpoch:
     def __init__(
-        self, ctx: LoaderContext, stream: EpochStream, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
+        self,
+        ctx: LoaderContext,
+        stream: EpochStream,
+        sampler: ShardedBatchSampler,
+        num_samples: int,
+        config: NativeLoaderConfig,
     ):
         self.ctx, self.stream, self.sampler = ctx, stream, sampler
-        self.num_samples, self.knobs = num_samples, knobs
+        self.num_samples, self.config = num_samples, config
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -133,7 +138,12 @@ class NativeEpoch:
         self.sampler.set_epoch(epoch)
 
     def describe(self) -> dict:
-        return {"loader": "native", "num_samples": self.num_samples, "cpu_count": os.cpu_count(), **self.knobs}
+        return {
+            "loader": "native",
+            "num_samples": self.num_samples,
+            "cpu_count": os.cpu_count(),
+            **self.config.described(),
+        }
 
 
 def subset(dataset, indices: tuple[int, ...] | None):
@@ -146,29 +156,30 @@ def subset(dataset, indices: tuple[int, ...] | None):
 
 
 def sharded_dataloader(
-    dataset, ctx: LoaderContext, knobs: dict, *, collate_fn=None
+    dataset, ctx: LoaderContext, config: NativeLoaderConfig, *, collate_fn=None
 ) -> tuple[EpochStream, ShardedBatchSampler]:
-    """This rank's batches over `dataset` by the sharding contract, from one DataLoader with the native knobs
-    (workers, pinning, prefetch, timeout) that runs across epochs, and its sampler (set_epoch goes there)."""
+    """This rank's batches over `dataset` by the sharding contract, from one DataLoader with the native
+    settings (workers, pinning, prefetch, timeout) that runs across epochs, and its sampler (set_epoch goes
+    there)."""
     sampler = ShardedBatchSampler(
         len(dataset),
         rank=ctx.rank,
         world_size=ctx.world_size,
         per_gpu_batch=ctx.per_gpu_batch,
         seed=ctx.seed,
-        shuffle=knobs["shuffle"],
+        shuffle=config.shuffle,
     )
-    workers = knobs["num_workers"]
+    workers = config.num_workers
     spanning = SpanningBatchSampler(sampler)
     loader = DataLoader(
         dataset,
         batch_sampler=spanning,
         num_workers=workers,
         collate_fn=collate_fn,
-        pin_memory=knobs["pin_memory"] and ctx.device.type == "cuda",
-        persistent_workers=knobs["persistent_workers"] and workers > 0,
-        prefetch_factor=knobs["prefetch_factor"] if workers > 0 else None,
-        timeout=knobs["timeout_s"] if workers > 0 else 0,
+        pin_memory=config.pin_memory and ctx.device.type == "cuda",
+        persistent_workers=config.persistent_workers and workers > 0,
+        prefetch_factor=config.prefetch_factor if workers > 0 else None,
+        timeout=config.timeout_s if workers > 0 else 0,
     )
     return EpochStream(loader, spanning, len(sampler)), sampler
 
@@ -182,7 +193,7 @@ class NativeLoader:
 
     def __init__(self, config: NativeLoaderConfig) -> None:
         config.check()
-        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
+        self.config = config
 
     def build(self, ctx: LoaderContext) -> NativeEpoch:
         from torchvision.datasets import ImageFolder
@@ -192,8 +203,8 @@ class NativeLoader:
                 f"data.path={ctx.data_path!r} is not a directory; make one with 'ddlbench data synth --out DIR' "
                 "and pass data.path=DIR"
             )
-        knobs = ctx.settings(self.knobs)
-        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=knobs["augment"]))
+        config = ctx.for_split(self.config)
+        dataset = ImageFolder(ctx.data_path, transform=image_transform(ctx.image_size, augment=config.augment))
         dataset = subset(dataset, ctx.indices(len(dataset)))
-        stream, sampler = sharded_dataloader(dataset, ctx, knobs)
-        return NativeEpoch(ctx, stream, sampler, len(dataset), knobs)
+        stream, sampler = sharded_dataloader(dataset, ctx, config)
+        return NativeEpoch(ctx, stream, sampler, len(dataset), config)

@@ -459,16 +459,21 @@ DECODERS: dict[GpuJpegDecoder, type[BatchDecoder]] = {
 
 class NativeGpuEpoch:
     def __init__(
-        self, ctx: LoaderContext, batches: EpochStream, sampler: ShardedBatchSampler, num_samples: int, knobs: dict
+        self,
+        ctx: LoaderContext,
+        batches: EpochStream,
+        sampler: ShardedBatchSampler,
+        num_samples: int,
+        config: NativeGpuLoaderConfig,
     ):
         self.ctx, self.batches, self.sampler = ctx, batches, sampler
-        self.num_samples, self.knobs = num_samples, knobs
+        self.num_samples, self.config = num_samples, config
         self.cuda = ctx.device.type == "cuda"
         # a high-priority stream: its few kernels per batch go ahead of training's queued ones, so a batch is
         # ready before training waits for it
         self.stream = torch.cuda.Stream(ctx.device, priority=-1) if self.cuda else None
-        self.decoder = DECODERS[knobs["gpu_decoder"]](
-            ctx.device, stream=self.stream, batch_size=ctx.per_gpu_batch, hw_decoder_load=knobs["hw_decoder_load"]
+        self.decoder = DECODERS[config.gpu_decoder](
+            ctx.device, stream=self.stream, batch_size=ctx.per_gpu_batch, hw_decoder_load=config.hw_decoder_load
         )
         self.epoch = 0
         if self.cuda:  # process-wide; a rank process runs one loader
@@ -494,7 +499,7 @@ class NativeGpuEpoch:
         images = upload_decoded(batch.pixels, batch.shapes, self.ctx.device)
         if len(batch.lengths):
             images += self.decoder.decode(split_encoded(batch.joined, batch.lengths))
-        return transform_batch(images, size=self.ctx.image_size, augment=self.knobs["augment"], rng=rng)
+        return transform_batch(images, size=self.ctx.image_size, augment=self.config.augment, rng=rng)
 
     def _produce(self, batches: Iterator, out: queue.Queue, stop: threading.Event) -> None:
         """The decode thread: every batch of the epoch decoded and transformed on self.stream, with the
@@ -529,7 +534,7 @@ class NativeGpuEpoch:
         put(_END)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        ready: queue.Queue = queue.Queue(maxsize=self.knobs["prefetch_batches"])
+        ready: queue.Queue = queue.Queue(maxsize=self.config.prefetch_batches)
         stop = threading.Event()
         thread = threading.Thread(
             target=self._produce,
@@ -538,7 +543,7 @@ class NativeGpuEpoch:
             name=f"native_gpu-decode-rank{self.ctx.rank}",
         )
         thread.start()
-        timeout_s = float(self.knobs.get("timeout_s") or 0)
+        timeout_s = float(self.config.timeout_s or 0)
         try:
             while True:
                 item = self._next(ready, thread, timeout_s)
@@ -584,10 +589,10 @@ class NativeGpuEpoch:
             "cpu_count": os.cpu_count(),
             "decode_device": self.ctx.device.type,
             # of each batch, the images the DataLoader workers decode on the CPU (loader.cpu_decode_share)
-            "cpu_decoded_per_batch": num_cpu_decoded(self.ctx.per_gpu_batch, self.knobs["cpu_decode_share"]),
+            "cpu_decoded_per_batch": num_cpu_decoded(self.ctx.per_gpu_batch, self.config.cpu_decode_share),
             "switch_interval_s": sys.getswitchinterval(),
             **self.decoder.describe(),
-            **self.knobs,
+            **self.config.described(),
         }
 
 
@@ -611,7 +616,7 @@ class NativeGpuLoader:
     def __init__(self, config: NativeGpuLoaderConfig) -> None:
         config.check()
         DECODERS[config.gpu_decoder].check_installed()  # before any process group exists
-        self.knobs = {key: value for key, value in config.settings().items() if key != "needs_data"}
+        self.config = config
 
     def build(self, ctx: LoaderContext) -> NativeGpuEpoch:
         from torchvision.datasets import DatasetFolder
@@ -629,11 +634,11 @@ class NativeGpuLoader:
                 f"data.path={path}: {error}; loader=native_gpu decodes JPEGs (.jpg, .jpeg) of an "
                 "ImageFolder (<class>/<image>.jpg); use loader=native for other formats"
             ) from None
-        knobs = ctx.settings(self.knobs)
+        config = ctx.for_split(self.config)
         dataset = subset(dataset, ctx.indices(len(dataset)))
-        collate = functools.partial(collate_encoded, cpu_decode_share=knobs["cpu_decode_share"])
-        stream, sampler = sharded_dataloader(dataset, ctx, knobs, collate_fn=collate)
-        return NativeGpuEpoch(ctx, stream, sampler, len(dataset), knobs)
+        collate = functools.partial(collate_encoded, cpu_decode_share=config.cpu_decode_share)
+        stream, sampler = sharded_dataloader(dataset, ctx, config, collate_fn=collate)
+        return NativeGpuEpoch(ctx, stream, sampler, len(dataset), config)
 
 
 def _installed_version(prefix: str, default: str) -> str:
