@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import framework_config
 
 GB = 1e9
 
@@ -373,14 +374,15 @@ def check_framework(framework: Mapping[str, Any]) -> None:
     name = framework["name"]
     if name not in MODELLED:
         raise ConfigError(f"framework={name}: predict models ddp, horovod and deepspeed (ZeRO 0-2); use one of them")
-    if name == "ddp" and framework.get("zero_optimizer"):
+    config = framework_config(framework)
+    if name == "ddp" and config.zero_optimizer:
         raise ConfigError(
             "framework.zero_optimizer=true: predict models DDP's all-reduce only (ZeRO-1's broadcasts are not in "
             "the model yet); drop the option or predict framework=deepspeed framework.zero_stage=1"
         )
-    if name == "deepspeed" and int(framework.get("zero_stage", 0)) not in (0, 1, 2):
+    if name == "deepspeed" and config.zero_stage not in (0, 1, 2):
         raise ConfigError(
-            f"framework.zero_stage={framework['zero_stage']}: predict models ZeRO stages 0-2 (stage 3 gathers "
+            f"framework.zero_stage={config.zero_stage}: predict models ZeRO stages 0-2 (stage 3 gathers "
             "parameters in forward and backward); use framework.zero_stage=2"
         )
 
@@ -392,7 +394,7 @@ def messages(
     the bytes of the model's buffers and of its parameters (what ZeRO-1/2 all-gather; by default the
     buckets' bytes, which are fewer where gradients are reduced in half precision)."""
     check_framework(framework)
-    name = framework["name"]
+    name, config = framework["name"], framework_config(framework)
     if name == "ddp":
         grads = [Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction) for b in buckets]
         # DDP broadcasts rank 0's buffers (BatchNorm statistics) before every forward (broadcast_buffers)
@@ -400,14 +402,13 @@ def messages(
             grads.append(Message(op="broadcast", bytes=buffer_bytes, ready_fraction=0.0, after_step=True))
         return grads
     if name == "horovod":
-        cycle = float(framework.get("cycle_time_ms", 1.0)) * 1e-3 / 2  # on average half a cycle
+        cycle = config.cycle_time_ms * 1e-3 / 2  # on average half a cycle
         return [
             Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction, extra_latency_s=cycle)
             for b in buckets
         ]
     if name == "deepspeed":
-        stage = int(framework.get("zero_stage", 0))
-        overlap = bool(framework.get("overlap_comm", False))
+        stage, overlap = config.zero_stage, config.overlap_comm
         if stage == 0:
             return [Message(op="all_reduce", bytes=b.bytes, ready_fraction=1.0) for b in buckets]
         grads = [

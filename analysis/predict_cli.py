@@ -162,6 +162,7 @@ def _plan(
     model: dict[str, Any], framework: dict[str, Any], *, image_size: int, amp_dtype: str | None, cache: dict
 ) -> list[P.Message]:
     from benchmarks import gradients
+    from benchmarks.frameworks.configs import framework_config
 
     key = json.dumps([model, image_size], sort_keys=True, default=str)
     if key not in cache:
@@ -169,7 +170,7 @@ def _plan(
     layout = cache[key]
     return P.messages(
         framework,
-        gradients.framework_buckets(layout.gradients, framework, amp_dtype=amp_dtype),
+        framework_config(framework).gradient_messages(layout.gradients, amp=amp_dtype is not None),
         buffer_bytes=layout.buffer_bytes,
         param_bytes=sum(g.bytes for g in layout.gradients),
     )

@@ -22,26 +22,24 @@ from analysis import metrics
 from benchmarks.adapter_config import config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import DDPConfig
+from benchmarks.gradients import Gradient
 
 DDP_BUCKET_CAP_MB = config_default(DDPConfig, "bucket_cap_mb")  # runs whose config lacks the key ran with it
-
-# DDP's first bucket is small so the first all-reduce starts early (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)
-FIRST_BUCKET_BYTES = 1024 * 1024
 
 
 def sync_points(model, *, bucket_cap_mb: float = DDP_BUCKET_CAP_MB) -> dict[str, int]:
     """num_layers (gradient tensors), grad_bytes (their size: gradients have the parameters' dtype) and
-    num_buckets (DDP's greedy buckets over the gradients in reverse registration order)."""
+    num_buckets (DDP's buckets, DDPConfig.gradient_messages, over the gradients in reverse registration
+    order: the order DDP fills them in)."""
     grads = [p for p in model.parameters() if p.requires_grad]
     sizes = [p.numel() * p.element_size() for p in grads]
-    buckets, filled, cap = 0, 0, FIRST_BUCKET_BYTES
-    for size in reversed(sizes):
-        if filled == 0:
-            buckets += 1
-        filled += size
-        if filled >= cap:
-            filled, cap = 0, int(bucket_cap_mb * 1024 * 1024)
-    return {"num_layers": len(grads), "grad_bytes": int(sum(sizes)), "num_buckets": buckets}
+    in_order = [Gradient(str(k), size, 0.0) for k, size in enumerate(reversed(sizes))]
+    ddp = DDPConfig(bucket_cap_mb=bucket_cap_mb)
+    return {
+        "num_layers": len(grads),
+        "grad_bytes": int(sum(sizes)),
+        "num_buckets": len(ddp.gradient_messages(in_order, amp=False)),
+    }
 
 
 # the model keys besides arch and depth that shape the network (benchmarks/models/configs.py)

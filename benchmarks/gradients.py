@@ -10,10 +10,9 @@ device (no memory, no real compute, the same on any machine):
   (torch.utils.flop_counter, forward + backward minus forward alone). Layers without FLOPs
   (BatchNorm, ReLU) take no time in this model: that is the approximation.
 
-`buckets` then groups the gradients in ready order the way DDP does (its first bucket is capped at
-1 MiB, the others at framework.bucket_cap_mb), Horovod does (tensor fusion up to fusion_threshold_mb)
-or DeepSpeed does (its reduce bucket, in elements; Conv/Linear gradients in the autocast dtype where
-`halves_conv_linear`). A bucket is ready when its last gradient is.
+`buckets` then groups the gradients in ready order; how each framework groups them (DDP's buckets,
+Horovod's fusion, DeepSpeed's reduce bucket) is its config's `gradient_messages`
+(benchmarks/frameworks/configs.py). A bucket is ready when its last gradient is.
 """
 
 from __future__ import annotations
@@ -21,9 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,39 +150,3 @@ def buckets(gradients: Sequence[Gradient], *, cap_bytes: int, first_cap_bytes: i
     if size:
         out.append(Bucket(size, ready))
     return out
-
-
-def halves_conv_linear(framework: Mapping[str, Any], *, amp_dtype: str | None) -> bool:
-    """Whether DeepSpeed reduces Conv/Linear gradients in the autocast dtype (2 bytes an element): under AMP
-    (precision.amp_dtype set) with framework.mixed_precision=autocast, reduce_dtype=autocast and ZeRO >= 1
-    (ZeRO-0 reduces fp32; benchmarks/frameworks/deepspeed.py's deepspeed_config)."""
-    return (
-        framework["name"] == "deepspeed"
-        and amp_dtype is not None
-        and str(framework.get("mixed_precision", "autocast")) == "autocast"
-        and str(framework.get("reduce_dtype", "fp32")) == "autocast"
-        and int(framework.get("zero_stage", 0)) >= 1
-    )
-
-
-def framework_buckets(
-    gradients: Sequence[Gradient], framework: Mapping[str, Any], *, amp_dtype: str | None = None
-) -> list[Bucket]:
-    """The messages the framework sends for these gradients (framework: the composed framework config;
-    amp_dtype: the composed precision's, None for fp32)."""
-    name = framework["name"]
-    if name == "ddp":
-        cap = int(framework["bucket_cap_mb"] * MiB)
-        return buckets(gradients, cap_bytes=cap, first_cap_bytes=min(cap, DDP_FIRST_BUCKET_BYTES))
-    if name == "horovod":
-        return buckets(gradients, cap_bytes=max(1, int(framework["fusion_threshold_mb"] * MiB)))
-    if name == "deepspeed":
-        elements = int(framework["reduce_bucket_size"])  # DeepSpeed's bucket is counted in elements
-        if not halves_conv_linear(framework, amp_dtype=amp_dtype):
-            return buckets(gradients, cap_bytes=elements * 4)
-        # one bucket per communication dtype (ZeRO's ipg_buckets), each of reduce_bucket_size elements
-        half = [Gradient(g.name, g.bytes // 2, g.ready_fraction, True) for g in gradients if g.lower_precision_safe]
-        full = [g for g in gradients if not g.lower_precision_safe]
-        both = buckets(half, cap_bytes=elements * 2) + buckets(full, cap_bytes=elements * 4)
-        return sorted(both, key=lambda b: b.ready_fraction)
-    raise ValueError(f"no gradient messages for framework {name}")

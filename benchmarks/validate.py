@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import framework_config, node_layout
 from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, TaskKind, task_of
 
 
@@ -108,7 +109,7 @@ def _check_optimizer_with_framework(cfg: DictConfig) -> None:
     if str(cfg.optim.name) != "lars":
         return
     name = cfg.framework.name
-    if name == "fsdp" or (name == "deepspeed" and int(cfg.framework.get("zero_stage", 0)) >= 1):
+    if framework_config(cfg.framework).shards_tensors():
         raise ConfigError(
             f"optim.name=lars with framework={name} "
             + (f"(framework.zero_stage={cfg.framework.zero_stage}) " if name == "deepspeed" else "")
@@ -122,7 +123,6 @@ def _check_task(cfg: DictConfig) -> None:
     yields the batches of the tasks it declares (LoaderConfig.TASKS; only synthetic has token sequences and
     boxes); DataParallel's scatter splits a detection batch's per-image boxes over its GPUs; label smoothing
     is classification's."""
-    from benchmarks.frameworks.configs import node_layout
 
     task, arch = task_of(cfg.model.arch), cfg.model.arch
     if task not in adapter_config(cfg.loader).TASKS:

@@ -9,14 +9,19 @@ selectable (its defaults list) and says in a comment what it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from omegaconf import II, MISSING
+from omegaconf import II, MISSING, DictConfig, OmegaConf
 
-from benchmarks.adapter_config import AdapterConfig, Choice
+from benchmarks.adapter_config import AdapterConfig, Choice, is_unset
 from benchmarks.errors import ConfigError
+from benchmarks.gradients import Bucket, Gradient, buckets
 from benchmarks.launch import LocalLauncher  # how `ddlbench run` starts the ranks: benchmarks/launch/
+
+MiB = 1024 * 1024
+DDP_FIRST_BUCKET_BYTES = 1 * MiB  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES
 
 
 class Rendezvous(Choice):
@@ -126,6 +131,16 @@ class FrameworkConfig(AdapterConfig):
             return ranks_per_node, 1
         return 1, ranks_per_node if device == "cuda" else 1
 
+    def gradient_messages(self, gradients: Sequence[Gradient], *, amp: bool) -> list[Bucket]:
+        """The messages this framework sends for the gradients of one step (given in the order backward
+        completes them; amp: the run computes under autocast), each ready when its last gradient is: what
+        analysis/predict.py times and analysis/stash.py counts."""
+        raise ValueError(f"no gradient messages for framework {self.name}")
+
+    def shards_tensors(self) -> bool:
+        """Whether the optimizer sees flattened or sharded tensors instead of the model's layers."""
+        return False
+
 
 @dataclass
 class DDPConfig(FrameworkConfig):
@@ -144,6 +159,12 @@ class DDPConfig(FrameworkConfig):
     # torch.distributed.optim.ZeroRedundancyOptimizer: each rank keeps the optimizer state of 1/W of the
     # parameters and broadcasts its updated shard after step() (ZeRO-1 beside DDP's all-reduce)
     zero_optimizer: bool = False
+
+    def gradient_messages(self, gradients: Sequence[Gradient], *, amp: bool) -> list[Bucket]:
+        """DDP's buckets: greedy in ready order, the first capped at 1 MiB so the first all-reduce starts
+        early (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES), the others at bucket_cap_mb."""
+        cap = int(self.bucket_cap_mb * MiB)
+        return buckets(gradients, cap_bytes=cap, first_cap_bytes=min(cap, DDP_FIRST_BUCKET_BYTES))
 
 
 @dataclass
@@ -171,6 +192,9 @@ class FSDPConfig(FrameworkConfig):
     mixed_precision: FSDPMixedPrecision = FSDPMixedPrecision.policy
     reduce_dtype: FSDPReduceDtype = FSDPReduceDtype.fp32
 
+    def shards_tensors(self) -> bool:
+        return True
+
 
 @dataclass
 class HorovodConfig(FrameworkConfig):
@@ -197,6 +221,10 @@ class HorovodConfig(FrameworkConfig):
         if self.cycle_time_ms <= 0:
             raise ConfigError(f"framework.cycle_time_ms={self.cycle_time_ms} must be > 0 (Horovod's default: 1.0)")
 
+    def gradient_messages(self, gradients: Sequence[Gradient], *, amp: bool) -> list[Bucket]:
+        """Tensor fusion: gradients fused up to fusion_threshold_mb."""
+        return buckets(gradients, cap_bytes=max(1, int(self.fusion_threshold_mb * MiB)))
+
 
 @dataclass
 class DeepSpeedConfig(FrameworkConfig):
@@ -222,6 +250,26 @@ class DeepSpeedConfig(FrameworkConfig):
     train_micro_batch_size_per_gpu: int = II("run.per_gpu_batch")
 
     ZERO_STAGES: ClassVar[tuple[int, ...]] = (0, 1, 2, 3)
+
+    def shards_tensors(self) -> bool:
+        return self.zero_stage >= 1  # the optimizer sees flat partitions of the parameters
+
+    def halves_conv_linear(self, *, amp: bool) -> bool:
+        """Whether Conv/Linear gradients are reduced in the autocast dtype (2 bytes an element): under AMP with
+        mixed_precision=autocast, reduce_dtype=autocast and ZeRO >= 1 (ZeRO-0 reduces fp32; ds_config in
+        benchmarks/frameworks/deepspeed.py)."""
+        return amp and self.mixed_precision == "autocast" and self.reduce_dtype == "autocast" and self.zero_stage >= 1
+
+    def gradient_messages(self, gradients: Sequence[Gradient], *, amp: bool) -> list[Bucket]:
+        """The reduce bucket of reduce_bucket_size elements; with halves_conv_linear one bucket per
+        communication dtype (ZeRO's ipg_buckets), each of reduce_bucket_size elements."""
+        elements = self.reduce_bucket_size
+        if not self.halves_conv_linear(amp=amp):
+            return buckets(gradients, cap_bytes=elements * 4)
+        half = [Gradient(g.name, g.bytes // 2, g.ready_fraction, True) for g in gradients if g.lower_precision_safe]
+        full = [g for g in gradients if not g.lower_precision_safe]
+        both = buckets(half, cap_bytes=elements * 2) + buckets(full, cap_bytes=elements * 4)
+        return sorted(both, key=lambda b: b.ready_fraction)
 
     def fp32_weights(self, *, amp: bool) -> bool:
         """Whether the engine keeps fp32 weights: no mixed precision, or autocast over fp32 weights
@@ -256,6 +304,17 @@ class DeepSpeedConfig(FrameworkConfig):
 CONFIGS: dict[str, type[FrameworkConfig]] = {
     c.name: c for c in (DDPConfig, DPConfig, FSDPConfig, HorovodConfig, DeepSpeedConfig)
 }
+
+
+def framework_config(framework: Mapping[str, Any]) -> FrameworkConfig:
+    """The typed config of a framework node: a composed config's, or a run's recorded one (a plain mapping,
+    perhaps of an older run that lacks some keys: those take their defaults). Interpolations left in it
+    (${run.per_gpu_batch}) keep their field's default."""
+    if isinstance(framework, DictConfig):
+        framework = OmegaConf.to_container(framework, resolve=False)
+    cls = CONFIGS[str(framework["name"])]
+    given = {f.name: framework[f.name] for f in fields(cls) if f.name in framework and not is_unset(framework[f.name])}
+    return cls(**given)
 
 
 def node_layout(cfg: Any) -> tuple[int, int]:

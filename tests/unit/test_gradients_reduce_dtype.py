@@ -1,4 +1,4 @@
-"""DeepSpeed's gradient bytes by reduce dtype (benchmarks/gradients.py): with torch_autocast at ZeRO >= 1
+"""DeepSpeed's gradient bytes by reduce dtype (DeepSpeedConfig.gradient_messages): with torch_autocast at ZeRO >= 1
 and reduce_dtype=autocast it reduces Conv/Linear gradients in the autocast dtype, in a bucket of their own."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import gradients as G
+from benchmarks.frameworks.configs import framework_config
 
 # two Conv/Linear gradients of 400 fp32 bytes (100 elements) and one BatchNorm gradient of 40
 GRADS = [
@@ -17,7 +18,7 @@ ZERO2 = {"name": "deepspeed", "zero_stage": 2, "reduce_bucket_size": 150, "mixed
 
 
 def test_autocast_halves_conv_and_linear_gradients_in_their_own_buckets():
-    out = G.framework_buckets(GRADS, {**ZERO2, "reduce_dtype": "autocast"}, amp_dtype="bfloat16")
+    out = framework_config({**ZERO2, "reduce_dtype": "autocast"}).gradient_messages(GRADS, amp=True)
     # the half bucket: 150 elements; fc's 100 then conv's 100 close it at 200 elements = 400 bytes
     assert [(b.bytes, b.ready_fraction) for b in out] == [(40, 0.5), (400, 1.0)]
     assert sum(b.bytes for b in out) == 400 + 40  # (400 + 400) / 2 + 40
@@ -33,9 +34,10 @@ def test_autocast_halves_conv_and_linear_gradients_in_their_own_buckets():
     ],
 )
 def test_everything_else_reduces_fp32(framework, amp_dtype):
-    out = G.framework_buckets(GRADS, framework, amp_dtype=amp_dtype)
+    config = framework_config(framework)
+    out = config.gradient_messages(GRADS, amp=amp_dtype is not None)
     assert sum(b.bytes for b in out) == 840
-    assert not G.halves_conv_linear(framework, amp_dtype=amp_dtype)
+    assert not config.halves_conv_linear(amp=amp_dtype is not None)
 
 
 def test_resnet50_under_amp_sends_about_half_and_all_gathers_fp32_parameters():
@@ -44,7 +46,7 @@ def test_resnet50_under_amp_sends_about_half_and_all_gathers_fp32_parameters():
     layout = G.layout({"arch": "resnet", "depth": 50, "num_classes": 1000, "batch_norm": True}, image_size=224)
     fp32 = sum(g.bytes for g in layout.gradients)
     framework = {**ZERO2, "reduce_bucket_size": 500_000_000, "reduce_dtype": "autocast", "overlap_comm": True}
-    half = G.framework_buckets(layout.gradients, framework, amp_dtype="bfloat16")
+    half = framework_config(framework).gradient_messages(layout.gradients, amp=True)
     norm = sum(g.bytes for g in layout.gradients if not g.lower_precision_safe)  # BatchNorm's: fp32 still
     assert 0 < norm < 0.01 * fp32
     assert sum(b.bytes for b in half) == (fp32 - norm) // 2 + norm

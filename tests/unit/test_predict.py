@@ -12,6 +12,7 @@ import pytest
 from analysis import predict as P
 from benchmarks import gradients as G
 from benchmarks.errors import ConfigError
+from benchmarks.frameworks.configs import framework_config
 
 
 def parts(**kw) -> P.Parts:
@@ -211,11 +212,12 @@ def test_resnet50_layout_holds_every_parameter_in_backward_order(resnet50):
 
 
 def test_ddp_buckets_of_resnet50(resnet50):
-    out = G.framework_buckets(resnet50.gradients, {"name": "ddp", "bucket_cap_mb": 25.0})
+    out = framework_config({"name": "ddp", "bucket_cap_mb": 25.0}).gradient_messages(resnet50.gradients, amp=False)
     assert sum(b.bytes for b in out) == 4 * 25_557_032
     assert len(out) == 5 and out[-1].ready_fraction == 1.0
     assert all(b.bytes >= 25 * 2**20 for b in out[1:-1])
-    fused = G.framework_buckets(resnet50.gradients, {"name": "horovod", "fusion_threshold_mb": 64.0})
+    horovod = framework_config({"name": "horovod", "fusion_threshold_mb": 64.0})
+    fused = horovod.gradient_messages(resnet50.gradients, amp=False)
     assert len(fused) == 2
 
 
