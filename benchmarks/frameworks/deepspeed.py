@@ -66,7 +66,7 @@ def ds_config(config: DeepSpeedConfig, *, amp_dtype: torch.dtype | None, comms_l
         # ZeRO-1/2 compute the global gradient norm every step for clipping alone (fp32 weights have no
         # overflow check); nothing reads it when clipping is off. (Refused with engine bf16 at ZeRO-1.)
         zero["compute_grad_norm"] = False
-    config: dict[str, Any] = {
+    out: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": config.train_micro_batch_size_per_gpu,
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "zero_optimization": zero,
@@ -85,25 +85,25 @@ def ds_config(config: DeepSpeedConfig, *, amp_dtype: torch.dtype | None, comms_l
         # only when wanted: DeepSpeed 0.19.8 turns its comms logger on whenever the config has this
         # section, whatever its "enabled" says, and the logger synchronises the device after every
         # collective, leaving the GPU idle each step (docs/deepspeed.md)
-        config["comms_logger"] = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
+        out["comms_logger"] = {"enabled": True, "prof_all": True, "verbose": False, "debug": False}
     if amp_dtype is not None and config.mixed_precision == "autocast":
         # fp32 weights and optimizer, forward under torch.autocast: DDP's numerics and memory layout
         # (DeepSpeed adds its GradScaler for fp16 at ZeRO-0). Leaving torch_autocast out for bf16 and
         # relying on the loop's autocast alone is slower (docs/results/2026-11-29-h200.md).
-        config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
+        out["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if amp_dtype == torch.bfloat16 else "float16"}
         if config.reduce_dtype == "fp32":
             # DeepSpeed's torch_autocast tags Conv/Linear weights to have their gradients reduced in the
             # autocast dtype at ZeRO >= 1 (ZeRO-0 reduces fp32). No safe modules: fp32, as DDP reduces
-            config["torch_autocast"]["lower_precision_safe_modules"] = []
+            out["torch_autocast"]["lower_precision_safe_modules"] = []
     elif amp_dtype == torch.bfloat16:
         # 0.19.8 keeps buffers fp32 by default, and BatchNorm then fails on bf16 activations
-        config |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
+        out |= {"bf16": {"enabled": True}, "data_types": {"buffer_dtype": "bf16"}}
     elif amp_dtype == torch.float16:
-        config |= {
+        out |= {
             "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": config.initial_scale_power},
             "data_types": {"buffer_dtype": "fp16"},
         }
-    return config
+    return out
 
 
 class _CommsLoggerTimer:
