@@ -102,7 +102,7 @@ def _commbench(paths: Sequence[str]) -> pd.DataFrame:
 class Calibration:
     """The calibration runs: their Parts, and which one predicts a held-out run. A calibration run's label is
     the name of the folder it lies in; a held-out run in a folder of the same name, of the same size, takes
-    it (bench/predict_cpu.py measures each calibration just before the runs it calibrates, so that both see
+    it (perf/predict_cpu.py measures each calibration just before the runs it calibrates, so that both see
     the machine alike); else one of its size; else the smallest."""
 
     def __init__(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Collect, on a machine with internet, what bench/deepspeed_gpu.sh installs on the offline GPU machine
+# Collect, on a machine with internet, what perf/deepspeed_gpu.sh installs on the offline GPU machine
 # (python 3.12, x86_64, torch already there) into .devwheels/deepspeed/ (git-ignored, carried to the device):
 #  - deepspeed 0.19.8 as a wheel: PyPI ships only an sdist; built with DS_BUILD_OPS=0 it is pure python
 #    (no op is precompiled; the adapter needs none: torch optimizer, shm_comm marked unavailable);

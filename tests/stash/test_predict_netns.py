@@ -1,4 +1,4 @@
-"""The predictor's CPU study (bench/predict_cpu.py) in miniature: 2 namespace hosts, one shaped link rate;
+"""The predictor's CPU study (perf/predict_cpu.py) in miniature: 2 namespace hosts, one shaped link rate;
 the unshaped run calibrates, commbench over the shaped link gives the network, and `ddlbench predict
 --validate` predicts the shaped run as a held-out point. The full study's errors are in docs/predict.md."""
 
@@ -15,7 +15,7 @@ from tests.conftest import REPO
 def test_the_study_runs_and_its_shaped_run_is_predicted(tmp_path, ddlbench, netns_hosts):
     root = tmp_path / "study"
     done = subprocess.run(
-        [sys.executable, "bench/predict_cpu.py", "--out", str(root), "--hosts", "2", "--rates-mbit", "500",
+        [sys.executable, "perf/predict_cpu.py", "--out", str(root), "--hosts", "2", "--rates-mbit", "500",
          "--steps", "6", "--warmup", "2", "--max-bytes", "1048576"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """A mistake made while typing comes back at once (issue 36): the config is checked before torch or an
 adapter is imported, --help and --version import argparse-level code only, and a file where a folder is
-meant is one line, exit 2. How long they take is bench/cli_speed.py's business, not a test's."""
+meant is one line, exit 2. How long they take is perf/cli_speed.py's business, not a test's."""
 
 from __future__ import annotations
 

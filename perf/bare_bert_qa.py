@@ -10,10 +10,10 @@ and all of --seq-len, attention mask, token types (question, context) and an ans
 tokens. The time is the host's wall time over --steps steps after --warmup steps, between two
 torch.cuda.synchronize() calls.
 
-  python bench/bare_bert_qa.py --size large --batch 32 --seq-len 384 --warmup 10 --steps 30
-  python bench/bare_bert_qa.py --device cpu --size tiny --batch 2 --seq-len 64 --warmup 1 --steps 2  # a check
+  python perf/bare_bert_qa.py --size large --batch 32 --seq-len 384 --warmup 10 --steps 30
+  python perf/bare_bert_qa.py --device cpu --size tiny --batch 2 --seq-len 64 --warmup 1 --steps 2  # a check
 
-Prints one RESULT line; --json FILE also writes it as a JSON object (bench/references_gpu.sh reads it).
+Prints one RESULT line; --json FILE also writes it as a JSON object (perf/references_gpu.sh reads it).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ unshaped run per host count is the compute calibration: the emulated hosts share
 so a rank computes at the speed its host count leaves it, which only a run of the same count shows; each
 calibration runs just before the pair it calibrates (same folder name), since the machine's load drifts.
 
-    python bench/predict_cpu.py --out runs/predict_cpu               # hosts 2 and 4, 3 rates (~6 min)
+    python perf/predict_cpu.py --out runs/predict_cpu               # hosts 2 and 4, 3 rates (~6 min)
     ddlbench predict <the overrides it prints> --from runs/predict_cpu/calibration \\
         --validate runs/predict_cpu/links --gpus 2,4
 

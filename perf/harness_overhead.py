@@ -1,7 +1,7 @@
 """ddlbench's loop vs a bare hand-written PyTorch loop, same model/batch/precision, in ONE process.
 
 Rounds alternate bare / ddlbench so that machine noise hits both; the ratio is what counts.
-  python bench/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200
+  python perf/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200
 Prints img/s of each round and the median ratio ddlbench / bare (goal on 1 H200: >= 0.99).
 """
 

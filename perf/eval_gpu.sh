@@ -7,16 +7,16 @@
 #   2. the same with an evaluation after every epoch: its time share of the run, throughput (evaluations
 #      are in no step) and top-1 per epoch;
 #   3. time to accuracy: run.target_top1 stops the run at the first epoch that reaches it.
-# Carry [".devwheels/base", ".devwheels/old"] (plus DALI's parts: bench/loaders_gpu.sh says how; without
+# Carry [".devwheels/base", ".devwheels/old"] (plus DALI's parts: perf/loaders_gpu.sh says how; without
 # DALI the loader is native_gpu).
-#   bash bench/eval_gpu.sh      (runs under $OUT/eval)
+#   bash perf/eval_gpu.sh      (runs under $OUT/eval)
 # Knobs: SKIP_OFF (0; 1: not part 1) ROUNDS (2) WARMUP (15) STEPS (60) EPOCHS (4) TARGET (0.9) LOADER (dali, else native_gpu) OLD (.devwheels/old)
 #        SYSTEM (h200) EXTRA (overrides appended to every run: a CPU rehearsal, e.g. "model=simple_cnn precision=fp32")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 OLD=${OLD:-$PWD/.devwheels/old}
 LOADER=${LOADER:-dali}
 [[ $LOADER == dali ]] && ! "$PY" -c 'import nvidia.dali' 2>/dev/null && LOADER=native_gpu

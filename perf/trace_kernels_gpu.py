@@ -1,7 +1,7 @@
 """One device call: which kernels a ResNet step runs on this GPU and how benchmarks/tracereduce.py classes them
 (the profiler records CPU + CUDA activity, as the trace window does: with CUDA alone the trace has no
 ProfilerStep marks, seen on an H200 2026-12-01).
-    python bench/trace_kernels_gpu.py [--depth 50] [--batch 256] [--top 30]"""
+    python perf/trace_kernels_gpu.py [--depth 50] [--batch 256] [--top 30]"""
 
 from __future__ import annotations
 

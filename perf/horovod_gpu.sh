@@ -4,7 +4,7 @@
 #
 # Carry in first (on a machine with internet): tools/fetch_horovod_device_inputs.sh -> .devwheels/horovod/
 # and ddlbench's pure-python deps in .devwheels/base/ (hydra-core, omegaconf, antlr4, tqdm).
-#   bench/horovod_gpu.sh            # in the repository root on the GPU machine
+#   perf/horovod_gpu.sh            # in the repository root on the GPU machine
 # 1. builds Horovod 0.28.1 with NCCL (+ Gloo) into $SITE (pip --target; the wheel is cached, so a
 #    second call in the same warm machine only installs),
 # 2. runs ResNet-50 bf16 synthetic for DDP and Horovod on 1 GPU (and 2 when there are 2), and
@@ -13,7 +13,7 @@
 # Knobs: BATCH (256) WARMUP (20) STEPS (100) PYTHON (python3) SITE (/tmp/site) GPUS (all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source bench/device_env.sh
+source perf/device_env.sh
 
 echo "== build (NCCL) =="
 start=$SECONDS

@@ -11,7 +11,7 @@
 # DALI: stage .devwheels/dali-slim/part.00 and part.01 into /tmp/stage in two calls before this one
 # (each: carry [".devwheels/dali-slim/part.0N"], command: mkdir -p /tmp/stage && cp .devwheels/dali-slim/part.0N /tmp/stage/),
 # then carry [".devwheels/dali-slim/part.02", ".devwheels/base"] here. Without DALI its cases are skipped.
-#   bash bench/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
+#   bash perf/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
 # Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15) OLD_DEFAULT (1: also native at 2 workers)
 #        TRAIN_LOADERS ("synthetic dali native native_gpu") LB_LOADERS_ONLY (loaderbench's --loaders)
 #        NG_SHARES ("0": native_gpu's loader.cpu_decode_share values, one training run each per round; "0 0.25 0.4"
@@ -20,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 tools/dali_slim.sh install 2>&1 | tail -1
@@ -36,7 +36,7 @@ fi
 LB_LOADERS=${LB_LOADERS_ONLY:-$LB_LOADERS}
 read -ra NG_SHARES <<< "${NG_SHARES:-0}"
 DATA=/tmp/ddl_jpeg
-[[ -d $DATA ]] || "$PY" bench/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
+[[ -d $DATA ]] || "$PY" perf/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
 "$PY" -c "import os, sys; s = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]; print(f'{len(s)} JPEGs, mean {sum(s) / len(s) / 1e3:.0f} KB')" "$DATA"
 
 echo "== loaders alone"

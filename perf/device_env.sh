@@ -1,4 +1,4 @@
-# Sourced by the bench/*_gpu.sh scripts: the Python, the offline site folder, and ddlbench's pure-python
+# Sourced by the perf/*_gpu.sh scripts: the Python, the offline site folder, and ddlbench's pure-python
 # requirements (hydra-core, omegaconf, antlr4, tqdm) when missing, from the carried .devwheels/base (or
 # .devwheels/deepspeed, which holds them too).
 # Knobs: PYTHON (python3) SITE (/tmp/site).

@@ -4,7 +4,7 @@ in a fresh process, beside `import torch` for scale.
 Not a test: it prints the median wall time of each command next to its goal. Wall time depends on what
 else runs on the machine, so the load average before and after is printed as well.
 
-    python bench/cli_speed.py [--repeats 5]
+    python perf/cli_speed.py [--repeats 5]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ stages build_report times (ingest, metrics, figures, writing). The machine is sh
 average is printed beside each row. With --baseline, a second checkout (e.g. a `git worktree` of the
 commit before a change) is measured on the same logs, alternating with this one, and the ratio printed.
 
-    python bench/analysis_speed.py [--cases 1x,10x] [--repeats 2] [--baseline DIR] [--keep DIR]
+    python perf/analysis_speed.py [--cases 1x,10x] [--repeats 2] [--baseline DIR] [--keep DIR]
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 #   ResNet-50, bf16, batch 256 on one H200: a run with a profiler window (steps 30-34), the same
 #   settings without it (another cell: run.profile_steps is a setting), a repeat of that, and fp32;
 #   then summary.json, `ddlbench results`, `report` and `compare` side by side. Carry .devwheels/base.
-#   bash bench/identity_gpu.sh      (logs and the report under $OUT)
+#   bash perf/identity_gpu.sh      (logs and the report under $OUT)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 ROOT=$OUT/runs

@@ -1,9 +1,9 @@
 """DALI vs native on the GPU: loader-alone img/s, and ResNet-50 training img/s fed by synthetic, DALI
 and native data, with ratios to synthetic (issue 5's goal: DALI-fed training >= 0.97 of synthetic).
 
-  python bench/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096          # 1 GPU, everything
-  python bench/dali_gpu.py --data /tmp/ddl_jpeg --gpus 2 --only train      # 2 GPUs (nvidia-h200-x2)
-  python bench/dali_gpu.py --data /tmp/ddl_jpeg --only loaders --json $OUT/dali_loaders.json
+  python perf/dali_gpu.py --data /tmp/ddl_jpeg --make-data 4096          # 1 GPU, everything
+  python perf/dali_gpu.py --data /tmp/ddl_jpeg --gpus 2 --only train      # 2 GPUs (nvidia-h200-x2)
+  python perf/dali_gpu.py --data /tmp/ddl_jpeg --only loaders --json $OUT/dali_loaders.json
 
 --make-data N writes exactly N synthetic 500x375 JPEGs (the seed study's size; make N a multiple of
 GPUs x batch, or every epoch ends in a small, slow step) as an ImageFolder in --data and

@@ -2,7 +2,7 @@
 same small local run (simple_cnn, synthetic data, 3 steps) started both ways, alternating, each in a fresh
 `ddlbench run` process as a user starts it; wall and CPU time (children included) and the ratio.
 
-    python bench/launch_fork.py [--rounds 3] [--ranks 2] [OVERRIDE ...]   e.g. framework=deepspeed framework.local_launcher=deepspeed
+    python perf/launch_fork.py [--rounds 3] [--ranks 2] [OVERRIDE ...]   e.g. framework=deepspeed framework.local_launcher=deepspeed
 
 Not a test: it prints the measured figures side by side (the machine is shared; the load average is
 printed beside each row).

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200): torchrun started as a fork of `ddlbench run` (launchers/supervise.py) and
 # the adapters that now keep their typed config (native, native_gpu, DeepSpeed) on a GPU.
-#   1. bench/launch_fork.py on the GPU: the launcher as a fresh process vs as a fork, ROUNDS alternating;
+#   1. perf/launch_fork.py on the GPU: the launcher as a fresh process vs as a fork, ROUNDS alternating;
 #   2. ResNet-50 bf16 fed by native and native_gpu on synthesized JPEGs, with a validation split (the
 #      loaders' for_split: no augmentation, no shuffle), and DeepSpeed ZeRO-1 on synthetic data.
 # Carry .devwheels/deepspeed (DeepSpeed and ddlbench's pure-python requirements for CPython 3.12).
-#   bash bench/fork_gpu.sh      (runs under $OUT)
+#   bash perf/fork_gpu.sh      (runs under $OUT)
 # Knobs: ROUNDS (3) STEPS (30)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 if ! "$PY" -c 'import deepspeed' 2>/dev/null && [[ -d .devwheels/deepspeed ]]; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/deepspeed/*.whl
 fi
@@ -20,7 +20,7 @@ date -u +"%Y-%m-%dT%H:%M:%SZ"
 "$PY" -c "import torch; print('torch', torch.__version__)"
 
 echo "== the launcher as a fork, on the GPU (simple_cnn, 1 rank)"
-"$PY" bench/launch_fork.py --rounds "${ROUNDS:-3}" --ranks 1 system=h200 2>&1 | tail -8
+"$PY" perf/launch_fork.py --rounds "${ROUNDS:-3}" --ranks 1 system=h200 2>&1 | tail -8
 
 DATA=/tmp/ddl_synth
 [[ -d $DATA ]] || "$PY" -m ddlbench data synth --out "$DATA" --classes 8 --per-class 160 --width 320 --height 240 --quiet

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 {
-source bench/device_env.sh
+source perf/device_env.sh
 "$PY" -c 'import transformers' 2>/dev/null || timeout 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/nlp/*.whl
 echo "code: commit ${SRC_COMMIT:-unknown}"; sha256sum ddlbench/maxbatch.py ddlbench/cli.py
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.free --format=csv,noheader

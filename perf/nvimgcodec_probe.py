@@ -1,10 +1,10 @@
-"""What the GPU machine has for loader.gpu_decoder=nvimgcodec, before anything is timed (bench/loaders_hw_gpu.sh):
+"""What the GPU machine has for loader.gpu_decoder=nvimgcodec, before anything is timed (perf/loaders_hw_gpu.sh):
 the library versions, the hardware JPEG decoder's engines as nvJPEG reports them (nvjpegGetHardwareDecoderInfo),
 and one batch of the data set decoded by torchvision's decode_jpeg and by nvImageCodec at a few hardware shares:
 the same shapes, and how far apart the pixels are (both are nvJPEG; the hardware and CUDA decoders may round
 differently). Prints PROBE lines; exits 0 whatever it finds, so the script goes on.
 
-  python bench/nvimgcodec_probe.py --data /tmp/ddl_jpeg [--batch 256]
+  python perf/nvimgcodec_probe.py --data /tmp/ddl_jpeg [--batch 256]
 """
 
 from __future__ import annotations

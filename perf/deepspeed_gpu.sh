@@ -3,7 +3,7 @@
 #
 # Carry in first (on a machine with internet): tools/fetch_deepspeed_device_inputs.sh -> .devwheels/deepspeed/
 # (the deepspeed 0.19.8 wheel built without ops, its runtime deps, hydra-core/omegaconf/antlr4/tqdm).
-#   bench/deepspeed_gpu.sh          # in the repository root on the GPU machine; carry [".devwheels/deepspeed"]
+#   perf/deepspeed_gpu.sh          # in the repository root on the GPU machine; carry [".devwheels/deepspeed"]
 # 1. installs the carried wheels into $SITE (pip --target, offline) unless deepspeed and hydra import,
 # 2. runs ResNet-50 bf16 synthetic for DDP and DeepSpeed ZeRO 0/1/2 on 1 GPU (and 2 when there are 2),
 # 3. prints img/s, DeepSpeed/DDP ratios, per-GPU scaling efficiency, start-up seconds, and whether
@@ -14,7 +14,7 @@
 # ROUNDS (1: interleaved repeats; ratios use the mean per-GPU img/s over them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source bench/device_env.sh
+source perf/device_env.sh
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/ddlbench_torch_extensions}
 mkdir -p "$TORCH_EXTENSIONS_DIR"
 if ! "$PY" -c 'import deepspeed, hydra, omegaconf' 2>/dev/null; then

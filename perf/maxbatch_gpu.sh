@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The issue-10 campaign shrunk to what a 2-core CPU machine can run: frameworks x loaders x 1-2 ranks
 # (ResNet-18 on 64 px images), synthetic baselines, then the report.
-#   bench/cpu_campaign.sh OUT_DIR            # runs into OUT_DIR/runs, report into OUT_DIR/report
+#   perf/cpu_campaign.sh OUT_DIR            # runs into OUT_DIR/runs, report into OUT_DIR/report
 set -euo pipefail
 OUT=${1:?OUT_DIR}
 DDL=${DDLBENCH:-ddlbench}

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Issue 35 (items 1-3): ddlbench against bare PyTorch loops, and the parallel modes against DDP, in one device
 # call on one H200 (offline: python 3.12, torch 2.11 cu130). Per task, at the same shapes:
-#   - the bare loop: bench/bare_bert_qa.py (BERT-large QA, batch 32, seq 384, AdamW), bench/bare_retinanet.py
-#     (RetinaNet, 800 px, batch 16, SGD), bench/harness_overhead.py's bare_loop (ResNet-50, 224 px, SGD);
+#   - the bare loop: perf/bare_bert_qa.py (BERT-large QA, batch 32, seq 384, AdamW), perf/bare_retinanet.py
+#     (RetinaNet, 800 px, batch 16, SGD), perf/harness_overhead.py's bare_loop (ResNet-50, 224 px, SGD);
 #   - `ddlbench run framework=ddp` with tasks_gpu.sh's model overrides, precision=amp_bf16 loader=synthetic
 #     system=h200 (on 1 GPU DDP does not wrap the model: the harness alone is compared);
 #   - framework=fsdp (shard_unit children, the default, and blocks) on all three, framework=deepspeed
 #     zero_stage 1 and 2 on BERT-large and ResNet-50.
 # Goals: DDP >= 0.99 x bare per task; FSDP2 >= 0.90 x DDP; ZeRO-1/2 >= 0.95 x DDP.
 # Carry [".devwheels/deepspeed", ".devwheels/nlp"] (tools/fetch_deepspeed_device_inputs.sh,
-# tools/fetch_nlp_device_inputs.sh):   bash bench/references_gpu.sh
+# tools/fetch_nlp_device_inputs.sh):   bash perf/references_gpu.sh
 # Prints one line per run and a final table: samples/s (ddlbench: its throughput_img_s from the step events,
 # and measured samples / the window's wall time, the bare loops' definition), DDP/bare, mode/DDP.
 # Knobs: WARMUP (10) STEPS (30) ROUNDS (2: rounds after the first repeat bare + DDP only, interleaved, for the
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 {
-source bench/device_env.sh
+source perf/device_env.sh
 export PYTHONUNBUFFERED=1
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/ddlbench_torch_extensions}
 mkdir -p "$TORCH_EXTENSIONS_DIR"
@@ -54,8 +54,8 @@ declare -A MODEL=(
     [retinanet]="model=retinanet model.image_size=$IMAGE_SIZE optim.lr=0.01 run.per_gpu_batch=${RETINANET_BATCH:-16}"
 )
 declare -A BARE=(
-    [bert_large]="bench/bare_bert_qa.py --size $BERT_SIZE --batch ${BERT_BATCH:-32} --seq-len 384 --device $DEVICE"
-    [retinanet]="bench/bare_retinanet.py --batch ${RETINANET_BATCH:-16} --image-size $IMAGE_SIZE --device $DEVICE"
+    [bert_large]="perf/bare_bert_qa.py --size $BERT_SIZE --batch ${BERT_BATCH:-32} --seq-len 384 --device $DEVICE"
+    [retinanet]="perf/bare_retinanet.py --batch ${RETINANET_BATCH:-16} --image-size $IMAGE_SIZE --device $DEVICE"
 )
 declare -A MODE=(
     [ddp]="framework=ddp" [fsdp]="framework=fsdp" [fsdp_blocks]="framework=fsdp framework.shard_unit=blocks"

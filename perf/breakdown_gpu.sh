@@ -2,17 +2,17 @@
 # Where the time goes, on the H200 (issue 7 GPU proof): ResNet-50 bf16 synthetic with a profiler
 # window and telemetry, timer vs trace breakdown side by side; commbench on the GPUs present;
 # phase-timer / comm-hook overhead.
-#   bench/breakdown_gpu.sh          # in the repository root on the GPU machine (python 3.12, torch 2.11)
-# Needs hydra-core/omegaconf: from .devwheels/base (see bench/horovod_gpu.sh) when not installed.
+#   perf/breakdown_gpu.sh          # in the repository root on the GPU machine (python 3.12, torch 2.11)
+# Needs hydra-core/omegaconf: from .devwheels/base (see perf/horovod_gpu.sh) when not installed.
 # nvidia-ml-py is on the H200 already (telemetry's GPU fields); HTA is used only where installed.
 # Knobs: BATCH (256) PYTHON (python3) SITE (/tmp/site) GPUS (all) OUT (/tmp) MAX_BYTES (4 GiB) ROUNDS (3);
 # SYSTEM (h200) DEPTH (50) PRECISION (amp_bf16): a CPU smoke test of this script is
-#   SYSTEM=local_cpu DEPTH=18 PRECISION=fp32 BATCH=2 GPUS=1 ROUNDS=1 MAX_BYTES=65536 bench/breakdown_gpu.sh
+#   SYSTEM=local_cpu DEPTH=18 PRECISION=fp32 BATCH=2 GPUS=1 ROUNDS=1 MAX_BYTES=65536 perf/breakdown_gpu.sh
 # Goals: timers vs trace within 5 points; ddlbench/bare >= 0.99 (1 GPU); comm hook on/off >= 0.99
 # (2 GPUs); commbench busbw at 1 GiB >= 360 GB/s on 2 GPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source bench/device_env.sh
+source perf/device_env.sh
 "$PY" -c 'import torch; print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s)", *[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])'
 "$PY" -c 'import pynvml' 2>/dev/null || echo "WARNING: pynvml (nvidia-ml-py) missing: telemetry has psutil fields only"
 
@@ -77,7 +77,7 @@ for r in rows:
 PYEOF
 
 echo "== 3. overhead"
-"$PY" bench/harness_overhead.py --depth "$DEPTH" --batch "$BATCH" --precision "$PRECISION" --system "$SYSTEM" --rounds "${ROUNDS:-3}" \
+"$PY" perf/harness_overhead.py --depth "$DEPTH" --batch "$BATCH" --precision "$PRECISION" --system "$SYSTEM" --rounds "${ROUNDS:-3}" \
     --warmup 20 --steps 60 | grep -E "round|RESULT"
 hook_ratio() {  # ranks, extra overrides...: comm hook on vs off, alternating rounds
     local ranks=$1; shift

@@ -9,14 +9,14 @@
 #   3. for contrast, ResNet-152 with an explicit window (run.profile_steps), which records the host ops too.
 # Carry [".devwheels/base", ".devwheels/deepspeed", ".devwheels/horovod"] (tools/fetch_*_device_inputs.sh):
 # DeepSpeed is installed from its wheel, Horovod built with NCCL there (about 2 minutes on 16 cores).
-#   bash bench/trace_gpu.sh      (logs and the report under $OUT)
+#   bash perf/trace_gpu.sh      (logs and the report under $OUT)
 # Knobs: ROUNDS (3) WARMUP (20) STEPS (100) MODELS ("50 152") FRAMEWORKS ("ddp horovod deepspeed")
 #        HOST_OPS_FRAMEWORKS ("horovod"; "" for none)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 FRAMEWORKS=${FRAMEWORKS:-ddp horovod deepspeed}

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200): the adapter-config / launcher-registry refactor keeps behaviour on a GPU.
 #   - `ddlbench doctor` through every adapter's installation() probe;
-#   - the harness against a bare loop (bench/harness_overhead.py: ResNet-50, bf16, batch 256, 5 rounds);
+#   - the harness against a bare loop (perf/harness_overhead.py: ResNet-50, bf16, batch 256, 5 rounds);
 #   - one `ddlbench run` through the registered torchrun builder, and commbench through the same builders.
 # Carry .devwheels/base (hydra-core, omegaconf, antlr4, pyyaml, tqdm for CPython 3.12).
-#   bash bench/architecture_gpu.sh      (logs under $OUT)
+#   bash perf/architecture_gpu.sh      (logs under $OUT)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 "$PY" -c "import torch; print('torch', torch.__version__)"
 echo "== ddlbench doctor"
 "$PY" -m ddlbench doctor; echo "doctor exit $?"
 echo "== harness overhead"
-"$PY" bench/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200 --rounds "${ROUNDS:-5}" 2>&1 \
+"$PY" perf/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200 --rounds "${ROUNDS:-5}" 2>&1 \
     | grep -E "^round|^RESULT"
 echo "== ddlbench run (registered torchrun builder)"
 "$PY" -m ddlbench run system=h200 precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=256 \

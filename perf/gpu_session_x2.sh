@@ -3,14 +3,14 @@
 # each call also carries one part of .devwheels/dali-slim (made by tools/dali_slim.sh prepare), which
 # lands in /tmp/stage and survives while the machine stays warm; the `dali` phase, carrying the last
 # part, unpacks them. Call back to back (the machine goes back after 30 s idle, and /tmp/stage with it):
-#   bash bench/gpu_session_x2.sh ds          # + part.00, .devwheels/deepspeed: ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
-#   bash bench/gpu_session_x2.sh ds-trace    # + part.00 or .01, .devwheels/deepspeed: ZeRO-2 cells, a profiled 2-GPU ZeRO-0 run
-#   bash bench/gpu_session_x2.sh comm        # + part.01: commbench on 2 GPUs (all-reduce sweep, P2P matrix)
-#   bash bench/gpu_session_x2.sh dali        # + part.02: DALI settings vs synthetic, one run each, 2 and 1 GPUs
-#   bash bench/gpu_session_x2.sh dali-confirm  # right after dali: its two best settings, 2 rounds, 2 and 1 GPUs
-#   bash bench/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
-#   bash bench/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
-#   bash bench/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
+#   bash perf/gpu_session_x2.sh ds          # + part.00, .devwheels/deepspeed: ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
+#   bash perf/gpu_session_x2.sh ds-trace    # + part.00 or .01, .devwheels/deepspeed: ZeRO-2 cells, a profiled 2-GPU ZeRO-0 run
+#   bash perf/gpu_session_x2.sh comm        # + part.01: commbench on 2 GPUs (all-reduce sweep, P2P matrix)
+#   bash perf/gpu_session_x2.sh dali        # + part.02: DALI settings vs synthetic, one run each, 2 and 1 GPUs
+#   bash perf/gpu_session_x2.sh dali-confirm  # right after dali: its two best settings, 2 rounds, 2 and 1 GPUs
+#   bash perf/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
+#   bash perf/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
+#   bash perf/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
 # Each phase fits one 600 s call. Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
 # 30 device minutes hold about three phases: e.g. ds (part.00), stash or hvd (part.01), dali (part.02).
 set -uo pipefail
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/stage
 cp .devwheels/dali-slim/part.* /tmp/stage/ 2>/dev/null && echo "DALI parts here: $(ls /tmp/stage | tr '\n' ' ')"
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 # which cores sit near which GPU: what system.cpu_bind=cores (equal contiguous blocks) should match
 nvidia-smi topo -m 2>/dev/null | grep -E "^(GPU|\s)" | cut -c1-120
@@ -41,9 +41,9 @@ DALI_G2_AGAIN=${DALI_G2_AGAIN:-synthetic,dali-file}
 case $phase in
   # 2 rounds x (DDP + 2 stages) x (1 + 2 GPUs) = 12 cells of 24-48 s each: under the 600 s per call
   # (with ZeRO-2 as well, 16 cells took 598 s)
-  ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1} bash bench/deepspeed_gpu.sh ;;
+  ds) STEPS=60 ROUNDS=${ROUNDS:-2} STAGES=${STAGES:-0 1} bash perf/deepspeed_gpu.sh ;;
   ds-trace)
-    STEPS=60 ROUNDS=1 STAGES=2 bash bench/deepspeed_gpu.sh
+    STEPS=60 ROUNDS=1 STAGES=2 bash perf/deepspeed_gpu.sh
     # where ZeRO-0 on 2 GPUs loses its time (bwd +3 ms, opt +2 ms per step against DDP, 2026-11-29)
     for cell in "zero0:framework=deepspeed framework.zero_stage=0" "ddp:framework=ddp"; do
         dir="$OUT/trace-${cell%%:*}"
@@ -55,9 +55,9 @@ case $phase in
     done
     ;;
   comm) "$PY" -m ddlbench.cli commbench --nproc 2 ;;
-  hvd) STEPS=60 bash bench/horovod_gpu.sh ;;
-  breakdown) ROUNDS=2 bash bench/breakdown_gpu.sh ;;
-  stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash bench/stash_gpu.sh interconnect ;;
+  hvd) STEPS=60 bash perf/horovod_gpu.sh ;;
+  breakdown) ROUNDS=2 bash perf/breakdown_gpu.sh ;;
+  stash) MODELS=${MODELS:-resnet50 vgg16} BATCHES=${BATCHES:-32} REPEATS=1 bash perf/stash_gpu.sh interconnect ;;
   dali)
     # one run each of the DALI settings in DALI_G2 (2 GPUs) and DALI_G1 (1 GPU) against synthetic; the
     # per-run lines give each rank's GPU data wait, forward and step against the host's time in next() and
@@ -66,7 +66,7 @@ case $phase in
     for run in "2 $DALI_G2 g2" "1 $DALI_G1 g1" "2 $DALI_G2_AGAIN g2-again"; do
         read -r gpus cases tag <<<"$run"
         make=(); [[ -d /tmp/ddl_jpeg ]] || make=(--make-data 4096)
-        "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg "${make[@]}" --only train --gpus "$gpus" "${DALI_CASES[@]}" \
+        "$PY" perf/dali_gpu.py --data /tmp/ddl_jpeg "${make[@]}" --only train --gpus "$gpus" "${DALI_CASES[@]}" \
             --train-cases "$cases" --runs-root "$OUT/dali_runs_$tag" --json "$OUT/dali_$tag.json" 2>&1 \
             | grep -E "^(train|RESULT|data|  )|rror"
     done
@@ -81,10 +81,10 @@ case $phase in
 print(",".join(sorted((k for k in f if k != "dali-file" and not k.startswith("synthetic")), key=f.get, reverse=True)[:2]))' /tmp/persist/dali_g2.json)
     [[ -n $best ]] || { echo "the dali phase ran no DALI setting besides dali-file: nothing to confirm" >&2; exit 1; }
     echo "best two of the dali phase: $best"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 "${DALI_CASES[@]}" \
+    "$PY" perf/dali_gpu.py --data /tmp/ddl_jpeg --only train --gpus 2 --rounds 2 "${DALI_CASES[@]}" \
         --train-cases "synthetic,dali-file,$best" \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_confirm_g2.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
-    "$PY" bench/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 "${DALI_CASES[@]}" \
+    "$PY" perf/dali_gpu.py --data /tmp/ddl_jpeg --only train --rounds 2 "${DALI_CASES[@]}" \
         --train-cases "synthetic,dali-file,${best%%,*}" \
         --runs-root "$OUT/dali_runs" --json "$OUT/dali_confirm_g1.json" 2>&1 | grep -E "^(train|RESULT|  )|rror"
     ;;

@@ -7,8 +7,8 @@
 #
 # Carry in first (on a machine with a package index): tools/fetch_nlp_device_inputs.sh -> .devwheels/nlp/
 # (transformers and what it imports) and tools/fetch_deepspeed_device_inputs.sh -> .devwheels/deepspeed/.
-#   bench/tasks_gpu.sh      # in the repository root there; carry [".devwheels/nlp", ".devwheels/deepspeed"]
-#   MODELS=zoo bench/tasks_gpu.sh   # the classifier zoo; carry [".devwheels/deepspeed"] (no transformers needed)
+#   perf/tasks_gpu.sh      # in the repository root there; carry [".devwheels/nlp", ".devwheels/deepspeed"]
+#   MODELS=zoo perf/tasks_gpu.sh   # the classifier zoo; carry [".devwheels/deepspeed"] (no transformers needed)
 # Prints one line per run (status, samples/s in the run's unit, per GPU, last loss, peak allocated GiB).
 # Knobs: MODELS ("bert_base bert_large retinanet") FRAMEWORKS ("ddp fsdp ds_z2") GPUS (all) WARMUP (5)
 # STEPS (20) TRACE (auto: the trace window of every GPU run) BERT_BASE_BATCH (64) BERT_LARGE_BATCH (32)
@@ -16,7 +16,7 @@
 # Nine runs may take longer than one device call: split them with MODELS=... or FRAMEWORKS=...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source bench/device_env.sh
+source perf/device_env.sh
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/ddlbench_torch_extensions}
 mkdir -p "$TORCH_EXTENSIONS_DIR"
 ZOO="shufflenet_v2 vgg11 vgg13 vgg16 vgg19 mobilenet_v2 resnet50_no_bn resnet50_no_residual"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200), issue 21: native_gpu with nvImageCodec's hardware JPEG decoder
-# (loader.gpu_decoder=nvimgcodec) beside torchvision's decode_jpeg, on the JPEGs bench/loaders_gpu.sh uses
+# (loader.gpu_decoder=nvimgcodec) beside torchvision's decode_jpeg, on the JPEGs perf/loaders_gpu.sh uses
 # (4,096 of 500x375, quality 94, /tmp/ddl_jpeg), ResNet-50 bf16 batch 256 on one GPU:
-#   1. bench/nvimgcodec_probe.py: versions, the NVJPG engines nvJPEG reports, one batch decoded both ways;
+#   1. perf/nvimgcodec_probe.py: versions, the NVJPG engines nvJPEG reports, one batch decoded both ways;
 #   2. training, one run per variant (15 warm-up + 60 measured steps, the trace window on), ratios to
 #      synthetic in the same call (goal: native_gpu >= 0.90), and the img/s of the measured steps' second
 #      half alone (late_half_img_s: a loader's own pace once the batches queued before the window are spent);
@@ -18,9 +18,9 @@
 #     [".devwheels/dali-slim/part.02", ".devwheels/base"] here;
 #   - without DALI, one call: carry [".devwheels/nvimgcodec", ".devwheels/base"] (nvidia-nvimgcodec-cu13 and
 #     nvidia-nvjpeg wheels, ~29 MB); the dali variant is then skipped.
-#   bash bench/loaders_hw_gpu.sh
+#   bash perf/loaders_hw_gpu.sh
 # Knobs: VARIANTS (all of VARIANT_ORDER) ROUNDS (1) WARMUP (15) STEPS (60) LB_WORKERS (15) LOADERBENCH (1)
-#        LB_LOADERS (native_gpu,native_gpu-nvimgcodec) PROBE (1: bench/nvimgcodec_probe.py)
+#        LB_LOADERS (native_gpu,native_gpu-nvimgcodec) PROBE (1: perf/nvimgcodec_probe.py)
 #        RUN_TIMEOUT_S (150) BUDGET_S (400: no new variant starts after it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/logs"
 
 main() {
-source bench/device_env.sh
+source perf/device_env.sh
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 if ls /tmp/stage/part.0* .devwheels/dali-slim/part.0* >/dev/null 2>&1; then
@@ -59,11 +59,11 @@ if ! "$PY" -c 'import nvidia.dali' 2>/dev/null; then
 fi
 
 DATA=/tmp/ddl_jpeg
-[[ -d $DATA ]] || "$PY" bench/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
+[[ -d $DATA ]] || "$PY" perf/dali_gpu.py --data "$DATA" --make-data 4096 --quality 94 --only data
 "$PY" -c "import os, sys; s = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]; print(f'{len(s)} JPEGs, mean {sum(s) / len(s) / 1e3:.0f} KB')" "$DATA"
 
 echo "== probe"
-[[ ${PROBE:-1} == 1 ]] && timeout 120 "$PY" bench/nvimgcodec_probe.py --data "$DATA" --batch 256 2>&1 | grep -E "^PROBE|Error|error" | head -20
+[[ ${PROBE:-1} == 1 ]] && timeout 120 "$PY" perf/nvimgcodec_probe.py --data "$DATA" --batch 256 2>&1 | grep -E "^PROBE|Error|error" | head -20
 
 ROOT=$OUT/runs
 COMMON=(system=h200 precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=256 "run.warmup_steps=${WARMUP:-15}"

@@ -10,10 +10,10 @@ loader=synthetic): normal-noise images, each with 7 boxes of a side of 1/16 to 1
 places and random labels. The time is the host's wall time over --steps steps after --warmup steps,
 between two torch.cuda.synchronize() calls.
 
-  python bench/bare_retinanet.py --batch 16 --image-size 800 --warmup 10 --steps 30
-  python bench/bare_retinanet.py --device cpu --batch 2 --image-size 128 --warmup 1 --steps 2  # a check
+  python perf/bare_retinanet.py --batch 16 --image-size 800 --warmup 10 --steps 30
+  python perf/bare_retinanet.py --device cpu --batch 2 --image-size 128 --warmup 1 --steps 2  # a check
 
-Prints one RESULT line; --json FILE also writes it as a JSON object (bench/references_gpu.sh reads it).
+Prints one RESULT line; --json FILE also writes it as a JSON object (perf/references_gpu.sh reads it).
 """
 
 from __future__ import annotations

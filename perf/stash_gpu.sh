@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Stash stalls on the H200 (issue 9 GPU proof); for the lead's device session, not CI.
-#   bench/stash_gpu.sh interconnect   # on nvidia-h200-x2: ResNet-50/152 and VGG16 at batch 32 and 128, bf16,
+#   perf/stash_gpu.sh interconnect   # on nvidia-h200-x2: ResNet-50/152 and VGG16 at batch 32 and 128, bf16,
 #                                     #   1 GPU vs 2 GPUs of one node (synthetic, same per-GPU batch and samples)
-#   bench/stash_gpu.sh io             # on nvidia-h200 (1 GPU): CPU/prep and disk/fetch stalls, ResNet-50 bf16
+#   perf/stash_gpu.sh io             # on nvidia-h200 (1 GPU): CPU/prep and disk/fetch stalls, ResNet-50 bf16
 #                                     #   batch 128, DALI and native loaders, warm vs cold page cache
 # Each phase ends with `ddlbench stash report` (stalls in s and %, L / buckets / gradient MB, the
 # (latency + G/(L*B)) * L estimate, $ per run and epoch from conf/stash/prices.yaml).
-# Needs hydra-core/omegaconf: from .devwheels/base (see bench/horovod_gpu.sh) when not installed; DALI
+# Needs hydra-core/omegaconf: from .devwheels/base (see perf/horovod_gpu.sh) when not installed; DALI
 # (nvidia-dali-cuda130) for the dali half of `io` (skipped, with a line saying so, when missing).
 # Knobs: PYTHON (python3) SITE (/tmp/site) OUT (/tmp) STEPS (40) WARMUP (10) REPEATS (3) MODELS BATCHES
 #        IMAGES_PER_CLASS (600) CLASSES (20): 12,000 JPEGs, more than one run reads, so cold stays cold
 # A CPU smoke test of the commands (no GPU):
 #   SYSTEM=local_cpu PRECISION=fp32 MODELS="simple_cnn" BATCHES=8 STEPS=4 WARMUP=1 REPEATS=1 CLASSES=10 IMAGES_PER_CLASS=20 \
-#     bench/stash_gpu.sh io
+#     perf/stash_gpu.sh io
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PHASE=${1:?usage: bench/stash_gpu.sh interconnect|io}
-source bench/device_env.sh
+PHASE=${1:?usage: perf/stash_gpu.sh interconnect|io}
+source perf/device_env.sh
 "$PY" -c 'import torch; print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s)", *[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])'
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 
