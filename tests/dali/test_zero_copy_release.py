@@ -6,6 +6,7 @@ import torch
 
 from benchmarks.loaders import dali
 from benchmarks.loaders.base import LoaderContext
+from benchmarks.loaders.configs import DaliLoaderConfig
 
 
 class StandInPipe:
@@ -49,9 +50,8 @@ def test_a_step_that_takes_two_batches_holds_both_until_its_work_is_done(monkeyp
         channels_last=False,
         data_path=None,
     )
-    epoch = dali.DaliEpoch(
-        ctx, StandInPipe(), num_samples=9, stick_to_shard=True, gpu_outputs=True, knobs={"zero_copy": True}
-    )
+    config = DaliLoaderConfig(stick_to_shard=True, zero_copy=True)
+    epoch = dali.DaliEpoch(ctx, StandInPipe(), num_samples=9, config=config, decoder={"decoder": "mixed"})
     ((images, labels),) = list(epoch)
     assert labels.tolist() == [0, 1, 2, 3, 4]  # 4 from the first batch, 1 from the second
     assert len(epoch._handed_out) == 2 and not epoch._in_use  # handed out, the step's work not yet known queued
