@@ -123,44 +123,65 @@ def compose(overrides: Sequence[str]) -> DictConfig:
 
 
 _INITIALISED: dict[str, str] = {}  # the config root GlobalHydra was initialised on by _compose
-# Compositions already made from the shipped config alone, newest last: Hydra reads and merges every YAML file
-# anew each time (0.2-0.4 s), a copy of the result costs 0.02 s. A user's DDLBENCH_CONFIG is never memoised:
-# its files may change between two calls.
+# Compositions of the shipped config's option choices (the group overrides: framework=, model=, ...), newest
+# last. Hydra reads and merges every YAML file anew each time (0.14-0.4 s); a copy of a memoised one costs
+# 0.02 s, and the value overrides (run.steps=3) are applied to the copy by Hydra's own code, as its compose does
+# after the defaults list. A user's DDLBENCH_CONFIG is never memoised: its files may change between two calls.
 _MEMO: OrderedDict[tuple[str, ...], DictConfig] = OrderedDict()
-_MEMO_SIZE = 256
+_MEMO_SIZE = 128
+
+
+def _is_choice(override: str) -> bool:
+    """An override Hydra takes into the defaults list (an option of a config group), or one of Hydra's own;
+    the others set values of the composed config."""
+    name = override.lstrip("+~").partition("=")[0].partition("@")[0]  # a group may carry its package: g@_global_
+    return name in GROUPS or "/" in name or name.split(".")[0] == "hydra"  # a/b: a nested group (experiment/x)
 
 
 def _compose(overrides: Sequence[str], *, suggest: bool) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     for override in overrides:
         check_override(override)
     schema.register()
     search_path = resources.search_path_override()  # a bad DDLBENCH_CONFIG: its own one-line error
-    key = tuple(overrides)
-    if not search_path and key in _MEMO:
-        _MEMO.move_to_end(key)
-        return copy.deepcopy(_MEMO[key])
     try:
-        # Hydra stays initialised on the shipped config root between compositions (a campaign plan composes
-        # dozens: 0.28 -> 0.17 s each); anything else that initialised it is cleared first. A user's
-        # DDLBENCH_CONFIG travels in each composition's overrides, so it is read anew every time.
-        hydra = GlobalHydra.instance()
-        if not (hydra.is_initialized() and _INITIALISED.get("config_dir") == str(CONF_DIR)):
-            hydra.clear()
-            initialize_config_dir(config_dir=str(CONF_DIR), version_base=None)
-            _INITIALISED["config_dir"] = str(CONF_DIR)
-        cfg = hydra_compose(config_name="config", overrides=[*overrides, *search_path])
+        if search_path:
+            cfg = _hydra_compose([*overrides, *search_path])
+        else:
+            choices = tuple(o for o in overrides if _is_choice(o))
+            values = OverridesParser.create().parse_overrides([o for o in overrides if not _is_choice(o)])
+            if any(v.is_sweep_override() for v in values):
+                cfg = _hydra_compose(list(overrides))  # refused by Hydra in its own words (a sweep in a run)
+            else:
+                if choices not in _MEMO:
+                    _MEMO[choices] = _hydra_compose(list(choices))
+                    if len(_MEMO) > _MEMO_SIZE:
+                        _MEMO.popitem(last=False)
+                _MEMO.move_to_end(choices)
+                cfg = copy.deepcopy(_MEMO[choices])
+                ConfigLoaderImpl._apply_overrides_to_config(values, cfg)  # what Hydra's compose does with them
     except Exception as error:  # Hydra and OmegaConf raise many types; all are bad input here
         raise ConfigError(_explain(error, overrides, suggest=suggest)) from None
     _check_env_values(cfg, overrides)
-    if not search_path:
-        _MEMO[key] = copy.deepcopy(cfg)
-        if len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
     return cfg
+
+
+def _hydra_compose(overrides: list[str]) -> DictConfig:
+    """Hydra's composition of the shipped config with these overrides. Hydra stays initialised on the shipped
+    config root between compositions (a campaign plan composes dozens: 0.28 -> 0.17 s each); anything else
+    that initialised it is cleared first. A user's DDLBENCH_CONFIG travels in the overrides (search path)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    hydra = GlobalHydra.instance()
+    if not (hydra.is_initialized() and _INITIALISED.get("config_dir") == str(CONF_DIR)):
+        hydra.clear()
+        initialize_config_dir(config_dir=str(CONF_DIR), version_base=None)
+        _INITIALISED["config_dir"] = str(CONF_DIR)
+    return hydra_compose(config_name="config", overrides=overrides)
 
 
 def _check_env_values(cfg: DictConfig, overrides: Sequence[str]) -> None:
