@@ -10,7 +10,7 @@ from analysis.load import load_reference
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import evaluated_cells, guesses_table, predicted_cells, scaling_cells, software_stack
-from analysis.report import reference_comparison
+from analysis.sections.reference import reference_comparison
 
 SCALING = "ddlbench campaign submit experiment=aach2023_scaling system=<your site> system.account=<project>"
 LR = "ddlbench campaign submit experiment=aach2023_lr system=<your site> system.account=<project>"

@@ -11,7 +11,7 @@ import pytest
 from analysis import metrics, plots
 from analysis.load import load_reference
 from analysis.palette import framework_color
-from analysis.report import reference_comparison
+from analysis.sections.reference import reference_comparison
 
 
 @pytest.fixture

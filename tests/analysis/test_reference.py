@@ -15,7 +15,8 @@ from matplotlib.lines import Line2D
 
 from analysis import plots
 from analysis.load import load_reference
-from analysis.report import _reference_section, assemble, build_report, reference_comparison
+from analysis.report import assemble, build_report
+from analysis.sections.reference import reference_comparison, reference_section
 from analysis.synthlogs import SynthCell, write_campaign
 from tests.analysis.conftest import CAMPAIGN
 
@@ -146,7 +147,7 @@ def test_reference_without_a_matching_cell_says_so(reference):
     assert all(top.y0 >= ax.title.get_window_extent(renderer).y1 for ax in fig.axes if ax.get_visible())
     # the report section says so in words and shows no table
     blocks, figures = [], {}
-    _reference_section(blocks, figures, reference, "aach2023", shares)
+    reference_section(blocks, figures, reference, "aach2023", shares)
     texts = [str(b.content) for b in blocks if b.kind == "text"]
     assert any(t.startswith("No cell of this campaign matches a reference cell (model, loader, GPUs)") for t in texts)
     assert not [b for b in blocks if b.kind == "table"]
@@ -155,7 +156,7 @@ def test_reference_without_a_matching_cell_says_so(reference):
     assert NO_MATCH in figures[name]().get_suptitle()
     # without a campaign (nothing counted) the same words
     blocks = []
-    _reference_section(blocks, {}, reference, "aach2023", None)
+    reference_section(blocks, {}, reference, "aach2023", None)
     assert any("No cell of this campaign matches" in str(b.content) for b in blocks if b.kind == "text")
 
 
@@ -180,7 +181,7 @@ def test_reference_several_cells_for_one_reference_cell_are_each_shown(reference
     labels = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
     assert {"amp_bf16", "fp32", "top of data (this campaign)", "top of exposed allreduce (this campaign)"} <= labels
     blocks = []
-    _reference_section(blocks, {}, reference, "aach2023", shares)
+    reference_section(blocks, {}, reference, "aach2023", shares)
     (table,) = [b.content for b in blocks if b.kind == "table"]
     assert table["precision"].tolist() == ["amp_bf16", "fp32"] and len(table) == 2
     assert "variant" not in table  # no cell has one

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import metrics
 from analysis.load import TRACE_COLUMNS, load_reference
-from analysis.report import seed_layout
+from analysis.sections.trace import seed_layout
 
 WINDOW = {
     "window_s": 0.1,

@@ -18,7 +18,9 @@ NAMES = {
     "a loader": sorted(LOADERS),
     "a launcher": sorted(launch.LAUNCHERS),
     "a model": sorted(a.value for a in Arch),
-    "an analysis": [],
+    "an analysis": sorted(
+        p.stem for p in (REPO / "analysis" / "sections").glob("*.py") if p.stem not in ("__init__", "base")
+    ),
 }
 
 

@@ -1,0 +1,112 @@
+"""What every section of the report shares: the Block it adds, the Report it reads (the campaign, its
+analysis and the tables several sections use, each computed once) and the small helpers that put a table
+or a figure in. A section module (analysis/sections/<name>.py) has one `draw(report)`; `SECTIONS` in
+analysis/sections/__init__.py lists them in the report's order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pandas as pd
+
+from analysis import metrics
+from analysis.campaign_analysis import CampaignAnalysis
+from analysis.load import Campaign
+
+
+@dataclass(slots=True)
+class Block:
+    """One piece of the report: a heading, a paragraph, a table or a figure. A table may carry `note`, how
+    its figures are computed (paragraphs apart by a blank line: folded under the table in HTML, under it
+    in markdown), and `key`, the columns the HTML shows first: the figures a reader came for."""
+
+    kind: str  # heading | text | table | figure
+    content: object
+    level: int = 2
+    note: str = ""
+    key: tuple[str, ...] = ()
+
+
+def table_if_rows(
+    blocks: list[Block], table: pd.DataFrame, note: str, *, title: str = "", key: tuple[str, ...] = ()
+) -> None:
+    """When the table has rows: its title (a third-level heading), then the table (rounded to 0.1) with
+    the note that explains it."""
+    if not table.empty:
+        if title:
+            blocks.append(Block("heading", title, 3))
+        blocks.append(Block("table", table.round(1), note=note, key=key))
+
+
+def add_figure(blocks: list[Block], figures: dict, name: str, draw, caption: str) -> None:
+    """Register a figure: `draw` is called later (maybe in a worker process) and returns the Figure."""
+    figures[name] = draw
+    blocks.append(Block("figure", (name, caption)))
+
+
+def percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    frame = frame.copy()
+    for column in columns:
+        if column in frame:
+            frame[column] = (100 * frame[column].astype("float64")).round(1)
+    return frame
+
+
+def with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
+    """cells with each cell's peak GPU memory in GiB (metrics.peak_memory); '-' where none was measured (CPU)."""
+    if "cell_hash" not in cells:
+        return cells
+    out = cells.merge(metrics.peak_memory(counted), on="cell_hash", how="left")
+    for column in metrics.MEMORY:
+        out[column] = out[column].astype(object).where(out[column].notna(), "-")
+    return out
+
+
+def in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """A table of one sample unit with its throughput columns named in it: *_img_s become *_seq_s for
+    sequences (metrics.rate_suffix); the metrics keep the _img_s names whatever the unit."""
+    suffix = metrics.rate_suffix(unit)
+    return frame.rename(columns={c: c.replace("_img_s", suffix) for c in frame.columns if "_img_s" in c})
+
+
+def columns_shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The columns a table shows; `variant` only where some cell has one."""
+    keep = [c for c in columns if c in frame and (c != "variant" or frame[c].astype(bool).any())]
+    return frame[keep]
+
+
+class Report:
+    """A report under way: what its sections read (the campaign, its analysis, the reference and the scaling
+    asked for) and what they add (blocks, and the figures' draw callables by name)."""
+
+    def __init__(
+        self,
+        campaign: Campaign,
+        analysis: CampaignAnalysis,
+        *,
+        reference: pd.DataFrame | None = None,
+        reference_name: str | None = None,
+        scaling: str = "weak",
+    ) -> None:
+        self.campaign, self.analysis = campaign, analysis
+        self.reference, self.reference_name, self.scaling = reference, reference_name, scaling
+        self.blocks: list[Block] = []
+        self.figures: dict = {}
+
+    @cached_property
+    def counted(self) -> pd.DataFrame:
+        return self.analysis.counted()
+
+    @cached_property
+    def measured(self) -> bool:
+        """Whether any counted run has measured steps: the throughput and time sections need them."""
+        return not self.analysis.run_throughput().empty
+
+    @cached_property
+    def cells(self) -> pd.DataFrame:
+        return metrics.with_sample_unit(self.analysis.cells(), self.counted)
+
+    @cached_property
+    def shares(self) -> pd.DataFrame:
+        return self.analysis.breakdown()
