@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from ddlbench.cli import main
 from tests.conftest import find_run
 from tests.slurm.cluster import wait_for
@@ -36,7 +38,10 @@ def test_plan_names_every_cell_and_the_impossible_ones(capsys):
     assert "3 cells: 1 impossible, 2 planned; at most 0.3 node-hours, 0.5 rank-hours for 2 job(s)" in out, out
 
 
+@pytest.mark.slow
 def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
+    """Slow (38-59 s on the CI machine): two Slurm jobs run to the end, a second submit queues nothing, and
+    the cell whose summary is lost runs again in a third job; status follows them through the queue."""
     monkeypatch.chdir(tmp_path)
     first = ddlbench(capsys, "campaign", "submit", *GRID)
     jobs = submitted_jobs(first)
@@ -63,8 +68,10 @@ def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
     assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
-    """Cells of one shape go as one job array that Slurm throttles; status and resubmission follow the tasks."""
+    """Cells of one shape go as one job array that Slurm throttles; status and resubmission follow the tasks.
+    Slow (27-52 s on the CI machine): the array's tasks run one after another under --max-jobs 1."""
     monkeypatch.chdir(tmp_path)
     grid = [*GRID, "campaign.gpus=[2]", "campaign.repeats=2"]  # two cells of the same shape (1 node x 2 ranks)
     dry = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1", "--dry-run")
