@@ -36,9 +36,11 @@ FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser 
 test: lint deepspeed dali horovod mpi nlp slurm-up browser
 	$(PYTEST) -m "not matrix" tests
 
-# after every change: no subprocess, no training run, no Slurm; Hypothesis at a quarter of its examples
+# after every change: no subprocess, no training run, no Slurm; Hypothesis at a quarter of its examples.
+# --dist load: the fast tier shares no resource, so its tests go to whichever core is free, module groups
+# left aside (147 s against 157 and 167 s under loadgroup, docs/results/2026-12-03-cpu.md)
 test-fast: lint
-	$(PYTEST) -m "$(FAST_TIER)" --hypothesis-profile=fast tests
+	$(PYTEST:loadgroup=load) -m "$(FAST_TIER)" --hypothesis-profile=fast tests
 
 # the full framework x model x mode matrices, whose representative diagonal `make test` runs
 test-matrix: deepspeed dali horovod mpi nlp
