@@ -109,14 +109,6 @@ def close_keys(name: str, overrides: Sequence[str]) -> list[str]:
     return difflib.get_close_matches(name, keys, n=3, cutoff=0.75)
 
 
-def with_values(cfg: DictConfig, values: Sequence[str]) -> DictConfig:
-    """cfg with `key=value` overrides of existing plain keys: what compose([..., *values]) gives, since Hydra
-    applies such overrides to the composed config (a copy; cfg is left as it is)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(values)))
-
-
 def compose(overrides: Sequence[str]) -> DictConfig:
     """The resolved config for these overrides, or ConfigError naming the key, the value and the fix."""
     return _compose(overrides, suggest=True)

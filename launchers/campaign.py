@@ -82,12 +82,11 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
     axes = [(key, [str(v) for v in values]) for key, values in camp.axes.items()]
     system = cfg.system
     cells: list[Cell] = []
-    composed: dict[tuple, object] = {}  # a composition (or its error) per choice of the config groups
     for combo in itertools.product(*(values for _, values in axes)):
         choices = tuple(zip((k for k, _ in axes), combo))
         cell_cfg, problem = None, None
         try:
-            cell_cfg = _cell_config(job_overrides(overrides), choices, composed)
+            cell_cfg = _cell_config(job_overrides(overrides), choices)
             validate(cell_cfg, check_device=False)
         except ConfigError as error:
             problem = str(error)
@@ -127,33 +126,13 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
     return cfg, cells
 
 
-def _is_plain(key: str) -> bool:
-    """An axis key that names a value (model.depth), not a config group (framework, experiment/x@_global_)."""
-    return "." in key and "/" not in key and "@" not in key
+def _cell_config(base: list[str], choices: tuple[tuple[str, str], ...]):
+    """compose([*base, *choices]): benchmarks/config.py composes each choice of the grid's config groups once
+    and applies the plain keys (model.depth) to a copy, as Hydra does (aach2023_scaling: 7 compositions for
+    its 18 axis choices)."""
+    from benchmarks.config import compose
 
-
-def _cell_config(base: list[str], choices: tuple[tuple[str, str], ...], composed: dict[tuple, object]):
-    """compose([*base, *choices]), composing once per choice of the grid's config groups: a plain key's
-    value is applied to a copy, as Hydra applies key=value overrides after composing (aach2023_scaling:
-    7 compositions for its 18 axis choices, not 18). A value the copy refuses is composed in full, for
-    compose's own one-line error."""
-    from benchmarks.config import compose, with_values
-    from benchmarks.errors import ConfigError
-
-    groups = tuple((k, v) for k, v in choices if not _is_plain(k))
-    plain = [f"{k}={v}" for k, v in choices if _is_plain(k)]
-    if groups not in composed:
-        try:
-            composed[groups] = compose([*base, *(f"{k}={v}" for k, v in groups)])
-        except ConfigError as error:
-            composed[groups] = error
-    group_cfg = composed[groups]
-    if isinstance(group_cfg, ConfigError):
-        raise group_cfg
-    try:
-        return with_values(group_cfg, plain)
-    except Exception:  # OmegaConf's validation: compose says it as the user's key and value
-        return compose([*base, *(f"{k}={v}" for k, v in choices)])
+    return compose([*base, *(f"{k}={v}" for k, v in choices)])
 
 
 def reasons(cells: list[Cell]) -> list[tuple[int, str]]:

@@ -213,13 +213,12 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
     from omegaconf import OmegaConf
 
     from benchmarks import rundir
-    from benchmarks.config import compose, with_values
+    from benchmarks.config import compose
     from benchmarks.validate import validate
 
-    # one composition per loader; each role's own keys are plain values, applied as Hydra applies key=value
-    # overrides after composing (stash2021_depth's 19 models: 19 compositions, not 76)
-    composed = {"synthetic": compose([*base, "loader=synthetic"])}
-    synthetic = composed["synthetic"]
+    # each role's own keys are plain values: compose() composes each loader's choice once and applies them to
+    # a copy, as Hydra does (stash2021_depth's 19 models: 19 compositions per loader, not 76)
+    synthetic = compose([*base, "loader=synthetic"])
     if synthetic.run.epochs is not None:
         raise ConfigError(
             f"run.epochs={synthetic.run.epochs}: stash pairs runs by measured steps (same per-GPU samples); "
@@ -250,9 +249,7 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
             # the same virtual epoch per GPU as the N-GPU run, so epoch boundaries fall on the same steps
             values.append(f"loader.samples_per_epoch={max(1, samples_per_epoch // n)}")
         extra = [f"loader={loader}", *values]
-        if loader not in composed:
-            composed[loader] = compose([*base, f"loader={loader}"])
-        run_cfg = with_values(composed[loader], values)
+        run_cfg = compose([*base, *extra])
         validate(run_cfg, check_device=False)
         if loader != "synthetic" and not run_cfg.data.path:
             raise ConfigError(

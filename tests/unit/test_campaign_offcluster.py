@@ -150,27 +150,3 @@ def test_a_site_that_bills_projects_prelude_and_exclusive_nodes(no_slurm, imagen
     line = captured.out.splitlines()[0]
     assert "--account=proj42" in line and "--exclusive" in line and "DDLBENCH_PRELUDE=" in line, line
     assert "module load Stages/2025" in captured.err
-
-
-def test_a_grid_composed_once_per_group_choice_names_the_cells_a_full_composition_names(monkeypatch, tmp_path):
-    """The planner composes once per choice of the config-group axes and applies plain keys (model.depth)
-    to a copy: every cell's run directory and problem must be what composing each cell in full gives."""
-    from benchmarks.config import compose
-    from launchers import campaign
-
-    overrides = ["experiment=aach2023_scaling", "system=juwels_booster", "campaign.gpus=[4,8]"]
-    for label in ("a", "b"):
-        (tmp_path / "jpegs" / label).mkdir(parents=True)
-    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path / "jpegs"))
-    monkeypatch.delenv("DDLBENCH_IMAGENET_TFRECORD", raising=False)  # the DALI cells' problem, one per cell
-    _, cells = campaign.plan(overrides)
-
-    def every_override(base, choices, composed):
-        return compose([*base, *(f"{k}={v}" for k, v in choices)])
-
-    monkeypatch.setattr(campaign, "_cell_config", every_override)
-    _, whole = campaign.plan(overrides)
-    full = {(c.choices, c.num_gpus, c.repeat): (c.name, c.problem) for c in whole}
-    assert len(cells) == len(whole) == 3 * 2 * 3 * 2 * 3  # frameworks x loaders x depths x sizes x repeats
-    assert {(c.choices, c.num_gpus, c.repeat): (c.name, c.problem) for c in cells} == full
-    assert any(c.problem for c in cells) and any(not c.problem for c in cells)
