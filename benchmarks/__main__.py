@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from benchmarks import resources, schema
 from benchmarks.errors import ConfigError
+from benchmarks.freshstart import as_fresh_interpreter, is_forked_rank
 from benchmarks.rankexit import exit_rank
 
 schema.register()
@@ -53,6 +54,8 @@ def refuse_multirun(argv: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
+    if is_forked_rank():  # torchrun --run-path --start-method=fork: a CPU run's rank, forked from its agent
+        as_fresh_interpreter(unbuffered=True)
     if (message := refuse_multirun(sys.argv[1:])) is not None:
         print(message, file=sys.stderr)
         sys.exit(2)

@@ -110,10 +110,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks import affinity, launch, rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
+    from benchmarks.freshstart import import_what_ranks_import_late
     from benchmarks.launch.base import LOCAL
     from benchmarks.rundir import holds_a_run
     from benchmarks.validate import check_data, validate, warnings
-    from launchers.local import local_command
+    from launchers.local import local_command, ranks_may_fork
     from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
     if getattr(args, "multirun", False):
@@ -164,11 +165,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
             )
         retry = state  # moved aside below, once the run really starts (not for a dry run)
+    fork_ranks = ranks_may_fork(cfg)
     argv = local_command(
         launcher=cfg.framework.local_launcher,
         nproc=nproc,
         master_port=_free_port(),
         overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
+        fork_ranks=fork_ranks,
     )
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
     if not getattr(args, "quiet", False):
@@ -179,6 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
         moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
         print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
+    if fork_ranks:
+        import_what_ranks_import_late()
     code = run_launcher(argv, env=env, run_dir=run_dir, fork=launch.get(cfg.framework.local_launcher, LOCAL).forks)
     if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)

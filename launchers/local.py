@@ -18,16 +18,31 @@ from benchmarks.errors import ConfigError
 from benchmarks.launch.base import LOCAL, JobShape, RankProgram, training
 
 
-def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None) -> JobShape:
-    """nproc ranks on this machine; as_root None: ask the OS (mpirun needs to be told)."""
-    return JobShape(nproc=nproc, master_port=master_port, as_root=os.geteuid() == 0 if as_root is None else as_root)
+def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None, fork_ranks: bool = False) -> JobShape:
+    """nproc ranks on this machine; as_root None: ask the OS (mpirun needs to be told); fork_ranks: a CPU run
+    (JobShape.fork_ranks)."""
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    return JobShape(nproc=nproc, master_port=master_port, as_root=as_root, fork_ranks=fork_ranks)
+
+
+def ranks_may_fork(cfg) -> bool:
+    """Whether a run's ranks may start as forks of their launcher (JobShape.fork_ranks): a CPU run's, as no
+    CUDA context is there to lose in the fork."""
+    return cfg.system.device == "cpu"
 
 
 def local_command(
-    *, launcher: str, nproc: int, master_port: int, overrides: Sequence[str], as_root: bool | None = None
+    *,
+    launcher: str,
+    nproc: int,
+    master_port: int,
+    overrides: Sequence[str],
+    as_root: bool | None = None,
+    fork_ranks: bool = False,
 ) -> list[str]:
-    """The argv that starts `nproc` local training ranks with the launcher named by framework.local_launcher."""
-    shape = local_shape(nproc=nproc, master_port=master_port, as_root=as_root)
+    """The argv that starts `nproc` local training ranks with the launcher named by framework.local_launcher;
+    fork_ranks: a CPU run, whose ranks may start as forks of the launcher (JobShape.fork_ranks)."""
+    shape = local_shape(nproc=nproc, master_port=master_port, as_root=as_root, fork_ranks=fork_ranks)
     return launch.get(launcher, LOCAL).one_host(shape, training(overrides))
 
 

@@ -366,13 +366,14 @@ def _link(stash: StashConfig):
 
 def local_argv(cfg, run: PlannedRun, *, master_port: int) -> list[str]:
     """The launch argv of a one-node run (the framework's local launcher, as `ddlbench run`)."""
-    from launchers.local import local_command
+    from launchers.local import local_command, ranks_may_fork
 
     return local_command(
         launcher=cfg.framework.local_launcher,
         nproc=run.world_size,
         master_port=master_port,
         overrides=list(run.overrides),
+        fork_ranks=ranks_may_fork(cfg),
     )
 
 
@@ -386,7 +387,9 @@ def _free_port() -> int:
 
 def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
     """Run every planned run that has no completed directory yet, one after the other."""
+    from benchmarks.freshstart import import_what_ranks_import_late
     from launchers import netns
+    from launchers.local import ranks_may_fork
 
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
     failed = 0
@@ -445,6 +448,8 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
                 continue
             # Ctrl-C, a killed rank 0, a launcher started as a fork: launchers/supervise.py
             fork = launch.get(cfg.framework.local_launcher, LOCAL).forks
+            if ranks_may_fork(cfg):  # they fork from here (local_argv): import once what each would
+                import_what_ranks_import_late()
             code = run_launcher(argv, env=env, run_dir=run.run_dir, fork=fork)
             if code == INTERRUPTED_EXIT:
                 return code  # the rest of the plan does not start

@@ -11,13 +11,13 @@
 - A launcher that is `python -m <module>` of this interpreter, whose package this process has imported
   already (torchrun: torch), may start as a fork of this process that runs the module as `python -m`
   would (Launcher.forks): the same program with the same argv and environment, without a fresh Python
-  and torch (3.6 s of every local run on the 2-core CPU machine). Its ranks are fresh processes as ever.
+  and torch (3.6 s of every local run on the 2-core CPU machine). A CPU run's ranks may fork from it in
+  turn (JobShape.fork_ranks, benchmarks/freshstart.py).
 """
 
 from __future__ import annotations
 
 import atexit
-import io
 import os
 import runpy
 import signal
@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks import rundir
+from benchmarks.freshstart import as_fresh_interpreter
 
 INTERRUPT_LOG = "interrupt.log"
 INTERRUPTED_EXIT = 130
@@ -121,25 +122,13 @@ def _run_module_here(module: str, args: Sequence[str], *, env: Mapping[str, str]
     SIGINT)."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for s in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
         if own_group:
             os.setsid()
         os.dup2(stderr_fd, 2)
         os.close(stderr_fd)
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="backslashreplace")
+        as_fresh_interpreter()
         os.environ.clear()
         os.environ.update(env)
-        warnings.resetwarnings()  # a fresh interpreter's filters (pytest's, for one, are not the module's)
-        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
-        atexit._clear()  # this process's exit handlers are not the launcher's
-        import logging
-
-        logging.root.handlers.clear()  # unconfigured, as in a fresh interpreter (lastResort: stderr)
         sys.argv = [module, *args]
         sys.modules.pop(module, None)  # run afresh as __main__, as `python -m` does
         runpy.run_module(module, run_name="__main__", alter_sys=True)

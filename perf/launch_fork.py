@@ -1,6 +1,8 @@
-"""What starting the launcher as a fork of `ddlbench run` saves (launchers/supervise.py, Launcher.forks): the
-same small local run (simple_cnn, synthetic data, 3 steps) started both ways, alternating, each in a fresh
-`ddlbench run` process as a user starts it; wall and CPU time (children included) and the ratio.
+"""What starting processes as forks saves (benchmarks/freshstart.py): the same small local CPU run (simple_cnn,
+synthetic data, 3 steps) started three ways, alternating, each in a fresh `ddlbench run` process as a user
+starts it: `exec` (the launcher and its ranks fresh Pythons), `agent` (the launcher a fork of `ddlbench run`,
+Launcher.forks; its ranks fresh), `ranks` (the ranks forks of that launcher too, JobShape.fork_ranks); wall
+and CPU time (children included) and the ratios to `exec`.
 
     python perf/launch_fork.py [--rounds 3] [--ranks 2] [OVERRIDE ...]   e.g. framework=deepspeed framework.local_launcher=deepspeed
 
@@ -19,12 +21,18 @@ import sys
 import tempfile
 import time
 
-# `ddlbench run` with every launcher's fork switched on or off for this process only
+MODES = ("exec", "agent", "ranks")
+# `ddlbench run` with the launcher's fork (agent, ranks) and the ranks' fork (ranks) switched on or off for
+# this process only
 CHILD = r"""
 import sys
+import launchers.local
 from benchmarks import launch
+mode = sys.argv[1]
 for launcher in launch.LAUNCHERS.values():
-    type(launcher).forks = type(launcher).forks and sys.argv[1] == "fork"
+    type(launcher).forks = type(launcher).forks and mode != "exec"
+command = launchers.local.local_command
+launchers.local.local_command = lambda **kw: command(**{**kw, "fork_ranks": kw["fork_ranks"] and mode == "ranks"})
 from ddlbench.cli import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -61,10 +69,10 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=2, help="local ranks of each run (default 2)")
     parser.add_argument("overrides", nargs="*", help="more overrides of each run (default: DDP under torchrun)")
     args = parser.parse_args()
-    times: dict[str, list[tuple[float, float]]] = {"exec": [], "fork": []}
+    times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as root:
         for k in range(args.rounds):
-            for mode in ("exec", "fork"):
+            for mode in MODES:
                 wall, cpu = one_run(mode, root, f"{mode}{k}", args.ranks, args.overrides)
                 times[mode].append((wall, cpu))
                 load = os.getloadavg()[0]
@@ -73,10 +81,14 @@ def main() -> int:
     print(
         f"\nmedian of {args.rounds}, {' '.join(args.overrides) or 'framework=ddp'}, {args.ranks} rank(s) of simple_cnn, 3 steps:"
     )
+    how = {
+        "exec": "launcher and ranks fresh      ",
+        "agent": "launcher forked, ranks fresh  ",
+        "ranks": "launcher and ranks forked     ",
+    }
     for mode, (wall, cpu) in med.items():
-        how = "as a fork of the CLI" if mode == "fork" else "as a fresh process "
-        print(f"  the launcher {how}: {wall:6.2f} s wall, {cpu:6.2f} s CPU")
-    print(f"  fork / exec: wall {med['fork'][0] / med['exec'][0]:.3f}, CPU {med['fork'][1] / med['exec'][1]:.3f}")
+        ratio = f"   / exec: wall {wall / med['exec'][0]:.3f}, CPU {cpu / med['exec'][1]:.3f}" if mode != "exec" else ""
+        print(f"  {how[mode]}: {wall:6.2f} s wall, {cpu:6.2f} s CPU{ratio}")
     return 0
 
 

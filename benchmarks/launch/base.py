@@ -26,6 +26,10 @@ class JobShape:
     num_nodes: int = 1
     master_port: int = 0  # read by launchers that host the rendezvous themselves (torchrun, deepspeed)
     as_root: bool = False  # OpenMPI refuses to start as root unless told that it is on purpose
+    # a CPU run on this machine: the ranks may start as forks of the launcher's process, where the launcher
+    # can (torchrun; benchmarks/freshstart.py), rather than as fresh Pythons. Never a GPU run's: CUDA does
+    # not survive the fork of a process that initialised it
+    fork_ranks: bool = False
     # the system profile's launcher flags (benchmarks/schema.py SystemConfig holds their defaults);
     # None leaves the launcher's own default
     cpus_per_rank: int | None = None  # srun --cpus-per-task
@@ -73,6 +77,17 @@ class RankProgram:
 
     def argv(self) -> list[str]:
         return [self.python, "-m", self.module, *self.args]
+
+    def main_file(self) -> str:
+        """The file `python -m <module>` runs (a package's __main__.py), as this interpreter finds it."""
+        import importlib.util
+
+        spec = importlib.util.find_spec(self.module)
+        assert spec is not None and spec.origin, f"no module {self.module}"
+        if spec.submodule_search_locations is not None:  # a package: its __main__
+            spec = importlib.util.find_spec(f"{self.module}.__main__")
+            assert spec is not None and spec.origin, f"package {self.module} has no __main__"
+        return spec.origin
 
 
 def training(overrides: Sequence[str], *, python: str = sys.executable) -> RankProgram:

@@ -3,6 +3,7 @@ runs on every host and the hosts meet at a c10d rendezvous on the first."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from benchmarks.launch.base import LOCAL, JobShape, Launcher, Probe, RankProgram, RankVariables, integer
@@ -17,6 +18,13 @@ class Torchrun(Launcher):
     probe = Probe("module", "torch", "pip install torch (make venv)")
 
     def one_host(self, shape: JobShape, program: RankProgram) -> list[str]:
+        """torchrun on this machine. Ranks that may fork (a CPU run) start as forks of torchrun's agent, which
+        runs their module's file (--run-path): the agent has imported torch and, forked from `ddlbench run`,
+        the rank's own modules (4-6 s of CPU per rank on the 2-core machine)."""
+        if shape.fork_ranks and program.python == sys.executable:
+            rank = ["--run-path", "--start-method=fork", program.main_file()]
+        else:
+            rank = ["-m", program.module]
         return [
             program.python,
             "-m",
@@ -24,8 +32,7 @@ class Torchrun(Launcher):
             "--standalone",
             f"--nproc-per-node={shape.nproc}",
             f"--master-port={shape.master_port}",
-            "-m",
-            program.module,
+            *rank,
             *program.args,
         ]
 

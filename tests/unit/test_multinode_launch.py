@@ -236,3 +236,23 @@ def test_commbench_cli_across_hosts(tmp_path, cli):
     hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n")
     done = cli("commbench", "--hostfile", str(hostfile), "--backends", "horovod", "--out", str(out), "--dry-run")
     assert done.returncode == 0 and "-np 4 -H 10.0.0.1:2,10.0.0.2:2 --gloo" in done.stdout, done.stderr
+
+
+def test_a_cpu_runs_ranks_fork_from_torchrun_and_nothing_else_changes():
+    """JobShape.fork_ranks (a CPU run): torchrun forks its ranks, which run the rank module's file; a program
+    of another interpreter cannot be forked from this one, and the other launchers start fresh ranks."""
+    import sys
+    from pathlib import Path
+
+    forking = JobShape(nproc=2, master_port=29500, fork_ranks=True)
+    here = training(["framework=ddp"])
+    argv = LAUNCHERS["torchrun"].one_host(forking, here)
+    main_file = str(Path(sys.modules["benchmarks"].__file__).parent / "__main__.py")
+    assert argv[-4:] == ["--run-path", "--start-method=fork", main_file, "framework=ddp"]
+    assert LAUNCHERS["torchrun"].one_host(forking, PROGRAM) == LAUNCHERS["torchrun"].one_host(
+        JobShape(nproc=2, master_port=29500), PROGRAM
+    )
+    for name in ("mpirun", "horovodrun", "deepspeed"):
+        assert LAUNCHERS[name].one_host(forking, here) == LAUNCHERS[name].one_host(
+            JobShape(nproc=2, master_port=29500), here
+        ), name
