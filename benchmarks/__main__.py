@@ -56,6 +56,11 @@ def refuse_multirun(argv: list[str]) -> str | None:
 if __name__ == "__main__":
     if is_forked_rank():  # torchrun --run-path --start-method=fork: a CPU run's rank, forked from its agent
         as_fresh_interpreter(unbuffered=True)
+        import torch  # imported already, by the process this rank forked from
+
+        # one thread before anything computes: OpenMP's pool, if the parent had one, did not survive the fork
+        # (launchers/local.py ranks_may_fork forks only the ranks of system.cpus_per_rank=1)
+        torch.set_num_threads(1)
     if (message := refuse_multirun(sys.argv[1:])) is not None:
         print(message, file=sys.stderr)
         sys.exit(2)

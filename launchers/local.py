@@ -26,9 +26,11 @@ def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None, fo
 
 
 def ranks_may_fork(cfg) -> bool:
-    """Whether a run's ranks may start as forks of their launcher (JobShape.fork_ranks): a CPU run's, as no
-    CUDA context is there to lose in the fork."""
-    return cfg.system.device == "cpu"
+    """Whether a run's ranks may start as forks of their launcher (JobShape.fork_ranks): a CPU run's of one
+    thread per rank (system.cpus_per_rank=1, as on local_cpu). Neither CUDA nor GNU OpenMP's thread pool
+    survives a fork: a rank forked from a process that had computed on several threads (a pytest worker; a
+    `ddlbench run` that built a model) hangs in its first parallel region, unless it computes on one."""
+    return cfg.system.device == "cpu" and int(cfg.system.cpus_per_rank) == 1
 
 
 def local_command(

@@ -256,3 +256,11 @@ def test_a_cpu_runs_ranks_fork_from_torchrun_and_nothing_else_changes():
         assert LAUNCHERS[name].one_host(forking, here) == LAUNCHERS[name].one_host(
             JobShape(nproc=2, master_port=29500), here
         ), name
+
+
+def test_only_the_ranks_of_a_one_thread_cpu_run_fork(compose):
+    from launchers.local import ranks_may_fork
+
+    assert ranks_may_fork(compose(["system=local_cpu"]))
+    assert not ranks_may_fork(compose(["system=local_cpu", "system.cpus_per_rank=2"]))  # OpenMP's pool
+    assert not ranks_may_fork(compose(["system=h200"]))  # CUDA
