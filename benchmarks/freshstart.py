@@ -4,8 +4,8 @@ Two processes of a local CPU run start as forks rather than as fresh Pythons (ab
 2-core machine: torch, hydra and the adapters imported anew):
 - torchrun's agent, forked from `ddlbench run` (launchers/supervise.py, Launcher.forks);
 - the ranks, forked from that agent (torchrun --run-path --start-method=fork, JobShape.fork_ranks); only a
-  CPU run's of one thread per rank, as neither CUDA nor GNU OpenMP's thread pool survives a fork
-  (launchers/local.py ranks_may_fork).
+  CPU run's of one thread per rank where no GPU driver is, as neither CUDA nor GNU OpenMP's thread pool
+  survives a fork (launchers/local.py ranks_may_fork).
 A fork inherits what its parent set; this resets what a program can tell: signal handlers, Python's stdout and
 stderr, warnings filters, exit handlers, the logging configuration and Hydra's global state.
 """

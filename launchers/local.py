@@ -27,10 +27,19 @@ def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None, fo
 
 def ranks_may_fork(cfg) -> bool:
     """Whether a run's ranks may start as forks of their launcher (JobShape.fork_ranks): a CPU run's of one
-    thread per rank (system.cpus_per_rank=1, as on local_cpu). Neither CUDA nor GNU OpenMP's thread pool
-    survives a fork: a rank forked from a process that had computed on several threads (a pytest worker; a
-    `ddlbench run` that built a model) hangs in its first parallel region, unless it computes on one."""
-    return cfg.system.device == "cpu" and int(cfg.system.cpus_per_rank) == 1
+    thread per rank (system.cpus_per_rank=1, as on local_cpu) on a machine without a GPU driver. Neither
+    CUDA nor GNU OpenMP's thread pool survives a fork:
+    - a process that asked torch whether CUDA is there (torch.cuda.is_available(), as DeepSpeed and the
+      checks do) has its forks refuse CUDA ("Cannot re-initialize CUDA in forked subprocess"), and DeepSpeed
+      or a GPU-aware check in the rank asks again, even for a CPU run: seen on the H200 machine;
+    - a rank forked from a process that had computed on several threads (a pytest worker; a `ddlbench run`
+      that built a model) hangs in its first parallel region, unless it computes on one thread."""
+    return cfg.system.device == "cpu" and int(cfg.system.cpus_per_rank) == 1 and not gpu_driver()
+
+
+def gpu_driver() -> bool:
+    """Whether this machine has a GPU driver (NVIDIA's, or AMD's for ROCm), asked without initialising CUDA."""
+    return any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd"))
 
 
 def local_command(

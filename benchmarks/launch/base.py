@@ -27,8 +27,8 @@ class JobShape:
     master_port: int = 0  # read by launchers that host the rendezvous themselves (torchrun, deepspeed)
     as_root: bool = False  # OpenMPI refuses to start as root unless told that it is on purpose
     # the ranks may start as forks of the launcher's process, where the launcher can (torchrun;
-    # benchmarks/freshstart.py), rather than as fresh Pythons: a CPU run of one thread per rank
-    # (launchers/local.py ranks_may_fork says why)
+    # benchmarks/freshstart.py), rather than as fresh Pythons: a CPU run of one thread per rank where no GPU
+    # driver is (launchers/local.py ranks_may_fork says why)
     fork_ranks: bool = False
     # the system profile's launcher flags (benchmarks/schema.py SystemConfig holds their defaults);
     # None leaves the launcher's own default

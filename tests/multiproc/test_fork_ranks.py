@@ -5,11 +5,14 @@ would not survive the fork."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from launchers.local import gpu_driver
 from tests.conftest import SMALL_RUN, read_params
 
 
+@pytest.mark.skipif(gpu_driver(), reason="ranks fork only where no GPU driver is (launchers/local.py ranks_may_fork)")
 def test_forked_ranks_train_exactly_what_fresh_ranks_do(ddlbench, monkeypatch, tmp_path):
     overrides = (*SMALL_RUN, "framework=ddp", "system.ranks_per_node=2")
     # this process computes on two threads first: GNU OpenMP's pool, which a fork does not carry over, exists

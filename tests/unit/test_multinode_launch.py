@@ -259,8 +259,10 @@ def test_a_cpu_runs_ranks_fork_from_torchrun_and_nothing_else_changes():
 
 
 def test_only_the_ranks_of_a_one_thread_cpu_run_fork(compose):
+    """...on a machine without a GPU driver (ranks_may_fork says why)."""
+    import launchers.local
     from launchers.local import ranks_may_fork
 
-    assert ranks_may_fork(compose(["system=local_cpu"]))
+    assert ranks_may_fork(compose(["system=local_cpu"])) is not launchers.local.gpu_driver()
     assert not ranks_may_fork(compose(["system=local_cpu", "system.cpus_per_rank=2"]))  # OpenMP's pool
     assert not ranks_may_fork(compose(["system=h200"]))  # CUDA

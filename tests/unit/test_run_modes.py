@@ -116,9 +116,13 @@ def test_doctor_checks_what_the_given_run_needs_and_exits_1_when_it_lacks_it(mon
 
 def test_dry_runs_print_the_command_on_stdout(tmp_path, cli):
     result = cli("run", "--dry-run", "model=simple_cnn", f"run.root={tmp_path}")
-    # a CPU run's ranks fork from torchrun's agent, which runs the rank program's file (JobShape.fork_ranks)
     assert result.returncode == 0 and result.stdout.startswith(sys.executable)
-    assert "--start-method=fork " in result.stdout and "/benchmarks/__main__.py " in result.stdout
+    from launchers.local import gpu_driver
+
+    if gpu_driver():  # a GPU machine: fresh ranks (launchers/local.py ranks_may_fork)
+        assert " -m benchmarks " in result.stdout
+    else:  # a CPU run's ranks fork from torchrun's agent, which runs the rank program's file
+        assert "--start-method=fork " in result.stdout and "/benchmarks/__main__.py " in result.stdout
     assert "[ddlbench]" not in result.stdout
 
 
