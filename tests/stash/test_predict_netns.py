@@ -8,11 +8,15 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_the_study_runs_and_its_shaped_run_is_predicted(tmp_path, ddlbench, netns_hosts):
+    """Slow (38-52 s on the CI machine): the whole CPU prediction study as a user runs it, commbench over a
+    shaped link between two namespace hosts, a calibration run and the shaped run, then `ddlbench predict`."""
     root = tmp_path / "study"
     done = subprocess.run(
         [sys.executable, "perf/predict_cpu.py", "--out", str(root), "--hosts", "2", "--rates-mbit", "500",
