@@ -171,30 +171,24 @@ def variants(runs: pd.DataFrame) -> pd.Series:
         return pd.Series("", index=runs.index, dtype="object")
     shown = [c for c in SCALING_GROUP if c in runs]
     text = runs[columns].apply(_setting_text)
-    varying = (
-        [
-            c
-            for c in columns
-            if (text.groupby([runs[k].astype("string") for k in shown], dropna=False)[c].nunique() > 1).any()
-        ]
-        if shown
-        else columns
-    )
+    groups = [runs[k].astype("string") for k in shown]
+
+    def differ(keys: list[pd.Series]) -> set[str]:
+        """The columns that take two values or more within one group of `keys` (one groupby for them all)."""
+        counts = text.groupby(keys, dropna=False).nunique()
+        return set(counts.columns[(counts > 1).any()])
+
+    differing = differ(groups) if shown else set(columns)
+    varying = [c for c in columns if c in differing]
     # a profile's name stands for the settings it brings (system.name=h200, not its 15 keys), unless
     # a setting was changed under the same name
-    groups = [runs[k].astype("string") for k in shown]
     named = {c[: -len(".name")] for c in varying if c.count(".") == 2 and c.endswith(".name")}  # config.<group>.name
+    within_name = {g: differ([*groups, text[f"{g}.name"]]) for g in named}
 
     def group(column: str) -> str:
         return ".".join(column.split(".")[:2])
 
-    varying = [
-        c
-        for c in varying
-        if group(c) not in named
-        or c == f"{group(c)}.name"
-        or (text.groupby([*groups, text[f"{group(c)}.name"]], dropna=False)[c].nunique() > 1).any()
-    ]
+    varying = [c for c in varying if group(c) not in named or c == f"{group(c)}.name" or c in within_name[group(c)]]
     if not varying:
         return pd.Series("", index=runs.index, dtype="object")
     parts = [(c[len("config.") :], text[c].to_numpy()) for c in varying]
