@@ -25,3 +25,17 @@ run_cell() {
     echo "   wall $((SECONDS - start)) s"
 }
 
+
+# with_deepspeed: DeepSpeed from the carried .devwheels/deepspeed, where it is missing
+with_deepspeed() {
+    if ! "$PY" -c 'import deepspeed' 2>/dev/null && [[ -d .devwheels/deepspeed ]]; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/deepspeed/*.whl
+    fi
+}
+
+# machine_lines: the GPUs and driver, the time (UTC) and torch's version, for the results' record
+machine_lines() {
+    nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+    date -u +"%Y-%m-%dT%H:%M:%SZ"
+    "$PY" -c "import torch; print('torch', torch.__version__)"
+}

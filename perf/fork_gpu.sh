@@ -12,12 +12,8 @@ cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 source perf/device_env.sh
-if ! "$PY" -c 'import deepspeed' 2>/dev/null && [[ -d .devwheels/deepspeed ]]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/deepspeed/*.whl
-fi
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-date -u +"%Y-%m-%dT%H:%M:%SZ"
-"$PY" -c "import torch; print('torch', torch.__version__)"
+with_deepspeed
+machine_lines
 
 echo "== the launcher as a fork, on the GPU (simple_cnn, 1 rank)"
 "$PY" perf/launch_fork.py --rounds "${ROUNDS:-3}" --ranks 1 system=h200 2>&1 | tail -8
