@@ -249,9 +249,9 @@ def _render(task: tuple[str, str, tuple[str, ...]]) -> tuple[str, list[str], flo
     files = []
     with matplotlib.rc_context(PAPER_RC):
         fig = _PENDING[name]()
-        # the figure's tight box (legends may reach past its edges), laid out once for every format: savefig
-        # with bbox_inches="tight" lays the figure out again for each (12.5 -> 9.9 s of CPU for the 14
-        # figures of perf/analysis_speed.py's 1x report in PNG and SVG)
+        # the figure's tight box (legends may reach past its edges), laid out once for every format:
+        # savefig with bbox_inches="tight" lays the figure out again for each (14.4-16.2 -> 11.0-13.4 s
+        # of CPU for the 14 figures of perf/analysis_speed.py's 1x report in PNG and SVG)
         fig.set_dpi(PNG_DPI)  # text measured as the PNG draws it
         fig.draw_without_rendering()
         box = fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
