@@ -19,6 +19,10 @@ import multiprocessing
 import signal
 import sys
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchmarks.frameworks.base import Framework
 
 
 def as_fresh_interpreter(*, unbuffered: bool = False) -> None:
@@ -46,8 +50,13 @@ def is_forked_rank() -> bool:
     return multiprocessing.parent_process() is not None
 
 
-def import_what_ranks_import_late() -> None:
+def import_what_ranks_import_late(framework: type[Framework]) -> None:
     """Import here what every training rank imports only once it runs, so that ranks forked from this process
     (JobShape.fork_ranks) share it rather than each importing it: torch._dynamo, which torch.optim imports on
-    an optimizer's first parameter group (2.0 s of CPU on the 2-core machine)."""
+    an optimizer's first parameter group (2.0 s of CPU on the 2-core machine); torchvision's models and
+    datasets (0.2-0.3 s each); and the framework's library (Framework.preload: DeepSpeed, 1.8 s)."""
     import torch._dynamo  # noqa: F401
+    import torchvision.datasets  # noqa: F401
+    import torchvision.models  # noqa: F401
+
+    framework.preload()

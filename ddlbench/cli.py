@@ -148,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
     # for the model's task) is a one-line error here, not a traceback from inside the launcher
-    components.build_framework(cfg)
+    framework = components.build_framework(cfg)
     components.build_loader(cfg)
     components.build_task(cfg)
     nproc, devices_per_process = node_layout(cfg)
@@ -183,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
         print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
     if fork_ranks:
-        import_what_ranks_import_late()
+        import_what_ranks_import_late(type(framework))
     code = run_launcher(argv, env=env, run_dir=run_dir, fork=launch.get(cfg.framework.local_launcher, LOCAL).forks)
     if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)

@@ -387,6 +387,7 @@ def _free_port() -> int:
 
 def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
     """Run every planned run that has no completed directory yet, one after the other."""
+    from benchmarks.components import adapter_class
     from benchmarks.freshstart import import_what_ranks_import_late
     from launchers import netns
     from launchers.local import ranks_may_fork
@@ -449,7 +450,7 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
             # Ctrl-C, a killed rank 0, a launcher started as a fork: launchers/supervise.py
             fork = launch.get(cfg.framework.local_launcher, LOCAL).forks
             if ranks_may_fork(cfg):  # they fork from here (local_argv): import once what each would
-                import_what_ranks_import_late()
+                import_what_ranks_import_late(adapter_class("framework", cfg.framework.name))
             code = run_launcher(argv, env=env, run_dir=run.run_dir, fork=fork)
             if code == INTERRUPTED_EXIT:
                 return code  # the rest of the plan does not start

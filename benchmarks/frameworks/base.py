@@ -39,6 +39,12 @@ class Framework(Protocol):
         ...
 
     @classmethod
+    def preload(cls) -> None:
+        """Import what this framework's ranks import only once they run (its library), in the process a CPU
+        run's ranks fork from (benchmarks/freshstart.py), so that they share it; nothing where none is late."""
+        ...
+
+    @classmethod
     def commbench_join(cls) -> tuple[int, int, int]:
         """Rendezvous.own only: join the library's group for commbench; (rank, local rank, world size).
         Torch-rendezvous frameworks run on the group commbench creates and raise NotImplementedError."""

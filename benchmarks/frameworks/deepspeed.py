@@ -148,6 +148,16 @@ class DeepSpeed(TorchCollectives):
         self._engine: Any = None
 
     @classmethod
+    def preload(cls) -> None:
+        """DeepSpeed for the CPU (the only ranks that fork), and what the engine imports at its ZeRO optimizer
+        check: its Muon optimizer, which imports torch's inductor (1.3 s of CPU per rank on the 2-core machine)."""
+        _import_deepspeed(torch.device("cpu"))
+        try:
+            import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401
+        except ImportError:  # a DeepSpeed without Muon: the engine's check skips it too
+            pass
+
+    @classmethod
     def installation(cls) -> Installation:
         if importlib.util.find_spec("deepspeed") is None:
             return Installation(ok=False, detail="not installed", fix=f"make deepspeed ({INSTALL_HINT})")

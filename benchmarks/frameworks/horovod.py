@@ -68,6 +68,10 @@ class Horovod:
         self._timeline_path: str | None = None
 
     @classmethod
+    def preload(cls) -> None:
+        """Nothing: horovodrun and mpirun start every rank as a fresh Python, never as a fork."""
+
+    @classmethod
     def installation(cls) -> Installation:
         """Version and the collective backends this horovod was built with."""
         try:
