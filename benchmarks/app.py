@@ -26,23 +26,9 @@ from benchmarks.mllog import MlLog
 from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace
-from benchmarks.validate import data_classes, resolved_num_classes, validate
+from benchmarks.validate import data_classes, resolve_run_dir, settings, validate
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-
-
-def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path:
-    """run.dir when given, else runs/<campaign>/<readable name>-<cell hash>-r<repeat> (benchmarks/rundir.py)."""
-    return rundir.run_dir(settings(cfg), world_size=world_size, num_nodes=num_nodes)
-
-
-def settings(cfg: DictConfig) -> dict:
-    """The resolved config as plain data: what config.yaml holds and the run key is made of, with
-    model.num_classes=auto as the number validate() writes (a config named before it is validated gets
-    the run directory its run will have)."""
-    out = OmegaConf.to_container(cfg, resolve=True)
-    out["model"]["num_classes"] = resolved_num_classes(cfg)
-    return out
 
 
 def _classes_record(cfg: DictConfig, *, asked: int | str) -> dict:

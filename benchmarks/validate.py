@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import optim_configs
+from benchmarks import optim_configs, rundir
 from benchmarks.adapter_config import adapter_config
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import framework_config, node_layout
@@ -229,6 +229,20 @@ def resolved_num_classes(cfg: DictConfig) -> int | str:
         return cfg.model.num_classes
     counted = data_classes(cfg)
     return NUM_CLASSES_WITHOUT_DATA if counted is None else counted[0]
+
+
+def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path:
+    """run.dir when given, else runs/<campaign>/<readable name>-<cell hash>-r<repeat> (benchmarks/rundir.py)."""
+    return rundir.run_dir(settings(cfg), world_size=world_size, num_nodes=num_nodes)
+
+
+def settings(cfg: DictConfig) -> dict:
+    """The resolved config as plain data: what config.yaml holds and the run key is made of, with
+    model.num_classes=auto as the number validate() writes (a config named before it is validated gets
+    the run directory its run will have)."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    out["model"]["num_classes"] = resolved_num_classes(cfg)
+    return out
 
 
 def resolve_num_classes(cfg: DictConfig) -> None:

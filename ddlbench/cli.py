@@ -30,7 +30,7 @@ def _free_port() -> int:
 def next_free_repeat(cfg, *, world_size: int) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run."""
     from benchmarks import rundir
-    from benchmarks.app import settings
+    from benchmarks.validate import settings
 
     flat = rundir.flatten(settings(cfg))
     flat["run.dir"] = None
@@ -144,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     affinity.check_local(cfg.system.cpu_bind)
     # torch and the adapters only for a config that passed the checks above: a typo answers at once
     from benchmarks import components
-    from benchmarks.app import resolve_run_dir
+    from benchmarks.validate import resolve_run_dir
 
     # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
     # for the model's task) is a one-line error here, not a traceback from inside the launcher
@@ -235,9 +235,9 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     """The largest run.per_gpu_batch that fits in GPU memory: each probe a short `ddlbench run` in a fresh
     run directory of a scratch campaign; a probe fits when it completes, and fails on out of memory."""
     from benchmarks import rundir
-    from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
+    from benchmarks.validate import resolve_run_dir
     from ddlbench.maxbatch import Probe, device_capacity_bytes, search
 
     cfg = compose(args.overrides)

@@ -155,7 +155,7 @@ def _settings(cfg) -> dict:
 
 
 def _run_dir(settings: dict, *, num_gpus: int, num_nodes: int, repeat: int) -> Path:
-    """What benchmarks.app.resolve_run_dir gives the job for this allocation and run.repeat."""
+    """What benchmarks.validate.resolve_run_dir gives the job for this allocation and run.repeat."""
     from benchmarks import rundir
 
     return rundir.run_dir({**settings, "run.repeat": repeat}, world_size=num_gpus, num_nodes=num_nodes).resolve()

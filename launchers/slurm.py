@@ -188,11 +188,10 @@ def launch(
 ) -> int:
     """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
     from benchmarks import rundir
-    from benchmarks.app import resolve_run_dir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
-    from benchmarks.validate import check_data, validate
+    from benchmarks.validate import check_data, resolve_run_dir, validate
 
     environ = dict(os.environ if environ is None else environ)
     if cells_file is not None:

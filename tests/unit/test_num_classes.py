@@ -13,13 +13,12 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.adapter_config import config_default
-from benchmarks.app import resolve_run_dir
 from benchmarks.data.synth import synth_imagefolder
 from benchmarks.data.tfrecord import convert_imagefolder, decode_example, find_tfrecords, read_records, record_labels
 from benchmarks.errors import ConfigError
 from benchmarks.models import build_model
 from benchmarks.models.configs import ModelConfig
-from benchmarks.validate import data_classes, validate, warnings
+from benchmarks.validate import data_classes, resolve_run_dir, validate, warnings
 
 
 @pytest.fixture(scope="module")
