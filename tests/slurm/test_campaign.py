@@ -39,39 +39,12 @@ def test_plan_names_every_cell_and_the_impossible_ones(capsys):
 
 
 @pytest.mark.slow
-def test_submit_status_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
-    """Slow (38-59 s on the CI machine): two Slurm jobs run to the end, a second submit queues nothing, and
-    the cell whose summary is lost runs again in a third job; status follows them through the queue."""
-    monkeypatch.chdir(tmp_path)
-    first = ddlbench(capsys, "campaign", "submit", *GRID)
-    jobs = submitted_jobs(first)
-    assert len(jobs) == 2, first
-    for job in jobs:
-        info = wait_for(job)
-        assert info["JobState"] == "COMPLETED", (tmp_path / "runs" / "slurm_smoke" / "slurm").iterdir()
-    status = ddlbench(capsys, "campaign", "status", *GRID)
-    assert status.strip().endswith("2 cells: 2 completed"), status
-
-    again = ddlbench(capsys, "campaign", "submit", *GRID)
-    assert submitted_jobs(again) == [] and "submitted 0, 0 already queued, 2 completed" in again
-
-    # a lost summary makes exactly that cell run again; the old directory is kept aside
-    cell = find_run(tmp_path / "runs" / "slurm_smoke", "ddp-synthetic-simple_cnn-g2-n1-b8-r0")
-    (cell / "summary.json").unlink()
-    assert "incomplete" in ddlbench(capsys, "campaign", "status", *GRID)
-    third = main(["campaign", "submit", *GRID])
-    out = capsys.readouterr()
-    assert third == 0 and re.findall(r"submitted (\S+): job", out.out) == [cell.name], out
-    assert "was incomplete: moved to" in out.err
-    wait_for(submitted_jobs(out.out)[0])
-    assert json.loads((cell / "summary.json").read_text())["status"] == "completed"
-    assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
-
-
-@pytest.mark.slow
-def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
-    """Cells of one shape go as one job array that Slurm throttles; status and resubmission follow the tasks.
-    Slow (27-52 s on the CI machine): the array's tasks run one after another under --max-jobs 1."""
+def test_submit_as_a_job_array_then_resubmit(slurm_up, tmp_path, monkeypatch, capsys):
+    """Cells of one shape go as one job array that Slurm throttles; status follows the tasks through the
+    queue, a second submit queues nothing, and the cell whose summary is lost runs again in a job of its own,
+    its old directory kept aside. (Plain jobs of a campaign, one per cell, run to the end in
+    tests/packaging/test_wheel.py test_a_smoke_campaign_on_slurm_from_the_wheel.)
+    Slow (50-70 s on the CI machine): three jobs, the array's two tasks one after another under --max-jobs 1."""
     monkeypatch.chdir(tmp_path)
     grid = [*GRID, "campaign.gpus=[2]", "campaign.repeats=2"]  # two cells of the same shape (1 node x 2 ranks)
     dry = ddlbench(capsys, "campaign", "submit", *grid, "--array", "--max-jobs", "1", "--dry-run")
@@ -93,6 +66,19 @@ def test_submit_as_a_job_array(slurm_up, tmp_path, monkeypatch, capsys):
     assert status.strip().endswith("2 cells: 2 completed"), status
     again = ddlbench(capsys, "campaign", "submit", *grid, "--array")
     assert "submitted 0, 0 already queued, 2 completed" in again
+
+    # a lost summary makes exactly that cell run again; the old directory is kept aside
+    cell = find_run(tmp_path / "runs" / "slurm_smoke", "ddp-synthetic-simple_cnn-g2-n1-b8-r1")
+    (cell / "summary.json").unlink()
+    assert "incomplete" in ddlbench(capsys, "campaign", "status", *grid)
+    third = main(["campaign", "submit", *grid])
+    out = capsys.readouterr()
+    assert third == 0 and re.findall(r"submitted (\S+): job", out.out) == [cell.name], out
+    assert "was incomplete: moved to" in out.err
+    assert wait_for(submitted_jobs(out.out)[0])["JobState"] == "COMPLETED"
+    assert json.loads((cell / "summary.json").read_text())["status"] == "completed"
+    assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
+    assert ddlbench(capsys, "campaign", "status", *grid).strip().endswith("2 cells: 2 completed")
 
 
 def test_max_jobs_holds_back_the_rest(slurm_up, tmp_path, monkeypatch, capsys):
