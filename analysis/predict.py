@@ -408,7 +408,7 @@ def messages(
             for b in buckets
         ]
     if name == "deepspeed":
-        stage, overlap = config.zero_stage, config.overlap_comm
+        stage, overlap = config.zero_stage, config.overlaps_comm()
         if stage == 0:
             return [Message(op="all_reduce", bytes=b.bytes, ready_fraction=1.0) for b in buckets]
         grads = [

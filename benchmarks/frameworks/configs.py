@@ -204,7 +204,7 @@ class HorovodConfig(FrameworkConfig):
     _target_: str = "benchmarks.frameworks.horovod.Horovod"
     name: str = "horovod"
     local_launcher: LocalLauncher = LocalLauncher.horovodrun  # or mpirun (MPI controller)
-    fusion_threshold_mb: float = 64.0
+    fusion_threshold_mb: float = 128.0  # Horovod's own default since 0.21 (HOROVOD_FUSION_THRESHOLD)
     cycle_time_ms: float = 1.0
     fp16_compression: bool = False
     adasum: bool = False
@@ -235,7 +235,9 @@ class DeepSpeedConfig(FrameworkConfig):
     zero_stage: int = 0  # 0: all-reduce after backward, 1: + sharded optimizer state, 2: + gradients, 3: + parameters
     reduce_bucket_size: int = 500_000_000  # elements per gradient reduce bucket (ZeRO >= 1)
     allgather_bucket_size: int = 500_000_000  # elements per parameter all-gather bucket (ZeRO 1-2)
-    overlap_comm: bool = False
+    # reduce (ZeRO-1/2) or reduce-scatter (ZeRO-3) gradients during backward; None: DeepSpeed's own default,
+    # which overlaps at ZeRO-3 only (DeepSpeedZeroConfig.overlap_comm_valid)
+    overlap_comm: bool | None = None
     contiguous_gradients: bool = True
     gradient_accumulation_steps: int = 1
     initial_scale_power: int = 16  # fp16 dynamic loss scaling starts at 2**this
@@ -276,11 +278,15 @@ class DeepSpeedConfig(FrameworkConfig):
         (mixed_precision=engine holds bf16/fp16 weights)."""
         return not amp or self.mixed_precision == "autocast"
 
+    def overlaps_comm(self) -> bool:
+        """Whether ZeRO reduces gradients during backward: overlap_comm as set, else DeepSpeed's default."""
+        return self.zero_stage == 3 if self.overlap_comm is None else self.overlap_comm
+
     def reduce_note(self) -> str:
         """When the gradients are reduced, in words (meta.json, rank 0's first line)."""
         if self.zero_stage == 0:
             return "gradients are all-reduced after backward (not overlapped with it)"
-        overlap = "overlapped with backward" if self.overlap_comm else "not overlapped (overlap_comm=false)"
+        overlap = "overlapped with backward" if self.overlaps_comm() else "not overlapped (overlap_comm=false)"
         return f"gradients are reduced in buckets during backward, {overlap}"
 
     def check(self) -> None:

@@ -59,7 +59,7 @@ def ds_config(config: DeepSpeedConfig, *, amp_dtype: torch.dtype | None, comms_l
         zero |= {
             "reduce_bucket_size": config.reduce_bucket_size,
             "allgather_bucket_size": config.allgather_bucket_size,
-            "overlap_comm": config.overlap_comm,
+            "overlap_comm": config.overlaps_comm(),  # written as meant, whatever DeepSpeed's default becomes
             "contiguous_gradients": config.contiguous_gradients,
         }
     if config.zero_stage in (1, 2) and config.gradient_clipping == 0 and config.fp32_weights(amp=amp_dtype is not None):
