@@ -25,7 +25,7 @@ from benchmarks.loop import LoopPlan, plan_steps, train
 from benchmarks.mllog import MlLog
 from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
-from benchmarks.profiling import make_profiler, plan_window, reduce_trace
+from benchmarks.profiling import make_profiler, plan_window, reduce_trace, remove_trace_dir
 from benchmarks.validate import data_classes, resolve_run_dir, settings, validate
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -361,6 +361,8 @@ def run(cfg: DictConfig) -> int:
         _write_end(run_dir, env=env, device=device)
         log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
         framework.barrier()  # every rank finished its steps and logs before the summary says so
+        if env.rank == 0 and window is not None and not window.keep_trace:
+            remove_trace_dir(run_dir)
         if env.rank == 0:
             summary = _summary(
                 cfg,

@@ -165,9 +165,13 @@ def reduce_trace(window: Window, *, run_dir: Path, rank: int) -> Path:
         },
     )
     if not window.keep_trace:
-        raw.unlink()
-        # the ranks share trace/: the last one out removes it (another rank's trace, or its rmdir first, is
-        # no error: two ranks checking "empty" at once raced here)
-        with contextlib.suppress(OSError):
-            raw.parent.rmdir()
+        raw.unlink()  # the shared trace/ folder stays until every rank is past this (remove_trace_dir)
     return out
+
+
+def remove_trace_dir(run_dir: Path) -> None:
+    """Rank 0, once every rank has reduced and deleted its raw trace (after a barrier): the ranks' shared
+    trace/ folder, if empty. A rank that removed it as soon as its own trace was gone could do so before a
+    slower rank had exported into it, which then failed on a missing file (seen under load on 2 cores)."""
+    with contextlib.suppress(OSError):  # not empty: a kept trace, or files someone else put there
+        (Path(run_dir) / TRACE_DIR).rmdir()

@@ -20,6 +20,27 @@ def test_profile_window_is_checked_with_the_key_named():
             check_window(bad, total_steps=5)
 
 
+def test_the_first_rank_to_reduce_leaves_the_shared_trace_folder(tmp_path, monkeypatch):
+    """A rank done with its trace deletes its own file only: the folder, empty for a moment, is where a slower
+    rank is still to export (a 2-rank run failed on the missing file under load); rank 0 removes it once every
+    rank is past the barrier (remove_trace_dir). The trace reader is replaced: this is about the files."""
+    from benchmarks import profiling
+
+    class Reduced:
+        def record(self):
+            return {}
+
+    monkeypatch.setattr(profiling.tracereduce, "read_trace", lambda path: None)
+    monkeypatch.setattr(profiling.tracereduce, "trace_breakdown", lambda trace, steps: Reduced())
+    window = profiling.Window(first=1, last=2, extra_steps=2, keep_trace=False, source="sampled")
+    profiling.trace_path(tmp_path, 1).parent.mkdir()
+    profiling.trace_path(tmp_path, 1).write_bytes(b"")  # rank 1 exported; rank 0 has not yet
+    profiling.reduce_trace(window, run_dir=tmp_path, rank=1)
+    assert not profiling.trace_path(tmp_path, 1).exists() and (tmp_path / "trace").is_dir()
+    profiling.remove_trace_dir(tmp_path)
+    assert not (tmp_path / "trace").exists()
+
+
 def test_two_rank_run_with_comm_timer_trace_and_telemetry(tmp_path, ddlbench):
     result = ddlbench(
         "run",
