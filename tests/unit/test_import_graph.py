@@ -5,6 +5,7 @@ Analysis and launch planning import without torch; horovod, deepspeed and DALI o
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -72,7 +73,9 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+@functools.cache
 def _sources() -> dict[str, set[str]]:
+    """Every project file's imports, parsed once per test process (read-only to the tests)."""
     return {
         path.relative_to(REPO).as_posix(): _imports(path)
         for package in PACKAGES
