@@ -129,8 +129,8 @@ cmd_up() {
     local other
     for daemon in slurmctld slurmd; do
         # a live process of that name whose pid is not in our pid file (a zombie, state Z, is no daemon)
-        other=$(ps -C "$daemon" -o pid=,stat= | awk -v ours="$(cat "$STATE/$daemon.pid" 2>/dev/null)" \
-            '$2 !~ /^Z/ && $1 != ours {print $1; exit}')
+        other=$({ ps -C "$daemon" -o pid=,stat= || true; } | awk -v ours="$(cat "$STATE/$daemon.pid" 2>/dev/null)" \
+            '$2 !~ /^Z/ && $1 != ours {print $1; exit}')  # ps fails when none runs: the usual case
         [[ -z $other ]] || die "another $daemon (pid $other) runs on this machine, not started from $STATE; stop it first (make slurm-down with the CACHE that started it, or kill $other)"
     done
     write_config
