@@ -28,8 +28,14 @@ run_cell() {
 
 # with_deepspeed: DeepSpeed from the carried .devwheels/deepspeed, where it is missing
 with_deepspeed() {
-    if ! "$PY" -c 'import deepspeed' 2>/dev/null && [[ -d .devwheels/deepspeed ]]; then
-        "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/deepspeed/*.whl
+    with_wheels deepspeed deepspeed
+}
+
+# with_wheels MODULE FOLDER: the carried .devwheels/FOLDER into the site folder, where MODULE does not import
+# (with_wheels transformers nlp: BERT's library)
+with_wheels() {
+    if ! "$PY" -c "import $1" 2>/dev/null && [[ -d .devwheels/$2 ]]; then
+        timeout 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" ".devwheels/$2"/*.whl
     fi
 }
 

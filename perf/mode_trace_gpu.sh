@@ -13,9 +13,7 @@ mkdir -p "$OUT"
 {
 source perf/device_env.sh
 with_deepspeed
-if ! "$PY" -c "import transformers" 2>/dev/null && [[ -d .devwheels/nlp ]]; then
-    timeout 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .devwheels/nlp/*.whl
-fi
+with_wheels transformers nlp
 machine_lines
 ROOT=$OUT/trace
 rm -rf "$ROOT" && mkdir -p "$ROOT"
