@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import psutil
@@ -183,8 +185,9 @@ def _target_text(target: dict) -> str:
     )
 
 
-def run(cfg: DictConfig) -> int:
-    """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code."""
+def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
+    """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code.
+    started_s: when the run began (time.time()), for its runtime; None: when this process started."""
     # world_size counts processes; a single-process framework (DataParallel) drives several devices each
     env = dataclasses.replace(distenv.from_environ(), devices_per_rank=node_layout(cfg)[1])
     # first, before any thread starts (validate's CUDA probe, DALI, NCCL, loader workers): they inherit it
@@ -342,7 +345,8 @@ def run(cfg: DictConfig) -> int:
         )
         # from the process start (imports, process group, builds, warm-up) to the last step, without the
         # trace export (the ranks' own work, not the run's)
-        runtime_local_s = time.time() - psutil.Process().create_time() - (profiler.export_s if profiler else 0.0)
+        began_s = psutil.Process().create_time() if started_s is None else started_s
+        runtime_local_s = time.time() - began_s - (profiler.export_s if profiler else 0.0)
         if window is not None and result.stopped_at_target:
             # the window's steps come after the measured ones, which the target cut short: nothing was traced
             if env.rank == 0:
@@ -412,3 +416,23 @@ def run(cfg: DictConfig) -> int:
         # the wrapped model (DDP's reducer, a DeepSpeed engine) holds the process group: it goes first
         model = optimizer = loader = None  # noqa: F841
         framework.shutdown()
+
+
+def run_here(cfg: DictConfig) -> int:
+    """A world of one, run in this process: `ddlbench maxbatch`'s probes, one after another in one process
+    (no Python, torch and CUDA start per probe). Returns run()'s exit code, or 1 where it raised anything but
+    a ConfigError: the traceback goes to stderr and the run directory says why it stopped (an out of memory:
+    rundir.ran_out_of_memory). Afterwards the memory the run held goes back to the device and the peak
+    counters start anew, so the next run's peak is its own."""
+    try:
+        return run(cfg, started_s=time.time())
+    except ConfigError:
+        raise
+    except Exception:  # the exception and its frames (the failed step's activations) are dropped here
+        traceback.print_exc()
+        return 1
+    finally:
+        gc.collect()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()

@@ -231,6 +231,21 @@ def _output_to(path: Path):
                 os.close(copy)
 
 
+def _probe_in_this_process(overrides: list[str]) -> int:
+    """One maxbatch probe as a world of one in this process, as `ddlbench run` would start its rank: the
+    config checked first, system.env in the environment, a free rendezvous port."""
+    from benchmarks.app import run_here
+    from benchmarks.config import compose
+    from benchmarks.validate import check_data, validate
+
+    cfg = compose(overrides)
+    validate(cfg)
+    check_data(cfg, world_size=1)
+    os.environ.update({k: str(v) for k, v in cfg.system.env.items()})
+    os.environ["MASTER_PORT"] = str(_free_port())
+    return run_here(cfg)
+
+
 def cmd_maxbatch(args: argparse.Namespace) -> int:
     """The largest run.per_gpu_batch that fits in GPU memory: each probe a short `ddlbench run` in a fresh
     run directory of a scratch campaign; a probe fits when it completes, and fails on out of memory."""
@@ -256,6 +271,9 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     if not 0 <= args.resolution < 1:
         raise ConfigError(f"--resolution {args.resolution}: need 0 <= --resolution < 1 (0.01: within 1%; 0: exact)")
     nproc, devices = node_layout(cfg)
+    # one GPU: every probe a run in this process, an out of memory recovered from (a fresh process costs
+    # ~20 s of Python, torch, CUDA and the model's build on an H200); several: each probe launches its ranks
+    in_process = nproc * devices == 1 and not args.fresh_processes
     probes: list[dict] = []
 
     def fits(batch: int) -> Probe:
@@ -275,7 +293,10 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         print(f"[ddlbench] maxbatch: batch {batch} per GPU -> {run_dir}", file=sys.stderr, flush=True)
         with _output_to(run_dir / "probe.log"):  # the ranks' tracebacks stay out of the table
-            code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+            if in_process:
+                code = _probe_in_this_process([*overrides, f"run.dir={run_dir.resolve()}"])
+            else:
+                code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
         summary = rundir.read_summary(run_dir) or {}
         probe = {
             "batch": batch,
@@ -293,6 +314,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"the probe at run.per_gpu_batch={batch} failed, not for lack of memory (exit code {code}); "
             f"fix the run first: its output is in {run_dir / 'probe.log'}"
+            + ("; or probe each batch in a fresh process: --fresh-processes" if in_process else "")
         )
 
     capacity_bytes = None if args.doubling else device_capacity_bytes()
@@ -589,8 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "maxbatch",
         help="the largest run.per_gpu_batch that fits in GPU memory (extrapolated from the probes' memory, then bisection)",
-        description="Each probe is a short 'ddlbench run' (1 warm-up + --steps steps) at one run.per_gpu_batch, in a "
-        "fresh run directory of the campaign --campaign (its output in probe.log there). A probe fits "
+        description="Each probe is a short run (1 warm-up + --steps steps) at one run.per_gpu_batch, in a "
+        "fresh run directory of the campaign --campaign (its output in probe.log there): on one GPU a run in this "
+        "process, on several a 'ddlbench run' of its own. A probe fits "
         "when it completes; one that runs out of GPU memory bounds the search; any other failure "
         "stops it. The next batch is extrapolated from the peak memory of the probes that fit against the "
         "GPUs' free memory (nvidia-smi), then bisected down to --resolution. GPU systems only: a CPU run "
@@ -615,6 +638,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--doubling",
         action="store_true",
         help="no extrapolation: --start, doubling until out of memory, then bisection (with --resolution 0: the search before 2026-12-03)",
+    )
+    p.add_argument(
+        "--fresh-processes",
+        action="store_true",
+        help="each probe a fresh 'ddlbench run' (as with several GPUs, where it always is); by default a "
+        "one-GPU search probes in this process, recovering from each out of memory",
     )
     p.add_argument("--campaign", default="maxbatch", help="run.campaign of the probes' scratch run directories")
     p.set_defaults(func=cmd_maxbatch)

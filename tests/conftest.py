@@ -79,6 +79,7 @@ NEEDS: dict[str, Need] = {
     "ddlbench": Need("multiproc", lambda: None),  # the CLI in this process: a run starts its launcher and ranks
     "ddlbench_process": Need("multiproc", lambda: None),  # the CLI in a fresh Python (+ torch), and its ranks
     "rank_processes": Need("multiproc", lambda: None),  # a test that starts ranks or the CLI by its own means
+    "rank_here": Need("multiproc", lambda: None),  # a rank's run in the test's own process (maxbatch's probes)
     "deepspeed": Need("deepspeed", _module("deepspeed", "make deepspeed")),
     "horovod": Need("horovod", _module("horovod.torch", "make horovod")),
     "dali": Need("dali", _module("nvidia.dali", "make dali")),
@@ -137,6 +138,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def rank_processes() -> None:
     """The test starts the CLI or ranks in fresh processes by its own means (a signal to send, another
     Python, a network namespace), so it is a multiproc test like those that use `ddlbench`."""
+
+
+@pytest.fixture(scope="session")
+def rank_here() -> None:
+    """The test trains a rank in its own process (benchmarks.app.run_here, as `ddlbench maxbatch` probes one
+    GPU): a training run, so a multiproc test like those that start ranks."""
 
 
 # under pytest-xdist (-n 2 --dist loadgroup), the tests that share one of these go to one worker, one after

@@ -1,11 +1,12 @@
 """`ddlbench maxbatch`: the search (doubling, then bisection), each probe's outcome read from its run
 directory (fits, out of memory, any other failure), the table and the answer, and the one-line refusal
-on a CPU system. The probes' runs are stood in for by a fake `cmd_run` that writes what a rank writes
-(a GPU out of memory cannot happen on this machine); the OOM records themselves are rundir's."""
+on a CPU system. The probes' runs are stood in for by a fake (of `cmd_run`, and of the probe in this process)
+that writes what a rank writes (a GPU out of memory cannot happen on this machine); the OOM records themselves
+are rundir's. One test runs two real probes in this process, the first failing out of memory."""
 
 from __future__ import annotations
 
-import argparse
+import os
 
 import pytest
 import torch
@@ -108,16 +109,18 @@ def test_a_cpu_system_is_refused_in_one_line(capsys):
     ]
 
 
-def _fake_run(*, largest: int, broken: int | None = None, oom_only_in_end_record: bool = False):
-    """A cmd_run that writes the run directory a GPU run would: completed up to `largest` per GPU, out of
-    memory above it (in summary.json, or only in rank 1's end record, as when the launcher killed rank 0)."""
+def _fake_runs(monkeypatch, *, largest: int, broken: int | None = None, oom_only_in_end_record: bool = False):
+    """Both ways of probing (a `cmd_run` of its own, a run in this process) stood in for by a fake that writes
+    the run directory a GPU run would: completed up to `largest` per GPU, out of memory above it (in
+    summary.json, or only in rank 1's end record, as when the launcher killed rank 0)."""
 
-    def cmd_run(args: argparse.Namespace) -> int:
-        overrides = dict(o.split("=", 1) for o in args.overrides)
+    def probe(overrides_list: list[str]) -> int:
+        overrides = dict(o.split("=", 1) for o in overrides_list)
         batch = int(overrides["run.per_gpu_batch"])
         run_dir = next(
             p for p in sorted((cli.Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir.holds_a_run(p)
         )  # the fresh directory maxbatch made for this probe
+        assert overrides.get("run.dir", str(run_dir.resolve())) == str(run_dir.resolve())
         (run_dir / rundir.CONFIG).write_text("run: {}\n")
         peaks = {"peak_allocated_bytes": batch * 2**30, "peak_reserved_bytes": batch * 2**30 + 2**28}
         if batch == broken:
@@ -141,13 +144,21 @@ def _fake_run(*, largest: int, broken: int | None = None, oom_only_in_end_record
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(oom))
         return 1
 
-    return cmd_run
+    in_process: list[bool] = []
+    monkeypatch.setattr(cli, "cmd_run", lambda args: in_process.append(False) or probe(args.overrides))
+    monkeypatch.setattr(cli, "_probe_in_this_process", lambda overrides: in_process.append(True) or probe(overrides))
+    return in_process
 
 
+# one GPU (system=h200): in this process by default; --fresh-processes: a `ddlbench run` each
+WAYS = pytest.mark.parametrize("fresh", [[], ["--fresh-processes"]], ids=["in_process", "fresh_processes"])
+
+
+@WAYS
 @pytest.mark.parametrize("oom_only_in_end_record", [False, True])
-def test_probes_find_the_largest_batch_that_fits(tmp_path, monkeypatch, capfd, oom_only_in_end_record):
-    monkeypatch.setattr(cli, "cmd_run", _fake_run(largest=10, oom_only_in_end_record=oom_only_in_end_record))
-    code = cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}"])
+def test_probes_find_the_largest_batch_that_fits(tmp_path, monkeypatch, capfd, oom_only_in_end_record, fresh):
+    in_process = _fake_runs(monkeypatch, largest=10, oom_only_in_end_record=oom_only_in_end_record)
+    code = cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}", *fresh])
     out = capfd.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
@@ -183,11 +194,20 @@ def test_probes_find_the_largest_batch_that_fits(tmp_path, monkeypatch, capfd, o
     probes = sorted((tmp_path / "maxbatch").iterdir())
     assert len(probes) == 8 and all((p / "probe.log").is_file() for p in probes)
     assert all("-b" in p.name for p in probes)
+    assert in_process == [not fresh] * 8
 
 
-def test_a_probe_that_fails_otherwise_stops_the_search(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(cli, "cmd_run", _fake_run(largest=10, broken=4))
-    assert cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}"]) == 2
+def test_several_gpus_probe_in_fresh_processes(tmp_path, monkeypatch, capfd):
+    in_process = _fake_runs(monkeypatch, largest=3)
+    argv = ["maxbatch", "system=h200", "system.ranks_per_node=2", "model=simple_cnn", f"run.root={tmp_path}"]
+    assert cli.main(argv) == 0, capfd.readouterr()
+    assert in_process and not any(in_process)
+
+
+@WAYS
+def test_a_probe_that_fails_otherwise_stops_the_search(tmp_path, monkeypatch, capfd, fresh):
+    _fake_runs(monkeypatch, largest=10, broken=4)
+    assert cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}", *fresh]) == 2
     captured = capfd.readouterr()
     assert [line.split()[:2] for line in captured.out.splitlines()[1:]] == [
         ["1", "fits"],
@@ -197,10 +217,11 @@ def test_a_probe_that_fails_otherwise_stops_the_search(tmp_path, monkeypatch, ca
     assert (
         "ddlbench: error: the probe at run.per_gpu_batch=4 failed, not for lack of memory (exit code 1)" in captured.err
     )
+    assert ("--fresh-processes" in captured.err) == (not fresh)  # the other way, where it may help
 
 
 def test_nothing_fits(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(cli, "cmd_run", _fake_run(largest=0))
+    _fake_runs(monkeypatch, largest=0)
     assert cli.main(["maxbatch", "system=h200", "model=simple_cnn", f"run.root={tmp_path}", "--start", "2"]) == 1
     assert "no batch fits: run.per_gpu_batch=2 is already out of memory (1 GPU(s))" in capfd.readouterr().out
 
@@ -245,3 +266,33 @@ def test_memory_summary_takes_the_largest_peak_over_the_ranks():
     }
     cpu = [{"peak_allocated_bytes": None, "peak_reserved_bytes": None}] * 2
     assert set(rundir.memory_summary(cpu).values()) == {None}
+
+
+def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypatch, rank_here):
+    """maxbatch's probes on one GPU, for real on the CPU: two runs in this process, the first failing out of
+    memory in its first step (raised by a stand-in for the loop: a CPU has no GPU memory to fill), the
+    second training after it (process group, model and loader built anew) with its own runtime."""
+    from benchmarks import app
+
+    calls: list[int] = []
+
+    def train(**kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_train(**kwargs)
+
+    real_train = app.train
+    monkeypatch.setattr(app, "train", train)
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # the probe sets system.env and MASTER_PORT
+    threads = torch.get_num_threads()  # a CPU run sets its rank's threads (system.cpus_per_rank)
+    base = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=1", "run.steps=2", "run.log_every=0"]
+    try:
+        assert cli._probe_in_this_process([*base, f"run.dir={tmp_path / 'b64'}", "run.per_gpu_batch=64"]) == 1
+        assert cli._probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert rundir.state(tmp_path / "b64") == "failed" and rundir.ran_out_of_memory(tmp_path / "b64")
+    assert rundir.state(tmp_path / "b8") == "completed"
+    summary = rundir.read_summary(tmp_path / "b8")
+    assert summary["per_gpu_batch"] == 8 and 0 < summary["runtime_s"] < 60
