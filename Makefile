@@ -31,7 +31,7 @@ demo: venv
 # (pytest's rewritten test modules) would otherwise compile the project's sources anew (collection 10.9 -> 7.0 s)
 unexport PYTHONDONTWRITEBYTECODE
 PYTEST := $(PY) -m pytest -q --durations=25 -n 2 --dist loadgroup
-FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or slow or matrix)
+FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or slow or heavy or matrix)
 
 test: lint deepspeed dali horovod mpi nlp slurm-up browser
 	$(PYTEST) -m "not matrix" tests

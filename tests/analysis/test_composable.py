@@ -226,7 +226,10 @@ def test_the_report_names_the_baseline_and_the_sample_unit(study, tmp_path):
     assert "<h2>Modes and precisions</h2>" in html and "throughput seq/s" in html
 
 
+@pytest.mark.heavy
 def test_the_study_plans_every_mode_precision_and_model(cli):
+    """Heavy (18 s on the CI machine: 50 Hydra compositions): the fast tier plans the CPU study
+    (test_the_cpu_study_plans_its_modes), the same experiment's code with its own cells."""
     plan = cli("campaign", "plan", "experiment=composable_2023")
     assert plan.returncode == 0, plan.stderr[-2000:]
     cells = [line.split()[0] for line in plan.stdout.splitlines() if re.match(r"[a-z]+-synthetic-", line)]
@@ -238,6 +241,9 @@ def test_the_study_plans_every_mode_precision_and_model(cli):
                 assert any(n.startswith(f"{framework}-synthetic-{model}-{precision}-g4-n1-") for n in names)
     assert sum(c.startswith("ddp-") for c in cells) == 20  # DDP and DDP with the ZeRO optimizer
     assert "48 planned" in plan.stdout  # DataParallel cannot split RetinaNet's boxes: 2 impossible, with why
+
+
+def test_the_cpu_study_plans_its_modes(cli):
     cpu = cli("campaign", "plan", "experiment=composable_2023_cpu")
     assert cpu.returncode == 0 and "16 cells: 16 planned" in cpu.stdout, cpu.stderr[-2000:]
     assert not re.search(r"^dp-", cpu.stdout, re.MULTILINE)  # no DataParallel on CPUs

@@ -58,8 +58,10 @@ def _forward_backward(model: nn.Module, *, num_classes: int, image_size: int) ->
     "kw",
     [
         *({"arch": "shufflenet_v2", "depth": None, "width": width} for width in (0.5, 1.0, 1.5, 2.0)),
-        {"arch": "vgg", "depth": 11, "batch_norm": False},
-        {"arch": "vgg", "depth": 11, "batch_norm": True},
+        # heavy: VGG-11's 133M parameters take 3-7 s each to initialise on the CI machine; the fast tier builds
+        # every VGG on the meta device (test_torchvision_parameter_counts) and trains none
+        pytest.param({"arch": "vgg", "depth": 11, "batch_norm": False}, marks=pytest.mark.heavy),
+        pytest.param({"arch": "vgg", "depth": 11, "batch_norm": True}, marks=pytest.mark.heavy),
         *(
             {"arch": "resnet", "depth": depth, "batch_norm": bn, "residual": residual}
             for depth in (18, 50)
@@ -117,7 +119,7 @@ def test_resnet_without_batch_norm_starts_as_identity_blocks_and_trains():
     assert all(not block.conv2.weight.any() for stage in ("layer1", "layer4") for block in getattr(model, stage))
     plain = build_model(arch="resnet", depth=18, num_classes=10, seed=0, batch_norm=False, residual=False)
     assert all(block.conv2.weight.any() for block in plain.layer4)
-    x, y = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
+    x, y = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     losses = []
     for _ in range(10):
