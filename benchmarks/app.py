@@ -343,8 +343,8 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 steps_per_epoch=len(loader),
             ),
         )
-        # from the process start (imports, process group, builds, warm-up) to the last step, without the
-        # trace export (the ranks' own work, not the run's)
+        # from the process start (imports, process group, builds, warm-up; a run in a longer-lived process,
+        # run_here's: from its call) to the last step, without the trace export (the ranks' own work, not the run's)
         began_s = psutil.Process().create_time() if started_s is None else started_s
         runtime_local_s = time.time() - began_s - (profiler.export_s if profiler else 0.0)
         if window is not None and result.stopped_at_target:

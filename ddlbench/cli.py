@@ -247,8 +247,9 @@ def _probe_in_this_process(overrides: list[str]) -> int:
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
-    """The largest run.per_gpu_batch that fits in GPU memory: each probe a short `ddlbench run` in a fresh
-    run directory of a scratch campaign; a probe fits when it completes, and fails on out of memory."""
+    """The largest run.per_gpu_batch that fits in GPU memory: each probe a short run in a fresh run directory
+    of a scratch campaign (on one GPU in this process, on several a `ddlbench run`); a probe fits when it
+    completes, and fails on out of memory."""
     from benchmarks import rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
