@@ -14,7 +14,9 @@
 # and measured samples / the window's wall time, the bare loops' definition), DDP/bare, mode/DDP.
 # Knobs: WARMUP (10) STEPS (30) ROUNDS (2: rounds after the first repeat bare + DDP only, interleaved, for the
 # noise) MODELS ("bert_large resnet50 retinanet") RESNET_BATCH (256) BERT_BATCH (32) RETINANET_BATCH (16)
-# BUDGET_S (420: no run starts after it) CAP_S (120: each run's timeout) PYTHON (python3) SITE (/tmp/site);
+# BUDGET_S (420: no run starts after it) CAP_S (120: each run's timeout) PYTHON (python3) SITE (/tmp/site)
+# FIRST_MODES (the first round's modes for every model; default: each model's list below) BARE_SYSTEM_ENV (0; 1: the
+# bare loops run with conf/system/$SYSTEM.yaml's env, as the ranks of `ddlbench run` do, so the two differ by the harness);
 # A check on a CPU that every step runs: SYSTEM=local_cpu BERT_SIZE=tiny BERT_BATCH=2 IMAGE_SIZE=128 RESNET_BATCH=2
 # RETINANET_BATCH=2 WARMUP=1 STEPS=2 BUDGET_S=1200 CAP_S=300 PYTHON=<a venv's python> (15 min on 2 cores).
 # Time on the H200 (2026-12-03): each `ddlbench run` 32-51 s start to end (BERT-large ~48, ResNet-50 ~35,
@@ -64,6 +66,13 @@ declare -A MODE=(
 declare -A MODES=([bert_large]="ddp fsdp fsdp_blocks ds_z1 ds_z2" [resnet50]="ddp fsdp fsdp_blocks ds_z1 ds_z2"
                   [retinanet]="ddp fsdp fsdp_blocks")
 
+if [[ -n ${FIRST_MODES:-} ]]; then for m in "${!MODES[@]}"; do MODES[$m]=$FIRST_MODES; done; fi
+BARE_ENV=()
+if [[ ${BARE_SYSTEM_ENV:-0} == 1 ]]; then
+    mapfile -t BARE_ENV < <("$PY" -c 'import sys, yaml; print(*(f"{k}={v}" for k, v in (yaml.safe_load(open(sys.argv[1])).get("env") or {}).items()), sep="\n")' "conf/system/$SYSTEM.yaml")
+    echo "bare loops' environment: ${BARE_ENV[*]}"
+fi
+
 spent() {  # spent LABEL: true (and says so) when BUDGET_S is spent
     (( SECONDS <= ${BUDGET_S:-420} )) && return 1
     echo "== $1: skipped, BUDGET_S spent"
@@ -73,9 +82,9 @@ bare() {  # bare MODEL ROUND: the bare loop into $ROOT/bare-MODEL-rROUND.json
     spent "$label" && return
     echo "== $label"
     if [[ $m == resnet50 ]]; then
-        timeout -k 10 "$CAP_S" "$PY" - "$ROOT/$label.json" "$DEVICE" "${RESNET_BATCH:-256}" "$WARMUP" "$STEPS" <<'PYEOF' 2>&1 | grep -E "RESULT|rror"
+        env "${BARE_ENV[@]}" timeout -k 10 "$CAP_S" "$PY" - "$ROOT/$label.json" "$DEVICE" "${RESNET_BATCH:-256}" "$WARMUP" "$STEPS" <<'PYEOF' 2>&1 | grep -E "RESULT|rror"
 import json, sys, torch
-sys.path.insert(0, "bench")
+sys.path.insert(0, "perf")
 from harness_overhead import bare_loop  # ResNet-50 by hand: SGD, channels_last, bf16 autocast, one batch
 
 path, device, (batch, warmup, steps) = sys.argv[1], sys.argv[2], map(int, sys.argv[3:])
@@ -86,7 +95,7 @@ print(f"RESULT bare resnet50 b{batch}: {rate:,.1f} img/s over {steps} steps afte
 PYEOF
     else
         # shellcheck disable=SC2086  # the table's entries are argument lists
-        timeout -k 10 "$CAP_S" "$PY" ${BARE[$m]} --warmup "$WARMUP" --steps "$STEPS" --json "$ROOT/$label.json" 2>&1 \
+        env "${BARE_ENV[@]}" timeout -k 10 "$CAP_S" "$PY" ${BARE[$m]} --warmup "$WARMUP" --steps "$STEPS" --json "$ROOT/$label.json" 2>&1 \
             | grep -E "RESULT|rror"
     fi
     echo "   rc ${PIPESTATUS[0]}, wall $((SECONDS - start)) s"
