@@ -185,6 +185,58 @@ def _target_text(target: dict) -> str:
     )
 
 
+def _announce(
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    env: distenv.DistEnv,
+    device: torch.device,
+    framework,
+    loader,
+    task,
+    asked_classes: int | str,
+    cache_evict,
+) -> None:
+    """Rank 0, once everything is built: meta.json (what ran, with what), then the start lines on stderr (an
+    auto class count, a short last step, where the run writes)."""
+    classes = _classes_record(cfg, asked=asked_classes)
+    _write_provenance(
+        cfg,
+        run_dir,
+        env=env,
+        framework=framework,
+        loader=loader,
+        task=task,
+        classes=classes,
+        cache_evict=cache_evict,
+    )
+    if asked_classes == AUTO and classes["data"] is not None:
+        print(
+            f"[ddlbench] model.num_classes=auto: {classes['model']} ({classes['counted']})", file=sys.stderr, flush=True
+        )
+    _note_short_last_step(
+        loader.num_samples,
+        world_size=env.world_size,
+        per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+        steps_per_epoch=len(loader),
+    )
+    print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
+
+
+def _say_done(
+    summary: dict, run_dir: Path, *, env: distenv.DistEnv, device: torch.device, sample_unit: str, target: dict
+) -> None:
+    """Rank 0's last lines: the run's throughput, and whether it reached its target."""
+    unit, rate = "GPU" if device.type == "cuda" else "rank", RATE_LABELS[sample_unit]
+    print(
+        f"[ddlbench] done: {summary['throughput_img_s']:,.1f} {rate} over {env.num_devices} {unit}(s) "
+        f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}",
+        flush=True,
+    )
+    if target:
+        print(f"[ddlbench] {_target_text(target)}", flush=True)
+
+
 def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code.
     started_s: when the run began (time.time()), for its runtime; None: when this process started."""
@@ -269,30 +321,17 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             }
         )
         if env.rank == 0:
-            classes = _classes_record(cfg, asked=asked_classes)
-            _write_provenance(
+            _announce(
                 cfg,
                 run_dir,
                 env=env,
+                device=device,
                 framework=framework,
                 loader=loader,
                 task=task,
-                classes=classes,
+                asked_classes=asked_classes,
                 cache_evict=cache_evict,
             )
-            if asked_classes == AUTO and classes["data"] is not None:
-                print(
-                    f"[ddlbench] model.num_classes=auto: {classes['model']} ({classes['counted']})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            _note_short_last_step(
-                loader.num_samples,
-                world_size=env.world_size,
-                per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-                steps_per_epoch=len(loader),
-            )
-            print(f"[ddlbench] rank 0/{env.world_size} on {device}: {run_dir}", file=sys.stderr, flush=True)
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
         profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
         if cfg.run.telemetry_hz > 0:
@@ -380,14 +419,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 target=target,
             )
             rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
-            unit, rate = "GPU" if device.type == "cuda" else "rank", RATE_LABELS[task.sample_unit]
-            print(
-                f"[ddlbench] done: {summary['throughput_img_s']:,.1f} {rate} over {env.num_devices} {unit}(s) "
-                f"({summary['per_gpu_img_s']:,.1f} per {unit}) -> {run_dir}",
-                flush=True,
-            )
-            if target:
-                print(f"[ddlbench] {_target_text(target)}", flush=True)
+            _say_done(summary, run_dir, env=env, device=device, sample_unit=task.sample_unit, target=target)
         return 0
     except BaseException as error:
         if events is not None and events.run_start_s is not None:
