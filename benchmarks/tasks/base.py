@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
 from benchmarks.models.configs import TaskKind
 
-if TYPE_CHECKING:
-    from benchmarks.loaders.base import LoaderContext
-
 # a batch as the loader yields it, already on the device: (images, labels), a dict of token tensors, ...
 Batch = Any
+
+
+class SampleContext(Protocol):
+    """What a task's synthetic batch reads of the run: loaders.base.LoaderContext has these fields (a task
+    names them here instead of importing the loaders, which import the tasks)."""
+
+    device: torch.device
+    seed: int
+    num_classes: int
+    image_size: int
+    channels_last: bool
 
 
 class Task(Protocol):
@@ -22,7 +30,7 @@ class Task(Protocol):
     kind: ClassVar[TaskKind]
     sample_unit: ClassVar[str]  # models/configs.py SAMPLE_UNITS: "images" or "sequences"
 
-    def synthetic_batch(self, sample_ids: range, ctx: LoaderContext) -> Batch:
+    def synthetic_batch(self, sample_ids: range, ctx: SampleContext) -> Batch:
         """The samples `sample_ids` on ctx.device, each a pure function of (ctx.seed, its id)."""
         ...
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 
 from benchmarks.models.configs import SAMPLE_UNITS, ModelConfig, TaskKind
-from benchmarks.tasks.base import generator
-
-if TYPE_CHECKING:
-    from benchmarks.loaders.base import LoaderContext
+from benchmarks.tasks.base import SampleContext, generator
 
 
 def synthetic_sample(sample_id: int, *, seed: int, image_size: int, num_classes: int) -> tuple[torch.Tensor, int]:
@@ -21,7 +18,7 @@ def synthetic_sample(sample_id: int, *, seed: int, image_size: int, num_classes:
     return image, label
 
 
-def synthetic_batch(sample_ids: range, ctx: LoaderContext) -> tuple[torch.Tensor, torch.Tensor]:
+def synthetic_batch(sample_ids: range, ctx: SampleContext) -> tuple[torch.Tensor, torch.Tensor]:
     """(images, labels) of these samples on ctx.device, channels_last where the precision asks for it."""
     samples = [
         synthetic_sample(i, seed=ctx.seed, image_size=ctx.image_size, num_classes=ctx.num_classes) for i in sample_ids
@@ -41,7 +38,7 @@ class ImageClassification:
         self.label_smoothing = label_smoothing
         self.criterion = torch.nn.CrossEntropyLoss(label_smoothing=label_smoothing)
 
-    def synthetic_batch(self, sample_ids: range, ctx: LoaderContext) -> tuple[torch.Tensor, torch.Tensor]:
+    def synthetic_batch(self, sample_ids: range, ctx: SampleContext) -> tuple[torch.Tensor, torch.Tensor]:
         return synthetic_batch(sample_ids, ctx)
 
     def loss(self, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -9,15 +9,12 @@ the image, and random labels below model.num_classes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 
 from benchmarks.models.configs import SAMPLE_UNITS, ModelConfig, TaskKind
-from benchmarks.tasks.base import generator
-
-if TYPE_CHECKING:
-    from benchmarks.loaders.base import LoaderContext
+from benchmarks.tasks.base import SampleContext, generator
 
 BOXES_PER_IMAGE = 7
 
@@ -46,7 +43,7 @@ class Detection:
         assert label_smoothing == 0.0, "validate() refuses optim.label_smoothing for this task"
         self.image_size = int(model.image_size)
 
-    def synthetic_batch(self, sample_ids: range, ctx: LoaderContext) -> tuple[torch.Tensor, list[Target]]:
+    def synthetic_batch(self, sample_ids: range, ctx: SampleContext) -> tuple[torch.Tensor, list[Target]]:
         samples = [
             synthetic_sample(i, seed=ctx.seed, image_size=ctx.image_size, num_classes=ctx.num_classes)
             for i in sample_ids

@@ -10,17 +10,14 @@ and an answer span of up to 30 tokens inside the context (SQuAD's max_answer_len
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from torch.nn import functional
 
 from benchmarks.models.bert import VOCAB_SIZE
 from benchmarks.models.configs import SAMPLE_UNITS, ModelConfig, TaskKind
-from benchmarks.tasks.base import generator
-
-if TYPE_CHECKING:
-    from benchmarks.loaders.base import LoaderContext
+from benchmarks.tasks.base import SampleContext, generator
 
 MAX_ANSWER_TOKENS = 30
 PAD_ID = 0  # [PAD] in bert-base-uncased's vocabulary
@@ -59,7 +56,7 @@ class QuestionAnswering:
         assert label_smoothing == 0.0, "validate() refuses optim.label_smoothing for this task"
         self.seq_len = int(model.seq_len)
 
-    def synthetic_batch(self, sample_ids: range, ctx: LoaderContext) -> dict[str, torch.Tensor]:
+    def synthetic_batch(self, sample_ids: range, ctx: SampleContext) -> dict[str, torch.Tensor]:
         samples = [synthetic_sample(i, seed=ctx.seed, seq_len=self.seq_len) for i in sample_ids]
         return {key: torch.stack([s[key] for s in samples]).to(ctx.device) for key in (*INPUTS, *TARGETS)}
 
