@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import metrics
+from analysis import accuracy, cells, compare, interconnect, scaling, stability, stash, time_shares, trace, utilisation
 from analysis.load import Campaign, load_campaign
 
 
@@ -63,23 +63,23 @@ class CampaignAnalysis:
 
     @functools.cache
     def study_runs(self) -> pd.DataFrame:
-        """run_throughput() with each run's schedule (optim.schedule.name) and global batch (metrics.study_runs)."""
-        return metrics.study_runs(self.run_throughput(), self.counted())
+        """run_throughput() with each run's schedule (optim.schedule.name) and global batch (accuracy.study_runs)."""
+        return accuracy.study_runs(self.run_throughput(), self.counted())
 
     @functools.cache
     def accuracy_runs(self) -> pd.DataFrame:
         """Per counted run with evaluations: the last top-1 / top-5 (%), loss, epochs, evaluations, eval_s."""
-        per_run = metrics.accuracy_runs(self.campaign.evals)
+        per_run = accuracy.accuracy_runs(self.campaign.evals)
         return per_run[per_run["run_id"].isin(set(self.run_throughput()["run_id"]))]
 
     @functools.cache
     def accuracy(self) -> pd.DataFrame:
         """Per cell with evaluations: the last top-1 / top-5 (%), validation loss, epochs, evaluations and
-        their seconds (mean over repeats), num_repeats, schedule and global_batch (metrics.accuracy_cells)."""
+        their seconds (mean over repeats), num_repeats, schedule and global_batch (accuracy.accuracy_cells)."""
         per_run = self.accuracy_runs()
         if per_run.empty:
-            return pd.DataFrame(columns=[*metrics.CELL, *metrics.STUDY, "num_repeats", *metrics.ACCURACY])
-        return metrics.accuracy_cells(per_run, self.study_runs())
+            return pd.DataFrame(columns=[*cells.CELL, *accuracy.STUDY, "num_repeats", *accuracy.ACCURACY])
+        return accuracy.accuracy_cells(per_run, self.study_runs())
 
     def evals(self) -> pd.DataFrame:
         """Every evaluation of the counted runs: run_id, step, epoch, samples, top1, top5, loss, eval_s and,
@@ -89,108 +89,108 @@ class CampaignAnalysis:
 
     @functools.cache
     def accuracy_curves(self) -> pd.DataFrame:
-        """Top-1 per cell and evaluation point, mean and min-max over repeats (metrics.accuracy_curves)."""
-        return metrics.accuracy_curves(self.evals(), self.study_runs())
+        """Top-1 per cell and evaluation point, mean and min-max over repeats (accuracy.accuracy_curves)."""
+        return accuracy.accuracy_curves(self.evals(), self.study_runs())
 
     @functools.cache
     def training_curves(self) -> pd.DataFrame:
-        """Training loss and lr per cell with evaluations against the step, from the rank logs (metrics.training_curves)."""
+        """Training loss and lr per cell with evaluations against the step, from the rank logs (accuracy.training_curves)."""
         evaluated = set(self.accuracy_runs()["run_id"])
         per_run = self.study_runs()
-        return metrics.training_curves(self.campaign.steps, per_run[per_run["run_id"].isin(evaluated)])
+        return accuracy.training_curves(self.campaign.steps, per_run[per_run["run_id"].isin(evaluated)])
 
     @functools.cache
     def time_to_accuracy(self) -> pd.DataFrame:
         """Per cell with run.target_top1: the target, repeats that reached it, and mean time, samples and steps
-        to it (metrics.time_to_accuracy)."""
-        return metrics.time_to_accuracy(self.counted(), self.study_runs())
+        to it (accuracy.time_to_accuracy)."""
+        return accuracy.time_to_accuracy(self.counted(), self.study_runs())
 
     # --- throughput and scaling -----------------------------------------------------------------
 
     @functools.cache
     def step_times(self) -> pd.DataFrame:
-        """Per run and measured step: the slowest rank's step_s, global samples, ranks (metrics.step_times);
+        """Per run and measured step: the slowest rank's step_s, global samples, ranks (cells.step_times);
         throughput, step stability and the step timeline read it."""
-        return metrics.step_times(self.campaign.steps)
+        return cells.step_times(self.campaign.steps)
 
     @functools.cache
     def run_throughput(self) -> pd.DataFrame:
         """One row per counted run: throughput_img_s, per_gpu_img_s, time_s, measured_steps and samples
         (the one definition: rundir.throughput), with the cell's columns and its variant."""
         if self.campaign.steps.empty:
-            return pd.DataFrame(columns=["run_id", "throughput_img_s", "per_gpu_img_s", *metrics.CARRIED])
-        return metrics.run_throughput(self.campaign.steps, self.campaign.counted, per_step=self.step_times())
+            return pd.DataFrame(columns=["run_id", "throughput_img_s", "per_gpu_img_s", *cells.CARRIED])
+        return cells.run_throughput(self.campaign.steps, self.campaign.counted, per_step=self.step_times())
 
     @functools.cache
     def cells(self) -> pd.DataFrame:
         """One row per cell: median throughput_img_s and per_gpu_img_s over its repeats, the 95% t-interval
         of the mean (throughput_img_s_ci_low/_ci_high) and num_repeats."""
         per_run = self.run_throughput()
-        return metrics.cells(per_run) if not per_run.empty else per_run
+        return cells.cells(per_run) if not per_run.empty else per_run
 
     @functools.cache
     def scaling(self, mode: str = "weak") -> pd.DataFrame:
         """cells() with speedup, efficiency and baseline_gpus (the smallest GPU count of the cell's
         curve; none, and no efficiency, for a curve of one GPU count). mode: weak | strong."""
-        cells = self.cells()
-        return metrics.scaling(cells, mode=mode) if not cells.empty else cells
+        table = self.cells()
+        return scaling.scaling(table, mode=mode) if not table.empty else table
 
     # --- where the time goes ----------------------------------------------------------------------
 
     @functools.cache
     def breakdown_runs(self) -> pd.DataFrame:
         """Per counted run: data, compute, exposed and total allreduce, other and host_data shares of step time."""
-        return metrics.breakdown(self.campaign.steps) if not self.campaign.steps.empty else pd.DataFrame()
+        return time_shares.breakdown(self.campaign.steps) if not self.campaign.steps.empty else pd.DataFrame()
 
     @functools.cache
     def breakdown(self) -> pd.DataFrame:
         """breakdown_runs() per cell (mean over repeats)."""
         per_run = self.run_throughput()
-        return metrics.breakdown_cells(self.breakdown_runs(), per_run) if not per_run.empty else pd.DataFrame()
+        return time_shares.breakdown_cells(self.breakdown_runs(), per_run) if not per_run.empty else pd.DataFrame()
 
     @functools.cache
     def trace_breakdown_runs(self) -> pd.DataFrame:
         """Per counted run with a trace window: shares by kernel class of the window's step time (*_pct)
-        and of the run's runtime (*_runtime_pct), mean over ranks (metrics.trace_breakdown_runs)."""
+        and of the run's runtime (*_runtime_pct), mean over ranks (trace.trace_breakdown_runs)."""
         counted = self.counted()
         traces = self.campaign.traces[self.campaign.traces["run_id"].isin(set(counted["run_id"]))]
-        return metrics.trace_breakdown_runs(traces, self.campaign.steps, counted)
+        return trace.trace_breakdown_runs(traces, self.campaign.steps, counted)
 
     @functools.cache
     def trace_breakdown(self) -> pd.DataFrame:
         """trace_breakdown_runs() per cell (mean over repeats)."""
         per_run, traced = self.run_throughput(), self.trace_breakdown_runs()
-        return metrics.trace_breakdown_cells(traced, per_run) if not traced.empty else pd.DataFrame()
+        return trace.trace_breakdown_cells(traced, per_run) if not traced.empty else pd.DataFrame()
 
     @functools.cache
     def timers_vs_trace(self) -> pd.DataFrame:
         """Per counted run and rank with a trace window: timers against trace over the same steps, and the
-        disagreement in percentage points (metrics.timers_vs_trace)."""
+        disagreement in percentage points (trace.timers_vs_trace)."""
         counted = set(self.counted()["run_id"])
         traces = self.campaign.traces[self.campaign.traces["run_id"].isin(counted)]
-        return metrics.timers_vs_trace(traces, self.campaign.steps)
+        return trace.timers_vs_trace(traces, self.campaign.steps)
 
     @functools.cache
     def step_stability_runs(self) -> pd.DataFrame:
-        """Per run: step_ms_median, _p95, _max, slow_steps_pct and slow_time_pct (metrics.step_stability_runs)."""
-        return metrics.step_stability_runs(self.campaign.steps, per_step=self.step_times())
+        """Per run: step_ms_median, _p95, _max, slow_steps_pct and slow_time_pct (stability.step_stability_runs)."""
+        return stability.step_stability_runs(self.campaign.steps, per_step=self.step_times())
 
     @functools.cache
     def step_stability(self) -> pd.DataFrame:
         """step_stability_runs() per cell."""
-        return metrics.step_stability(self.step_stability_runs(), self.run_throughput())
+        return stability.step_stability(self.step_stability_runs(), self.run_throughput())
 
     def jittery_runs(self) -> pd.DataFrame:
         """Step times of the runs that lose the most time to slow steps (a timeline's data)."""
-        return metrics.jittery_runs(self.campaign.steps, self.step_stability_runs(), per_step=self.step_times())
+        return stability.jittery_runs(self.campaign.steps, self.step_stability_runs(), per_step=self.step_times())
 
     def rank_imbalance(self) -> pd.DataFrame:
         """Per run and phase, the slowest rank's median against the fastest's (gaps of 1 ms or more)."""
-        return metrics.rank_imbalance(self.campaign.steps)
+        return stability.rank_imbalance(self.campaign.steps)
 
     def loader_stalls(self) -> pd.DataFrame:
         """Runs whose host waited in the loader for at least 5% of their step time."""
-        return metrics.loader_stalls(self.campaign.steps)
+        return stability.loader_stalls(self.campaign.steps)
 
     def stash_runs(self) -> pd.DataFrame:
         """The counted runs of a Stash study: those `ddlbench stash run` marked with their role (run.stash_role)."""
@@ -199,30 +199,30 @@ class CampaignAnalysis:
 
     def stash_stalls(self) -> pd.DataFrame:
         """Stash's interconnect, network, CPU and disk stalls from the paired runs of Stash studies
-        (metrics.stash_stalls over stash_runs): an ordinary campaign's native and synthetic runs are no pairs."""
+        (stash.stash_stalls over stash_runs): an ordinary campaign's native and synthetic runs are no pairs."""
         per_run = self.run_throughput()
         per_run = per_run[per_run["run_id"].isin(set(self.stash_runs()["run_id"]))]
-        return metrics.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
+        return stash.stash_stalls(per_run) if not per_run.empty else pd.DataFrame()
 
     # --- utilisation and the GPU interconnect ---------------------------------------------------
 
     @functools.cache
     def utilisation_runs(self) -> pd.DataFrame:
         """Per run with telemetry: GPU util mean/p95, GPU and host memory peaks, PCIe/NVLink and CPU means."""
-        return metrics.utilisation_runs(self.campaign.telemetry)
+        return utilisation.utilisation_runs(self.campaign.telemetry)
 
     @functools.cache
     def utilisation(self) -> pd.DataFrame:
         """utilisation_runs per cell (mean over the counted repeats with telemetry)."""
-        return metrics.utilisation_cells(self.utilisation_runs(), self.run_throughput())
+        return utilisation.utilisation_cells(self.utilisation_runs(), self.run_throughput())
 
     def p2p_matrix(self) -> pd.DataFrame:
         """commbench's P2P copy bandwidth and latency per GPU pair, per file and host."""
-        return metrics.p2p_matrix(self.campaign.commbench)
+        return interconnect.p2p_matrix(self.campaign.commbench)
 
     def h2d_bandwidth(self) -> pd.DataFrame:
         """commbench's host-to-device bandwidth per GPU with every rank copying at once, per file."""
-        return metrics.h2d_bandwidth(self.campaign.commbench)
+        return interconnect.h2d_bandwidth(self.campaign.commbench)
 
     # --- two campaigns ---------------------------------------------------------------------------
 
@@ -231,15 +231,15 @@ class CampaignAnalysis:
         candidate: CampaignAnalysis,
         *,
         threshold: float = 0.05,
-        top1_drop_pp: float = metrics.TOP1_DROP_PP,
+        top1_drop_pp: float = compare.TOP1_DROP_PP,
     ) -> pd.DataFrame:
-        """Per cell, candidate B against this campaign A (metrics.compare): throughput medians, delta,
+        """Per cell, candidate B against this campaign A (compare.compare): throughput medians, delta,
         rel_delta, the repeats' confidence intervals, and flag (regression, improvement, ok, missing in
         B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign. Where
         cells have evaluations or a target, their final top-1 and time to target too
-        (metrics.compare_accuracy): `regressed` names each metric that regressed."""
-        key_a, key_b, _ = metrics.match_keys(self.runs(), candidate.runs())
-        tables, accuracy = [], []
+        (compare.compare_accuracy): `regressed` names each metric that regressed."""
+        key_a, key_b, _ = compare.match_keys(self.runs(), candidate.runs())
+        tables, accuracies = [], []
         for analysis, keys in ((self, key_a), (candidate, key_b)):
             per_run = analysis.run_throughput()
             per_run = per_run.merge(
@@ -247,18 +247,18 @@ class CampaignAnalysis:
                 on="run_id",
                 how="left",
             )
-            stats = metrics.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
-            shown = per_run.groupby("match_key")[[c for c in [*metrics.CELL, "variant"] if c in per_run]].first()
+            stats = cells.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
+            shown = per_run.groupby("match_key")[[c for c in [*cells.CELL, "variant"] if c in per_run]].first()
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
             key_of = pd.Series(keys.to_numpy(), index=analysis.runs()["run_id"].astype(str).to_numpy())
-            accuracy.append(metrics.accuracy_by_key(analysis.accuracy_runs(), analysis.counted(), key_of))
+            accuracies.append(compare.accuracy_by_key(analysis.accuracy_runs(), analysis.counted(), key_of))
         a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)
         counted_b = set(b_cells["match_key"]) if not b_cells.empty else set()
         incomplete = (
             set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
         )
-        compared = metrics.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
-        return metrics.compare_accuracy(compared, *accuracy, top1_drop_pp=top1_drop_pp, threshold=threshold)
+        compared = compare.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
+        return compare.compare_accuracy(compared, *accuracies, top1_drop_pp=top1_drop_pp, threshold=threshold)
 
     # --- export -----------------------------------------------------------------------------------
 

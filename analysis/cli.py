@@ -88,7 +88,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
-    from analysis.metrics import TOP1_DROP_PP
+    from analysis.compare import TOP1_DROP_PP
 
     drop = TOP1_DROP_PP if args.top1_drop_pp is None else args.top1_drop_pp
     if not 0 <= drop < 100:
@@ -187,7 +187,7 @@ def add_parsers(sub) -> None:
         type=float,
         default=None,
         help="flag cells whose final validation top-1 is lower by more than this many percentage points "
-        "(default 1.0: analysis.metrics.TOP1_DROP_PP; cells with evaluations in both); time to target is "
+        "(default 1.0: analysis.compare.TOP1_DROP_PP; cells with evaluations in both); time to target is "
         "held to --threshold",
     )
     p.add_argument(

@@ -30,7 +30,7 @@ BREAKDOWN_COLORS = {
     "allreduce": "#D55E00",
     "other": "#BBBBBB",
 }
-# the trace window's kernel classes (plots.trace_breakdown_bars), bottom to top
+# the trace window's kernel classes (trace.trace_breakdown_bars), bottom to top
 TRACE_COLORS = {
     "start-up": "#999999",
     "data": "#E69F00",

@@ -198,8 +198,9 @@ def validation_points(
     root: Path, calibration: Calibration, *, cell: dict[str, Any], gpus_per_node: int, fallback: P.Network | None
 ) -> tuple[list[P.Point], list[str]]:
     """Every completed run below root of the predicted model, batch and precision that did not calibrate."""
+    from analysis.cells import run_throughput
     from analysis.load import load_campaign
-    from analysis.metrics import breakdown, run_throughput
+    from analysis.time_shares import breakdown
 
     campaign = load_campaign(root)
     runs = campaign.counted
@@ -506,7 +507,7 @@ def network_or_fail(network: P.Network | None) -> P.Network:
 def _save(out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str]) -> None:
     """The tables (CSV), their figures, and cell.json: the configuration predicted, the calibration run
     and the reference it was fitted to ('' for none), so that `ddlbench paper` can draw it as predicted."""
-    from analysis import plots
+    from analysis.predict_figures import predicted_breakdown, predicted_vs_measured, predicted_vs_reference
 
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out}: the folder is not empty (never overwritten); give a new folder")
@@ -516,11 +517,11 @@ def _save(out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], 
         table.to_csv(out / f"{name}.csv", index=False)
     figures = {}
     if "prediction" in outputs:
-        figures["predict_breakdown"] = plots.predicted_breakdown(outputs["prediction"])
+        figures["predict_breakdown"] = predicted_breakdown(outputs["prediction"])
     if "reference" in outputs:
-        figures["predict_vs_reference"] = plots.predicted_vs_reference(outputs["reference"])
+        figures["predict_vs_reference"] = predicted_vs_reference(outputs["reference"])
     if "validation" in outputs and len(outputs["validation"]):
-        figures["predict_validation"] = plots.predicted_vs_measured(outputs["validation"])
+        figures["predict_validation"] = predicted_vs_measured(outputs["validation"])
     for name, figure in figures.items():
         for fmt in formats:
             figure.savefig(out / f"{name}.{fmt}", dpi=150 if fmt == "png" else None)

@@ -1,6 +1,6 @@
-"""`ddlbench report` and `ddlbench compare`: the sections of analysis/sections/ (one module per analysis,
-in SECTIONS' order) put into a markdown + static HTML report, its figures drawn in worker processes. Nothing
-is computed here; this module renders and writes files.
+"""`ddlbench report` and `ddlbench compare`: the sections of the analysis modules (analysis/<analysis>.py,
+each with its metrics, figures and `draw(report)`), in SECTIONS' order, put into a markdown + static HTML
+report, its figures drawn in worker processes. Nothing is computed here; this module renders and writes files.
 """
 
 from __future__ import annotations
@@ -9,21 +9,62 @@ import html
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import pandas as pd
 
-from analysis import metrics
+from analysis import (
+    accuracy,
+    commbench,
+    excluded,
+    hosts,
+    interconnect,
+    modes,
+    overview,
+    reference_overlay,
+    scaling,
+    stability,
+    stash,
+    telemetry,
+    time_shares,
+    trace,
+    utilisation,
+)
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.cells import CELL
+from analysis.compare import TOP1_DROP_PP
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
 from analysis.palette import PAPER_RC
-from analysis.sections import SECTIONS
-from analysis.sections.base import Block, Report, columns_shown
+from analysis.section import Block, Report, columns_shown
 from benchmarks.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")
+
+# The report's sections in order: each adds what the campaign has the data for. Adding an analysis is a module
+# analysis/<name>.py with its `draw(report)` and its place here.
+SECTIONS: tuple[Callable[[Report], None], ...] = (
+    overview.draw,
+    scaling.draw,
+    modes.draw,
+    time_shares.draw,
+    accuracy.draw,
+    trace.draw,
+    stability.draw,
+    hosts.draw,
+    stability.draw_loader_stalls,
+    stability.draw_timeline,
+    time_shares.draw_bars,
+    reference_overlay.draw,
+    stash.draw,
+    utilisation.draw,
+    telemetry.draw,
+    commbench.draw,
+    interconnect.draw,
+    excluded.draw,
+)
 
 
 def _fresh_dir(out: Path, option: str = "--out") -> Path:
@@ -169,7 +210,7 @@ def assemble(
     scaling: str = "weak",
     analysis: CampaignAnalysis | None = None,
 ) -> tuple[list[Block], dict]:
-    """(report blocks, {figure name: Figure}) for one campaign: every section of analysis/sections/ in turn
+    """(report blocks, {figure name: Figure}) for one campaign: every analysis's section in turn
     (SECTIONS), each adding what the campaign has the data for; `analysis`: the campaign's, where the caller
     keeps one (its tables are computed once)."""
     analysis = analysis if analysis is not None else CampaignAnalysis(campaign.root, campaign=campaign)
@@ -334,7 +375,7 @@ def build_report(
 
 
 def compare_campaigns(
-    a_dir: Path, b_dir: Path, *, threshold: float = 0.05, top1_drop_pp: float = metrics.TOP1_DROP_PP
+    a_dir: Path, b_dir: Path, *, threshold: float = 0.05, top1_drop_pp: float = TOP1_DROP_PP
 ) -> pd.DataFrame:
     """Per-cell deltas of campaign B against campaign A (CampaignAnalysis.compare): throughput, and final
     top-1 and time to target where the cells have them."""
@@ -350,7 +391,7 @@ def compare_campaigns(
 
 
 COMPARE_COLUMNS = [
-    *metrics.CELL,
+    *CELL,
     "variant",
     "throughput_img_s_a",
     "throughput_img_s_b",
@@ -369,7 +410,7 @@ COMPARE_ACCURACY = {
 FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
 
 
-def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float = metrics.TOP1_DROP_PP) -> str:
+def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float = TOP1_DROP_PP) -> str:
     """The comparison as text, and a last line that counts what makes `compare` fail."""
     columns = list(COMPARE_COLUMNS)
     accuracy = {

@@ -1,6 +1,8 @@
-"""`ddlbench stash report`: Stash stalls with repeats, the model-level view and cost.
+"""Stash stalls: the stall arithmetic (`stash_stalls`, one definition for `ddlbench report` and `ddlbench
+stash report`), the stall bars and the report's Stash section; and `ddlbench stash report`: the stalls with
+repeats, the model-level view and cost.
 
-The stall arithmetic is analysis.metrics.stash_stalls (one definition for `ddlbench report` and this);
+For `ddlbench stash report`:
 here: repeats of each side (t-intervals), the synchronisation points and gradient bytes of each model,
 the latency-vs-bandwidth estimate beside the measured stall, and $ per run and per epoch.
 
@@ -17,8 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import PercentFormatter
 
-from analysis import metrics
+from analysis.cells import repeat_stats, run_throughput
+from analysis.figures import finish, panels, paper_style, pretty
+from analysis.palette import FULL_WIDTH_IN, STALL_COLORS
+from analysis.section import Block, Report, add_figure
 from benchmarks.adapter_config import config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import DDPConfig
@@ -87,24 +95,24 @@ def load_prices(path: Path) -> dict[str, dict[str, float]]:
 
 
 def _repeats(per_run: pd.DataFrame) -> pd.DataFrame:
-    key = [*metrics.STASH_PAIR, "loader", "cache", "world_size", "num_nodes"]
+    key = [*STASH_PAIR, "loader", "cache", "world_size", "num_nodes"]
     table = per_run.copy()
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     table["per_gpu_samples"] = table["per_gpu_samples"].round(6)
-    stats = metrics.repeat_stats(table, value="time_s", by=key)
+    stats = repeat_stats(table, value="time_s", by=key)
     stats["time_s_ci"] = (stats["time_s_ci_high"] - stats["time_s_ci_low"]) / 2
     return stats[[*key, "num_repeats", "time_s_ci"]]
 
 
 def stall_table(per_run: pd.DataFrame) -> pd.DataFrame:
-    """metrics.stash_stalls + repeats and the t-interval half widths of both sides (NaN for one repeat)."""
-    stalls = metrics.stash_stalls(per_run)
+    """stash_stalls + repeats and the t-interval half widths of both sides (NaN for one repeat)."""
+    stalls = stash_stalls(per_run)
     if stalls.empty:
         return stalls
     reps = _repeats(per_run)
     stalls = stalls.copy()
     stalls["per_gpu_samples"] = stalls["per_gpu_samples"].round(6)
-    # the test side of each stall; its baseline is the row the stall names (see metrics.stash_stalls)
+    # the test side of each stall; its baseline is the row the stall names (see stash_stalls)
     base_of = {
         "interconnect": ("synthetic", "warm", 1, 1),
         "network": ("synthetic", "warm", None, 1),
@@ -115,7 +123,7 @@ def stall_table(per_run: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in stalls.itertuples(index=False):
         row = r._asdict()
-        pair = {k: row[k] for k in metrics.STASH_PAIR}
+        pair = {k: row[k] for k in STASH_PAIR}
         test = reps
         for k, v in {
             **pair,
@@ -242,7 +250,7 @@ def stash_report(stash, cfg, *, root: Path) -> str:
     counted = campaign.counted
     if counted.empty or campaign.steps.empty:
         raise ConfigError(f"no completed runs in {root}; run 'ddlbench stash run' with the same overrides first")
-    per_run = metrics.run_throughput(campaign.steps, counted)
+    per_run = run_throughput(campaign.steps, counted)
     prices = load_prices(Path(stash.prices))
     net_link = None
     if stash.launcher == "local" and stash.net_bandwidth_mbit:
@@ -304,3 +312,124 @@ def stash_report(stash, cfg, *, root: Path) -> str:
         methods = counted[evicted[0]].dropna().unique()
         lines.append(f"cold cache made with: {', '.join(map(str, methods))} (meta.json cache_evict)")
     return "\n".join(lines)
+
+
+# Stash pairing: same per-GPU batch and per-GPU samples (and the same software stack)
+STASH_PAIR = ["framework", "model", "precision", "per_gpu_batch", "per_gpu_samples"]
+
+
+def stash_stalls(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Stash stalls from paired runs (same framework, model, precision, per-GPU batch, per-GPU samples);
+    T = time_s of a run (median over repeats). One row per stall:
+      interconnect = T(synthetic, N GPUs, 1 node) - T(synthetic, 1 GPU)
+      network      = T(synthetic, N GPUs over k nodes) - T(synthetic, N GPUs, 1 node)
+      cpu          = T(real loader, warm cache) - T(synthetic)        (same N and nodes)
+      disk         = T(real loader, cold cache) - T(real loader, warm) (same loader, N, nodes)
+    stall_pct = stall_s / baseline_time_s x 100 (the stall against the run it is measured from: the Stash
+    study's interconnect and network stalls, "as high as 500%"); stall_pct_of_training = stall_s / time_s x
+    100 (against the stalled run's own training time: how the study gives CPU and disk stalls, "as a
+    percentage of the total training time"). The cache state is the `cache` column (default warm).
+    Runs pair within one campaign only (a Stash study is one campaign: its runs differ by design in the
+    loader, size, cache and virtual epoch, so they are not one cell; two studies under one root never mix),
+    and within one system profile where per_run has a `system` column (per-instance stalls).
+    """
+    same = [*STASH_PAIR, *(c for c in ("campaign", "system") if c in per_run)]
+    columns = [
+        "stall",
+        *same,
+        "loader",
+        "world_size",
+        "num_nodes",
+        "time_s",
+        "baseline_time_s",
+        "stall_s",
+        "stall_pct",
+        "stall_pct_of_training",
+    ]
+    table = per_run.copy()
+    table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
+    # per-GPU samples can differ in the last digits when logged from floats
+    table["per_gpu_samples"] = table["per_gpu_samples"].round(6)
+    key = [*same, "loader", "cache", "world_size", "num_nodes"]
+    t = table.groupby(key, dropna=False, observed=True)["time_s"].median().reset_index()
+    syn = t[t["loader"] == "synthetic"]
+    real = t[t["loader"] != "synthetic"]
+    warm, cold = real[real["cache"] == "warm"], real[real["cache"] == "cold"]
+
+    def pair(name: str, test: pd.DataFrame, base: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+        base = base[[*on, "time_s"]].rename(columns={"time_s": "baseline_time_s"})
+        joined = test.merge(base, on=on)
+        joined["stall"] = name
+        return joined
+
+    one_gpu = syn[syn["world_size"] == 1]
+    single_node = syn[(syn["num_nodes"] == 1) & (syn["world_size"] > 1)]
+    parts = [
+        pair("interconnect", single_node, one_gpu, same),
+        pair("network", syn[syn["num_nodes"] > 1], syn[syn["num_nodes"] == 1], [*same, "world_size"]),
+        pair("cpu", warm, syn, [*same, "world_size", "num_nodes"]),
+        pair("disk", cold, warm, [*same, "loader", "world_size", "num_nodes"]),
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(parts, ignore_index=True)
+    out["stall_s"] = out["time_s"] - out["baseline_time_s"]
+    out["stall_pct"] = 100.0 * out["stall_s"] / out["baseline_time_s"]
+    out["stall_pct_of_training"] = 100.0 * out["stall_s"] / out["time_s"]
+    order = {"interconnect": 0, "network": 1, "cpu": 2, "disk": 3}
+    out = out.sort_values(
+        ["stall", "model", "world_size", "num_nodes"], key=lambda s: s.map(order) if s.name == "stall" else s
+    )
+    return out[columns].reset_index(drop=True)
+
+
+@paper_style
+def stash_bars(stalls: pd.DataFrame) -> Figure:
+    """Stash stalls in % of the paired baseline's time, one bar per stall and configuration."""
+    fig, axes = panels(1, width_in=min(FULL_WIDTH_IN, 1.6 + 0.75 * len(stalls)), row_height_in=2.4)
+    ax = axes[0]
+    labels = [
+        f"{pretty(r.framework)}\n{r.model}\n{pretty(r.loader)}\n{int(r.world_size)} GPUs\n{int(r.num_nodes)} node"
+        + ("s" if int(r.num_nodes) > 1 else "")
+        for r in stalls.itertuples()
+    ]
+    x = np.arange(len(stalls))
+    bars = ax.bar(x, stalls["stall_pct"], 0.7, color=[STALL_COLORS.get(s, "#999999") for s in stalls["stall"]])
+    ax.bar_label(bars, fmt="%.1f%%", fontsize=6, padding=1)
+    for kind, color in STALL_COLORS.items():
+        if (stalls["stall"] == kind).any():
+            ax.add_patch(Rectangle((0, 0), 0, 0, color=color, label=f"{kind} stall"))
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(x, labels, fontsize=6)
+    ax.margins(y=0.12)
+    ax.set_ylabel("stall (% of paired baseline time)")
+    ax.yaxis.set_major_formatter(PercentFormatter())
+    ax.grid(axis="x", visible=False)
+    ax.set_title("Stash stalls")
+    return finish(fig, axes, xlabel_in=0.8, left_in=0.7)
+    return fig
+
+
+def draw(report: Report) -> None:
+    if not report.measured or report.analysis.stash_runs().empty:
+        return
+    stalls = report.analysis.stash_stalls()
+    report.blocks.append(Block("heading", "Stash stalls"))
+    if stalls.empty:
+        report.blocks.append(
+            Block(
+                "text",
+                "No paired runs (synthetic on 1 GPU / N GPUs on 1 node / N over k nodes / "
+                "real data warm and cold, same per-GPU batch and samples).",
+            )
+        )
+        return
+    report.blocks.append(Block("table", stalls.round(3), key=("stall_pct", "stall_pct_of_training")))
+    add_figure(
+        report.blocks,
+        report.figures,
+        "stash_stalls",
+        lambda: stash_bars(stalls),
+        "Stash stalls, % of the paired baseline.",
+    )

@@ -391,7 +391,7 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
     if out is not None:
         import pandas as pd
 
-        from analysis.plots import loaderbench_curves
+        from analysis.loaderbench import loaderbench_curves
 
         out.mkdir(parents=True, exist_ok=True)
         records = [m.record() for m in measurements]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import plots
+from analysis.accuracy import top1_vs_global_batch
 from analysis.load import load_reference
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import evaluated_cells, guesses_table, predicted_cells, scaling_cells, software_stack
-from analysis.sections.reference import reference_comparison
+from analysis.reference_overlay import reference_breakdown, reference_comparison
+from analysis.scaling import efficiency_vs_gpus, throughput_vs_gpus
 
 SCALING = "ddlbench campaign submit experiment=aach2023_scaling system=<your site> system.account=<project>"
 LR = "ddlbench campaign submit experiment=aach2023_lr system=<your site> system.account=<project>"
@@ -59,7 +60,7 @@ def throughput(paper: PaperInput) -> Section:
         )
     section.figure(
         "throughput",
-        lambda: plots.throughput_vs_gpus(cells),
+        lambda: throughput_vs_gpus(cells),
         "Throughput vs GPUs: measured, and predicted where a curve's label says so.",
     )
     return section
@@ -90,7 +91,7 @@ def efficiency(paper: PaperInput) -> Section:
             "Measured: weak-scaling efficiency = per-GPU throughput(N) / per-GPU throughput(N0), per framework "
             "and loader, one panel per model."
         )
-        section.figure("efficiency", lambda: plots.efficiency_vs_gpus(scaled), "Scaling efficiency vs GPUs (measured).")
+        section.figure("efficiency", lambda: efficiency_vs_gpus(scaled), "Scaling efficiency vs GPUs (measured).")
     return section
 
 
@@ -183,7 +184,7 @@ def _breakdown(panel: str) -> callable:
         side_m = side[(side["model"] == model) & side["gpus"].isin(set(ref_m["gpus"]))] if not side.empty else side
         section.figure(
             "breakdown",
-            lambda: plots.reference_breakdown(ref_m, ours=side_m, source="aach2023"),
+            lambda: reference_breakdown(ref_m, ours=side_m, source="aach2023"),
             f"{model}: the study's breakdown (bars, published) with this campaign's DDP cells at the study's GPU "
             "counts (markers, measured).",
         )
@@ -280,9 +281,7 @@ def lr_study(paper: PaperInput) -> Section:
         .round(2)
     )
     section.table(best.round(2))
-    section.figure(
-        "top1", lambda: plots.top1_vs_global_batch(cells), "Final top-1 vs global batch per schedule (measured)."
-    )
+    section.figure("top1", lambda: top1_vs_global_batch(cells), "Final top-1 vs global batch per schedule (measured).")
     guesses = guesses_table(paper.analysis, cells["cell_hash"])
     if not guesses.empty:
         section.text("Where the experiment had to guess (experiment.guesses: what the study does not state):")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import metrics
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.cells import variants
 
 GUESSES = "config.experiment.guesses."
 STAND_INS = "config.experiment.stand_ins."
@@ -44,7 +44,7 @@ def _scaling_variants(analysis: CampaignAnalysis) -> pd.Series:
     if analysis not in _VARIANTS:
         runs = analysis.counted()
         runs = runs[~runs["cell_hash"].astype(str).isin(evaluated_cells(analysis))]
-        variant = pd.Series(metrics.variants(runs).to_numpy(), index=runs["cell_hash"].astype(str))
+        variant = pd.Series(variants(runs).to_numpy(), index=runs["cell_hash"].astype(str))
         _VARIANTS[analysis] = variant[~variant.index.duplicated()]
     return _VARIANTS[analysis]
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import metrics, plots
+from analysis.cells import CELL, peak_memory, with_sample_unit
+from analysis.compare import across_systems
+from analysis.interconnect import p2p_heatmap
+from analysis.modes import MODE_BASELINE_TEXT, MODES, mode_bars, mode_cells
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import guesses_table, software_stack, stand_ins_table
+from analysis.telemetry import telemetry_timeline
+from analysis.utilisation import UTILISATION, utilisation_bars
 
 CAMPAIGN = "ddlbench campaign submit experiment=composable_2023 system=<profile> system.account=<project>"
 CPU = "ddlbench campaign run experiment=composable_2023_cpu (the CPU miniature)"
@@ -58,7 +63,7 @@ def relative_time(paper: PaperInput) -> Section:
     if not baseline:
         section.lacks("relative time: a baseline system (--baseline system=<profile>)", SYSTEMS)
         return section
-    table = metrics.across_systems(paper.analysis.cells(), paper.analysis.counted(), baseline=baseline)
+    table = across_systems(paper.analysis.cells(), paper.analysis.counted(), baseline=baseline)
     if table.empty or table["system"].nunique() < 2:
         section.lacks(
             f"relative time: the same configurations on {baseline} and at least one other system profile", SYSTEMS
@@ -126,9 +131,9 @@ def utilisation(paper: PaperInput) -> Section:
     if table.empty:
         section.lacks("utilisation: runs with telemetry (run.telemetry_hz > 0)", CAMPAIGN)
         return section
-    shown = [c for c in [*metrics.CELL, "variant", *metrics.UTILISATION] if c in table and table[c].notna().any()]
+    shown = [c for c in [*CELL, "variant", *UTILISATION] if c in table and table[c].notna().any()]
     section.table(table[shown].round(1))
-    section.figure("utilisation", lambda: plots.utilisation_bars(table), "Utilisation per cell (measured).")
+    section.figure("utilisation", lambda: utilisation_bars(table), "Utilisation per cell (measured).")
     return section
 
 
@@ -146,7 +151,7 @@ def timeline(paper: PaperInput) -> Section:
     sizes = runs.set_index("run_id")["world_size"] if "world_size" in runs else pd.Series(dtype=float)
     run_id = sorted(telemetry["run_id"].unique(), key=lambda r: (-float(sizes.get(r, 0) or 0), r))[0]
     section.figure(
-        "timeline", lambda: plots.telemetry_timeline(telemetry, run_id=run_id), f"Telemetry of {run_id} (measured)."
+        "timeline", lambda: telemetry_timeline(telemetry, run_id=run_id), f"Telemetry of {run_id} (measured)."
     )
     return section
 
@@ -190,7 +195,7 @@ def host_usage(paper: PaperInput) -> Section:
     if table.empty or not keep:
         section.lacks("host CPU and memory: runs with telemetry", CAMPAIGN)
         return section
-    section.table(table[[c for c in [*metrics.CELL, "variant", *keep] if c in table]].round(1))
+    section.table(table[[c for c in [*CELL, "variant", *keep] if c in table]].round(1))
     return section
 
 
@@ -208,7 +213,7 @@ def p2p(paper: PaperInput) -> Section:
         )
         return section
     section.table(matrix.round(2))
-    section.figure("p2p", lambda: plots.p2p_heatmap(matrix), "P2P bandwidth per GPU pair (measured).")
+    section.figure("p2p", lambda: p2p_heatmap(matrix), "P2P bandwidth per GPU pair (measured).")
     return section
 
 
@@ -234,16 +239,14 @@ def amp_speedups(table: pd.DataFrame) -> pd.DataFrame:
 
 def modes(paper: PaperInput) -> Section:
     section = Section()
-    cells = metrics.with_sample_unit(paper.analysis.cells(), paper.analysis.counted())
+    cells = with_sample_unit(paper.analysis.cells(), paper.analysis.counted())
     counted = paper.analysis.counted()
-    table = metrics.mode_cells(
-        cells, counted, utilisation=paper.analysis.utilisation(), memory=metrics.peak_memory(counted)
-    )
+    table = mode_cells(cells, counted, utilisation=paper.analysis.utilisation(), memory=peak_memory(counted))
     section.text(
         "Published: BERT-large under DataParallel, DDP, FP16 mixed precision and sharded training: mixed precision "
         "more than 50% faster (more than 70% on switched GPUs), DDP more than 80% over DP, sharding let the batch "
         "grow from 6 to 10. Measured: each mode and precision's training time relative to DDP in full precision "
-        f"({metrics.MODE_BASELINE_TEXT}), per model."
+        f"({MODE_BASELINE_TEXT}), per model."
     )
     if table.empty:
         section.lacks("software comparison: the mode x precision cells", CAMPAIGN)
@@ -251,7 +254,7 @@ def modes(paper: PaperInput) -> Section:
         return section
     shown = [
         c
-        for c in ["model", "world_size", "mode", "precision", "variant", *metrics.MODES]
+        for c in ["model", "world_size", "mode", "precision", "variant", *MODES]
         if c in table and table[c].notna().any()
     ]
     section.table(table[shown].round(3))
@@ -259,7 +262,7 @@ def modes(paper: PaperInput) -> Section:
         title = f"{rows['model'].iloc[0]}, {rows['world_size'].iloc[0]} ranks"
         section.figure(
             f"modes_{k}",
-            lambda rows=rows, title=title: plots.mode_bars(rows, title=title),
+            lambda rows=rows, title=title: mode_bars(rows, title=title),
             f"Modes and precisions, {title} (measured).",
         )
     speedups = amp_speedups(table)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import metrics, plots
+from analysis.figures import model_key
+from analysis.interconnect import h2d_bars
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import guesses_table
+from analysis.stash import stash_stalls
 from benchmarks import resources
 
 STUDY_RUNS = "ddlbench stash run system=<instance profile> model=<model> run.per_gpu_batch=<32|128>"
@@ -29,10 +31,10 @@ def stalls(paper: PaperInput) -> pd.DataFrame:
     """The Stash stalls of the study's runs, paired within each system profile (an instance type)."""
     per_run = paper.analysis.run_throughput()
     if per_run.empty:
-        return metrics.stash_stalls(per_run)
+        return stash_stalls(per_run)
     runs = paper.analysis.counted()
     system = runs[["run_id", "config.system.name"]].rename(columns={"config.system.name": "system"})
-    return metrics.stash_stalls(per_run.merge(system, on="run_id", how="left"))
+    return stash_stalls(per_run.merge(system, on="run_id", how="left"))
 
 
 def _labels(table: pd.DataFrame, columns: list[str]) -> pd.Series:
@@ -161,7 +163,7 @@ def pcie_bandwidth(paper: PaperInput) -> Section:
         )
         return section
     section.table(h2d.round(2))
-    section.figure("h2d", lambda: plots.h2d_bars(h2d), "Host-to-device bandwidth per GPU, all GPUs at once (measured).")
+    section.figure("h2d", lambda: h2d_bars(h2d), "Host-to-device bandwidth per GPU, all GPUs at once (measured).")
     return section
 
 
@@ -179,7 +181,7 @@ def depth_section(kind: str) -> callable:
         if table.empty:
             section.lacks(f"{kind} stall per depth: the Stash depth sweep", DEPTH)
             return section
-        table = table.sort_values("model", key=lambda m: m.map(plots._model_key))
+        table = table.sort_values("model", key=lambda m: m.map(model_key))
         section.table(
             table[["model", "system", "per_gpu_batch", "world_size", "num_nodes", "stall_s", "stall_pct"]].round(3)
         )
@@ -218,7 +220,7 @@ def parameters(paper: PaperInput) -> Section:
     published = {"vgg16": paper.claim("params_million_vgg16"), "resnet152": paper.claim("params_million_resnet152")}
     rows = []
     models = set(runs["model"].dropna()) if "model" in runs else set()
-    for model in sorted(models | set(published), key=plots._model_key):
+    for model in sorted(models | set(published), key=model_key):
         sample = runs[runs["model"] == model].head(1)
         if sample.empty:
             arch, depth, shape = model.rstrip("0123456789"), int("".join(filter(str.isdigit, model)) or 0), {}

@@ -10,9 +10,9 @@ import warnings
 import pytest
 from omegaconf import OmegaConf
 
-from analysis import plots
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.report import build_report
+from analysis.scaling import throughput_vs_gpus
 from benchmarks import rundir
 from ddlbench.cli import main
 
@@ -106,7 +106,7 @@ def test_precisions_and_systems_are_distinct_curves(tmp_path, compose):
     analysis = CampaignAnalysis(tmp_path)
     scaled = analysis.scaling("weak")
     assert len(scaled) == 5 and scaled["group_hash"].nunique() == 3
-    fig = plots.throughput_vs_gpus(analysis.cells())
+    fig = throughput_vs_gpus(analysis.cells())
     labels = {line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")}
     assert {
         "PyTorch-DDP, synthetic, fp32 [system.name=local_cpu]",

@@ -1,6 +1,6 @@
-"""Seed study C's comparison of data-parallel modes and precisions (metrics.mode_cells, the report's "Modes and
+"""Seed study C's comparison of data-parallel modes and precisions (modes.mode_cells, the report's "Modes and
 precisions" section, conf/experiment/composable_2023*.yaml) and the per-host step and collective times that
-name the slow hosts of a multi-node run (metrics.host_times, the "Hosts" section): values against
+name the slow hosts of a multi-node run (hosts.host_times, the "Hosts" section): values against
 hand-computed ones from small run directories written here and by synthlogs, the sample unit in every
 throughput column, the sections only where their data exist, and the CPU study end to end."""
 
@@ -16,9 +16,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import metrics, plots
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.cells import peak_memory
+from analysis.hosts import _rank_ranges, host_times, slow_hosts
 from analysis.load import load_campaign
+from analysis.modes import mode_bars, mode_cells, mode_labels
 from analysis.report import assemble, build_report
 from analysis.synthlogs import SynthCell, write_campaign
 
@@ -111,9 +113,7 @@ def study(tmp_path) -> Path:
 def _modes(root: Path) -> pd.DataFrame:
     analysis = CampaignAnalysis(root)
     counted = analysis.counted()
-    return metrics.mode_cells(
-        analysis.cells(), counted, utilisation=analysis.utilisation(), memory=metrics.peak_memory(counted)
-    )
+    return mode_cells(analysis.cells(), counted, utilisation=analysis.utilisation(), memory=peak_memory(counted))
 
 
 def test_mode_cells_by_hand(study):
@@ -165,9 +165,7 @@ def test_two_baseline_cells_give_no_relative_time(tmp_path):
 def test_one_mode_or_precision_gives_no_comparison(campaign):
     analysis = CampaignAnalysis(campaign.root, campaign=campaign)
     counted = analysis.counted()
-    table = metrics.mode_cells(
-        analysis.cells(), counted, utilisation=analysis.utilisation(), memory=metrics.peak_memory(counted)
-    )
+    table = mode_cells(analysis.cells(), counted, utilisation=analysis.utilisation(), memory=peak_memory(counted))
     assert table.empty  # synthlogs' campaign: DDP and Horovod in AMP, no DDP fp32 baseline
     blocks, figures = assemble(campaign)
     assert "Modes and precisions" not in [b.content for b in blocks if b.kind == "heading"]
@@ -177,7 +175,7 @@ def test_one_mode_or_precision_gives_no_comparison(campaign):
 def test_every_bar_is_labelled_with_its_full_configuration(study):
     table = _modes(study)
     rows = table[table["model"] == "resnet50"]
-    labels = plots.mode_labels(rows)
+    labels = mode_labels(rows)
     assert labels == [
         "DataParallel, fp32",
         "PyTorch-DDP, fp32 [framework.zero_optimizer=False]",
@@ -186,7 +184,7 @@ def test_every_bar_is_labelled_with_its_full_configuration(study):
         "FSDP2, fp32",
         "DeepSpeed ZeRO-2, fp32",
     ]
-    fig = plots.mode_bars(rows, title="resnet50")
+    fig = mode_bars(rows, title="resnet50")
     panels = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert panels == [
         "training time (baseline = 1)",
@@ -199,7 +197,7 @@ def test_every_bar_is_labelled_with_its_full_configuration(study):
     assert ticks == labels
     # alike labels are numbered, never merged
     twice = pd.concat([rows.iloc[:1], rows.iloc[:1]])
-    assert plots.mode_labels(twice) == ["DataParallel, fp32 #1", "DataParallel, fp32 #2"]
+    assert mode_labels(twice) == ["DataParallel, fp32 #1", "DataParallel, fp32 #2"]
 
 
 def test_the_report_names_the_baseline_and_the_sample_unit(study, tmp_path):
@@ -297,7 +295,7 @@ def host_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_host_times_by_hand(host_frames):
     steps, ranks = host_frames
-    out = metrics.host_times(*host_frames).set_index("host")
+    out = host_times(*host_frames).set_index("host")
     assert list(out["run_id"].unique()) == ["a"]  # b ran on one host
     assert list(out.index) == ["h0", "h1", "h2"]
     assert list(out["ranks"]) == ["0-1", "2-3", "4-5"] and list(out["num_ranks"]) == [2, 2, 2]
@@ -316,18 +314,18 @@ def test_host_times_by_hand(host_frames):
     assert out.loc["h2", "fwd_ms_mean"] == pytest.approx(5.0) and out.loc["h0", "fwd_ms_mean"] == pytest.approx(3.0)
     assert list(out["straggler"]) == [False, False, True]  # 20% and 2 ms slower: over 5% and 1 ms
     # both must hold: 20% but not 2.5 ms, 2 ms but not 25%
-    assert not metrics.host_times(steps, ranks, min_gap_ms=2.5)["straggler"].any()
-    assert not metrics.host_times(steps, ranks, threshold_pct=25.0)["straggler"].any()
-    slow = metrics.slow_hosts(metrics.host_times(steps, ranks))
+    assert not host_times(steps, ranks, min_gap_ms=2.5)["straggler"].any()
+    assert not host_times(steps, ranks, threshold_pct=25.0)["straggler"].any()
+    slow = slow_hosts(host_times(steps, ranks))
     assert slow[["run_id", "host", "ranks"]].values.tolist() == [["a", "h2", "4-5"]]
 
 
 def test_no_hosts_no_rows(host_frames):
     steps, ranks = host_frames
-    assert metrics.host_times(steps, ranks[ranks["run_id"] == "b"]).empty
-    assert metrics.host_times(steps, ranks.assign(host=None)).empty  # headers without a host
-    assert metrics.host_times(steps.iloc[:0], ranks).empty
-    assert metrics._rank_ranges([8, 0, 1, 2, 3, 10, 11]) == "0-3, 8, 10-11"
+    assert host_times(steps, ranks[ranks["run_id"] == "b"]).empty
+    assert host_times(steps, ranks.assign(host=None)).empty  # headers without a host
+    assert host_times(steps.iloc[:0], ranks).empty
+    assert _rank_ranges([8, 0, 1, 2, 3, 10, 11]) == "0-3, 8, 10-11"
 
 
 def test_the_report_names_exactly_the_slow_host(tmp_path):
@@ -339,7 +337,7 @@ def test_the_report_names_exactly_the_slow_host(tmp_path):
     write_campaign(tmp_path / "runs", cells, steps=40, warmup_steps=4, commbench=False)
     campaign = load_campaign(tmp_path / "runs")
     assert sorted(campaign.ranks.groupby("run_id")["host"].nunique()) == [1, 2, 3]
-    hosts = metrics.host_times(campaign.steps, campaign.ranks)
+    hosts = host_times(campaign.steps, campaign.ranks)
     assert hosts[hosts["straggler"]][["host", "ranks"]].values.tolist() == [["jwb0257", "4-7"]]
     slow_run = hosts[hosts["run_id"].str.contains("slow1")]
     assert slow_run.set_index("host")["compute_slowdown_pct"]["jwb0257"] > 20  # 1.3 x against the median host

@@ -12,7 +12,15 @@ import warnings
 import pandas as pd
 import pytest
 
-from analysis import metrics, plots
+from analysis.accuracy import (
+    _batch_label,
+    accuracy_by_schedule,
+    accuracy_curves,
+    loss_and_lr,
+    time_to_accuracy,
+    top1_vs_global_batch,
+    training_curves,
+)
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.load import load_campaign
 from analysis.palette import schedule_color
@@ -158,7 +166,7 @@ def test_time_to_accuracy_by_hand():
     per_run = pd.DataFrame(
         {"run_id": ["a0", "a1", "a2", "b0"], "cell_hash": ["A", "A", "A", "B"], "schedule": "cosine"}
     )
-    (row,) = metrics.time_to_accuracy(runs, per_run).to_dict("records")  # cell B had no target
+    (row,) = time_to_accuracy(runs, per_run).to_dict("records")  # cell B had no target
     assert (row["cell_hash"], row["num_reached"], row["num_repeats"]) == ("A", 2, 3)
     assert (row["time_to_target_s"], row["samples_to_target"], row["steps_to_target"]) == (120.0, 1200.0, 12.0)
     assert row["target_top1_pct"] == 75.0 and row["schedule"] == "cosine"
@@ -174,7 +182,7 @@ def test_accuracy_curves_mean_over_repeats_with_their_range():
         }
     )
     per_run = pd.DataFrame({"run_id": ["r0", "r1"], "cell_hash": "A", "schedule": "step", "global_batch": 64})
-    curves = metrics.accuracy_curves(evals, per_run)
+    curves = accuracy_curves(evals, per_run)
     assert list(curves["top1_pct"]) == pytest.approx([55.0, 75.0])
     assert list(curves["top1_pct_min"]) == pytest.approx([50.0, 70.0])
     assert list(curves["top1_pct_max"]) == pytest.approx([60.0, 80.0])
@@ -192,19 +200,19 @@ def test_training_curves_mean_over_ranks_and_bin_long_runs():
         }
     )
     per_run = pd.DataFrame({"run_id": ["r"], "cell_hash": "A", "schedule": "cosine", "global_batch": 8})
-    full = metrics.training_curves(steps, per_run)
+    full = training_curves(steps, per_run)
     assert list(full["loss"]) == pytest.approx([s + 0.5 for s in range(10)]) and len(full) == 10
-    binned = metrics.training_curves(steps, per_run, max_points=5)  # pairs of steps
+    binned = training_curves(steps, per_run, max_points=5)  # pairs of steps
     assert list(binned["step"]) == pytest.approx([0.5, 2.5, 4.5, 6.5, 8.5])
     assert list(binned["lr"]) == pytest.approx([0.05, 0.25, 0.45, 0.65, 0.85])
-    assert metrics.training_curves(steps.assign(loss=None, lr=None), per_run).empty  # logs from before lr
+    assert training_curves(steps.assign(loss=None, lr=None), per_run).empty  # logs from before lr
 
 
 # --- figures -------------------------------------------------------------------------------------
 
 
 def test_accuracy_by_schedule_has_a_panel_per_batch_and_a_line_per_schedule(study):
-    fig = plots.accuracy_by_schedule(CampaignAnalysis(study).accuracy_curves())
+    fig = accuracy_by_schedule(CampaignAnalysis(study).accuracy_curves())
     _render(fig)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["global batch 64", "global batch 128"]
@@ -216,7 +224,7 @@ def test_accuracy_by_schedule_has_a_panel_per_batch_and_a_line_per_schedule(stud
 
 
 def test_accuracy_by_schedule_falls_back_to_the_step_for_old_files(old_study):
-    fig = plots.accuracy_by_schedule(CampaignAnalysis(old_study).accuracy_curves())
+    fig = accuracy_by_schedule(CampaignAnalysis(old_study).accuracy_curves())
     assert {ax.get_xlabel() for ax in fig.axes if ax.get_visible()} == {"optimizer step"}
 
 
@@ -230,18 +238,18 @@ def test_a_figure_never_hides_a_variant(tmp_path):
         config.write_text(config.read_text().replace("  lr: 0.1\n", "  lr: 0.2\n"))
     analysis = CampaignAnalysis(root)
     assert len(analysis.accuracy()) == 3
-    fig = plots.accuracy_by_schedule(analysis.accuracy_curves())
+    fig = accuracy_by_schedule(analysis.accuracy_curves())
     panel = next(ax for ax in fig.axes if ax.get_title() == "global batch 64")
     assert sorted(_labels(panel)) == ["cosine [optim.lr=0.1]", "cosine [optim.lr=0.2]"]
     styles = {line.get_linestyle() for line in panel.get_lines() if not line.get_label().startswith("_")}
     assert len(styles) == 2  # one colour (the schedule), two line styles
-    fig = plots.top1_vs_global_batch(analysis.accuracy())
+    fig = top1_vs_global_batch(analysis.accuracy())
     assert sorted(_labels(fig.axes[0])) == ["cosine [optim.lr=0.1]", "cosine [optim.lr=0.2]"]
 
 
 def test_top1_vs_global_batch_one_line_per_schedule_on_a_log2_axis(study):
     accuracy = CampaignAnalysis(study).accuracy()
-    fig = plots.top1_vs_global_batch(accuracy)
+    fig = top1_vs_global_batch(accuracy)
     _render(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "global batch"
@@ -250,12 +258,12 @@ def test_top1_vs_global_batch_one_line_per_schedule_on_a_log2_axis(study):
     expected = accuracy[accuracy["schedule"] == "step"].sort_values("global_batch")
     assert list(step.get_xdata()) == [64, 128]
     assert list(step.get_ydata()) == pytest.approx(list(expected["top1_pct"]))
-    assert plots._batch_label(65536) == "64k" and plots._batch_label(256) == "256"
+    assert _batch_label(65536) == "64k" and _batch_label(256) == "256"
 
 
 def test_loss_and_lr_two_panels_per_global_batch(old_study):
     curves = CampaignAnalysis(old_study).training_curves()  # no target: every run to its last step
-    fig = plots.loss_and_lr(curves)
+    fig = loss_and_lr(curves)
     _render(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == [

@@ -1,4 +1,4 @@
-"""analysis.metrics against hand-computed values (tests/data/analysis/hand and inline frames)."""
+"""The cell table (analysis.cells) and the analyses' metrics against hand-computed values (tests/data/analysis/hand and inline frames)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import metrics
+from analysis.cells import cells, measured, repeat_stats, run_throughput, step_times
+from analysis.compare import compare
+from analysis.scaling import scaling
+from analysis.stability import loader_stalls, rank_imbalance, step_stability, step_stability_runs
+from analysis.stash import stash_stalls
+from analysis.time_shares import breakdown
 
 G1 = "ddp-synthetic-simple_cnn-g1-n1-b4-r0"
 G2 = "ddp-synthetic-simple_cnn-g2-n1-b4-r0"
 
 
 def test_slowest_rank_defines_each_step(hand):
-    per_step = metrics.step_times(hand.steps)
+    per_step = step_times(hand.steps)
     g2 = per_step[per_step["run_id"] == G2]
     assert list(g2["step"]) == [1, 2]  # the warmup step is not measured
     assert list(g2["step_s"]) == pytest.approx([0.5, 0.6])  # rank 0 slowest in step 1, rank 1 in step 2
@@ -21,7 +26,7 @@ def test_slowest_rank_defines_each_step(hand):
 
 
 def test_throughput_recomputed_from_steps(hand):
-    per_run = metrics.run_throughput(hand.steps, hand.counted).set_index("run_id")
+    per_run = run_throughput(hand.steps, hand.counted).set_index("run_id")
     # 2 ranks x 2 measured steps x 4 samples over 0.5 + 0.6 s
     assert per_run.loc[G2, "throughput_img_s"] == pytest.approx(16 / 1.1)
     assert per_run.loc[G2, "per_gpu_img_s"] == pytest.approx(8 / 1.1)
@@ -31,8 +36,8 @@ def test_throughput_recomputed_from_steps(hand):
 
 
 def test_weak_scaling_on_hand_runs(hand):
-    per_run = metrics.run_throughput(hand.steps, hand.counted)
-    scaled = metrics.scaling(metrics.cells(per_run), mode="weak").set_index("world_size")
+    per_run = run_throughput(hand.steps, hand.counted)
+    scaled = scaling(cells(per_run), mode="weak").set_index("world_size")
     assert scaled.loc[1, "efficiency"] == pytest.approx(1.0)
     assert scaled.loc[2, "efficiency"] == pytest.approx((8 / 1.1) / 8)
     assert scaled.loc[2, "speedup"] == pytest.approx((16 / 1.1) / 8)
@@ -58,7 +63,7 @@ def test_weak_and_strong_scaling_formulas():
         throughput_img_s=[100.0, 180.0, 320.0],
         per_gpu_img_s=[100.0, 90.0, 80.0],
     )
-    out = metrics.scaling(weak, mode="weak")
+    out = scaling(weak, mode="weak")
     assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.8])
     assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.2])
     strong = _cells(
@@ -68,7 +73,7 @@ def test_weak_and_strong_scaling_formulas():
         throughput_img_s=[100.0, 180.0, 300.0],
         per_gpu_img_s=[100.0, 90.0, 75.0],
     )
-    out = metrics.scaling(strong, mode="strong")
+    out = scaling(strong, mode="strong")
     assert list(out["speedup"]) == pytest.approx([1.0, 1.8, 3.0])
     assert list(out["efficiency"]) == pytest.approx([1.0, 0.9, 0.75])
 
@@ -81,26 +86,26 @@ def test_chosen_baseline_and_missing_baseline():
         throughput_img_s=[200.0, 360.0, 640.0],
         per_gpu_img_s=[100.0, 90.0, 80.0],
     )
-    out = metrics.scaling(table, mode="weak", baseline_world_size=4)
+    out = scaling(table, mode="weak", baseline_world_size=4)
     assert list(out["efficiency"]) == pytest.approx([100 / 90, 1.0, 80 / 90])
-    out = metrics.scaling(table, mode="weak", baseline_world_size=1)
+    out = scaling(table, mode="weak", baseline_world_size=1)
     assert out["efficiency"].isna().all()  # no run at N0: no efficiency
 
 
 def test_repeat_statistics_median_and_t_interval():
     runs = _cells(per_gpu_batch=[64] * 3, world_size=[4] * 3, throughput_img_s=[10.0, 12.0, 14.0])
-    stats = metrics.repeat_stats(runs)
+    stats = repeat_stats(runs)
     row = stats.iloc[0]
     assert row["throughput_img_s_median"] == 12.0 and row["num_repeats"] == 3
     half = 4.303 * 2.0 / np.sqrt(3)  # t(0.975, df=2) x s / sqrt(n)
     assert row["throughput_img_s_ci_low"] == pytest.approx(12 - half)
     assert row["throughput_img_s_ci_high"] == pytest.approx(12 + half)
-    single = metrics.repeat_stats(runs.iloc[:1])
+    single = repeat_stats(runs.iloc[:1])
     assert np.isnan(single["throughput_img_s_ci_low"].item())
 
 
 def test_breakdown_shares_by_hand(hand):
-    shares = metrics.breakdown(hand.steps).set_index("run_id")
+    shares = breakdown(hand.steps).set_index("run_id")
     g2 = shares.loc[G2]
     # sums over ranks and measured steps: step 1.8, data 0.35, fwd+bwd+opt 1.3, comm 0.33, exposed 0.12
     assert g2["data_share"] == pytest.approx(0.35 / 1.8)
@@ -119,8 +124,8 @@ def test_host_data_share_sees_a_late_batch_the_gpu_timer_hides(hand):
     steps = hand.steps.copy()
     # every measured step waited 40 ms on the host for its batch, hidden from data_s by queued work
     steps["host_data_s"] = 0.040
-    shares = metrics.breakdown(steps).set_index("run_id")
-    rows = metrics.measured(steps)
+    shares = breakdown(steps).set_index("run_id")
+    rows = measured(steps)
     for run, row in shares.iterrows():
         mine = rows[rows["run_id"] == run]
         assert row["host_data_share"] == pytest.approx(0.040 * len(mine) / mine["step_s"].sum())
@@ -155,7 +160,7 @@ def test_loader_stalls_by_hand():
             "host_data_s": 0.9,
         }
     )  # warm-up: not counted
-    stalls = metrics.loader_stalls(pd.DataFrame(rows))
+    stalls = loader_stalls(pd.DataFrame(rows))
     assert list(stalls["run_id"]) == ["a"]  # b: 0.8% of its step time, under the 5% line
     a = stalls.iloc[0]
     assert a["host_data_pct"] == pytest.approx(100 * (2 * 0.040 + 4 * 0.0005) / (6 * 0.060))
@@ -163,7 +168,7 @@ def test_loader_stalls_by_hand():
     assert a["waiting_steps_pct"] == pytest.approx(100 * 2 / 6)
     assert a["max_wait_ms"] == pytest.approx(40.0)
     old = pd.DataFrame(rows).drop(columns="host_data_s")  # logs from before the host times
-    assert metrics.loader_stalls(old).empty
+    assert loader_stalls(old).empty
 
 
 def test_stash_stalls_from_paired_runs():
@@ -181,7 +186,7 @@ def test_stash_stalls_from_paired_runs():
             "time_s": [10.0, 12.0, 15.0, 13.0, 20.0, 10.0],
         }
     )
-    stalls = metrics.stash_stalls(per_run).set_index("stall")
+    stalls = stash_stalls(per_run).set_index("stall")
     assert stalls.loc["interconnect", "stall_s"] == pytest.approx(2.0)
     assert stalls.loc["interconnect", "stall_pct"] == pytest.approx(20.0)
     assert stalls.loc["network", "stall_s"] == pytest.approx(3.0)
@@ -205,7 +210,7 @@ def test_stash_pairs_only_same_per_gpu_samples():
             "time_s": [10.0, 24.0],
         }
     )
-    assert metrics.stash_stalls(per_run).empty
+    assert stash_stalls(per_run).empty
 
 
 def test_compare_flags_a_regression():
@@ -221,13 +226,13 @@ def test_compare_flags_a_regression():
         throughput_img_s=[90.0, 204.0, 700.0],
         match_key=["k1", "k2", "k8"],
     )
-    out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
+    out = compare(a, b, threshold=0.05).set_index("world_size")
     assert out.loc[1, "flag"] == "regression" and out.loc[1, "rel_delta"] == pytest.approx(-0.1)
     assert out.loc[1, "judged_by"] == "threshold 5% (a single repeat: no CI)"
     assert out.loc[2, "flag"] == "ok"
     assert out.loc[4, "flag"] == "missing in B" and out.loc[8, "flag"] == "only in B"
-    assert metrics.compare(a, b, threshold=0.2).loc[0, "flag"] == "ok"
-    assert metrics.compare(a, b, incomplete_in_b={"k4"}).set_index("world_size").loc[4, "flag"] == "incomplete in B"
+    assert compare(a, b, threshold=0.2).loc[0, "flag"] == "ok"
+    assert compare(a, b, incomplete_in_b={"k4"}).set_index("world_size").loc[4, "flag"] == "incomplete in B"
 
 
 def test_compare_judges_repeats_by_their_confidence_intervals():
@@ -249,7 +254,7 @@ def test_compare_judges_repeats_by_their_confidence_intervals():
         throughput_img_s_ci_high=[91.0, 230.0],
         num_repeats=[3, 3],
     )
-    out = metrics.compare(a, b, threshold=0.05).set_index("world_size")
+    out = compare(a, b, threshold=0.05).set_index("world_size")
     assert out.loc[1, "flag"] == "regression"  # -10%, intervals apart
     assert out.loc[2, "flag"] == "ok"  # -10% but within the noise of the repeats
     assert out.loc[2, "judged_by"] == "threshold 5% + 95% CIs"
@@ -285,7 +290,7 @@ def test_step_stability_by_hand():
             }
         ]
     )
-    (row,) = metrics.step_stability(metrics.step_stability_runs(pd.DataFrame(rows)), per_run).to_dict("records")
+    (row,) = step_stability(step_stability_runs(pd.DataFrame(rows)), per_run).to_dict("records")
     assert (row["framework"], row["world_size"]) == ("ddp", 2)
     assert row["step_ms_median"] == pytest.approx(1000) and row["step_ms_max"] == pytest.approx(2000)
     assert row["slow_steps_pct"] == pytest.approx(20)
@@ -332,7 +337,7 @@ def test_rank_imbalance_by_hand():
             "step_s": 18.0,
         }
     )  # warm-up: not measured
-    table = metrics.rank_imbalance(pd.DataFrame(rows))
+    table = rank_imbalance(pd.DataFrame(rows))
     assert table[["run_id", "phase", "slowest_rank"]].values.tolist() == [["a", "fwd", 1], ["a", "bwd", 0]]
     assert table["gap_ms"].tolist() == pytest.approx([4.0, 4.0])
     assert table["fastest_ms"].tolist() == pytest.approx([26.0, 30.0])

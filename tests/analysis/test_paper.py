@@ -6,10 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import metrics
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.compare import across_systems
 from analysis.papers import STUDIES, study_of
 from analysis.papers.build import REFERENCE_DIR
+from analysis.stash import stash_stalls
 from analysis.synthlogs import SynthCell, lr_study_cells, write_campaign
 
 
@@ -133,7 +134,7 @@ def test_cells_that_differ_only_in_their_system_pair_against_the_baseline(tmp_pa
     cells.append(SynthCell("ddp", "synthetic", "resnet50", 4, 1, per_gpu_batch=32, system="switched"))
     write_campaign(tmp_path, cells, steps=30, warmup_steps=5, campaign="composable_2023")
     analysis = CampaignAnalysis(tmp_path)
-    table = metrics.across_systems(analysis.cells(), analysis.counted(), baseline="local")
+    table = across_systems(analysis.cells(), analysis.counted(), baseline="local")
     assert len(table) == 5
     base = table[table["system"] == "local"]
     assert (base["relative_time"] == 1.0).all()
@@ -160,6 +161,6 @@ def test_stalls_are_read_against_the_baseline_and_against_the_training_time():
             "time_s": [10.0, 12.5],
         }
     )
-    cpu = metrics.stash_stalls(per_run).set_index("stall").loc["cpu"]
+    cpu = stash_stalls(per_run).set_index("stall").loc["cpu"]
     assert cpu["stall_pct"] == pytest.approx(25.0)  # 2.5 s of the synthetic run's 10 s
     assert cpu["stall_pct_of_training"] == pytest.approx(20.0)  # 2.5 s of the stalled run's 12.5 s

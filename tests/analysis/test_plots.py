@@ -1,4 +1,4 @@
-"""analysis.plots: every figure renders and holds the expected series (inspected on the Axes)."""
+"""The analyses' figures: every figure renders and holds the expected series (inspected on the Axes)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import metrics, plots
+from analysis.cells import cells, run_throughput
+from analysis.commbench import commbench_curves
+from analysis.figures import readable_tick
 from analysis.load import load_reference
 from analysis.palette import framework_color
-from analysis.sections.reference import reference_comparison
+from analysis.reference_overlay import reference_breakdown, reference_comparison
+from analysis.scaling import dali_vs_native, efficiency_vs_gpus, framework_by_depth, scaling, throughput_vs_gpus
+from analysis.stability import SLOW_STEP_FACTOR, jittery_runs, step_stability_runs, step_timeline
+from analysis.stash import stash_bars
+from analysis.telemetry import telemetry_timeline
+from analysis.time_shares import breakdown, breakdown_bars, breakdown_cells
 
 
 @pytest.fixture
 def tables(campaign):
-    per_run = metrics.run_throughput(campaign.steps, campaign.counted)
-    cells = metrics.cells(per_run)
+    per_run = run_throughput(campaign.steps, campaign.counted)
+    table = cells(per_run)
     return {
         "per_run": per_run,
-        "cells": cells,
-        "scaled": metrics.scaling(cells),
-        "shares": metrics.breakdown_cells(metrics.breakdown(campaign.steps), per_run),
+        "cells": table,
+        "scaled": scaling(table),
+        "shares": breakdown_cells(breakdown(campaign.steps), per_run),
     }
 
 
@@ -35,7 +42,7 @@ def _labels(ax) -> list[str]:
 
 
 def test_throughput_vs_gpus_has_a_curve_per_framework_and_loader_and_ideal(tables):
-    fig = plots.throughput_vs_gpus(tables["cells"])
+    fig = throughput_vs_gpus(tables["cells"])
     _render(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
@@ -60,7 +67,7 @@ def test_a_narrow_log_axis_labels_each_tick_with_its_own_value(tables):
         & cells["world_size"].isin([1, 2])
     ].drop(columns=["throughput_img_s_ci_low", "throughput_img_s_ci_high"], errors="ignore")
     rows = rows.drop_duplicates("world_size").sort_values("world_size").assign(throughput_img_s=[3.2, 5.3])
-    fig = plots.throughput_vs_gpus(rows)
+    fig = throughput_vs_gpus(rows)
     _render(fig)
     ax = fig.axes[0]
     low, high = ax.get_ylim()
@@ -68,7 +75,7 @@ def test_a_narrow_log_axis_labels_each_tick_with_its_own_value(tables):
     labels = [text for _, text in ticks]
     assert len(ticks) >= 3 and len(set(labels)) == len(labels), ticks
     assert all(float(text) == pytest.approx(value, rel=0.01) for value, text in ticks), ticks
-    assert plots.readable_tick(1250.0) == "1,250" and plots.readable_tick(0.25) == "0.25"
+    assert readable_tick(1250.0) == "1,250" and readable_tick(0.25) == "0.25"
 
 
 def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
@@ -81,7 +88,7 @@ def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
     panel = one[(one["framework"] == framework) & (one["loader"] == loader)]
     other = panel.iloc[[0]].assign(variant="run.per_gpu_batch=4", allreduce_share=0.9)
     shares = pd.concat([panel.assign(variant="run.per_gpu_batch=8"), other], ignore_index=True)
-    fig = plots.breakdown_bars(shares, model=model)
+    fig = breakdown_bars(shares, model=model)
     _render(fig)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
@@ -92,7 +99,7 @@ def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
 
 
 def test_efficiency_starts_at_100_percent(tables):
-    fig = plots.efficiency_vs_gpus(tables["scaled"])
+    fig = efficiency_vs_gpus(tables["scaled"])
     _render(fig)
     for line in fig.axes[0].get_lines():
         if not line.get_label().startswith("_") and len(line.get_xdata()) > 1:
@@ -100,7 +107,7 @@ def test_efficiency_starts_at_100_percent(tables):
 
 
 def test_breakdown_bars_stack_to_100_percent(tables):
-    fig = plots.breakdown_bars(tables["shares"], model="resnet50")
+    fig = breakdown_bars(tables["shares"], model="resnet50")
     _render(fig)
     ax = fig.axes[0]
     heights = np.array([p.get_height() for p in ax.patches]).reshape(4, -1)  # 4 parts x GPU counts
@@ -110,7 +117,7 @@ def test_breakdown_bars_stack_to_100_percent(tables):
 
 def test_reference_figure_has_every_model_and_loader_and_the_overlay(tables):
     reference = load_reference("aach2023")
-    fig = plots.reference_breakdown(reference)
+    fig = reference_breakdown(reference)
     _render(fig)
     titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
     assert titles == {f"{m}, {loader}" for m in ("resnet50", "resnet101", "resnet152") for loader in ("DALI", "native")}
@@ -119,13 +126,13 @@ def test_reference_figure_has_every_model_and_loader_and_the_overlay(tables):
     assert ax.patches[2 * 9 + 7].get_height() == pytest.approx(43.48)  # 9 GPU counts per part
     shares = tables["shares"].assign(model="resnet50", world_size=4)
     ours = reference_comparison(reference, shares[shares["loader"] == "dali"])
-    fig = plots.reference_breakdown(reference, ours=ours)
+    fig = reference_breakdown(reference, ours=ours)
     ax = next(ax for ax in fig.axes if ax.get_title() == "resnet50, DALI")
     assert "top of exposed allreduce (this campaign)" in _labels(ax)
 
 
 def test_dali_vs_native_ratio(tables):
-    fig = plots.dali_vs_native(tables["cells"])
+    fig = dali_vs_native(tables["cells"])
     _render(fig)
     assert set(_labels(fig.axes[0])) == {"PyTorch-DDP", "Horovod"}
 
@@ -134,14 +141,14 @@ def test_framework_by_depth_draws_bars(tables):
     cells = pd.concat(
         [tables["cells"], tables["cells"].assign(model="resnet101", per_gpu_img_s=tables["cells"]["per_gpu_img_s"] / 2)]
     )
-    fig = plots.framework_by_depth(cells)
+    fig = framework_by_depth(cells)
     _render(fig)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["resnet50", "resnet101"]
 
 
 def test_telemetry_timeline_one_panel_per_metric(campaign):
     run_id = campaign.telemetry["run_id"].iloc[0]
-    fig = plots.telemetry_timeline(campaign.telemetry, run_id=run_id)
+    fig = telemetry_timeline(campaign.telemetry, run_id=run_id)
     _render(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["gpu_util_percent", "gpu_mem_used (GB)", "gpu_power_w", "pcie_rx (GB/s)", "cpu_percent"]
@@ -164,7 +171,7 @@ def test_telemetry_timeline_of_the_sampler_format():
         for rank in range(2)
         for i in range(10)
     ]
-    fig = plots.telemetry_timeline(pd.DataFrame(rows), run_id="r")
+    fig = telemetry_timeline(pd.DataFrame(rows), run_id="r")
     _render(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["gpu_util_percent", "gpu_mem_used (GB)"]  # totals and counters left out
@@ -174,7 +181,7 @@ def test_telemetry_timeline_of_the_sampler_format():
 
 
 def test_commbench_curves_per_world_size(campaign):
-    fig = plots.commbench_curves(campaign.commbench)
+    fig = commbench_curves(campaign.commbench)
     _render(fig)
     ax = next(ax for ax in fig.axes if ax.get_title() == "all_reduce")
     assert _labels(ax) == ["4 ranks", "32 ranks", "256 ranks"]
@@ -193,7 +200,7 @@ def test_stash_bars_heights_are_the_stalls():
             "stall_pct": [20.0, 25.0],
         }
     )
-    fig = plots.stash_bars(stalls)
+    fig = stash_bars(stalls)
     _render(fig)
     assert [p.get_height() for p in fig.axes[0].patches[:2]] == [20.0, 25.0]
 
@@ -213,9 +220,9 @@ def test_step_timeline_marks_the_slow_steps():
         for step in range(10)
     ]
     steps = pd.DataFrame(rows)
-    jittery = metrics.jittery_runs(steps, metrics.step_stability_runs(steps))
+    jittery = jittery_runs(steps, step_stability_runs(steps))
     assert set(jittery["run_id"]) == {"a"} and jittery["slow_time_pct"].iloc[0] == pytest.approx(100 * 2 / 12)
-    fig = plots.step_timeline(jittery, slow_factor=metrics.SLOW_STEP_FACTOR)
+    fig = step_timeline(jittery, slow_factor=SLOW_STEP_FACTOR)
     _render(fig)
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert list(ax.collections[0].get_offsets()[:, 0]) == [3, 7]  # the slow steps, marked

@@ -13,10 +13,9 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 
-from analysis import plots
 from analysis.load import load_reference
+from analysis.reference_overlay import reference_breakdown, reference_comparison, reference_section
 from analysis.report import assemble, build_report
-from analysis.sections.reference import reference_comparison, reference_section
 from analysis.synthlogs import SynthCell, write_campaign
 from tests.analysis.conftest import CAMPAIGN
 
@@ -42,7 +41,7 @@ def _cell(
     other=0.20,
     **extra,
 ) -> dict:
-    """One breakdown cell as metrics.breakdown_cells gives it (shares of step time)."""
+    """One breakdown cell as time_shares.breakdown_cells gives it (shares of step time)."""
     return {
         "framework": framework,
         "loader": loader,
@@ -109,7 +108,7 @@ def test_reference_markers_stack_within_100_percent_and_inside_the_axes(referenc
         ]
     )
     side = reference_comparison(reference, shares)
-    fig = plots.reference_breakdown(reference, ours=side)
+    fig = reference_breakdown(reference, ours=side)
     renderer = _draw(fig)
     lines = _marker_lines(fig)
     heights = np.concatenate([np.asarray(line.get_ydata(), float) for line in lines])
@@ -139,7 +138,7 @@ def test_reference_without_a_matching_cell_says_so(reference):
     shares = pd.DataFrame([_cell(world_size=2), _cell("horovod"), _cell(model="resnet18")])
     side = reference_comparison(reference, shares)
     assert side.empty
-    fig = plots.reference_breakdown(reference, ours=side)
+    fig = reference_breakdown(reference, ours=side)
     renderer = _draw(fig)
     assert NO_MATCH in fig.get_suptitle() and "markers" not in fig.get_suptitle()
     assert _marker_lines(fig) == []
@@ -172,7 +171,7 @@ def test_reference_several_cells_for_one_reference_cell_are_each_shown(reference
     assert side["data_pct_here"].tolist() == pytest.approx([10.0, 5.0])
     assert side["allreduce_exposed_pct_here"].tolist() == pytest.approx([5.0, 10.0])
     assert side["data_pct_ref"].tolist() == pytest.approx([22.0, 22.0])  # one reference cell, twice
-    fig = plots.reference_breakdown(reference, ours=side)
+    fig = reference_breakdown(reference, ours=side)
     _draw(fig)
     lines = _marker_lines(fig)
     assert len(lines) == 6  # 3 parts x 2 configurations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.sections.overview import provenance
+from analysis.overview import provenance
 
 
 def _rows(runs: pd.DataFrame) -> dict[str, str]:
@@ -74,16 +74,16 @@ def test_the_stash_marker_is_no_setting_of_the_run(compose):
 
 def test_a_new_analysis_is_one_module_and_its_place_in_sections(tmp_path, compose, monkeypatch):
     """The worked example of docs/architecture.md: a toy analysis, the warm-up steps of each run, as the one
-    module analysis/sections/<name>.py would hold it (here a function), put in SECTIONS before the excluded
-    runs; `ddlbench report` then writes its heading, its table and its figure, with no other change."""
+    module analysis/<name>.py would hold it (here a function), put in analysis/report.py's SECTIONS before
+    the excluded runs; `ddlbench report` then writes its heading, its table and its figure, with no other change."""
     import matplotlib.pyplot as plt
 
-    from analysis import sections
+    from analysis import report as report_module
     from analysis.report import build_report
-    from analysis.sections.base import Block, Report, add_figure
+    from analysis.section import Block, Report, add_figure
     from tests.analysis.test_cells import write_run
 
-    def warmup_draw(report: Report) -> None:  # analysis/sections/warmup.py's draw
+    def warmup_draw(report: Report) -> None:  # analysis/warmup.py's draw
         steps = report.campaign.steps
         table = steps[steps["warmup"]].groupby("run_id").size().rename("warmup_steps").reset_index()
         report.blocks.append(Block("heading", "Warm-up"))
@@ -97,8 +97,8 @@ def test_a_new_analysis_is_one_module_and_its_place_in_sections(tmp_path, compos
         add_figure(report.blocks, report.figures, "warmup", figure, "Warm-up steps per run.")
 
     write_run(tmp_path / "runs", compose, ["loader=synthetic"], step_s=0.1)
-    monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS[:-1], warmup_draw, sections.SECTIONS[-1]))
-    monkeypatch.setattr("analysis.report.SECTIONS", sections.SECTIONS)
+    sections = report_module.SECTIONS
+    monkeypatch.setattr(report_module, "SECTIONS", (*sections[:-1], warmup_draw, sections[-1]))
     out = tmp_path / "report"
     build_report(tmp_path / "runs", out, formats=("png",))
     text = (out / "report.md").read_text()

@@ -1,14 +1,13 @@
 """The trace window's breakdown in the analysis: both denominators, timers against trace, the seed's layout
-(metrics.trace_breakdown_runs, metrics.timers_vs_trace, report.seed_layout), computed by hand."""
+(trace.trace_breakdown_runs, trace.timers_vs_trace, report.seed_layout), computed by hand."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from analysis import metrics
 from analysis.load import TRACE_COLUMNS, load_reference
-from analysis.sections.trace import seed_layout
+from analysis.trace import TRACE_RUNTIME, seed_layout, timers_vs_trace, trace_breakdown_runs
 
 WINDOW = {
     "window_s": 0.1,
@@ -60,7 +59,7 @@ def steps() -> pd.DataFrame:
 
 def test_both_denominators_by_hand():
     runs = pd.DataFrame({"run_id": ["r"], "runtime_s": [2.0]})
-    (row,) = metrics.trace_breakdown_runs(traces(), steps(), runs).to_dict("records")
+    (row,) = trace_breakdown_runs(traces(), steps(), runs).to_dict("records")
     assert row["ranks_traced"] == 2 and row["trace_steps"] == 2 and row["trace_source"] == "sampled"
     # shares of the window's step time
     assert row["conv_pct"] == pytest.approx(40) and row["gemm_pct"] == pytest.approx(10)
@@ -85,19 +84,19 @@ def test_both_denominators_by_hand():
 def test_a_window_that_slowed_its_steps_says_so():
     slow = steps()
     slow.loc[slow["step"] >= 8, "step_s"] = 0.125  # the traced steps 8-9
-    (row,) = metrics.trace_breakdown_runs(traces(), slow, pd.DataFrame({"run_id": ["r"]})).to_dict("records")
+    (row,) = trace_breakdown_runs(traces(), slow, pd.DataFrame({"run_id": ["r"]})).to_dict("records")
     assert row["window_slowdown"] == pytest.approx(1.25)
 
 
 def test_no_runtime_no_runtime_shares():
     for runs in (pd.DataFrame({"run_id": ["r"]}), pd.DataFrame({"run_id": ["r"], "runtime_s": [0.5]})):
-        (row,) = metrics.trace_breakdown_runs(traces(), steps(), runs).to_dict("records")
+        (row,) = trace_breakdown_runs(traces(), steps(), runs).to_dict("records")
         assert row["conv_pct"] == pytest.approx(40)  # a runtime shorter than the steps is none
-        assert all(pd.isna(row[c]) for c in metrics.TRACE_RUNTIME)
+        assert all(pd.isna(row[c]) for c in TRACE_RUNTIME)
 
 
 def test_timers_against_the_trace_of_the_same_steps():
-    table = metrics.timers_vs_trace(traces(), steps())
+    table = timers_vs_trace(traces(), steps())
     assert list(table["rank"]) == [0, 1]
     row = table.iloc[0]
     assert row["compute_timer_pct"] == pytest.approx(65) and row["compute_trace_pct"] == pytest.approx(75)

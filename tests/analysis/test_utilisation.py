@@ -1,4 +1,4 @@
-"""Utilisation from telemetry (metrics.utilisation_runs / _cells) and commbench's GPU tests (P2P matrix,
+"""Utilisation from telemetry (utilisation.utilisation_runs / _cells) and commbench's GPU tests (P2P matrix,
 concurrent H2D): values against hand-computed ones, the figures, and the report sections only where the
 data exist."""
 
@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import metrics, plots
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.figures import cell_labels
+from analysis.interconnect import h2d_bandwidth, h2d_bars, p2p_heatmap, p2p_matrix
 from analysis.report import assemble, build_report
 from analysis.synthlogs import H2D_GB_S, SynthCell, gpu_test_records, write_campaign
+from analysis.utilisation import UTILISATION, UTILISATION_PANELS, utilisation_bars, utilisation_cells, utilisation_runs
 
 GB = 1e9
 
@@ -77,7 +79,7 @@ def telemetry() -> pd.DataFrame:
 
 
 def test_utilisation_runs_by_hand(telemetry):
-    out = metrics.utilisation_runs(telemetry).set_index("run_id")
+    out = utilisation_runs(telemetry).set_index("run_id")
     a = out.loc["a"]
     assert a["num_samples"] == 6
     assert a["gpu_util_pct_mean"] == pytest.approx(350 / 6)
@@ -103,24 +105,24 @@ def test_utilisation_cells_mean_over_the_repeats_with_telemetry(telemetry):
             {"run_id": "c", "cell_hash": "c2", **cell, "world_size": 1, "num_nodes": 1, "variant": ""},  # no telemetry
         ]
     )
-    out = metrics.utilisation_cells(metrics.utilisation_runs(telemetry), per_run)
+    out = utilisation_cells(utilisation_runs(telemetry), per_run)
     assert list(out["cell_hash"]) == ["c1"]
     row = out.iloc[0]
     assert row["num_repeats"] == 2
     assert row["gpu_util_pct_mean"] == pytest.approx((350 / 6 + 40) / 2)
     assert row["nvlink_rx_gb_s_mean"] == pytest.approx(2.0)  # the one repeat that has it
     assert row["cpu_pct_mean"] == pytest.approx(50.0)
-    assert list(out.columns[-len(metrics.UTILISATION) :]) == list(metrics.UTILISATION)
+    assert list(out.columns[-len(UTILISATION) :]) == list(UTILISATION)
 
 
 def test_no_telemetry_gives_no_rows():
-    assert metrics.utilisation_runs(pd.DataFrame()).empty
-    assert metrics.utilisation_cells(metrics.utilisation_runs(pd.DataFrame()), pd.DataFrame({"run_id": []})).empty
+    assert utilisation_runs(pd.DataFrame()).empty
+    assert utilisation_cells(utilisation_runs(pd.DataFrame()), pd.DataFrame({"run_id": []})).empty
 
 
 def test_p2p_matrix_and_h2d_from_the_gpu_tests_records():
     bench = pd.DataFrame([{**r, "source": "node/commbench.json"} for r in gpu_test_records(4)])
-    matrix = metrics.p2p_matrix(bench)
+    matrix = p2p_matrix(bench)
     assert len(matrix) == 12  # every ordered pair of 4 GPUs
     pair = matrix.set_index(["src_gpu", "dst_gpu"])
     assert pair.loc[(0, 1), "p2p_gb_s"] == pytest.approx(300.0)
@@ -129,7 +131,7 @@ def test_p2p_matrix_and_h2d_from_the_gpu_tests_records():
     assert pair.loc[(0, 1), "p2p_latency_us"] == pytest.approx(2.0)
     assert pair.loc[(0, 3), "p2p_latency_us"] == pytest.approx(9.0)
     assert set(matrix["host"]) == {"jwb0100"}
-    h2d = metrics.h2d_bandwidth(bench)
+    h2d = h2d_bandwidth(bench)
     assert list(h2d["rank"]) == [0, 1, 2, 3] and list(h2d["gpu"]) == [0, 1, 2, 3]
     assert (h2d["concurrent_gpus"] == 4).all()
     assert h2d["h2d_gb_s"].tolist() == pytest.approx([H2D_GB_S * 0.5 * (1 - 0.02 * g) for g in range(4)])
@@ -137,7 +139,7 @@ def test_p2p_matrix_and_h2d_from_the_gpu_tests_records():
 
 def test_commbench_without_the_gpu_tests_or_with_junk_indices():
     collectives = pd.DataFrame([{"op": "all_reduce", "size_bytes": 1024, "algbw_gb_s": 1.0, "source": "x"}])
-    assert metrics.p2p_matrix(collectives).empty and metrics.h2d_bandwidth(collectives).empty
+    assert p2p_matrix(collectives).empty and h2d_bandwidth(collectives).empty
     junk = pd.DataFrame(
         [
             {"op": "p2p_copy", "src_gpu": "zero", "dst_gpu": 1, "algbw_gb_s": 5.0, "time_s": 1.0, "source": "x"},
@@ -145,8 +147,8 @@ def test_commbench_without_the_gpu_tests_or_with_junk_indices():
             {"op": "h2d_copy", "gpu": -1, "world_size": 2, "algbw_gb_s": 3.0, "source": "x"},
         ]
     )
-    assert metrics.p2p_matrix(junk).empty
-    h2d = metrics.h2d_bandwidth(junk)
+    assert p2p_matrix(junk).empty
+    h2d = h2d_bandwidth(junk)
     assert h2d["gpu"].isna().all() and h2d["concurrent_gpus"].tolist() == [2]
 
 
@@ -159,7 +161,7 @@ def _render(fig) -> None:
 
 def _cells() -> pd.DataFrame:
     base = {"model": "resnet50", "precision": "amp_bf16", "per_gpu_batch": 64, "world_size": 2, "num_nodes": 1}
-    values = {c: 50.0 for c in metrics.UTILISATION}
+    values = {c: 50.0 for c in UTILISATION}
     return pd.DataFrame(
         [
             {"framework": "ddp", "loader": "dali", "variant": "", **base, **values, "gpu_util_pct_mean": 91.0},
@@ -178,10 +180,10 @@ def _cells() -> pd.DataFrame:
 
 def test_utilisation_bars_one_bar_per_cell_in_every_panel():
     cells = _cells()
-    fig = plots.utilisation_bars(cells)
+    fig = utilisation_bars(cells)
     _render(fig)
     axes = [ax for ax in fig.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in axes] == [title for title, _ in plots.UTILISATION_PANELS.values()]
+    assert [ax.get_title() for ax in axes] == [title for title, _ in UTILISATION_PANELS.values()]
     for ax in axes:
         assert len(ax.containers[0]) == len(cells)  # every cell its own bar (a NaN one is an empty bar)
     assert axes[0].containers[0][0].get_width() == pytest.approx(91.0)
@@ -195,14 +197,14 @@ def test_utilisation_bars_one_bar_per_cell_in_every_panel():
 
 def test_utilisation_bars_leave_out_a_metric_no_cell_has():
     cells = _cells().assign(nvlink_rx_gb_s_mean=np.nan, pcie_tx_gb_s_mean=np.nan)
-    fig = plots.utilisation_bars(cells)
+    fig = utilisation_bars(cells)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert "NVLink rx, mean" not in titles and "PCIe tx (from GPU), mean" not in titles and len(titles) == 4
 
 
 def test_cell_labels_number_cells_that_read_alike():
     cells = _cells().iloc[[0, 0]].reset_index(drop=True)
-    assert plots.cell_labels(cells) == [
+    assert cell_labels(cells) == [
         "PyTorch-DDP, DALI, resnet50, 2 GPU #1",
         "PyTorch-DDP, DALI, resnet50, 2 GPU #2",
     ]
@@ -212,12 +214,12 @@ def test_p2p_heatmap_and_h2d_bars():
     bench = pd.DataFrame(
         [{**r, "source": s} for s in ("a/commbench.json", "b/commbench.json") for r in gpu_test_records(4)]
     )
-    fig = plots.p2p_heatmap(metrics.p2p_matrix(bench))
+    fig = p2p_heatmap(p2p_matrix(bench))
     _render(fig)
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 2  # one heatmap per file and host
     assert sorted(t.get_text() for t in axes[0].texts) == sorted(["300"] * 6 + ["150"] * 4 + ["20"] * 2)
-    fig = plots.h2d_bars(metrics.h2d_bandwidth(bench))
+    fig = h2d_bars(h2d_bandwidth(bench))
     _render(fig)
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 2 and all(len(ax.containers[0]) == 4 for ax in axes)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import metrics
 from analysis import stash as report
+from analysis.cells import run_throughput
 from analysis.load import load_campaign
 from launchers.stash import parse_stash
 
@@ -19,7 +19,7 @@ PRICES = Path(__file__).resolve().parent.parent.parent / "conf" / "stash" / "pri
 @pytest.fixture(scope="module")
 def study():
     campaign = load_campaign(STUDY)
-    return campaign, metrics.run_throughput(campaign.steps, campaign.counted)
+    return campaign, run_throughput(campaign.steps, campaign.counted)
 
 
 def test_golden_stalls_seconds_and_percent(study):

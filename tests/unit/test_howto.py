@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.report import SECTIONS
 from benchmarks import launch
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.configs import CONFIGS as LOADERS
@@ -18,9 +19,8 @@ NAMES = {
     "a loader": sorted(LOADERS),
     "a launcher": sorted(launch.LAUNCHERS),
     "a model": sorted(a.value for a in Arch),
-    "an analysis": sorted(
-        p.stem for p in (REPO / "analysis" / "sections").glob("*.py") if p.stem not in ("__init__", "base")
-    ),
+    # an analysis is a module with a section in the report's list
+    "an analysis": sorted({draw.__module__.rsplit(".", 1)[-1] for draw in SECTIONS}),
 }
 
 

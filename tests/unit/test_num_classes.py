@@ -165,7 +165,7 @@ def test_a_prediction_of_an_auto_model_without_data_has_1000_classes():
 
 
 def test_the_reports_chance_level_is_one_over_the_classes():
-    from analysis import metrics
+    from analysis.accuracy import chance_pct
 
     cells = pd.DataFrame({"cell_hash": ["a", "b", "c"], "top1_pct": [40.0, 1.0, 50.0]})
     runs = pd.DataFrame(
@@ -175,5 +175,5 @@ def test_the_reports_chance_level_is_one_over_the_classes():
             "config.model.num_classes": [10, 10, 1000, "auto"],  # a warned head; an older run; none readable
         }
     )
-    chance = metrics.chance_pct(cells, runs)
+    chance = chance_pct(cells, runs)
     assert chance.iloc[:2].round(2).tolist() == [16.67, 0.1] and pd.isna(chance.iloc[2])

@@ -1,13 +1,138 @@
-"""A study's published breakdown (`--reference`) beside this campaign's matching PyTorch-DDP cells, defined
-and stacked alike."""
+"""The campaign beside a study's published breakdown (`ddlbench report --reference`): the matching cells,
+the overlay figure, the report's reference section.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
-from analysis import plots
-from analysis.sections.base import Block, Report, add_figure, table_if_rows
+from analysis.figures import finish, model_key, panels, paper_style, pretty
+from analysis.palette import BREAKDOWN_COLORS, PAPER_RC
+from analysis.section import Block, Report, add_figure, table_if_rows
+
+# seed study A's parts, bottom to top (the order of breakdown_bars): (legend name, colour, reference column);
+# the rest up to 100% is its "other work"
+REFERENCE_PARTS = [
+    ("data", "data", "data_pct"),
+    ("compute", "compute", "compute_pct"),
+    ("allreduce", "allreduce (exposed)", "allreduce_pct"),
+]
+
+# this campaign's markers: the top of each stacked part (report.reference_comparison), one shape per part
+REFERENCE_MARKERS = [
+    ("data", "data_top_pct", "o"),
+    ("compute", "compute_top_pct", "s"),
+    ("exposed allreduce", "allreduce_top_pct", "D"),
+]
+
+# one fill per configuration of the campaign where several match one reference cell (greyscale-safe)
+_SERIES_FILLS = ["#000000", "#0072B2", "#CC79A7", "#009E73", "#F0E442", "#FFFFFF"]
+_NO_MATCH = "no cell of this campaign matches a reference cell (model, loader, GPUs)"
+
+
+@paper_style
+def reference_breakdown(
+    reference: pd.DataFrame, *, ours: pd.DataFrame | None = None, source: str = "aach2023"
+) -> Figure:
+    """The seed study's DDP breakdown (% of runtime) as stacked bars (data, compute, allreduce, the rest),
+    one panel per model x loader. `ours` (report.reference_comparison: one row per matching DDP cell,
+    `gpus`, `series` and the stacked tops *_top_pct, defined like the seed's parts) adds a marker at the top
+    of each part, so that markers and bars read alike; several configurations per reference cell get a
+    fill each, side by side within the bar. An empty `ours` means no cell matches: the title says so.
+    Everything stays inside the axes (0..100% plus headroom, clipped), below the panel titles."""
+    combos = sorted(reference.groupby(["model", "loader"]).groups, key=lambda c: (model_key(c[0]), c[1]))
+    fig, axes = panels(len(combos), row_height_in=2.1, sharey=True)
+    series = list(dict.fromkeys(ours["series"])) if ours is not None and not ours.empty else []  # table order
+    marked = ours if series else pd.DataFrame(columns=["model", "loader", "gpus", "series"])
+    fills = (
+        {name: _SERIES_FILLS[i % len(_SERIES_FILLS)] for i, name in enumerate(series)}
+        if len(series) > 1
+        else {name: "white" for name in series}
+    )
+    offsets = {name: (i - (len(series) - 1) / 2) * 0.5 / max(1, len(series) - 1) for i, name in enumerate(series)}
+    for ax, (model, loader) in zip(axes, combos):
+        rows = reference[(reference["model"] == model) & (reference["loader"] == loader)].sort_values("gpus")
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for label, color, column in REFERENCE_PARTS:
+            values = rows[column].to_numpy(float)
+            ax.bar(
+                x, values, 0.75, bottom=bottom, color=BREAKDOWN_COLORS[color], label=f"{label} ({source})", linewidth=0
+            )
+            bottom += values
+        ax.bar(
+            x,
+            100 - bottom,
+            0.75,
+            bottom=bottom,
+            color=BREAKDOWN_COLORS["other"],
+            label=f"other ({source})",
+            linewidth=0,
+        )
+        mine = marked[(marked["model"] == model) & (marked["loader"] == loader)]
+        position = {int(g): i for i, g in enumerate(rows["gpus"])}
+        for name, cell in mine.groupby("series", sort=True):
+            xs = cell["gpus"].astype(int).map(position).to_numpy(float) + offsets[name]
+            for part, column, marker in REFERENCE_MARKERS:
+                ax.plot(
+                    xs,
+                    cell[column].to_numpy(float),
+                    linestyle="none",
+                    marker=marker,
+                    markersize=4,
+                    markerfacecolor=fills[name],
+                    markeredgecolor="black",
+                    markeredgewidth=0.8,
+                    zorder=5,
+                    label=f"top of {part} (this campaign)" if len(series) == 1 else "_cell",
+                )
+        if not mine.empty and len(series) > 1:  # legend: one shape per part, one fill per configuration
+            for part, _, marker in REFERENCE_MARKERS:
+                ax.plot(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker=marker,
+                    markerfacecolor="white",
+                    markeredgecolor="black",
+                    label=f"top of {part} (this campaign)",
+                )
+            for name in series:
+                ax.plot(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker="o",
+                    markersize=6,
+                    markerfacecolor=fills[name],
+                    markeredgecolor="black",
+                    markeredgewidth=0.8,
+                    label=name,
+                )
+        ax.set_xticks(x, [str(g) for g in rows["gpus"]], rotation=90)
+        ax.set_xlabel("GPUs")
+        ax.set_ylim(0, 108)  # headroom: a marker at 100% is drawn whole, inside the axes
+        ax.set_yticks(range(0, 101, 20))
+        ax.yaxis.set_major_formatter(PercentFormatter())
+        ax.set_title(f"{model}, {pretty(loader)}")
+        ax.set_ylabel("% of runtime")
+    title = f"PyTorch-DDP time breakdown: {source} (bars)"
+    if ours is not None:
+        title += ", this campaign's DDP cells (markers)" if series else f"\n{_NO_MATCH}"
+    fig = finish(fig, axes, title=title, xlabel_in=0.6, legend_cols=3)
+    extra_in = 0.2 * title.count("\n")  # finish leaves room for one title line: move the panels down
+    if extra_in:
+        height = fig.get_figheight()
+        top_in, bottom_in = (1 - fig.subplotpars.top) * height, fig.subplotpars.bottom * height
+        height += extra_in
+        fig.set_figheight(height)
+        fig.subplots_adjust(top=1 - (top_in + extra_in) / height, bottom=bottom_in / height)
+        fig.suptitle(title, fontsize=PAPER_RC["axes.titlesize"] + 1, y=1 - 0.08 / height, va="top")
+    return fig
+
 
 # Seed study A's breakdown (aach2023): AllReduce, data and compute are stacked as parts of one runtime (they sum
 # below 100; the rest is other work). ddlbench's parts alike (analysis/reference/README.md): exposed allreduce
@@ -16,7 +141,6 @@ from analysis.sections.base import Block, Report, add_figure, table_if_rows
 # the seed's rest (its compute is cuDNN time, not the rest of the step).
 REFERENCE_KEY = ["model", "loader", "gpus"]
 
-
 REFERENCE_SIDES = [  # (reference column, this campaign's share column, its name here); tables add _ref / _here
     ("allreduce_pct", "allreduce_exposed_share", "allreduce_exposed_pct"),
     ("data_pct", "data_share", "data_pct"),
@@ -24,9 +148,7 @@ REFERENCE_SIDES = [  # (reference column, this campaign's share column, its name
     ("other_pct", "other_share", "other_pct"),
 ]
 
-
 _REFERENCE_CONFIG = ["precision", "per_gpu_batch", "num_nodes", "variant"]  # what tells matching cells apart
-
 
 _REFERENCE_TABLE = [
     *REFERENCE_KEY,
@@ -72,7 +194,7 @@ def reference_comparison(reference: pd.DataFrame, shares: pd.DataFrame | None) -
     out["compute_top_pct"] = here["data_pct"] + here["compute_pct"]
     out["allreduce_top_pct"] = here["data_pct"] + 100 * side["compute_share"] + here["allreduce_exposed_pct"].fillna(0)
     out = out.sort_values([c for c in [*REFERENCE_KEY[1:], *_REFERENCE_CONFIG] if c in out]).sort_values(
-        "model", key=lambda m: m.map(plots._model_key), kind="stable"
+        "model", key=lambda m: m.map(model_key), kind="stable"
     )
     return out.reindex(columns=[c for c in columns if c in out]).reset_index(drop=True)
 
@@ -140,7 +262,7 @@ def reference_section(
         blocks,
         figures,
         f"reference_{reference_name}",
-        lambda: plots.reference_breakdown(reference, ours=side, source=reference_name),
+        lambda: reference_breakdown(reference, ours=side, source=reference_name),
         caption,
     )
     shown = [c for c in _REFERENCE_TABLE if c in side and (c != "variant" or side[c].fillna("").astype(bool).any())]

@@ -1,5 +1,6 @@
 """The report's opening: what it holds and how its figures are computed, what ran on what (meta.json's
-provenance: GPUs, hosts, CUDA, NCCL, versions, git), and each loader's settings."""
+provenance: GPUs, hosts, CUDA, NCCL, versions, git), and each loader's settings.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 
 import pandas as pd
 
-from analysis import metrics
-from analysis.sections.base import Block, Report
+from analysis.cells import loader_settings
+from analysis.section import Block, Report
 
 # a torch build's CUDA (and, where a GPU is visible, NCCL) versions: facts of runs on GPUs only
 GPU_PROVENANCE = ("meta.hardware.cuda", "meta.hardware.nccl")
@@ -89,7 +90,7 @@ def draw(report: Report) -> None:
     )
     report.blocks.append(Block("heading", "What was run, on what"))
     report.blocks.append(Block("table", provenance(runs)))
-    loaders = metrics.loader_settings(counted)
+    loaders = loader_settings(counted)
     if loaders["loader"].isin(["native", "native_gpu", "dali"]).any():
         report.blocks.append(Block("heading", "Loader settings", 3))
         report.blocks.append(

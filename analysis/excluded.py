@@ -1,9 +1,8 @@
-"""The runs not counted (failed, interrupted, incomplete) with their reason, and the lines and files the
-loader skipped."""
+"""The report's last section: the runs no table counts, and why."""
 
 from __future__ import annotations
 
-from analysis.sections.base import Block, Report
+from analysis.section import Block, Report
 
 
 def draw(report: Report) -> None:

@@ -1,18 +1,22 @@
 """What every section of the report shares: the Block it adds, the Report it reads (the campaign, its
 analysis and the tables several sections use, each computed once) and the small helpers that put a table
-or a figure in. A section module (analysis/sections/<name>.py) has one `draw(report)`; `SECTIONS` in
-analysis/sections/__init__.py lists them in the report's order."""
+or a figure in. An analysis module (analysis/<analysis>.py) has one `draw(report)` (or several);
+`SECTIONS` in analysis/report.py lists them in the report's order.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analysis import metrics
-from analysis.campaign_analysis import CampaignAnalysis
+from analysis.cells import MEMORY, peak_memory, rate_suffix, with_sample_unit
 from analysis.load import Campaign
+
+if TYPE_CHECKING:
+    from analysis.campaign_analysis import CampaignAnalysis
 
 
 @dataclass(slots=True)
@@ -54,19 +58,19 @@ def percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def with_memory(cells: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
-    """cells with each cell's peak GPU memory in GiB (metrics.peak_memory); '-' where none was measured (CPU)."""
+    """cells with each cell's peak GPU memory in GiB (cells.peak_memory); '-' where none was measured (CPU)."""
     if "cell_hash" not in cells:
         return cells
-    out = cells.merge(metrics.peak_memory(counted), on="cell_hash", how="left")
-    for column in metrics.MEMORY:
+    out = cells.merge(peak_memory(counted), on="cell_hash", how="left")
+    for column in MEMORY:
         out[column] = out[column].astype(object).where(out[column].notna(), "-")
     return out
 
 
 def in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
     """A table of one sample unit with its throughput columns named in it: *_img_s become *_seq_s for
-    sequences (metrics.rate_suffix); the metrics keep the _img_s names whatever the unit."""
-    suffix = metrics.rate_suffix(unit)
+    sequences (cells.rate_suffix); the metrics keep the _img_s names whatever the unit."""
+    suffix = rate_suffix(unit)
     return frame.rename(columns={c: c.replace("_img_s", suffix) for c in frame.columns if "_img_s" in c})
 
 
@@ -105,7 +109,7 @@ class Report:
 
     @cached_property
     def cells(self) -> pd.DataFrame:
-        return metrics.with_sample_unit(self.analysis.cells(), self.counted)
+        return with_sample_unit(self.analysis.cells(), self.counted)
 
     @cached_property
     def shares(self) -> pd.DataFrame:

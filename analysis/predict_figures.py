@@ -1,0 +1,102 @@
+"""`ddlbench predict`'s figures: the predicted breakdown, the prediction beside a study's table, and
+against held-out measured runs (the model: analysis/predict.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator, PercentFormatter
+
+from analysis.figures import finish, panels, paper_style
+from analysis.palette import BREAKDOWN_COLORS
+
+_PREDICTED_PARTS = (
+    ("data", "data_pct"),
+    ("compute", "compute_pct"),
+    ("allreduce (exposed)", "allreduce_pct"),
+    ("other", "other_pct"),
+)
+
+
+@paper_style
+def predicted_breakdown(table: pd.DataFrame) -> Figure:
+    """Predicted shares of the step per GPU count (stacked bars) beside the weak-scaling efficiency."""
+    fig, (ax, eff) = panels(2, ncols=2, row_height_in=2.3)
+    rows = table.sort_values("gpus")
+    x = np.arange(len(rows))
+    ticks = [f"{int(g)}" for g in rows["gpus"]]
+    bottom = np.zeros(len(rows))
+    for label, column in _PREDICTED_PARTS:
+        values = rows[column].to_numpy(float)
+        ax.bar(x, values, bottom=bottom, color=BREAKDOWN_COLORS[label], width=0.7, label=label)
+        bottom += values
+    ax.set_ylabel("share of the step")
+    ax.set_ylim(0, 100)
+    eff.plot(x, 100 * rows["efficiency"].to_numpy(float), color="black", marker="o", ms=3)
+    eff.set_ylim(0, 105)
+    eff.set_ylabel("weak-scaling efficiency (vs 1 GPU)")
+    for a in (ax, eff):
+        a.set_xticks(x, ticks, rotation=90 if len(x) > 12 else 0)
+        a.set_xlabel("GPUs")
+        a.yaxis.set_major_formatter(PercentFormatter(100))
+    return finish(fig, [ax, eff], title="Predicted step breakdown and efficiency")
+
+
+@paper_style
+def predicted_vs_reference(compared: pd.DataFrame) -> Figure:
+    """Predicted and reference shares per GPU count: a panel per share, the calibration point marked."""
+    parts = (("allreduce", "allreduce (exposed)"), ("data", "data"), ("compute", "compute"))
+    fig, axes = panels(len(parts), row_height_in=2.0, sharey=True)
+    rows = compared.sort_values("gpus")
+    for ax, (share, color_key) in zip(axes, parts):
+        color = BREAKDOWN_COLORS[color_key]
+        ax.plot(rows["gpus"], rows[f"{share}_pct_ref"], color=color, marker="s", ms=4, ls="--", label="reference")
+        ax.plot(rows["gpus"], rows[f"{share}_pct_pred"], color="black", marker="o", ms=3, label="predicted")
+        calib = rows[~rows["held_out"]]
+        ax.scatter(
+            calib["gpus"],
+            calib[f"{share}_pct_pred"],
+            s=60,
+            facecolors="none",
+            edgecolors="black",
+            label="calibration point",
+            zorder=3,
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(rows["gpus"], [f"{int(g)}" for g in rows["gpus"]], rotation=90)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_title(share)
+        ax.set_xlabel("GPUs")
+        ax.yaxis.set_major_formatter(PercentFormatter(100))
+    axes[0].set_ylabel("share of the step")
+    return finish(fig, axes, title="Predicted vs reference breakdown", legend_cols=3, xlabel_in=0.75)
+
+
+@paper_style
+def predicted_vs_measured(validation: pd.DataFrame) -> Figure:
+    """Held-out runs: predicted against measured throughput (the diagonal is exact, the band +-10%)."""
+    fig, (ax,) = panels(1, row_height_in=2.6)
+    top = float(max(validation["measured"].max(), validation["predicted"].max())) * 1.15
+    line = np.array([0, top])
+    ax.fill_between(line, 0.9 * line, 1.1 * line, color="#DDDDDD", label="within 10%")
+    ax.plot(line, line, color="black", lw=0.8, label="exact")
+    labels = list(dict.fromkeys(validation["label"]))
+    markers = "osD^v<>"
+    for i, label in enumerate(labels):
+        rows = validation[validation["label"] == label]
+        ax.scatter(rows["measured"], rows["predicted"], marker=markers[i % len(markers)], s=22, label=label or "runs")
+        for _, r in rows.iterrows():
+            ax.annotate(
+                f"{int(r['gpus'])}",
+                (r["measured"], r["predicted"]),
+                fontsize=6,
+                xytext=(3, 2),
+                textcoords="offset points",
+            )
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("measured samples/s")
+    ax.set_ylabel("predicted samples/s")
+    return finish(fig, [ax], title="Prediction of held-out runs (labels: GPUs)", legend_cols=3)
