@@ -26,7 +26,7 @@ FAILED = ("failed", "interrupted")  # the statuses whose summary.json holds an e
 SOURCE_LOCATION = re.compile(r"\[[^\]\s]*[/\\][^\]\s]*:\d+\]\s*")
 # an exception's name opening its message, "RuntimeError: "; a chain of them repeats it
 EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt): ")
-# load.py's reason of a failed run ends with the other ranks' errors (launchers/supervise.py)
+# analysis.load's reason of a failed run ends with the other ranks' errors (launchers/supervise.py)
 RANKS_SAID = "; the ranks said: "
 
 COLUMNS = {
@@ -211,8 +211,8 @@ def export_tables(analysis: CampaignAnalysis, out: Path, *, fmt: str) -> list[Pa
         if fmt == "csv":
             table.to_csv(path, index=False)
         else:
-            from analysis.load import _parquet_safe
+            from analysis.load import parquet_safe
 
-            _parquet_safe(table).to_parquet(path, index=False)
+            parquet_safe(table).to_parquet(path, index=False)
         written.append(path)
     return written

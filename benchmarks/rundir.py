@@ -280,6 +280,48 @@ def state(path: Path | None) -> str:
     return status if status in ("completed", "interrupted") else "failed"
 
 
+# summary.json: every field the summaries below write but schema_version and cell_hash (read on their own),
+# and what each must be, as analysis/load/values.py KINDS checks it: the one schema of the file
+SUMMARY_FIELDS: dict[str, str] = {
+    "status": "text",
+    "finished": "text",
+    "error": "text",
+    "framework": "name",
+    "loader": "name",
+    "model": "name",
+    "precision": "name",
+    "campaign": "name",
+    "sample_unit": "name",  # what throughput_img_s counts: images or sequences (absent before: images)
+    "world_size": "size",
+    "num_nodes": "size",
+    "per_gpu_batch": "size",
+    "global_batch": "size",
+    "warmup_steps": "count",
+    "repeat": "count",
+    "measured_steps": "count",
+    "measured_samples": "count",
+    "time_s": "number",
+    "wall_s": "number",
+    "throughput_img_s": "number",
+    "per_gpu_img_s": "number",
+    "last_loss": "number",
+    "runtime_s": "number",
+    # device memory (memory_summary; null on CPU runs) and a failed run's cause
+    "num_processes": "size",
+    "peak_allocated_bytes": "count",
+    "peak_reserved_bytes": "count",
+    "peak_allocated_bytes_by_rank": "counts",
+    "peak_reserved_bytes_by_rank": "counts",
+    "out_of_memory": "flag",
+    # time to accuracy (TARGET_FIELDS; absent, or null, without run.target_top1 and in older summaries)
+    "target_top1": "fraction",
+    "target_reached": "flag",
+    "time_to_target_s": "seconds",
+    "samples_to_target": "count",
+    "steps_to_target": "count",
+}
+
+
 def now_iso() -> str:
     import time
 

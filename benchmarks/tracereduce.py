@@ -33,7 +33,7 @@ BREAKDOWN_SCHEMA_VERSION = 1
 
 
 def breakdown_path(run_dir: Path, rank: int) -> Path:
-    """The per-rank trace breakdown a run writes (a record format: analysis/load.py reads it)."""
+    """The per-rank trace breakdown a run writes (a record format: analysis/load/records.py reads it)."""
     return Path(run_dir) / f"breakdown_rank{rank}.json"
 
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis import load
-from analysis.load import LogWarning, load_campaign
+from analysis.load import LogWarning, load_campaign, ranklogs, records
 from benchmarks import rundir
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
@@ -390,7 +390,7 @@ def load_quietly(root: Path, *, arrow: bool = True) -> load.Campaign:
         warnings.simplefilter("ignore", LogWarning)
         if arrow:
             return load_campaign(root)
-        with mock.patch.object(load, "_HAVE_ARROW", False):
+        with mock.patch.object(ranklogs, "HAVE_ARROW", False):
             return load_campaign(root)
 
 
@@ -442,10 +442,10 @@ def check_steps(steps: pd.DataFrame, counted: pd.DataFrame) -> None:
 
 def check_telemetry_and_commbench(campaign: load.Campaign) -> None:
     traces = campaign.traces
-    assert list(traces.columns) == load.TRACE_COLUMNS
+    assert list(traces.columns) == records.TRACE_COLUMNS
     if not traces.empty:
         assert set(traces["run_id"]) <= set(campaign.counted["run_id"]), "traces only of counted runs"
-        seconds = traces[[*load.TRACE_SECONDS, "allreduce_s", "allreduce_exposed_s"]].astype("float64")
+        seconds = traces[[*records.TRACE_SECONDS, "allreduce_s", "allreduce_exposed_s"]].astype("float64")
         assert np.isfinite(seconds).all().all() and (seconds >= 0).all().all() and (traces["window_s"] > 0).all()
     telemetry = campaign.telemetry
     if not telemetry.empty:
@@ -453,7 +453,7 @@ def check_telemetry_and_commbench(campaign: load.Campaign) -> None:
         assert set(telemetry["run_id"]) <= set(campaign.runs["run_id"])
     bench = campaign.commbench
     if not bench.empty:
-        assert bench[load.COMMBENCH_FIELDS].notna().all().all()
+        assert bench[records.COMMBENCH_FIELDS].notna().all().all()
         assert (bench["size_bytes"] >= 1).all() and np.isfinite(bench["busbw_gb_s"].astype("float64")).all()
         assert bench["op"].map(lambda v: isinstance(v, str)).all()
 
@@ -529,7 +529,7 @@ def test_report_and_results_never_crash(edits):
         assert (Path(tmp) / "report" / "report.html").read_text(encoding="utf-8")
         table, excluded = results_table(root)
         format_results(table, excluded)
-        if load._HAVE_ARROW:
+        if ranklogs.HAVE_ARROW:
             load.export_parquet(load_campaign(root), Path(tmp) / "parquet")
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import load
-from analysis.load import LogWarning, load_campaign, load_runs
+from analysis.load import LogWarning, load_campaign, load_runs, ranklogs
 from tests.analysis.conftest import CAMPAIGN, HAND
 
 
@@ -68,7 +68,7 @@ def test_pure_python_fallback_gives_the_same_steps(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = load_campaign(CAMPAIGN).steps
-        monkeypatch.setattr(load, "_HAVE_ARROW", False)
+        monkeypatch.setattr(ranklogs, "HAVE_ARROW", False)
         slow = load_campaign(CAMPAIGN).steps
     key = ["run_id", "rank", "step"]
     fast = fast.assign(run_id=fast["run_id"].astype(str)).sort_values(key).reset_index(drop=True)

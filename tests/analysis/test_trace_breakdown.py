@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.load import TRACE_COLUMNS, load_reference
+from analysis.load import load_reference
+from analysis.load.records import TRACE_COLUMNS
 from analysis.trace import TRACE_RUNTIME, seed_layout, timers_vs_trace, trace_breakdown_runs
 
 WINDOW = {

@@ -128,3 +128,30 @@ def test_campaign_cells_differing_in_one_setting_plan_distinct_directories():
     assert len({c.run_dir for c in cells}) == len(cells)
     hashes = {NAME.fullmatch(c.run_dir.name)["hash"] for c in cells}
     assert len(hashes) == 4  # repeats share their cell's hash
+
+
+def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
+    """summary.json has one schema (rundir.SUMMARY_FIELDS): every field the three summaries write is in it
+    (analysis/load checks each against its kind), and every kind is one the loader knows."""
+    from analysis.load.values import KINDS
+
+    names = {"framework": "ddp", "loader": "synthetic", "model": "resnet50", "precision": "fp32"}
+    names |= {"per_gpu_batch": 4, "campaign": "c", "sample_unit": "images"}
+    measured = {"measured_steps": 2, "measured_samples": 16, "time_s": 1.0}
+    measured |= {"throughput_img_s": 16.0, "per_gpu_img_s": 8.0}
+    target = dict.fromkeys(rundir.TARGET_FIELDS)
+    completed = rundir.completed_summary(
+        key={"world_size": 2, "num_nodes": 1},
+        measured=measured,
+        wall_s=1.0,
+        last_loss=0.5,
+        warmup_steps=1,
+        repeat=0,
+        names=names,
+        runtime_s=2.0,
+        memory=rundir.memory_summary([None, None]),
+        target=target,
+    )
+    written = set(completed) | set(rundir.failed_summary("boom")) | set(rundir.interrupted_summary("SIGINT"))
+    assert written - {"schema_version", "cell_hash"} <= set(rundir.SUMMARY_FIELDS)
+    assert set(rundir.SUMMARY_FIELDS.values()) <= set(KINDS)
