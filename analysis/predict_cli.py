@@ -1,6 +1,6 @@
 """`ddlbench predict`: gather the measured parts, run the model of analysis/predict.py, print and save.
 
-Its arguments and their help are registered by analysis/cli.py (argparse alone: `ddlbench --help` imports
+Its arguments and their help are registered by ddlbench/predict.py (argparse alone: `ddlbench --help` imports
 no pandas); cmd_predict is the command.
 """
 

@@ -3,7 +3,7 @@
 A cell is one run directory (runs/<campaign>/<name>-<cell hash>-r<R>, benchmarks/rundir.py), so
 the run directories are the truth of what ran. Pure planning: no scheduler, no files written.
 The rest of `ddlbench campaign plan|submit|status`: launchers/submit.py (sbatch and the ledger),
-launchers/scheduler.py (what Slurm says), launchers/campaign_cli.py (the commands).
+launchers/scheduler.py (what Slurm says), ddlbench/campaign.py (the commands).
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.errors import ConfigError
+from ddlbench.campaign import hours
 from ddlbench.cli import main
 from launchers import submit
 from launchers.campaign import plan
-from launchers.campaign_cli import hours
 from launchers.submit import array_throttles
 
 JUWELS = ["experiment=aach2023_scaling", "system=juwels_booster"]

@@ -54,7 +54,7 @@ TORCH_FREE = [
     "analysis.figures",
     "analysis.stash",
     "analysis.breakdown",
-    "analysis.cli",
+    "ddlbench.reports",
     "benchmarks.commbench",
     "launchers.commbench",
     "benchmarks.launch",

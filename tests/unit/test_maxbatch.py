@@ -7,6 +7,7 @@ are rundir's. One test runs two real probes in this process, the first failing o
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,7 +119,7 @@ def _fake_runs(monkeypatch, *, largest: int, broken: int | None = None, oom_only
         overrides = dict(o.split("=", 1) for o in overrides_list)
         batch = int(overrides["run.per_gpu_batch"])
         run_dir = next(
-            p for p in sorted((cli.Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir.holds_a_run(p)
+            p for p in sorted((Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir.holds_a_run(p)
         )  # the fresh directory maxbatch made for this probe
         assert overrides.get("run.dir", str(run_dir.resolve())) == str(run_dir.resolve())
         (run_dir / rundir.CONFIG).write_text("run: {}\n")
@@ -145,8 +146,10 @@ def _fake_runs(monkeypatch, *, largest: int, broken: int | None = None, oom_only
         return 1
 
     in_process: list[bool] = []
-    monkeypatch.setattr(cli, "cmd_run", lambda args: in_process.append(False) or probe(args.overrides))
-    monkeypatch.setattr(cli, "_probe_in_this_process", lambda overrides: in_process.append(True) or probe(overrides))
+    monkeypatch.setattr(maxbatch, "cmd_run", lambda args: in_process.append(False) or probe(args.overrides))
+    monkeypatch.setattr(
+        maxbatch, "probe_in_this_process", lambda overrides: in_process.append(True) or probe(overrides)
+    )
     return in_process
 
 
@@ -288,8 +291,8 @@ def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypa
     threads = torch.get_num_threads()  # a CPU run sets its rank's threads (system.cpus_per_rank)
     base = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=1", "run.steps=2", "run.log_every=0"]
     try:
-        assert cli._probe_in_this_process([*base, f"run.dir={tmp_path / 'b64'}", "run.per_gpu_batch=64"]) == 1
-        assert cli._probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
+        assert maxbatch.probe_in_this_process([*base, f"run.dir={tmp_path / 'b64'}", "run.per_gpu_batch=64"]) == 1
+        assert maxbatch.probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
     finally:
         torch.set_num_threads(threads)
     assert rundir.state(tmp_path / "b64") == "failed" and rundir.ran_out_of_memory(tmp_path / "b64")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from ddlbench.cli import split_sweep, sweep
+from ddlbench.run import split_sweep, sweep
 from ddlbench.completion import BASH, candidates
 from tests.conftest import REPO
 

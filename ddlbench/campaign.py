@@ -184,8 +184,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_run_here(args: argparse.Namespace) -> int:
     """Run the missing and failed cells that fit on one node here, one after the other (ddlbench run with
     the cell's overrides and system.ranks_per_node = its GPUs); every cell is validated first. The CLI hands
-    its `ddlbench run` in as args.run_cell (launchers sit below the CLI)."""
-    cmd_run = args.run_cell
+    each through `ddlbench run`."""
+    from ddlbench.run import cmd_run
+
     cfg, cells = plan(args.overrides, check_data_set=True)
     if say_impossible(cfg, cells):
         return 2
@@ -218,9 +219,8 @@ def cmd_run_here(args: argparse.Namespace) -> int:
     return 130 if code == 130 else (1 if failed else 0)
 
 
-def add_parser(sub, *, run_cell) -> None:
-    """Register `ddlbench campaign plan|submit|run|status` on the ddlbench CLI; run_cell(Namespace(overrides,
-    dry_run, quiet)) -> exit code is its `ddlbench run`, which `campaign run` calls for each cell."""
+def add_parser(sub) -> None:
+    """Register `ddlbench campaign plan|submit|run|status`."""
     p = sub.add_parser(
         "campaign", help="plan, submit (Slurm) or run (here) and follow a campaign (an experiment's campaign: grid)"
     )
@@ -249,4 +249,4 @@ def add_parser(sub, *, run_cell) -> None:
                 action="store_true",
                 help="submit cells of the same shape as one Slurm job array (throttled by --max-jobs)",
             )
-        a.set_defaults(func=func, run_cell=run_cell)
+        a.set_defaults(func=func)

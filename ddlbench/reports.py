@@ -1,4 +1,4 @@
-"""The analysis subcommands of `ddlbench`: report, compare, synthlogs, predict (registered by ddlbench/cli.py)."""
+"""`ddlbench results|report|compare|paper|synthlogs`: the tables, the report, two campaigns side by side, the studies' figures (the analyses: analysis/)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,24 @@ import warnings
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from analysis.campaign_analysis import CampaignAnalysis
+    from analysis.results import export_tables, format_results, results_table
+
+    one_line_warnings()
+
+    root = runs_folder(args.runs_dir, usage="ddlbench results DIR")
+    mode = getattr(args, "scaling", "weak")
+    analysis = CampaignAnalysis(root)
+    long = getattr(args, "long", False)
+    print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode, long=long))
+    for fmt in ("csv", "parquet"):
+        if getattr(args, fmt, None):
+            written = export_tables(analysis, Path(getattr(args, fmt)), fmt=fmt)
+            print(f"\n[ddlbench] wrote {', '.join(p.name for p in written)} to {getattr(args, fmt)}")
+    return 0
 
 
 def one_line_warnings() -> None:
@@ -115,29 +133,32 @@ def cmd_synthlogs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    from analysis.predict_cli import cmd_predict
+def add_parser(sub) -> None:
+    """Register `ddlbench results`, `report`, `paper`, `compare` and `synthlogs`: argparse only (each command
+    imports its modules when it runs), so that `ddlbench --help` stays quick."""
+    p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
+    p.add_argument(
+        "runs_dir", metavar="RUNS_DIR", nargs="?", default="runs", help="where the runs are (run.root; default runs)"
+    )
+    p.add_argument(
+        "--scaling",
+        choices=("weak", "strong"),
+        default="weak",
+        help="weak: fixed per-GPU batch (default); strong: fixed global batch",
+    )
+    p.add_argument(
+        "--csv",
+        metavar="DIR",
+        help="also write the computed tables (runs, cells, breakdown, ...) as CSV to DIR (new folder)",
+    )
+    p.add_argument("--parquet", metavar="DIR", help="the same as Parquet files")
+    p.add_argument(
+        "--long",
+        action="store_true",
+        help="every variant in its column and every reason and error in full (default: fit 120 columns)",
+    )
+    p.set_defaults(func=cmd_results)
 
-    return cmd_predict(args)
-
-
-PREDICT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
-PREDICT_DESCRIPTION = """\
-    ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
-                     [--compute-scale F] [--loader-capacity FILE] [--reference aach2023 [--fit-to-reference]]
-                     [--validate ROOT] [--out DIR]
-
-OVERRIDES pick the configuration to predict (framework, loader, model, per-GPU batch, precision), as
-for `ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch,
-precision and loader (a 1-GPU run as a rule); anything they did not measure is refused, except a loader
-whose capacity --loader-capacity gives. The network comes from --commbench measurements where given,
-else from the system profile's `network` block.
-"""
-
-
-def add_parsers(sub) -> None:
-    """Register the analysis subcommands; argparse only (each command imports its modules when it runs), so
-    that `ddlbench --help` stays quick."""
     p = sub.add_parser("report", help="markdown + HTML report with tables and figures of a runs directory")
     p.add_argument(
         "runs_dir", metavar="RUNS_DIR", nargs="?", default="runs", help="where the runs are (run.root; default runs)"
@@ -211,49 +232,3 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--campaign", default="synth")
     p.set_defaults(func=cmd_synthlogs)
-
-    p = sub.add_parser(  # ddlbench predict (analysis/predict_cli.py; the model: analysis/predict.py)
-        "predict",
-        help="throughput, efficiency and the allreduce / data / compute breakdown at any GPU count, "
-        "from a measured run and commbench (or the system's network)",
-        description=PREDICT_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("overrides", nargs="*", help="the configuration to predict (Hydra overrides, as for run)")
-    p.add_argument("--gpus", default=PREDICT_GPUS, help=f"GPU counts (default {PREDICT_GPUS})")
-    p.add_argument("--system", help="system profile (the same as the override system=NAME)")
-    p.add_argument(
-        "--from",
-        dest="from_runs",
-        action="append",
-        metavar="RUN_DIR",
-        help="calibration run (repeatable): its compute, data and jitter; a held-out run of the same size "
-        "uses the one of its size, else the smallest",
-    )
-    p.add_argument(
-        "--commbench", action="append", metavar="FILE|DIR", help="commbench JSON to fit the network to (repeatable)"
-    )
-    p.add_argument(
-        "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
-    )
-    p.add_argument(
-        "--loader-capacity",
-        metavar="FILE",
-        help="loaderbench.json ('ddlbench loaderbench --out DIR' on the machine predicted): the img/s one rank's "
-        "loader delivers, for a loader the --from run was not fed by",
-    )
-    p.add_argument(
-        "--reference",
-        choices=("aach2023",),
-        help="print the study's rows beside the prediction, with the error per row (they never feed it)",
-    )
-    p.add_argument(
-        "--fit-to-reference",
-        action="store_true",
-        help="fit data, other and jitter to the --reference's smallest GPU count instead (labelled 'fitted to the "
-        "study': no independent check there)",
-    )
-    p.add_argument("--validate", metavar="ROOT", help="predict every measured run below ROOT and report the error")
-    p.add_argument("--goal-pct", type=float, default=10.0, help="the error the validation counts as met (10)")
-    p.add_argument("--out", help="new folder for the tables (CSV) and figures")
-    p.set_defaults(func=cmd_predict)

@@ -1,0 +1,224 @@
+"""`ddlbench run` (one run on this machine, or a sweep of them with -m) and `ddlbench demo` (end to end on a CPU)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from benchmarks.errors import ConfigError
+from ddlbench.reports import cmd_results
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def next_free_repeat(cfg, *, world_size: int) -> int:
+    """The first run.repeat (from the configured one) whose run directory holds no run."""
+    from benchmarks import rundir
+    from benchmarks.validate import settings
+
+    flat = rundir.flatten(settings(cfg))
+    flat["run.dir"] = None
+    while rundir.holds_a_run(rundir.run_dir(flat, world_size=world_size, num_nodes=1)):
+        flat["run.repeat"] += 1
+    return flat["run.repeat"]
+
+
+def split_sweep(value: str) -> list[str]:
+    """A sweep value's choices: split at the commas outside brackets ("8,16" -> 8, 16; "[1,2],[4]" -> [1,2], [4])."""
+    parts, depth, current = [], 0, ""
+    for char in value:
+        depth += {"[": 1, "]": -1, "(": 1, ")": -1, "{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
+
+
+def sweep(overrides: list[str]) -> list[list[str]]:
+    """Every combination of the overrides' comma-separated choices (Hydra's sweep syntax), in order."""
+    import itertools
+
+    choices = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        choices.append([f"{key}{sep}{v}" for v in split_sweep(value)] if sep else [override])
+    return [list(combo) for combo in itertools.product(*choices)]
+
+
+def cmd_run_multirun(args: argparse.Namespace) -> int:
+    """ddlbench run -m: every combination, each validated before the first starts, then one after the other,
+    one run directory each; a summary line per run at the end."""
+    combos = sweep(args.overrides)
+    if any(o.startswith("run.dir=") for o in args.overrides):
+        raise ConfigError("run.dir cannot be set with -m: every combination needs its own run directory; drop it")
+    quiet = not (args.dry_run or getattr(args, "cfg", None))
+    for combo in combos:  # bad input in any combination stops before anything runs; a dry run prints each
+        code = cmd_run(
+            argparse.Namespace(
+                overrides=combo,
+                dry_run=True,
+                quiet=quiet,
+                cfg=getattr(args, "cfg", None),
+                resolve=getattr(args, "resolve", False),
+            )
+        )
+        if code:
+            return code
+    if args.dry_run or getattr(args, "cfg", None):
+        print(f"[ddlbench] multirun: {len(combos)} run(s) valid", file=sys.stderr)
+        return 0
+    results = []
+    for k, combo in enumerate(combos, 1):
+        varying = [o for o, original in zip(combo, args.overrides) if o != original or "," in original]
+        print(
+            f"[ddlbench] multirun {k}/{len(combos)}: {' '.join(varying) or '(the base)'}", file=sys.stderr, flush=True
+        )
+        code = cmd_run(argparse.Namespace(overrides=combo, dry_run=False))
+        results.append((" ".join(varying), code))
+        if code == 130:
+            break  # interrupted: the rest does not start
+    failed = [r for r in results if r[1]]
+    print(
+        f"[ddlbench] multirun: {len(results) - len(failed)} of {len(combos)} run(s) completed"
+        + "".join(f"\n  exit {code}: {what}" for what, code in failed),
+        file=sys.stderr,
+    )
+    return 130 if results and results[-1][1] == 130 else (1 if failed else 0)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
+    process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
+    from benchmarks import affinity, launch, rundir
+    from benchmarks.config import compose
+    from benchmarks.frameworks.configs import node_layout
+    from benchmarks.freshstart import import_what_ranks_import_late
+    from benchmarks.launch.base import LOCAL
+    from benchmarks.rundir import holds_a_run
+    from benchmarks.validate import check_data, validate, warnings
+    from launchers.local import local_command, ranks_may_fork
+    from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
+
+    if getattr(args, "multirun", False):
+        return cmd_run_multirun(args)
+    ambiguous = [o for o in args.overrides if "=" in o and len(split_sweep(o.partition("=")[2])) > 1]
+    env = [o for o in ambiguous if o.lstrip("+").startswith("system.env.")]
+    if env:
+        name, _, value = env[0].lstrip("+").removeprefix("system.env.").partition("=")
+        raise ConfigError(
+            f"override {env[0]!r}: Hydra reads a comma as a list of choices, so system.env cannot carry {value!r}; "
+            f"export {name}={value} before ddlbench run (the ranks inherit it)"
+        )
+    if ambiguous:
+        raise ConfigError(
+            f"override {ambiguous[0]!r} lists several values; pass -m to run each combination "
+            "(ddlbench run -m ...), or one value"
+        )
+    cfg = compose(args.overrides)
+    if getattr(args, "cfg", None):
+        from omegaconf import OmegaConf
+
+        print(OmegaConf.to_yaml(cfg, resolve=args.resolve), end="")
+        return 0
+    validate(cfg)
+    for warning in warnings(cfg):
+        print(f"[ddlbench] warning: {warning}", file=sys.stderr, flush=True)
+    affinity.check_local(cfg.system.cpu_bind)
+    # torch and the adapters only for a config that passed the checks above: a typo answers at once
+    from benchmarks import components
+    from benchmarks.validate import resolve_run_dir
+
+    # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
+    # for the model's task) is a one-line error here, not a traceback from inside the launcher
+    framework = components.build_framework(cfg)
+    components.build_loader(cfg)
+    components.build_task(cfg)
+    nproc, devices_per_process = node_layout(cfg)
+    world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
+    check_data(cfg, world_size=world_size)
+    run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=1)
+    retry = None
+    if holds_a_run(run_dir):
+        state = rundir.state(run_dir)
+        if state not in ("failed", "interrupted"):
+            held = "an incomplete" if state == "incomplete" else f"a {state}"
+            raise ConfigError(
+                f"run directory {run_dir} already holds {held} run (never overwritten); pass "
+                f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
+            )
+        retry = state  # moved aside below, once the run really starts (not for a dry run)
+    fork_ranks = ranks_may_fork(cfg)
+    argv = local_command(
+        launcher=cfg.framework.local_launcher,
+        nproc=nproc,
+        master_port=free_port(),
+        overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
+        fork_ranks=fork_ranks,
+    )
+    env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
+    if not getattr(args, "quiet", False):
+        announce(argv, dry_run=args.dry_run)
+    if args.dry_run:
+        return 0
+    if retry is not None:
+        # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
+        moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
+        print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
+    if fork_ranks:
+        import_what_ranks_import_late(type(framework))
+    code = run_launcher(argv, env=env, run_dir=run_dir, fork=launch.get(cfg.framework.local_launcher, LOCAL).forks)
+    if code not in (0, INTERRUPTED_EXIT):
+        print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
+    return code
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Synthetic JPEGs -> CPU DDP runs (native loader on 1 and 2 ranks, synthetic on 2) -> results table."""
+    from benchmarks.config import compose
+    from benchmarks.data.synth import synth_imagefolder
+
+    data = Path(args.data)
+    if not (data.is_dir() and any(data.iterdir())):
+        synth_imagefolder(data, num_classes=10, images_per_class=48, width=160, height=120, quality=90, seed=0)
+    common = ["experiment=smoke", f"data.path={data}", f"run.root={args.runs}", "run.campaign=demo"]
+    for loader, ranks in (("native", 1), ("native", 2), ("synthetic", 2)):
+        overrides = [*common, f"loader={loader}", f"system.ranks_per_node={ranks}"]
+        repeat = next_free_repeat(compose(overrides), world_size=ranks)  # a second demo adds repeats
+        code = cmd_run(argparse.Namespace(overrides=[*overrides, f"run.repeat={repeat}"], dry_run=False))
+        if code:
+            return code
+    print()
+    return cmd_results(argparse.Namespace(runs_dir=str(Path(args.runs) / "demo")))
+
+
+def add_parser(sub) -> None:
+    """Register `ddlbench run` and `ddlbench demo`."""
+    p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native model.depth=50")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the launch command only")
+    p.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="run every combination of comma-separated values (a=1,2 b=x,y: 4 runs), one run directory each; "
+        "all are validated before the first starts",
+    )
+    p.add_argument(
+        "--cfg", choices=("job",), default=None, help="print the composed config and exit (as Hydra's --cfg job)"
+    )
+    p.add_argument("--resolve", action="store_true", help="with --cfg: fill in interpolations")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="end to end on CPU: synthetic JPEGs, 2-rank DDP runs, results table")
+    p.add_argument("--data", default="data/demo", help="dataset folder (made if absent)")
+    p.add_argument("--runs", default="runs", help="runs root")
+    p.set_defaults(func=cmd_demo)
