@@ -3,8 +3,8 @@
 - the collective suite (suite.py): all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and
   send_recv, out-of-place and in-place, over sizes 1 KiB .. --max-bytes (powers of two), through
   torch.distributed (NCCL on GPU, gloo on CPU), DeepSpeed's comm, Horovod and plain MPI (mpi4py);
-  each framework's Collective lives in its framework adapter, the only module that imports it, and
-  MPI's in mpi.py. Sizes, counts and bandwidths as nccl-tests define them (doc/PERFORMANCE.md):
+  each framework's Collective (the protocol: benchmarks/collective.py) lives in its framework adapter,
+  the only module that imports it, torch.distributed's in frameworks/torch_dist.py and MPI's in mpi.py. Sizes, counts and bandwidths as nccl-tests define them (doc/PERFORMANCE.md):
   algbw = S / t with S the whole array (for all_gather the gathered output, for reduce_scatter the
   input), busbw = algbw * the op's bus factor (BUS_FACTORS). Warm-up iterations are not timed; the
   time of a size is the slowest rank's mean over the timed iterations. After timing, one more
@@ -21,10 +21,10 @@ GB is 1e9 bytes. docs/commbench.md has the definitions, the backends and what ea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchmarks.collective import OPS
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import Rendezvous
@@ -39,7 +39,6 @@ FRAMEWORK_OF = {"torch": "ddp", "deepspeed": "deepspeed", "horovod": "horovod"}
 MPI = "mpi"
 BACKENDS = (*FRAMEWORK_OF, MPI)
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 DEFAULT_OPS = ("all_reduce",)  # what commbench measured before the suite; --ops all for every op
 PLACEMENTS = {"both": (False, True), "out": (False,), "in": (True,)}
 
@@ -73,7 +72,6 @@ def add_sweep_arguments(parser) -> None:
     parser.add_argument("--no-gpu-tests", action="store_true", help="skip the P2P matrix and the concurrent H2D copy")
 
 
-ROOT = 0  # broadcast's root
 REDUCING = {"all_reduce", "reduce_scatter"}  # sum; the others have no redop ("none", as nccl-tests prints)
 
 
@@ -206,58 +204,3 @@ def allreduce_measurement(
     return measurement(
         op="all_reduce", backend=backend, world_size=world_size, size_bytes=size_bytes, time_s=time_s, **extra
     )
-
-
-# (send, recv) -> None: fills recv on every rank. In place, the buffers alias as nccl-tests lays them out:
-# all_reduce, broadcast, all_to_all, send_recv: send is recv; all_gather: send is this rank's part of recv;
-# reduce_scatter: recv is this rank's part of send.
-Call = Callable[[Any, Any], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Op:
-    """One collective of a library: its out-of-place and in-place forms, None where the library has
-    no such form; `emulated` says how a form the library lacks is made from what it has."""
-
-    out_of_place: Call | None
-    in_place: Call | None
-    emulated: str = ""  # e.g. "out-of-place: copy into the output, then in place" (that copy is timed)
-
-
-@dataclass(slots=True, kw_only=True)
-class Collective:
-    """What a sweep needs from a communication library: every op of OPS (None where the library has
-    none), and host-side helpers that do not go through the ops being measured."""
-
-    name: str
-    rank: int
-    world_size: int
-    all_reduce: Op | None  # sum
-    all_gather: Op | None
-    reduce_scatter: Op | None  # sum
-    all_to_all: Op | None
-    broadcast: Op | None  # from ROOT
-    send_recv: Op | None  # ring: send to rank + 1, receive from rank - 1
-    max_over_ranks: Callable[[float], float]
-    sum_over_ranks: Callable[[float], float]
-    synchronize: Callable[[], None]
-    barrier: Callable[[], None]
-
-    def op(self, name: str) -> Op | None:
-        assert name in OPS, name
-        return getattr(self, name)
-
-    def lacks(self) -> list[str]:
-        """What this library has no form of: 'send_recv', 'all_gather (in place)', ..."""
-        out = []
-        for name in OPS:
-            found = self.op(name)
-            if found is None:
-                out.append(name)
-            else:
-                out += [
-                    f"{name} ({mode})"
-                    for mode, call in (("out of place", found.out_of_place), ("in place", found.in_place))
-                    if call is None
-                ]
-        return out

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.collective import OPS
 from benchmarks.commbench import (
     BACKENDS,
     CPU_MAX_BYTES,
     GPU_MAX_BYTES,
     MPI,
-    OPS,
     PLACEMENTS,
     add_sweep_arguments,
     framework_of,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         size_list = sizes(args.min_bytes, args.max_bytes or (GPU_MAX_BYTES if use_cuda else CPU_MAX_BYTES))
         measure(own[0], cls.commbench_collective(device), device, size_list)
     else:
-        from benchmarks.commbench import torch_dist
+        from benchmarks.frameworks import torch_dist
 
         use_cuda = _use_cuda(args.device)
         local_rank = torch_dist.local_rank()

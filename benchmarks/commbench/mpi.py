@@ -15,7 +15,7 @@ import atexit
 import torch
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import ROOT, Collective, Op
+from benchmarks.collective import ROOT, Collective, Op
 from benchmarks.errors import ConfigError
 
 FIX = "pip install 'ddlbench[mpi]' (mpi4py) in this environment, with an MPI library such as OpenMPI installed"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks.commbench import OPS, REDUCING, ROOT, Collective, Layout, Measurement, Op, layout, measurement
+from benchmarks.collective import OPS, ROOT, Collective, Op
+from benchmarks.commbench import REDUCING, Layout, Measurement, layout, measurement
 
 DTYPE = torch.float32
 DTYPE_NAME = "float"  # as nccl-tests names it

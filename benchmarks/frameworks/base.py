@@ -7,7 +7,7 @@ from typing import ClassVar, Protocol
 import torch
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
+from benchmarks.collective import Collective
 from benchmarks.distenv import DistEnv
 
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import Collective
+from benchmarks.collective import Collective
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer
@@ -168,11 +168,11 @@ class DeepSpeed(TorchCollectives):
     @classmethod
     def commbench_collective(cls, device: torch.device) -> Collective:
         """commbench's Collective over deepspeed.comm, on the torch.distributed group commbench created:
-        the same ops, forms and gaps as torch.distributed's (benchmarks/commbench/torch_dist.py)."""
+        the same ops, forms and gaps as torch.distributed's (benchmarks/frameworks/torch_dist.py)."""
         deepspeed = _import_deepspeed(device)
         import deepspeed.comm as ds_comm
 
-        from benchmarks.commbench import torch_dist
+        from benchmarks.frameworks import torch_dist
 
         deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
 

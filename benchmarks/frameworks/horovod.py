@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 
 from benchmarks.adapter_config import Installation
-from benchmarks.commbench import ROOT, Collective, Op
+from benchmarks.collective import ROOT, Collective, Op
 from benchmarks.distenv import DistEnv
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import CommTimer

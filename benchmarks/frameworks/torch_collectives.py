@@ -11,7 +11,7 @@ from typing import ClassVar
 import torch
 import torch.distributed as dist
 
-from benchmarks.commbench import Collective
+from benchmarks.collective import Collective
 from benchmarks.distenv import DistEnv
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -55,7 +55,7 @@ class TorchCollectives:
     @classmethod
     def commbench_collective(cls, device: torch.device) -> Collective:
         """torch.distributed's collectives on commbench's group: what DDP, FSDP and DP communicate through."""
-        from benchmarks.commbench import torch_dist
+        from benchmarks.frameworks import torch_dist
 
         return torch_dist.collective(device)
 

@@ -9,10 +9,8 @@ import sys
 
 import pytest
 
+from benchmarks.collective import OPS, Collective, Op
 from benchmarks.commbench import (
-    OPS,
-    Collective,
-    Op,
     allreduce_busbw_factor,
     allreduce_measurement,
     bus_factor,

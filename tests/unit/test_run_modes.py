@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from ddlbench.run import split_sweep, sweep
 from ddlbench.completion import BASH, candidates
+from ddlbench.run import split_sweep, sweep
 from tests.conftest import REPO
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from benchmarks import distenv
-from benchmarks.commbench import ROOT, Collective, Op
+from benchmarks.collective import ROOT, Collective, Op
 
 COPY_THEN_IN_PLACE = "out-of-place: copy into the output, then in place"
 
