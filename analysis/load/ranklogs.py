@@ -24,8 +24,8 @@ from analysis.load.values import (
     is_count,
     is_text,
     json_type,
+    quoted,
     schema_problem,
-    shown,
     valid_text,
 )
 from benchmarks import rundir
@@ -80,7 +80,7 @@ def _step_record(record: Any) -> tuple[dict | None, str | None]:
         if value is not None:
             value, expected = checked(value, STEP_KINDS[dtype])
             if expected:
-                return None, f"{name} {shown(record[name])} is not {expected}"
+                return None, f"{name} {quoted(record[name])} is not {expected}"
         clean[name] = value
     return clean, None
 

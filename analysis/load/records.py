@@ -28,10 +28,10 @@ from analysis.load.values import (
     is_seconds,
     is_size,
     json_type,
+    quoted,
     read_json,
     schema_problem,
     shape_problem,
-    shown,
     valid_text,
 )
 from benchmarks import rundir
@@ -103,10 +103,10 @@ def _telemetry_record(record: Any) -> tuple[dict | None, str | None]:
     if not isinstance(record, dict):
         return None, f"a JSON {json_type(record)}, expected a telemetry sample (an object)"
     if (t := as_float(record.get("t_s"))) is None or not math.isfinite(t):
-        return None, f"t_s {shown(record.get('t_s'))} is not a finite number"
+        return None, f"t_s {quoted(record.get('t_s'))} is not a finite number"
     for name in ("rank", "gpu"):
         if record.get(name) is not None and not is_count(record[name]):
-            return None, f"{name} {shown(record[name])} is not an integer >= 0"
+            return None, f"{name} {quoted(record[name])} is not an integer >= 0"
     if (problem := shape_problem(record, "the sample")) is not None:
         return None, problem
     flat = flatten(record, "", {})
@@ -164,23 +164,23 @@ def _trace_record(obj: Any) -> tuple[dict | None, str | None]:
         return None, problem
     trace = obj.get("trace")
     if not isinstance(trace, dict):
-        return None, f"trace {shown(trace)} is not an object"
+        return None, f"trace {quoted(trace)} is not an object"
     row = {"rank": obj.get("rank"), "source": obj.get("source")}
     if not is_count(row["rank"]) or not is_name(row["source"]):
-        return None, f"rank {shown(row['rank'])} or source {shown(row['source'])} is not a rank and a name"
+        return None, f"rank {quoted(row['rank'])} or source {quoted(row['source'])} is not a rank and a name"
     steps = trace.get("steps")
     if not isinstance(steps, list) or not steps or not all(is_count(s) for s in steps):
-        return None, f"steps {shown(steps)} is not a list of step indexes"
+        return None, f"steps {quoted(steps)} is not a list of step indexes"
     row.update(steps=len(steps), first_step=min(steps), last_step=max(steps))
     for name in TRACE_SECONDS:
         if not is_seconds(value := trace.get(name)):
-            return None, f"{name} {shown(value)} is not seconds (a number >= 0)"
+            return None, f"{name} {quoted(value)} is not seconds (a number >= 0)"
         row[name] = float(value)
     for name, source in (("allreduce_s", "collectives_s"), ("allreduce_exposed_s", "collectives_exposed_s")):
         per_collective = trace.get(source, {})
         value = per_collective.get("allreduce", 0.0) if isinstance(per_collective, dict) else None
         if not is_seconds(value):
-            return None, f"{source} {shown(per_collective)} is not collective -> seconds"
+            return None, f"{source} {quoted(per_collective)} is not collective -> seconds"
         row[name] = float(value)
     if row["window_s"] <= 0:
         return None, "window_s is 0: no profiled step"
@@ -220,7 +220,7 @@ def _eval_record(record: Any) -> tuple[dict | None, list[str]]:
             (None, None) if record.get(name) is None else checked(record[name], EVAL_OPTIONAL_KINDS[dtype])
         )
         if expected:
-            ignored.append(f"{name} {shown(record[name])} is not {expected}")
+            ignored.append(f"{name} {quoted(record[name])} is not {expected}")
         row[name] = value
     return row, ignored
 
@@ -277,14 +277,14 @@ def _commbench_record(record: Any) -> tuple[dict | None, str | None]:
     for name, kind in COMMBENCH_KINDS.items():
         clean[name], expected = checked(record.get(name), kind)
         if expected:
-            return None, f"{name} {shown(record.get(name))} is not {expected}"
+            return None, f"{name} {quoted(record.get(name))} is not {expected}"
     for name, kind in COMMBENCH_OPTIONAL_KINDS.items():
         if record.get(name) is None:
             clean[name] = None
             continue
         clean[name], expected = checked(record[name], kind)
         if expected:
-            return None, f"{name} {shown(record[name])} is not {expected}"
+            return None, f"{name} {quoted(record[name])} is not {expected}"
     return clean, None
 
 

@@ -21,11 +21,11 @@ from analysis.load.values import (
     is_size,
     json_type,
     one_line,
+    quoted,
     read_json,
     scalar,
     schema_problem,
     shape_problem,
-    shown,
     valid_text,
 )
 from benchmarks import rundir
@@ -141,7 +141,7 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
             continue
         row[column], expected = checked(raw, kind)
         if expected:
-            problems.add(run_id, run_dir / CONFIG, None, f"{key} {shown(raw)} is not {expected}; ignored")
+            problems.add(run_id, run_dir / CONFIG, None, f"{key} {quoted(raw)} is not {expected}; ignored")
     arch, depth = _raw_setting(cfg, "model.arch"), _raw_setting(cfg, "model.depth")
     width, batch_norm = _raw_setting(cfg, "model.width"), _raw_setting(cfg, "model.batch_norm")
     residual, size = _raw_setting(cfg, "model.residual"), _raw_setting(cfg, "model.size")
@@ -192,11 +192,11 @@ def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, pro
         if (raw := meta.get(column)) is not None:
             row[column], expected = checked(raw, kind)
             if expected:
-                problems.add(run_id, run_dir / META, None, f"{column} {shown(raw)} is not {expected}; ignored")
+                problems.add(run_id, run_dir / META, None, f"{column} {quoted(raw)} is not {expected}; ignored")
     if (raw := meta.get(PROCESSES)) is not None:
         row[PROCESSES], expected = checked(raw, "size")
         if expected:
-            problems.add(run_id, run_dir / META, None, f"{PROCESSES} {shown(raw)} is not {expected}; ignored")
+            problems.add(run_id, run_dir / META, None, f"{PROCESSES} {quoted(raw)} is not {expected}; ignored")
 
 
 def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: Problems) -> None:
@@ -215,7 +215,7 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
                 continue
             value, expected = checked(value, rundir.SUMMARY_FIELDS[key])
             if expected:
-                problems.add(run_id, path, None, f"{key} {shown(summary[key])} is not {expected}; ignored")
+                problems.add(run_id, path, None, f"{key} {quoted(summary[key])} is not {expected}; ignored")
             elif key in SIZE or key == PROCESSES:
                 continue  # meta.json's alone, as in the cell hash; _summary_status compares them
             elif row.get(key) is None:
@@ -225,7 +225,7 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
                     run_id,
                     path,
                     None,
-                    f"{key} {shown(value)} differs from {CONFIG}'s {shown(row[key])}; {CONFIG}'s is used",
+                    f"{key} {quoted(value)} differs from {CONFIG}'s {quoted(row[key])}; {CONFIG}'s is used",
                 )
         elif type(value) in (str, bool, float) or (type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX):
             row[key] = scalar(value)  # a field this version does not know: kept when it is a plain scalar
@@ -245,7 +245,9 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
                 reason += "; the ranks said: " + "; ".join(shown[:4])
         return status, reason
     if status != "completed":
-        return "corrupt", (f"{SUMMARY} status {shown(status)} is not one a run writes (completed, failed, interrupted)")
+        return "corrupt", (
+            f"{SUMMARY} status {quoted(status)} is not one a run writes (completed, failed, interrupted)"
+        )
     if (problem := _identify(row, cfg)) is not None:
         return "corrupt", problem
     for column in SIZE:

@@ -67,7 +67,7 @@ def valid_text(value: str) -> str:
     return value
 
 
-def shown(value: Any) -> str:
+def quoted(value: Any) -> str:
     """A value as a reason quotes it: its repr, at most 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
@@ -228,6 +228,6 @@ def schema_problem(version: Any, where: str) -> str | None:
         return None
     allowed = ", ".join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))
     return (
-        f"schema_version {shown(version)} in {where} is not supported (this ddlbench reads {allowed}); "
+        f"schema_version {quoted(version)} in {where} is not supported (this ddlbench reads {allowed}); "
         f"analyse it with the ddlbench version that wrote it"
     )
