@@ -413,13 +413,13 @@ FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
 def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float = TOP1_DROP_PP) -> str:
     """The comparison as text, and a last line that counts what makes `compare` fail."""
     columns = list(COMPARE_COLUMNS)
-    accuracy = {
+    compared_accuracy = {
         name: both
         for name, both in COMPARE_ACCURACY.items()
         if all(c in table for c in both)
         and (table[both[:2]].notna().all(axis=1) if name == "top1" else table[both[:2]].notna().any(axis=1)).any()
     }
-    for both in accuracy.values():
+    for both in compared_accuracy.values():
         columns[columns.index("flag") : columns.index("flag")] = both
     if "regressed" in table and (table["regressed"] != "").any():
         columns.insert(columns.index("flag") + 1, "regressed")
@@ -453,8 +453,8 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     counts = table["flag"].value_counts()
     said = ", ".join(f"{counts.get(flag, 0)} {flag}" for flag in FAILING_FLAGS)
     rules = f"throughput_img_s, B relative to A; a change counts beyond {threshold:.0%} and, with repeats, when the 95% confidence intervals do not overlap"
-    if "top1" in accuracy:
+    if "top1" in compared_accuracy:
         rules += f"; final top-1 lower by more than {top1_drop_pp:g} pp"
-    if "target" in accuracy:
+    if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
     return shown.to_string(index=False, na_rep="") + f"\n\n{said} ({rules})"

@@ -237,9 +237,29 @@ def _say_done(
         print(f"[ddlbench] {_target_text(target)}", flush=True)
 
 
-def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
-    """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code.
-    started_s: when the run began (time.time()), for its runtime; None: when this process started."""
+@dataclasses.dataclass
+class _Opened:
+    """What a rank opens while it runs, each closed at its end whatever happened (None: not opened)."""
+
+    log: runlog.RankLog | None = None
+    profiler: object | None = None
+    sampler: object | None = None
+    events: MlLog | None = None
+
+    def close(self) -> None:
+        if self.profiler is not None:
+            self.profiler.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self.log is not None:
+            self.log.close()
+        if self.events is not None:
+            self.events.close()
+
+
+def _place(cfg: DictConfig) -> tuple[distenv.DistEnv, list[int], int | str, Path]:
+    """The rank's place (env), the CPUs it is bound to, the class count asked for and the run directory; the
+    config validated and a directory that holds a run refused, before anything is built."""
     # world_size counts processes; a single-process framework (DataParallel) drives several devices each
     env = dataclasses.replace(distenv.from_environ(), devices_per_rank=node_layout(cfg)[1])
     # first, before any thread starts (validate's CUDA probe, DALI, NCCL, loader workers): they inherit it
@@ -256,38 +276,170 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         )
     if cfg.system.device == "cpu":
         torch.set_num_threads(max(1, int(cfg.system.cpus_per_rank)))
+    return env, cpus, asked_classes, run_dir
+
+
+def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.device, task):
+    """The training loader and the validation one (None without data.val_path or data.val_split)."""
+    context = LoaderContext(
+        rank=env.rank,
+        world_size=env.world_size,
+        device=device,
+        per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+        seed=cfg.run.seed,
+        num_classes=cfg.model.num_classes,
+        image_size=cfg.model.image_size,
+        channels_last=cfg.precision.channels_last,
+        data_path=cfg.data.path,
+        holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
+        task=task,
+    )
+    loader = option.build(context)
+    if not (cfg.data.val_path or cfg.data.val_split):
+        return loader, None
+    # the held-out folder, or the held-out part of data.path
+    held_out = dataclasses.replace(context, data_path=cfg.data.val_path or cfg.data.path, validation=True)
+    return loader, option.build(held_out)
+
+
+def _start_events(cfg: DictConfig, run_dir: Path, *, global_batch: int, loader, val_loader) -> MlLog:
+    """Rank 0's MLLOG file, opened with the run's settings."""
+    events = MlLog(run_dir)
+    events.start("init_start")
+    mllog.settings_events(
+        events,
+        cfg=cfg,
+        global_batch=global_batch,
+        train_samples=loader.num_samples,
+        eval_samples=None if val_loader is None else val_loader.num_samples,
+    )
+    return events
+
+
+def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:
+    """The rank log's first line: where this rank ran."""
+    return {
+        "kind": "header",
+        "schema_version": rundir.SCHEMA_VERSION,
+        "rank": env.rank,
+        "local_rank": env.local_rank,
+        "host": socket.gethostname(),
+        "device": str(device),
+        "pid": os.getpid(),
+        "cpus": affinity.compact(cpus),
+        "steps_per_epoch": steps_per_epoch,
+    }
+
+
+def _loop_plan(cfg: DictConfig, *, warmup: int, measured: int, window, amp_dtype, steps_per_epoch: int) -> LoopPlan:
+    return LoopPlan(
+        warmup_steps=warmup,
+        measured_steps=measured,
+        log_every=cfg.run.log_every,
+        amp_dtype=amp_dtype,
+        trailing_steps=window.extra_steps if window else 0,
+        eval_every=cfg.run.eval_every_steps,
+        eval_every_epochs=cfg.run.eval_every_epochs,
+        steps_per_epoch=steps_per_epoch,
+    )
+
+
+def _conclude(
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    env: distenv.DistEnv,
+    device: torch.device,
+    framework,
+    task,
+    model,
+    result,
+    window,
+    validation: Validation | None,
+    warmup: int,
+    opened: _Opened,
+    started_s: float | None,
+) -> None:
+    """After the last step: the trace window reduced, the end records, and rank 0's summary once every rank
+    is done."""
+    # from the process start (imports, process group, builds, warm-up; a run in a longer-lived process,
+    # run_here's: from its call) to the last step, without the trace export (the ranks' own work, not the run's)
+    began_s = psutil.Process().create_time() if started_s is None else started_s
+    runtime_local_s = time.time() - began_s - (opened.profiler.export_s if opened.profiler else 0.0)
+    if window is not None and result.stopped_at_target:
+        # the window's steps come after the measured ones, which the target cut short: nothing was traced
+        if env.rank == 0:
+            print("[ddlbench] the run stopped at its target before the trace window: no trace breakdown",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    elif window is not None:
+        reduce_trace(window, run_dir=run_dir, rank=env.rank)
+    # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
+    wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
+    runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
+    target = validation.target_fields() if validation is not None else {}
+    if opened.events is not None:
+        opened.events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
+    if cfg.run.save_params:
+        torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
+    _write_end(run_dir, env=env, device=device)
+    opened.log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
+    framework.barrier()  # every rank finished its steps and logs before the summary says so
+    if env.rank != 0:
+        return
+    if window is not None and not window.keep_trace:
+        remove_trace_dir(run_dir)
+    summary = _summary(
+        cfg,
+        run_dir,
+        env=env,
+        warmup=warmup,
+        wall_s=wall_s,
+        last_loss=result.last_loss,
+        runtime_s=runtime_s,
+        sample_unit=task.sample_unit,
+        target=target,
+    )
+    rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
+    _say_done(summary, run_dir, env=env, device=device, sample_unit=task.sample_unit, target=target)
+
+
+def _record_failure(error: BaseException, run_dir: Path, *, env: distenv.DistEnv, device, opened: _Opened) -> None:
+    """What a rank that stopped leaves: MLLOG's run_stop, its end record (why: maxbatch reads out_of_memory)
+    and, on rank 0, the failed or interrupted summary."""
+    if opened.events is not None and opened.events.run_start_s is not None:
+        with contextlib.suppress(OSError, ValueError):
+            opened.events.run_stop(status="aborted")
+    if opened.log is not None:
+        _write_end(run_dir, env=env, device=device, error=error)
+    if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
+        # KeyboardInterrupt: Ctrl-C, or SIGTERM (benchmarks/__main__.py raises it for that too)
+        rundir.write_json_atomic(
+            run_dir / rundir.SUMMARY,
+            rundir.interrupted_summary(str(error) or "SIGINT")
+            if isinstance(error, KeyboardInterrupt)
+            else rundir.failed_summary(error),
+        )
+
+
+def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
+    """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code.
+    started_s: when the run began (time.time()), for its runtime; None: when this process started."""
+    env, cpus, asked_classes, run_dir = _place(cfg)
     device = _device(cfg, env)
     framework = components.build_framework(cfg)
     loader_option = components.build_loader(cfg)
     task = components.build_task(cfg)
     framework.init(env, device)
-    log = profiler = sampler = events = None
+    opened = _Opened()
+    model = optimizer = loader = None
     try:
         if env.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
         # data.cache=cold: local rank 0 of each node evicts data.path; the barrier keeps every rank from reading first
         cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
-        log = runlog.RankLog(run_dir, env.rank)
-        context = LoaderContext(
-            rank=env.rank,
-            world_size=env.world_size,
-            device=device,
-            per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-            seed=cfg.run.seed,
-            num_classes=cfg.model.num_classes,
-            image_size=cfg.model.image_size,
-            channels_last=cfg.precision.channels_last,
-            data_path=cfg.data.path,
-            holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
-            task=task,
-        )
-        loader = loader_option.build(context)
-        val_loader = None
-        if cfg.data.val_path or cfg.data.val_split:  # the held-out folder, or the held-out part of data.path
-            val_loader = loader_option.build(
-                dataclasses.replace(context, data_path=cfg.data.val_path or cfg.data.path, validation=True)
-            )
+        opened.log = runlog.RankLog(run_dir, env.rank)
+        loader, val_loader = _loaders(cfg, loader_option, env=env, device=device, task=task)
         global_batch = cfg.run.per_gpu_batch * env.num_devices
         model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
         amp_dtype = components.amp_dtype(cfg)
@@ -295,31 +447,15 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         if cfg.model.compile:
             model = torch.compile(model)
         if env.rank == 0:
-            events = MlLog(run_dir)
-            events.start("init_start")
-            mllog.settings_events(
-                events,
-                cfg=cfg,
-                global_batch=global_batch,
-                train_samples=loader.num_samples,
-                eval_samples=None if val_loader is None else val_loader.num_samples,
-            )
+            opened.events = _start_events(cfg, run_dir, global_batch=global_batch, loader=loader, val_loader=val_loader)
+        steps_per_epoch = len(loader)
         warmup, measured = plan_steps(
-            warmup_steps=cfg.run.warmup_steps, steps=cfg.run.steps, epochs=cfg.run.epochs, steps_per_epoch=len(loader)
+            warmup_steps=cfg.run.warmup_steps,
+            steps=cfg.run.steps,
+            epochs=cfg.run.epochs,
+            steps_per_epoch=steps_per_epoch,
         )
-        log.write(
-            {
-                "kind": "header",
-                "schema_version": rundir.SCHEMA_VERSION,
-                "rank": env.rank,
-                "local_rank": env.local_rank,
-                "host": socket.gethostname(),
-                "device": str(device),
-                "pid": os.getpid(),
-                "cpus": affinity.compact(cpus),
-                "steps_per_epoch": len(loader),
-            }
-        )
+        opened.log.write(_header(env, device, cpus=cpus, steps_per_epoch=steps_per_epoch))
         if env.rank == 0:
             _announce(
                 cfg,
@@ -333,11 +469,10 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 cache_evict=cache_evict,
             )
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
-        profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
+        opened.profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
         if cfg.run.telemetry_hz > 0:
-            sampler = telemetry.start_sampler(
-                run_dir, rank=env.rank, hz=cfg.run.telemetry_hz, gpu=telemetry.gpu_identity(device)
-            )
+            gpu = telemetry.gpu_identity(device)
+            opened.sampler = telemetry.start_sampler(run_dir, rank=env.rank, hz=cfg.run.telemetry_hz, gpu=gpu)
         validation = None
         if val_loader is not None:
             validation = Validation(
@@ -348,103 +483,59 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 reduce=framework.all_reduce_scalar,
                 run_dir=run_dir,
                 rank=env.rank,
-                steps_per_epoch=len(loader),
+                steps_per_epoch=steps_per_epoch,
                 target_top1=cfg.run.target_top1,
-                events=events,
+                events=opened.events,
             )
-        if profiler is not None:
-            profiler.start()
+        if opened.profiler is not None:
+            opened.profiler.start()
         result = train(
             framework=framework,
             model=model,
             loader=loader,
             device=device,
-            log=log,
+            log=opened.log,
             task=task,
-            profiler=profiler,
-            plan=LoopPlan(
-                warmup_steps=warmup,
-                measured_steps=measured,
-                log_every=cfg.run.log_every,
+            profiler=opened.profiler,
+            plan=_loop_plan(
+                cfg,
+                warmup=warmup,
+                measured=measured,
+                window=window,
                 amp_dtype=amp_dtype,
-                trailing_steps=window.extra_steps if window else 0,
-                eval_every=cfg.run.eval_every_steps,
-                eval_every_epochs=cfg.run.eval_every_epochs,
-                steps_per_epoch=len(loader),
+                steps_per_epoch=steps_per_epoch,
             ),
             evaluation=validation,
-            events=events,
+            events=opened.events,
             optimizer=optimizer,
             lr_schedule=LrSchedule(
                 cfg.optim,
                 global_batch=global_batch,
                 total_steps=warmup + measured,  # the trace window's steps after them do not stretch the schedule
-                steps_per_epoch=len(loader),
+                steps_per_epoch=steps_per_epoch,
             ),
         )
-        # from the process start (imports, process group, builds, warm-up; a run in a longer-lived process,
-        # run_here's: from its call) to the last step, without the trace export (the ranks' own work, not the run's)
-        began_s = psutil.Process().create_time() if started_s is None else started_s
-        runtime_local_s = time.time() - began_s - (profiler.export_s if profiler else 0.0)
-        if window is not None and result.stopped_at_target:
-            # the window's steps come after the measured ones, which the target cut short: nothing was traced
-            if env.rank == 0:
-                print("[ddlbench] the run stopped at its target before the trace window: no trace breakdown",
-                      file=sys.stderr, flush=True)  # fmt: skip
-        elif window is not None:
-            reduce_trace(window, run_dir=run_dir, rank=env.rank)
-        # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
-        wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
-        runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
-        target = validation.target_fields() if validation is not None else {}
-        if events is not None:
-            events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
-        if cfg.run.save_params:
-            torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
-        _write_end(run_dir, env=env, device=device)
-        log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
-        framework.barrier()  # every rank finished its steps and logs before the summary says so
-        if env.rank == 0 and window is not None and not window.keep_trace:
-            remove_trace_dir(run_dir)
-        if env.rank == 0:
-            summary = _summary(
-                cfg,
-                run_dir,
-                env=env,
-                warmup=warmup,
-                wall_s=wall_s,
-                last_loss=result.last_loss,
-                runtime_s=runtime_s,
-                sample_unit=task.sample_unit,
-                target=target,
-            )
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
-            _say_done(summary, run_dir, env=env, device=device, sample_unit=task.sample_unit, target=target)
+        _conclude(
+            cfg,
+            run_dir,
+            env=env,
+            device=device,
+            framework=framework,
+            task=task,
+            model=model,
+            result=result,
+            window=window,
+            validation=validation,
+            warmup=warmup,
+            opened=opened,
+            started_s=started_s,
+        )
         return 0
     except BaseException as error:
-        if events is not None and events.run_start_s is not None:
-            with contextlib.suppress(OSError, ValueError):
-                events.run_stop(status="aborted")
-        if log is not None:  # each rank says why it stopped (maxbatch reads out_of_memory)
-            _write_end(run_dir, env=env, device=device, error=error)
-        if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
-            # KeyboardInterrupt: Ctrl-C, or SIGTERM (benchmarks/__main__.py raises it for that too)
-            rundir.write_json_atomic(
-                run_dir / rundir.SUMMARY,
-                rundir.interrupted_summary(str(error) or "SIGINT")
-                if isinstance(error, KeyboardInterrupt)
-                else rundir.failed_summary(error),
-            )
+        _record_failure(error, run_dir, env=env, device=device, opened=opened)
         raise
     finally:
-        if profiler is not None:
-            profiler.stop()
-        if sampler is not None:
-            sampler.stop()
-        if log is not None:
-            log.close()
-        if events is not None:
-            events.close()
+        opened.close()
         # the wrapped model (DDP's reducer, a DeepSpeed engine) holds the process group: it goes first
         model = optimizer = loader = None  # noqa: F841
         framework.shutdown()
