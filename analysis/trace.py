@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from analysis.cells import CELL, measured, per_cell_mean
-from analysis.figures import model_key, paper_style, pretty
+from analysis.figures import cell_labels, model_key, paper_style
 from analysis.palette import FULL_WIDTH_IN, TRACE_COLORS
 from analysis.reference_overlay import REFERENCE_KEY
 from analysis.section import Block, Report, add_figure, columns_shown
@@ -189,15 +189,12 @@ TRACE_PARTS = [
 
 @paper_style
 def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
-    """Two panels, one bar per cell (label: framework, loader, model, GPUs, variant): the trace window's
+    """Two panels, one bar per cell (cell_labels: framework, loader, model, GPUs, what else tells the cells
+    apart, the variant; legend below, clear of the title): the trace window's
     classes as shares of step time (left; they add to 100%), and the seed study's reading, shares of the
     whole runtime (right: start-up, data, cuDNN convolution, exposed allreduce; the rest is other work)."""
     rows = cells.reset_index(drop=True)
-    labels = [
-        f"{pretty(r.framework)} {pretty(r.loader)} {r.model} {r.world_size} GPU"
-        + (f" [{r.variant}]" if isinstance(getattr(r, "variant", ""), str) and r.variant else "")
-        for r in rows.itertuples(index=False)
-    ]
+    labels = cell_labels(rows)
     height = max(1.8, 0.28 * len(rows) + 1.2)
     fig = Figure(figsize=(FULL_WIDTH_IN, height))
     left, right = fig.subplots(1, 2, sharey=True)
@@ -240,10 +237,11 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
             if name not in handles:
                 handles[name] = handle
                 names.append(name)
+    fig.subplots_adjust(bottom=0.55 / height)  # the tick labels and the x labels inside; the legend below them
     fig.legend(
-        [handles[n] for n in names], names, loc="lower center", ncols=min(5, len(names)), bbox_to_anchor=(0.5, 1.0)
+        [handles[n] for n in names], names, loc="upper center", ncols=min(5, len(names)), bbox_to_anchor=(0.5, 0.0)
     )
-    fig.suptitle("Where the time goes, from the trace window", y=1.08)
+    fig.suptitle("Where the time goes, from the trace window", y=1.02)
     return fig
 
 

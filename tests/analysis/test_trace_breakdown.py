@@ -130,3 +130,27 @@ def test_the_seed_layout_beside_the_reference():
     assert pd.isna(horovod["allreduce_pct_ref"])  # the reference is PyTorch-DDP's
     assert pd.isna(out[out["gpus"] == 2].iloc[0]["data_pct_ref"])  # no reference cell at 2 GPUs
     assert "allreduce_pct_ref" not in seed_layout(traced, None)
+
+
+def test_the_trace_bars_tell_cells_apart_and_keep_the_legend_clear_of_the_title():
+    """Two cells that differ in precision only are two labelled bars, not one label twice (seen on the H200:
+    bf16 and fp32 read alike), and the legend sits below the panels, where the title cannot overdraw it."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from analysis.palette import PAPER_RC
+    from analysis.trace import TRACE_PARTS, trace_breakdown_bars
+
+    base = {"framework": "ddp", "loader": "synthetic", "model": "resnet50", "world_size": 1, "num_nodes": 1}
+    base |= {"per_gpu_batch": 256, "variant": "", "comm_exposed_pct": 0.0, "allreduce_exposed_pct": 0.0}
+    base |= {column: 10.0 for _, *columns in TRACE_PARTS for column in columns if column}
+    cells = pd.DataFrame([{**base, "precision": "amp_bf16"}, {**base, "precision": "fp32"}])
+    with matplotlib.rc_context(PAPER_RC):
+        fig = trace_breakdown_bars(cells)
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+        fig.set_canvas(FigureCanvasAgg(fig))
+        renderer = fig.canvas.get_renderer()
+        legend = fig.legends[0].get_window_extent(renderer)
+        title = fig._suptitle.get_window_extent(renderer)
+    assert len(set(labels)) == 2 and "amp_bf16" in labels[0] and "fp32" in labels[1], labels
+    assert legend.y1 < title.y0 and legend.y1 < fig.axes[0].get_window_extent(renderer).y0
