@@ -120,6 +120,82 @@ def _progress(step: int, total: int, epoch: int, records: list[dict], samples: i
     )
 
 
+class _Records:
+    """Each step's record on its way to the rank log: it waits for its device times (the step timer hands
+    them back only once the step's events completed, in step order), then takes its loss (LossReader) and,
+    with a comm timer that reads its events late, its collective times; rank 0 prints the progress line
+    every log_every steps."""
+
+    def __init__(
+        self,
+        log: RankLog,
+        losses: LossReader,
+        comm_timer,
+        *,
+        progress_every: int,
+        total: int,
+        world_size: int,
+        rate: str,
+        rank: int,
+    ) -> None:
+        self.log, self.losses, self.comm_timer = log, losses, comm_timer
+        # a comm timer that reads its events late is asked when the step's own times are read
+        self.comm_late = comm_timer is not None and comm_timer.reads_late
+        self.progress_every = progress_every if rank == 0 else 0
+        self.total, self.world_size, self.rate = total, world_size, rate
+        self.pending: deque[dict] = deque()
+        self.recent: list[dict] = []
+
+    def add(self, record: dict) -> None:
+        if self.comm_timer is not None and not self.comm_late:
+            record["comm_s"], record["comm_exposed_s"] = self.comm_timer.step_comm_s()
+        self.pending.append(record)
+
+    def write(self, ready_times: list[dict]) -> None:
+        """The oldest waiting records, one per step's times now read, to the log."""
+        for times in ready_times:
+            record = self.pending.popleft()
+            record.update(times)
+            record["loss"] = self.losses.read(record["step"])
+            if self.comm_late:
+                record["comm_s"], record["comm_exposed_s"] = self.comm_timer.step_comm_s()
+            self.log.write(record)
+            self.recent.append(record)
+        if self.progress_every and len(self.recent) >= self.progress_every:
+            last = self.recent[-1]
+            _progress(
+                last["step"] + 1, self.total, last["epoch"], self.recent, last["samples"], self.world_size, self.rate
+            )
+            self.recent = []
+
+
+def _one_step(batches, *, step: int, model, task: Task, framework: Framework, timer, losses: LossReader, autocast):
+    """One training step, its phases marked on the step timer: (batch, loss, host_data_s, host_step_s), or None
+    when the epoch has no batch left. host_data_s: the host blocked in the loader; host_step_s: the host
+    queueing the whole step."""
+    timer.start_step()
+    t_host = time.perf_counter()
+    try:
+        # the previous step's work is all queued by now: DALI's zero-copy batches are released
+        # behind an event recorded here (loaders/dali.py)
+        batch = next(batches)
+    except StopIteration:
+        timer.cancel_step()
+        return None
+    t_host_data = time.perf_counter()
+    timer.mark()
+    with autocast():
+        loss = task.loss(model, batch)
+    losses.keep(step, loss)
+    timer.mark()
+    framework.backward(loss)
+    timer.mark()
+    framework.step()
+    timer.mark()
+    timer.end_step()
+    return batch, loss, t_host_data - t_host, time.perf_counter() - t_host
+
+
 def train(
     *,
     framework: Framework,
@@ -141,12 +217,8 @@ def train(
     measured wall time; when it returns True after the warm-up, the run stops there (run.target_top1).
     events (rank 0): the MLLOG run_start and epoch_start / epoch_stop. task: what a batch is, its loss and
     its samples (benchmarks/tasks/)."""
-    rate = RATE_LABELS[task.sample_unit]
     losses = LossReader(device)
     timer = make_step_timer(device)
-    comm_timer = framework.comm_timer()
-    # a comm timer that reads its events late is asked when the step's own times are read
-    comm_late = comm_timer is not None and comm_timer.reads_late
     autocast = (
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
         if plan.amp_dtype is not None
@@ -154,10 +226,18 @@ def train(
     )
     measured_end = plan.warmup_steps + plan.measured_steps
     total = measured_end + plan.trailing_steps
+    records = _Records(
+        log,
+        losses,
+        framework.comm_timer(),
+        progress_every=plan.log_every,
+        total=total,
+        world_size=framework.world_size,
+        rate=RATE_LABELS[task.sample_unit],
+        rank=framework.rank,
+    )
     wall_s = None
     step = epoch = 0
-    recent: list[dict] = []
-    pending: deque[dict] = deque()
     measured_samples = samples_done = 0
     stop = False
     t_start = t_run = time.perf_counter()
@@ -165,32 +245,6 @@ def train(
         events.run_start()
     loss = torch.zeros(())
     model.train()
-
-    def complete(times: dict) -> dict:
-        record = pending.popleft()
-        record.update(times)
-        record["loss"] = losses.read(record["step"])
-        if comm_late:
-            record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
-        return record
-
-    def write(records: list[dict]) -> None:
-        nonlocal recent
-        for record in records:
-            log.write(record)
-        recent += records
-        if framework.rank == 0 and plan.log_every and len(recent) >= plan.log_every:
-            _progress(
-                recent[-1]["step"] + 1,
-                total,
-                recent[-1]["epoch"],
-                recent,
-                recent[-1]["samples"],
-                framework.world_size,
-                rate,
-            )
-            recent = []
-
     while step < total and not stop:
         loader.set_epoch(epoch)
         batches = iter(loader)
@@ -206,29 +260,20 @@ def train(
             if step == measured_end and wall_s is None:  # the steps after it (a trace window) are not in its wall time
                 synchronize(device)
                 wall_s = time.perf_counter() - t_start
-
             lr = lr_schedule.apply(optimizer, step) if lr_schedule is not None else None
-            timer.start_step()
-            t_host = time.perf_counter()
-            try:
-                # the previous step's work is all queued by now: DALI's zero-copy batches are released
-                # behind an event recorded here (loaders/dali.py)
-                batch = next(batches)
-            except StopIteration:
-                timer.cancel_step()
+            done = _one_step(
+                batches,
+                step=step,
+                model=model,
+                task=task,
+                framework=framework,
+                timer=timer,
+                losses=losses,
+                autocast=autocast,
+            )
+            if done is None:
                 break
-            t_host_data = time.perf_counter()
-            timer.mark()
-            with autocast():
-                loss = task.loss(model, batch)
-            losses.keep(step, loss)
-            timer.mark()
-            framework.backward(loss)
-            timer.mark()
-            framework.step()
-            timer.mark()
-            timer.end_step()
-            t_host_end = time.perf_counter()
+            batch, loss, host_data_s, host_step_s = done
             if profiler is not None:
                 if step == profiler.first - 1 and step >= measured_end:
                     # a sampled window (after the measured steps) records only its own steps' device work:
@@ -239,22 +284,20 @@ def train(
             if plan.warmup_steps <= step < measured_end:
                 measured_samples += samples
             samples_done += samples
-            # the timer hands back a step's times only once its events completed: pair them in order
-            record = {
-                "step": step,
-                "epoch": epoch,
-                "step_in_epoch": step_in_epoch,
-                "samples": samples,
-                "warmup": step < plan.warmup_steps,
-                "profiled": profiler is not None and profiler.covers(step),
-                "host_data_s": t_host_data - t_host,
-                "host_step_s": t_host_end - t_host,
-                "lr": lr,
-            }
-            if comm_timer is not None and not comm_late:
-                record["comm_s"], record["comm_exposed_s"] = comm_timer.step_comm_s()
-            pending.append(record)
-            write([complete(times) for times in timer.pop_ready()])
+            records.add(
+                {
+                    "step": step,
+                    "epoch": epoch,
+                    "step_in_epoch": step_in_epoch,
+                    "samples": samples,
+                    "warmup": step < plan.warmup_steps,
+                    "profiled": profiler is not None and profiler.covers(step),
+                    "host_data_s": host_data_s,
+                    "host_step_s": host_step_s,
+                    "lr": lr,
+                }
+            )
+            records.write(timer.pop_ready())
             step += 1
             step_in_epoch += 1
             if evaluation is not None and step < total and evaluates_after(step, step_in_epoch, epoch, plan):
@@ -275,7 +318,7 @@ def train(
     synchronize(device)
     if wall_s is None:
         wall_s = time.perf_counter() - t_start
-    write([complete(times) for times in timer.flush()])
+    records.write(timer.flush())
     if evaluation is not None and not stop:
         evaluation(step, max(0, epoch - 1), samples_done, t_run)  # after the last step, in its epoch
     return LoopResult(
