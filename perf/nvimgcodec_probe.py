@@ -68,7 +68,7 @@ def main() -> int:
     print(f"PROBE torch {torch.__version__} (CUDA {torch.version.cuda}), torchvision {torchvision.__version__}")
     print(f"PROBE device {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
     print(f"PROBE nvJPEG hardware decoder: {hardware_engines()}")
-    from benchmarks.loaders.native_gpu import DECODERS, nvimgcodec_missing
+    from benchmarks.loaders.gpu_decode import DECODERS, nvimgcodec_missing
 
     missing = nvimgcodec_missing()
     if missing:

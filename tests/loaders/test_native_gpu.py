@@ -131,7 +131,7 @@ def test_cpu_decode_share_does_not_change_the_batches(compose, folder, augment):
 
 
 def test_workers_hand_over_the_first_share_decoded_and_the_rest_encoded(folder):
-    from benchmarks.loaders.native_gpu import collate_encoded, decode_cpu, read_bytes, split_encoded, upload_decoded
+    from benchmarks.loaders.gpu_decode import collate_encoded, decode_cpu, read_bytes, split_encoded, upload_decoded
 
     files = sorted(folder.rglob("*.jpg"))[:5]
     samples = [(read_bytes(str(f)), n) for n, f in enumerate(files)]
@@ -210,7 +210,7 @@ def test_a_batch_of_mixed_sizes_is_cropped_as_each_image_alone():
 def test_gpu_decoder_torchvision_is_the_default_and_changes_nothing(compose, folder):
     """The default is torchvision at hw_decoder_load 1.0 (every baseline JPEG on the hardware, its only
     split), and naming it explicitly gives the same batches and the same settings."""
-    from benchmarks.loaders.native_gpu import TorchvisionDecoder
+    from benchmarks.loaders.gpu_decode import TorchvisionDecoder
 
     loader = compose(["loader=native_gpu"]).loader
     assert (loader.gpu_decoder, loader.hw_decoder_load) == ("torchvision", 1.0)
@@ -292,7 +292,7 @@ def test_gpu_decoder_nvimgcodec_without_the_package_stops_before_launch(compose,
 
 
 def test_the_nvimgcodec_decoder_refuses_a_cpu_device():
-    from benchmarks.loaders.native_gpu import NvImageCodecDecoder
+    from benchmarks.loaders.gpu_decode import NvImageCodecDecoder
 
     with pytest.raises(ConfigError, match="loader.gpu_decoder=nvimgcodec decodes on a GPU"):
         NvImageCodecDecoder(torch.device("cpu"), stream=None, batch_size=8, hw_decoder_load=1.0)
@@ -300,7 +300,7 @@ def test_the_nvimgcodec_decoder_refuses_a_cpu_device():
 
 def test_every_gpu_decoder_has_a_batch_decoder():
     from benchmarks.loaders.configs import GpuJpegDecoder
-    from benchmarks.loaders.native_gpu import DECODERS
+    from benchmarks.loaders.gpu_decode import DECODERS
 
     assert set(DECODERS) == set(GpuJpegDecoder)
     assert all(DECODERS[choice].name == choice.value for choice in GpuJpegDecoder)
@@ -348,7 +348,7 @@ class FakeNvImageCodec:
 
 
 def test_the_hardware_decoder_takes_hw_decoder_load_of_a_batch_then_nvjpegs_cuda_decoder():
-    from benchmarks.loaders.native_gpu import nvimgcodec_backends
+    from benchmarks.loaders.gpu_decode import nvimgcodec_backends
 
     backends = nvimgcodec_backends(FakeNvImageCodec, 0.65)
     assert [(b.backend_kind, b.load_hint, b.load_hint_policy) for b in backends] == [
@@ -361,7 +361,7 @@ def test_the_hardware_decoder_takes_hw_decoder_load_of_a_batch_then_nvjpegs_cuda
 def test_an_nvimgcodec_batch_is_handed_over_as_decode_jpeg_hands_it(folder):
     from torchvision.io import decode_jpeg
 
-    from benchmarks.loaders.native_gpu import collate_encoded, decode_nvimgcodec, read_bytes, split_encoded
+    from benchmarks.loaders.gpu_decode import collate_encoded, decode_nvimgcodec, read_bytes, split_encoded
 
     files = sorted(folder.rglob("*.jpg"))[:4]
     batch = collate_encoded([(read_bytes(str(f)), 0) for f in files])
@@ -383,7 +383,7 @@ def test_an_nvimgcodec_batch_is_handed_over_as_decode_jpeg_hands_it(folder):
 def test_the_real_nvimgcodec_decodes_as_decode_jpeg_on_the_cpu(folder):
     """With nvidia.nvimgcodec installed, its own API as the adapter calls it (code streams over the worker's
     bytes, planar RGB, DLPack), on its CPU backend: the pixels decode_jpeg gives."""
-    from benchmarks.loaders.native_gpu import (
+    from benchmarks.loaders.gpu_decode import (
         collate_encoded,
         decode_nvimgcodec,
         nvimgcodec_missing,
@@ -412,7 +412,7 @@ def test_the_real_nvimgcodec_decodes_as_decode_jpeg_on_the_cpu(folder):
 
 
 def test_keeping_the_pool_memory_never_raises():
-    from benchmarks.loaders.native_gpu import keep_pool_memory
+    from benchmarks.loaders.gpu_decode import keep_pool_memory
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the call would change its memory pool")

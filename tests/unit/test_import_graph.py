@@ -28,7 +28,7 @@ ADAPTER_OF = {
     "horovod": "benchmarks/frameworks/horovod.py",
     "deepspeed": "benchmarks/frameworks/deepspeed.py",
     "nvidia.dali": "benchmarks/loaders/dali.py",
-    "nvidia.nvimgcodec": "benchmarks/loaders/native_gpu.py",
+    "nvidia.nvimgcodec": "benchmarks/loaders/gpu_decode.py",
     "mpi4py": "benchmarks/commbench/mpi.py",
     "transformers": "benchmarks/models/bert.py",
 }
