@@ -32,17 +32,31 @@ ADAPTER_OF = {
     "mpi4py": "benchmarks/commbench/mpi.py",
     "transformers": "benchmarks/models/bert.py",
 }
-TORCH_FREE = [
-    "benchmarks.rundir",
-    "benchmarks.errors",
-    "benchmarks.config",
-    "benchmarks.schema",
-    "benchmarks.validate",
+# benchmarks/ in three layers: the torch-free core (run identity and record formats, errors, config schema and
+# composition, each adapter's config, the launchers, the collective protocol), the rank runtime and its
+# adapters (everything else), and the tools that drive the runtime from outside a training run
+CORE = {
     "benchmarks.adapter_config",
     "benchmarks.collective",
+    "benchmarks.config",
+    "benchmarks.data.coldcache",
+    "benchmarks.errors",
     "benchmarks.frameworks.configs",
+    "benchmarks.gradients",
+    "benchmarks.launch",
+    "benchmarks.launch.base",
     "benchmarks.loaders.configs",
     "benchmarks.models.configs",
+    "benchmarks.optim_configs",
+    "benchmarks.resources",
+    "benchmarks.rundir",
+    "benchmarks.schema",
+    "benchmarks.tracereduce",
+}
+TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench", "benchmarks.doctor")
+TORCH_FREE = [
+    *sorted(CORE),
+    "benchmarks.validate",
     "launchers.campaign",
     "launchers.slurm",
     "launchers.local",
@@ -58,7 +72,6 @@ TORCH_FREE = [
     "ddlbench.reports",
     "benchmarks.commbench",
     "launchers.commbench",
-    "benchmarks.launch",
     "benchmarks.distenv",
 ]
 
@@ -229,3 +242,53 @@ def test_the_modules_of_a_package_import_without_a_circle(package):
         edges[module] = {t for t in targets if t in modules and t != module}
     circles = _circles(edges)
     assert not circles, f"{package}/ modules that import each other in a circle: {circles}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The modules a file imports when it is imported: its top level (in `try`/`if` blocks too, but not under
+    `if TYPE_CHECKING:`), not inside functions; `from m import x` names m.x."""
+    names = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        inner = (
+            [*node.body, *node.orelse, *getattr(node, "finalbody", [])] if isinstance(node, (ast.If, ast.Try)) else []
+        )
+        for statement in [node, *inner, *(s for h in getattr(node, "handlers", []) for s in h.body)]:
+            if isinstance(statement, ast.Import):
+                names.update(alias.name for alias in statement.names)
+            elif isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0:
+                names.update(f"{statement.module}.{alias.name}" for alias in statement.names)
+    return names
+
+
+def test_benchmarks_layers_import_downwards():
+    """The core imports (when imported) only the core; nothing in the runtime imports a tool. With
+    test_analysis_and_launch_planning_import_without_torch (every core module imports without torch) this is
+    the layering of docs/architecture.md."""
+    modules = {
+        p.relative_to(REPO).as_posix().removesuffix(".py").removesuffix("/__init__").replace("/", "."): p
+        for p in sorted((REPO / "benchmarks").rglob("*.py"))
+    }
+
+    def resolved(names: set[str]) -> set[str]:
+        return {n if n in modules else n.rpartition(".")[0] for n in names} & set(modules)
+
+    def is_tool(module: str) -> bool:
+        return any(module == t or module.startswith(f"{t}.") for t in TOOLS)
+
+    core_out = {
+        f"{m} imports {d}"
+        for m in sorted(CORE)
+        for d in resolved(_top_level_imports(modules[m]))
+        if d not in CORE and d != "benchmarks" and not d.startswith("benchmarks.launch.")
+    }
+    assert not core_out, f"the core imports the runtime: {sorted(core_out)}"
+    up = {
+        f"{m} imports {d}"
+        for m, path in modules.items()
+        if not is_tool(m)
+        for d in resolved(_imports(path))
+        if is_tool(d)
+    }
+    assert not up, f"the runtime imports a tool: {sorted(up)}"
