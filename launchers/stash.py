@@ -32,10 +32,12 @@ import dataclasses
 import os
 import shlex
 import sys
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import launch, resources
+from benchmarks.adapter_config import Choice
 from benchmarks.errors import ConfigError
 from benchmarks.launch.base import LOCAL
 from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
@@ -44,13 +46,31 @@ ROLES = ("gpu1", "node", "nodes", "warm", "cold")
 CONF_DIR = resources.conf_dir() / "stash"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class StashLauncher(Choice):
+    """stash.launcher: local (ddlbench run; the network run in emulated nodes) | slurm (sbatch per run)."""
+
+    local = "local"
+    slurm = "slurm"
+
+
+class StashLoader(Choice):
+    """stash.loader: the real-data loader of the cpu/disk pairs; none: no such pairs."""
+
+    native = "native"
+    dali = "dali"
+    none = "none"
+
+
+@dataclass(frozen=True, kw_only=True)
 class StashConfig:
+    """The study's own keys (`stash.<key>=<value>` beside the runs' overrides): a structured config, typed and
+    closed by OmegaConf as the runs' config is by Hydra."""
+
     gpus: int = 2  # N: GPUs (ranks) of the distributed runs
     nodes: int = 2  # k: nodes of the network run (1: no network pair)
-    loader: str = "native"  # the real-data loader of the cpu/disk pairs (native | dali); none: no such pairs
+    loader: StashLoader = StashLoader.native
     repeats: int = 1  # runs per role (medians and t-intervals in the report)
-    launcher: str = "local"  # local (ddlbench run; the network run in emulated nodes) | slurm (sbatch per run)
+    launcher: StashLauncher = StashLauncher.local
     net_bandwidth_mbit: float = 1000.0  # emulated nodes: each node's uplink (tc tbf); 0: unshaped
     net_latency_ms: float = 0.0  # emulated nodes: added one-way delay (tc netem; needs sch_netem)
     epoch_samples: int = 1_281_167  # samples of one epoch for $/epoch (ImageNet-1k train)
@@ -59,10 +79,16 @@ class StashConfig:
 
 
 def parse_stash(overrides: list[str], *, check: bool = True) -> tuple[StashConfig, list[str]]:
-    """Split `stash.key=value` overrides off and type them; the rest are the runs' Hydra overrides.
-    check=False: the keys and types only, not the rules between values (an experiment's may settle them)."""
+    """Split `stash.key=value` overrides off and type them (StashConfig through OmegaConf: a misspelt key, a
+    value of the wrong type or outside a closed set is one line naming it); the rest are the runs' Hydra
+    overrides. check=False: the keys and types only, not the rules between values (an experiment's may
+    settle them)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, ValidationError
+
     fields = {f.name: f for f in dataclasses.fields(StashConfig)}
-    values: dict[str, object] = {}
+    kinds = typing.get_type_hints(StashConfig)
+    merged = OmegaConf.structured(StashConfig)
     rest = []
     for item in overrides:
         if not item.startswith("stash."):
@@ -70,14 +96,19 @@ def parse_stash(overrides: list[str], *, check: bool = True) -> tuple[StashConfi
             continue
         key, _, value = item.partition("=")
         name = key[len("stash.") :]
-        if name not in fields:
-            raise ConfigError(f"{key} is not a stash key; use one of: {', '.join('stash.' + n for n in fields)}")
-        kind = fields[name].type
         try:
-            values[name] = int(value) if kind == "int" else float(value) if kind == "float" else value
-        except ValueError:
-            raise ConfigError(f"{key}={value} must be of type {kind}; e.g. {key}={fields[name].default}") from None
-    cfg = StashConfig(**values)
+            merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([f"{name}={value}"]))
+        except ConfigKeyError:
+            raise ConfigError(
+                f"{key} is not a stash key; use one of: {', '.join('stash.' + n for n in fields)}"
+            ) from None
+        except ValidationError:
+            kind = kinds[name]
+            if issubclass(kind, Choice):
+                raise ConfigError(f"{key}={value} is unknown; use {key}={kind.listed()}") from None
+            example = fields[name].default
+            raise ConfigError(f"{key}={value} must be of type {kind.__name__}; e.g. {key}={example}") from None
+    cfg = OmegaConf.to_object(merged)
     if not check:
         return cfg, rest
     for name in ("gpus", "nodes", "repeats", "epoch_samples"):
@@ -88,8 +119,6 @@ def parse_stash(overrides: list[str], *, check: bool = True) -> tuple[StashConfi
             f"stash.nodes={cfg.nodes} does not divide stash.gpus={cfg.gpus}; pick a divisor "
             "(every node runs the same number of ranks)"
         )
-    if cfg.launcher not in ("local", "slurm"):
-        raise ConfigError(f"stash.launcher={cfg.launcher} is unknown; use stash.launcher=local or stash.launcher=slurm")
     if cfg.net_bandwidth_mbit < 0 or cfg.net_latency_ms < 0:
         raise ConfigError("stash.net_bandwidth_mbit and stash.net_latency_ms must be >= 0 (0: not shaped)")
     return cfg, rest
