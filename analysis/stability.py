@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from analysis.cells import CELL, measured, per_cell_mean, step_times
 from analysis.figures import finish, panels, paper_style
@@ -165,6 +166,7 @@ def step_timeline(jittery: pd.DataFrame, *, slow_factor: float) -> Figure:
         )
         ax.set_ylim(bottom=0)
         ax.set_title(f"{run_id}\n{rows['slow_time_pct'].iloc[0]:.1f}% of the time in slow steps", fontsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 7.5
         ax.set_xlabel("step")
         ax.set_ylabel("ms")
     return finish(fig, axes, title="Step-time stability")
