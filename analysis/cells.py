@@ -1,6 +1,5 @@
-"""The cell table, which every analysis starts from: a cell is one configuration (`cell_hash`, the hash of
-every setting of the run plus its size, benchmarks/rundir.py); repeats of a cell are runs with the same
-hash. Per-run throughput, repeat statistics (t-intervals), the cells, their sample unit and peak memory.
+"""The cell table, which every analysis starts from: per-run throughput, repeat statistics (t-intervals),
+the cells (one configuration each, below), their sample unit and peak memory.
 
 Pure: DataFrame in, DataFrame out; no I/O, no plotting. Names and definitions are docs/architecture.md's
 (in full: docs/analysis.md). Pandas 3.0 and 3.1 both: no groupby.apply that returns frames; per-group

@@ -26,7 +26,7 @@ A data-parallel step on n GPUs (weak scaling: the per-GPU batch stays) is modell
   level's beyond (the ring's slowest link). Both are fitted to commbench measurements
   (`fit_level`) or given by the system profile's `network` block.
 
-Shares are reported as metrics.breakdown defines them for measured runs: allreduce = sync + exposed
+Shares are reported as time_shares.breakdown defines them for measured runs: allreduce = sync + exposed
 + after (what a rank's timer sees as waiting on communication), compute = fwd + bwd + opt, data,
 other. Everything here is arithmetic on plain numbers and DataFrames; building the model for its
 gradient layout (torch) happens in benchmarks/gradients.py.
