@@ -1,4 +1,5 @@
-"""`ddlbench commbench`: the command (its options, the output file, the hosts); starting the ranks is launchers/commbench.py, their work benchmarks/commbench/."""
+"""`ddlbench commbench`: the command (its options, the output file, the hosts); starting the ranks is
+launchers/commbench.py, their work benchmarks/commbench/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`ddlbench loaderbench`: the loaders alone, at 1 .. the rank's CPUs of workers, and the decode ceilings (the measurement: benchmarks/loaderbench.py)."""
+"""`ddlbench loaderbench`: the loaders alone, at 1 .. the rank's CPUs of workers, and the decode ceilings (the
+measurement: benchmarks/loaderbench.py)."""
 
 from __future__ import annotations
 

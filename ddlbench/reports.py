@@ -1,4 +1,5 @@
-"""`ddlbench results|report|compare|paper|synthlogs`: the tables, the report, two campaigns side by side, the studies' figures (the analyses: analysis/)."""
+"""`ddlbench results|report|compare|paper|synthlogs`: the tables, the report, two campaigns side by side, the
+studies' figures (the analyses: analysis/)."""
 
 from __future__ import annotations
 
