@@ -37,10 +37,10 @@ test: lint deepspeed dali horovod mpi nlp slurm-up browser
 	$(PYTEST) -m "not matrix" tests
 
 # after every change: no subprocess, no training run, no Slurm; Hypothesis at a quarter of its examples.
-# --dist load: the fast tier shares no resource, so its tests go to whichever core is free, module groups
-# left aside (147 s against 157 and 167 s under loadgroup, docs/results/2026-12-03-cpu.md)
+# --dist worksteal: the fast tier shares no resource, so a core that runs out of tests takes some of the
+# other's (86-90 s against 98-110 s under --dist load, alternating; docs/results/2026-12-04-cpu.md)
 test-fast: lint
-	$(PYTEST:loadgroup=load) -m "$(FAST_TIER)" --hypothesis-profile=fast tests
+	$(PYTEST:loadgroup=worksteal) -m "$(FAST_TIER)" --hypothesis-profile=fast tests
 
 # the full framework x model x mode matrices, whose representative diagonal `make test` runs
 test-matrix: deepspeed dali horovod mpi nlp
