@@ -1,11 +1,15 @@
-"""Horovod for real on CPU ranks: Gloo (horovodrun) and MPI (mpirun) runs, equivalence with DDP,
-and the one-line error when horovod is missing."""
+"""Horovod for real on CPU ranks: Gloo (horovodrun) and MPI (mpirun) runs, equivalence with DDP (simple_cnn
+over a few steps; ResNet-18 with BatchNorm over one update, with the CPU loaded), and the one-line error when
+horovod is missing."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +72,68 @@ def test_same_parameters_as_ddp(shared_runs, horovod, ranks):
     )
     trained = torch.cat([v.flatten() for v in reference.values()])
     assert not torch.allclose(initial, trained)
+
+
+# ResNet-18: BatchNorm and a max-pool, which simple_cnn lacks
+BATCHNORM_RUN = (
+    "model=resnet",
+    "model.depth=18",
+    "model.image_size=32",
+    "model.num_classes=10",
+    "loader=synthetic",
+    "run.per_gpu_batch=4",
+    "run.warmup_steps=0",
+    "run.steps=1",
+    "run.log_every=0",
+    "run.save_params=true",
+    "optim.lr=0.01",
+)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(i * i for i in range(10_000))
+
+
+@contextmanager
+def cpu_loaded():
+    """A busy process per core while the block runs: Horovod's fusion cycles then group the gradients as on a
+    loaded machine, not a quiet one."""
+    procs = [
+        multiprocessing.Process(target=_spin, args=(600,), daemon=True) for _ in range(multiprocessing.cpu_count())
+    ]
+    for p in procs:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_batchnorm_model_update_equals_ddps_to_rounding_under_cpu_load(shared_runs, horovod, ranks):
+    """One update of ResNet-18 under Horovod (default fusion, the CPU loaded) equals DDP's to float rounding:
+    a gradient reduced before it was complete, or averaged over the wrong ranks, would be off by a share of
+    the update itself. Later updates are not compared: rounding differences grow over steps on this model
+    (max-pool and ReLU switches), and Horovod's fusion sums in a load-dependent order (docs/horovod.md,
+    perf/rounding_cpu.py)."""
+    with cpu_loaded():
+        trained = shared_runs(*BATCHNORM_RUN, "framework=horovod", f"system.ranks_per_node={ranks}")
+    ddp = params(shared_runs(*BATCHNORM_RUN, "framework=ddp", f"system.ranks_per_node={ranks}"), 0)
+    initial = build_model(arch="resnet", depth=18, num_classes=10, seed=0, image_size=32).state_dict()
+    moved = 0.0
+    for rank in range(ranks):
+        got = params(trained, rank)
+        for name, value in ddp.items():
+            if "running_" in name or "num_batches" in name:
+                continue  # BatchNorm's statistics are each rank's own under Horovod (DDP broadcasts rank 0's)
+            scale = float(value.abs().max())
+            assert float((got[name] - value).abs().max()) <= 2e-6 * scale, f"{name} on rank {rank}"
+            moved = max(moved, float((value - initial[name]).abs().max()) / scale)
+    assert moved > 1e-3  # the update moved the weights far beyond the tolerance
 
 
 def test_missing_horovod_is_one_line_error(tmp_path, rank_processes):
