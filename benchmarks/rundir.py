@@ -35,7 +35,7 @@ HASH_DIGITS = 8
 
 # settings that never change what is measured: where a run is written, which repeat it is, what it
 # prints and keeps (run.keep_trace: the raw trace beside its breakdown), the campaign grid that planned
-# it and the Slurm bookkeeping of its job (account, time limit, node cap). system.ranks_per_node is the
+# it, the Slurm bookkeeping of its job (account, time limit, node cap) and the hosts it ran on. system.ranks_per_node is the
 # local layout: the run key holds world_size and num_nodes instead, which is what the ranks really were.
 NOT_IDENTITY = (
     "run.repeat",
@@ -53,6 +53,8 @@ NOT_IDENTITY = (
     "system.time_limit",
     "system.max_nodes",
     "system.network",  # a description of the machine for `ddlbench predict`, not a setting of the run
+    "system.hosts",  # which machines ran it: the run key holds how many (num_nodes), as under Slurm
+    "system.hostfile",
 )
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")

@@ -18,14 +18,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def next_free_repeat(cfg, *, world_size: int) -> int:
+def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run."""
     from benchmarks import rundir
     from benchmarks.validate import settings
 
     flat = rundir.flatten(settings(cfg))
     flat["run.dir"] = None
-    while rundir.holds_a_run(rundir.run_dir(flat, world_size=world_size, num_nodes=1)):
+    while rundir.holds_a_run(rundir.run_dir(flat, world_size=world_size, num_nodes=num_nodes)):
         flat["run.repeat"] += 1
     return flat["run.repeat"]
 
@@ -97,14 +97,17 @@ def cmd_run_multirun(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
-    process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout)."""
+    process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout);
+    with system.hosts or system.hostfile, that many on each host (launchers/hosts.py)."""
     from benchmarks import affinity, launch, rundir
     from benchmarks.config import compose
+    from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.freshstart import import_what_ranks_import_late
     from benchmarks.launch.base import LOCAL
     from benchmarks.rundir import holds_a_run
     from benchmarks.validate import check_data, validate, warnings
+    from launchers import hosts as several
     from launchers.local import local_command, ranks_may_fork
     from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
@@ -143,39 +146,71 @@ def cmd_run(args: argparse.Namespace) -> int:
     components.build_loader(cfg)
     components.build_task(cfg)
     nproc, devices_per_process = node_layout(cfg)
-    world_size = nproc * devices_per_process  # the GPUs (or CPU ranks) trained on: g<W> of the run directory
+    spread = several.hosts_of(cfg.system)  # None: this machine alone
+    num_nodes = len(spread.hosts) if spread else 1
+    if spread and FRAMEWORKS[str(cfg.framework.name)].SINGLE_PROCESS:
+        raise ConfigError(
+            f"framework={cfg.framework.name} drives every GPU of a host from one process and cannot span "
+            f"system.hosts; use framework=ddp across hosts"
+        )
+    world_size = nproc * devices_per_process * num_nodes  # the GPUs (or CPU ranks) trained on: g<W> of the run dir
     check_data(cfg, world_size=world_size)
-    run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=1)
+    run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=num_nodes)
     retry = None
     if holds_a_run(run_dir):
         state = rundir.state(run_dir)
         if state not in ("failed", "interrupted"):
             held = "an incomplete" if state == "incomplete" else f"a {state}"
+            free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
             raise ConfigError(
                 f"run directory {run_dir} already holds {held} run (never overwritten); pass "
-                f"run.repeat={next_free_repeat(cfg, world_size=world_size)} or another run.campaign"
+                f"run.repeat={free} or another run.campaign"
             )
         retry = state  # moved aside below, once the run really starts (not for a dry run)
-    fork_ranks = ranks_may_fork(cfg)
-    argv = local_command(
-        launcher=cfg.framework.local_launcher,
-        nproc=nproc,
-        master_port=free_port(),
-        overrides=[*args.overrides, f"run.dir={run_dir.resolve()}"],
-        fork_ranks=fork_ranks,
-    )
+    overrides = [*args.overrides, f"run.dir={run_dir.resolve()}"]
+    fork_ranks, hostfile = spread is None and ranks_may_fork(cfg), None
+    if spread:
+        several.check(spread, run_dir=run_dir)
+        across = several.plan(
+            spread,
+            launcher=str(cfg.framework.local_launcher),
+            ranks_per_node=nproc,
+            master_port=free_port(),
+            overrides=overrides,
+            run_dir=run_dir.resolve(),
+            env=cfg.system.env,
+        )
+        argv, shown, hostfile = across.argv, across.shown, across.hostfile
+    else:
+        argv = local_command(
+            launcher=cfg.framework.local_launcher,
+            nproc=nproc,
+            master_port=free_port(),
+            overrides=overrides,
+            fork_ranks=fork_ranks,
+        )
+        shown = None
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
     if not getattr(args, "quiet", False):
-        announce(argv, dry_run=args.dry_run)
+        if shown is None:
+            announce(argv, dry_run=args.dry_run)
+        for host, line in zip(spread.hosts if shown else (), shown or ()):  # each host's command
+            print(line if args.dry_run else f"[ddlbench] {host}: {line}", file=None if args.dry_run else sys.stderr)
     if args.dry_run:
         return 0
     if retry is not None:
         # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
         moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
         print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
+    if hostfile is not None:
+        path, text = hostfile
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     if fork_ranks:
         import_what_ranks_import_late(type(framework))
-    code = run_launcher(argv, env=env, run_dir=run_dir, fork=launch.get(cfg.framework.local_launcher, LOCAL).forks)
+    forks = spread is None and launch.get(cfg.framework.local_launcher, LOCAL).forks
+    name = f"{cfg.framework.local_launcher} on {num_nodes} hosts" if spread else None
+    code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name)
     if code not in (0, INTERRUPTED_EXIT):
         print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
     return code

@@ -105,6 +105,7 @@ def hosts_shape(
     hostfile: str | None = None,
     as_root: bool | None = None,
     mpirun_args: Sequence[str] = (),
+    interfaces: Sequence[str] = (),
 ) -> JobShape:
     """ranks_per_node ranks on each of `hosts`; hosts[0] holds the rendezvous at master_port."""
     if len(set(hosts)) != len(hosts) or not hosts:
@@ -122,6 +123,7 @@ def hosts_shape(
         node_rank=node_rank,
         hostfile=hostfile,
         mpirun_args=tuple(mpirun_args),
+        interfaces=tuple(interfaces),
     )
 
 

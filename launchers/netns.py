@@ -1,7 +1,7 @@
 """Emulated multi-node on one machine (Stash network stall): every "node" is a network namespace.
 
     hub namespace ddlb-<tag>-hub:   bridge br0  <- b0, b1, ... (one veth end per node)
-    node namespace ddlb-<tag>-n<i>: v<i> = 10.77.0.<i+1>/24, the other veth end, egress shaped by tc
+    node namespace ddlb-<tag>-n<i>: veth0 = 10.77.0.<i+1>/24, the other veth end, egress shaped by tc
 
 Each node's link is shaped on its own egress (tbf for bandwidth, netem for latency where the kernel
 has sch_netem), so traffic between two nodes crosses two shaped queues, one per direction, as on a
@@ -30,6 +30,7 @@ from benchmarks.launch.base import RankProgram, training
 
 PREFIX = "ddlb-"
 SUBNET = "10.77.0"
+IFNAME = "veth0"  # every node's end of its veth pair (names are per namespace)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +66,9 @@ class Topology:
 
     @staticmethod
     def ifname(i: int) -> str:
-        return f"v{i}"
+        """Node i's interface: the same name on every node, as a cluster's nodes name their NICs alike
+        (horovodrun across hosts looks for an interface that every host has)."""
+        return IFNAME
 
     @staticmethod
     def address(i: int) -> str:
@@ -214,7 +217,7 @@ def capabilities() -> dict[str, str | None]:
                     "qdisc",
                     "add",
                     "dev",
-                    "v0",
+                    IFNAME,
                     "root",
                     "tbf",
                     "rate",
@@ -225,7 +228,7 @@ def capabilities() -> dict[str, str | None]:
                     "50ms",
                 ],
             ),
-            ("netem", ["tc", "qdisc", "replace", "dev", "v0", "root", "netem", "delay", "1ms"]),
+            ("netem", ["tc", "qdisc", "replace", "dev", IFNAME, "root", "netem", "delay", "1ms"]),
         ):
             done = _run(exec_in(probe.node(0), *argv))
             if done.returncode:

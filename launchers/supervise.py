@@ -172,12 +172,14 @@ def run_launcher(
     own_group: bool = True,
     fork: bool = False,
     grace_s: float = 10.0,
+    name: str | None = None,
     **summary_extra,
 ) -> int:
     """Run `argv` to its end; the exit code (INTERRUPTED_EXIT after an interruption). own_group: the
     launcher and its ranks get a process group of their own, which this process signals (local
     launchers); else only the launcher is signalled (srun passes signals on to its tasks). fork: the
-    launcher may run as a fork of this process (Launcher.forks; see the module's docstring)."""
+    launcher may run as a fork of this process (Launcher.forks; see the module's docstring). name: how a
+    failure's summary names the launcher (default: argv[0]'s file name)."""
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh session went away
     previous = {s: signal.getsignal(s) for s in stopping}
     interrupted, process, output = None, None, None
@@ -220,7 +222,7 @@ def run_launcher(
         )
         return INTERRUPTED_EXIT
     if code != 0 and run_dir.is_dir():
-        _write_up_failure(run_dir, summary, launcher=Path(argv[0]).name, code=code, extra=summary_extra)
+        _write_up_failure(run_dir, summary, launcher=name or Path(argv[0]).name, code=code, extra=summary_extra)
     return code
 
 

@@ -42,6 +42,9 @@ class JobShape:
     hosts: tuple[str, ...] = ()
     node_rank: int = 0
     hostfile: str | None = None
+    # the network interfaces the ranks talk over, where the run names them (GLOO_SOCKET_IFNAME in system.env):
+    # horovodrun otherwise probes every host's interfaces for common routable ones, and may pick loopback
+    interfaces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.nproc >= 1 and self.num_nodes >= 1 and self.nproc % self.num_nodes == 0, self

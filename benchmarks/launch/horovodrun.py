@@ -19,11 +19,13 @@ class Horovodrun(Launcher):
         return self._argv(shape, program, f"localhost:{shape.nproc}")
 
     def several_hosts(self, shape: JobShape, program: RankProgram) -> list[str]:
-        """-H host:slots for every host; Gloo, as on one machine."""
-        return self._argv(shape, program, ",".join(f"{host}:{shape.ranks_per_node}" for host in shape.hosts))
+        """-H host:slots for every host; Gloo, as on one machine; the run's interfaces, where it names them."""
+        interfaces = ["--network-interfaces", ",".join(shape.interfaces)] if shape.interfaces else []
+        slots = ",".join(f"{host}:{shape.ranks_per_node}" for host in shape.hosts)
+        return self._argv(shape, program, slots, interfaces)
 
     @staticmethod
-    def _argv(shape: JobShape, program: RankProgram, slots: str) -> list[str]:
+    def _argv(shape: JobShape, program: RankProgram, slots: str, interfaces: list[str] | None = None) -> list[str]:
         return [
             program.python,
             "-m",
@@ -32,6 +34,7 @@ class Horovodrun(Launcher):
             str(shape.nproc),
             "-H",
             slots,
+            *(interfaces or []),
             "--gloo",
             *program.argv(),
         ]

@@ -30,11 +30,11 @@ def test_setup_and_teardown_argv():
         "veth",
         "peer",
         "name",
-        "v1",
+        "veth0",
         "netns",
         "ddlb-abc-n1",
     ] in cmds
-    assert ["ip", "netns", "exec", "ddlb-abc-n1", "ip", "addr", "add", "10.77.0.2/24", "dev", "v1"] in cmds
+    assert ["ip", "netns", "exec", "ddlb-abc-n1", "ip", "addr", "add", "10.77.0.2/24", "dev", "veth0"] in cmds
     assert [
         "ip",
         "netns",
@@ -44,7 +44,7 @@ def test_setup_and_teardown_argv():
         "qdisc",
         "add",
         "dev",
-        "v0",
+        "veth0",
         "root",
         "tbf",
         "rate",
@@ -68,7 +68,7 @@ def test_setup_and_teardown_argv():
             "qdisc",
             "add",
             "dev",
-            "v0",
+            "veth0",
             "root",
             "netem",
             "delay",
@@ -79,7 +79,11 @@ def test_setup_and_teardown_argv():
     ]
     with pytest.raises(ConfigError, match="stash.net_latency_ms=2 needs the kernel's sch_netem"):
         netns.shaping_commands(delayed, 0, netem=False)
-    assert netns.setup_commands(netns.Topology(tag="u", num_nodes=1, link=netns.Link()))[-1][-3:] == ["set", "v0", "up"]
+    assert netns.setup_commands(netns.Topology(tag="u", num_nodes=1, link=netns.Link()))[-1][-3:] == [
+        "set",
+        "veth0",
+        "up",
+    ]
 
 
 def test_rank_env_and_command():
@@ -92,8 +96,8 @@ def test_rank_env_and_command():
         "LOCAL_WORLD_SIZE": "2",
         "MASTER_ADDR": "10.77.0.1",
         "MASTER_PORT": "29400",
-        "GLOO_SOCKET_IFNAME": "v1",
-        "NCCL_SOCKET_IFNAME": "v1",
+        "GLOO_SOCKET_IFNAME": "veth0",
+        "NCCL_SOCKET_IFNAME": "veth0",
     }
     assert netns.rank_command(topo, rank=3, ranks_per_node=2, overrides=["model=simple_cnn"], python="py") == [
         "ip",
