@@ -361,45 +361,125 @@ def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, sour
 class Message:
     op: str
     bytes: float
-    ready_fraction: float  # of backward; 1.0 = after backward
+    # when it can be sent, as a share of its phase (backward, or forward where in_forward); 1.0 = at the end
+    ready_fraction: float
     after_step: bool = False  # sent after the optimizer step, or before forward: overlapped with nothing
     extra_latency_s: float = 0.0  # the framework's own wait before sending (Horovod's cycle)
+    in_forward: bool = False  # sent during forward (a sharded mode's parameter all-gathers)
+    # the compute of its phase stops here until the message is done: a unit's parameters, gathered before the
+    # unit computes (None: nothing waits for it but the step's end)
+    needed_fraction: float | None = None
 
 
-MODELLED = ("ddp", "horovod", "deepspeed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unit:
+    """Parameters gathered and reduced together (an FSDP2 group, a ZeRO-3 bucket): their bytes as gathered
+    and as reduced, and the share of backward at which the unit's backward starts and ends (its forward is the
+    mirror: from 1 - end to 1 - start)."""
+
+    gather_bytes: float
+    reduce_bytes: float
+    start: float
+    end: float
+    root: bool = False  # FSDP2 keeps the root group gathered from forward into backward
+
+
+MODELLED = ("ddp", "horovod", "deepspeed", "fsdp")
 
 
 def check_framework(framework: Mapping[str, Any]) -> None:
     """ConfigError unless the model covers this framework configuration."""
     name = framework["name"]
     if name not in MODELLED:
-        raise ConfigError(f"framework={name}: predict models ddp, horovod and deepspeed (ZeRO 0-2); use one of them")
-    config = framework_config(framework)
-    if name == "ddp" and config.zero_optimizer:
         raise ConfigError(
-            "framework.zero_optimizer=true: predict models DDP's all-reduce only (ZeRO-1's broadcasts are not in "
-            "the model yet); drop the option or predict framework=deepspeed framework.zero_stage=1"
+            f"framework={name}: predict models ddp (with or without zero_optimizer), horovod, deepspeed (ZeRO 0-3) "
+            "and fsdp; DataParallel's one process driving every GPU of a node has no part in the model: measure it"
         )
-    if name == "deepspeed" and config.zero_stage not in (0, 1, 2):
-        raise ConfigError(
-            f"framework.zero_stage={config.zero_stage}: predict models ZeRO stages 0-2 (stage 3 gathers "
-            "parameters in forward and backward); use framework.zero_stage=2"
+
+
+def units_from_buckets(buckets: Sequence[Any], *, gather_scale: float) -> list[Unit]:
+    """ZeRO-3's units: its reduce buckets in backward order, each gathering the parameters it reduces."""
+    out, start = [], 0.0
+    for b in buckets:
+        out.append(Unit(gather_bytes=b.bytes * gather_scale, reduce_bytes=b.bytes, start=start, end=b.ready_fraction))
+        start = b.ready_fraction
+    return out
+
+
+def units_from_groups(
+    gradients: Sequence[Any], owner: Mapping[str, int], root: int, *, gather_scale: float, reduce_scale: float
+) -> list[Unit]:
+    """FSDP2's units from each parameter's group (owner: name -> group, root: the model's own group), in the
+    order their backward ends; a unit's backward starts where the unit before it ends, or at its first
+    gradient where that comes earlier (the root's parameters sit at both ends of the model)."""
+    groups: dict[int, list[Any]] = {}
+    for g in gradients:
+        groups.setdefault(owner.get(g.name, root), []).append(g)
+    out, previous_end = [], 0.0
+    for index, grads in sorted(groups.items(), key=lambda item: max(g.ready_fraction for g in item[1])):
+        end = max(g.ready_fraction for g in grads)
+        size = sum(g.bytes for g in grads)
+        start = min(previous_end, min(g.ready_fraction for g in grads))
+        out.append(
+            Unit(
+                gather_bytes=size * gather_scale,
+                reduce_bytes=size * reduce_scale,
+                start=start,
+                end=end,
+                root=index == root,
+            )
         )
+        previous_end = end
+    return out
+
+
+def _unit_messages(units: Sequence[Unit], *, reshard: bool) -> list[Message]:
+    """A sharded mode's step: each unit's parameters all-gathered before its forward (the next unit's gather
+    prefetched while the unit before it computes), again before its backward where resharded after forward
+    (not the root), and its gradients reduce-scattered once its backward ends."""
+    out = []
+    forward = sorted(units, key=lambda u: 1.0 - u.end)  # forward runs the units in the reverse of backward
+    for k, u in enumerate(forward):
+        issue = 1.0 - forward[k - 1].end if k else 0.0
+        need = 1.0 - u.end
+        out.append(
+            Message(op="all_gather", bytes=u.gather_bytes, ready_fraction=issue, in_forward=True, needed_fraction=need)
+        )
+    backward = sorted(units, key=lambda u: u.start)
+    if reshard:
+        regathered = [u for u in backward if not u.root]
+        for k, u in enumerate(regathered):
+            issue = regathered[k - 1].start if k else 0.0
+            out.append(Message(op="all_gather", bytes=u.gather_bytes, ready_fraction=issue, needed_fraction=u.start))
+    out += [Message(op="reduce_scatter", bytes=u.reduce_bytes, ready_fraction=u.end) for u in backward]
+    return out
 
 
 def messages(
-    framework: Mapping[str, Any], buckets: Sequence[Any], *, buffer_bytes: int = 0, param_bytes: float | None = None
+    framework: Mapping[str, Any],
+    buckets: Sequence[Any],
+    *,
+    buffer_bytes: int = 0,
+    param_bytes: float | None = None,
+    units: Sequence[Unit] | None = None,
+    amp: bool = False,
 ) -> list[Message]:
     """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py),
-    the bytes of the model's buffers and of its parameters (what ZeRO-1/2 all-gather; by default the
-    buckets' bytes, which are fewer where gradients are reduced in half precision)."""
+    the bytes of the model's buffers and of its parameters (what ZeRO-1/2 and ZeroRedundancyOptimizer
+    all-gather; by default the buckets' bytes, which are fewer where gradients are reduced in half precision),
+    and for fsdp its units (benchmarks/gradients.py shard_units); amp: the run computes under autocast."""
     check_framework(framework)
     name, config = framework["name"], framework_config(framework)
+    total = param_bytes if param_bytes is not None else sum(b.bytes for b in buckets)
     if name == "ddp":
         grads = [Message(op="all_reduce", bytes=b.bytes, ready_fraction=b.ready_fraction) for b in buckets]
         # DDP broadcasts rank 0's buffers (BatchNorm statistics) before every forward (broadcast_buffers)
         if buffer_bytes:
             grads.append(Message(op="broadcast", bytes=buffer_bytes, ready_fraction=0.0, after_step=True))
+        if config.zero_optimizer:
+            # ZeroRedundancyOptimizer: each rank steps 1/W of the parameters and broadcasts them: all of them
+            # reach every rank, as an all-gather's bytes do
+            grads.append(Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True))
         return grads
     if name == "horovod":
         cycle = config.cycle_time_ms * 1e-3 / 2  # on average half a cycle
@@ -411,12 +491,22 @@ def messages(
         stage, overlap = config.zero_stage, config.overlaps_comm()
         if stage == 0:
             return [Message(op="all_reduce", bytes=b.bytes, ready_fraction=1.0) for b in buckets]
+        if stage == 3:
+            # parameters gathered as the engine holds them: fp32 unless its own mixed precision holds half
+            scale = 1.0 if config.fp32_weights(amp=amp) else 0.5
+            plan = _unit_messages(units_from_buckets(buckets, gather_scale=scale), reshard=True)
+            if overlap:
+                return plan
+            return [replace(m, ready_fraction=1.0) if m.op == "reduce_scatter" else m for m in plan]
         grads = [
             Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction if overlap else 1.0)
             for b in buckets
         ]
-        total = param_bytes if param_bytes is not None else sum(b.bytes for b in buckets)
         return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
+    if name == "fsdp":
+        if not units:
+            raise ConfigError("framework=fsdp: predict needs the model's units (benchmarks/gradients.py shard_units)")
+        return _unit_messages(units, reshard=bool(config.reshard_after_forward))
     raise AssertionError(name)  # check_framework refused it
 
 
@@ -429,12 +519,10 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
     collective time). The rank waits for its loader where the loader needs longer for a batch than the rest
     of the step takes: step = max(the rest + the handover, the loader's seconds per batch)."""
     sync = math.hypot(parts.jitter_s, parts.data_jitter_s) * expected_max_normal(world)
-    busy = end = after = 0.0
-    for m in sorted((m for m in plan if not m.after_step), key=lambda m: m.ready_fraction):
-        cost = network.collective_s(m.op, m.bytes, world) + (m.extra_latency_s if world > 1 else 0.0)
-        end = max(end, m.ready_fraction * parts.bwd_s) + cost
-        busy += cost
-    exposed = max(0.0, end - parts.bwd_s)
+    during = [m for m in plan if not m.after_step]
+    exposed_fwd, busy_fwd = _phase([m for m in during if m.in_forward], parts.fwd_s, network, world)
+    exposed_bwd, busy_bwd = _phase([m for m in during if not m.in_forward], parts.bwd_s, network, world)
+    exposed, busy, after = exposed_fwd + exposed_bwd, busy_fwd + busy_bwd, 0.0
     for m in plan:
         if m.after_step:
             cost = network.collective_s(m.op, m.bytes, world)
@@ -454,6 +542,20 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
         "sync_s": sync,
         "other_s": parts.other_s,
     }
+
+
+def _phase(plan: Sequence[Message], compute_s: float, network: Network, world: int) -> tuple[float, float]:
+    """(exposed, busy) seconds of one phase's messages on one communication stream, each sent in ready order
+    once the compute has passed its ready point (or the stream is free): the compute's stalls for messages it
+    needs, plus the communication that runs past the phase's end; busy: the messages' own time."""
+    free = stall = busy = 0.0
+    for m in sorted(plan, key=lambda m: m.ready_fraction):
+        cost = network.collective_s(m.op, m.bytes, world) + (m.extra_latency_s if world > 1 else 0.0)
+        free = max(free, m.ready_fraction * compute_s + stall) + cost
+        busy += cost
+        if m.needed_fraction is not None:
+            stall += max(0.0, free - (m.needed_fraction * compute_s + stall))
+    return stall + max(0.0, free - (compute_s + stall)), busy
 
 
 def nodes_of(world: int, gpus_per_node: int) -> int:

@@ -34,6 +34,31 @@ def loader_case(loader: dict[str, Any]) -> str:
     return name
 
 
+# how a framework holds the parameters: a sharded mode's measured compute holds its own host work per unit
+# (gathers issued, shards copied in and out), which a replicated mode's does not, and the other way round;
+# FSDP2's units are its shard_unit
+REPLICATED = "replicated"
+
+
+def sharding_of(framework: dict[str, Any]) -> str:
+    """replicated, fsdp:<shard_unit> or zero3: how the framework holds the parameters (sharding_words)."""
+    name = str(framework.get("name"))
+    if name == "fsdp":
+        return f"fsdp:{framework.get('shard_unit') or 'children'}"
+    if name == "deepspeed" and int(framework.get("zero_stage", 0) or 0) == 3:
+        return "zero3"
+    return REPLICATED
+
+
+def sharding_words(sharding: str) -> str:
+    """A sharding as the overrides that select it."""
+    if sharding.startswith("fsdp:"):
+        return f"framework=fsdp framework.shard_unit={sharding.removeprefix('fsdp:')}"
+    if sharding == "zero3":
+        return "framework=deepspeed framework.zero_stage=3"
+    return "framework=ddp, horovod or deepspeed with framework.zero_stage 0-2"
+
+
 def unmeasured(run: str, measured: dict[str, Any], cell: dict[str, Any]) -> str | None:
     """One line naming what the calibration run `run` did not measure and what to measure, or None."""
     for key in SAME_CELL:
@@ -42,6 +67,12 @@ def unmeasured(run: str, measured: dict[str, Any], cell: dict[str, Any]) -> str 
                 f"{key}={cell[key]}: the calibration run {run} ran {key}={measured[key]}; pass --from a run of "
                 f"{key}={cell[key]} (ddlbench run ... on a GPU of the kind it ran on), or predict {key}={measured[key]}"
             )
+    if measured.get("sharding", REPLICATED) != cell.get("sharding", REPLICATED):
+        asked, ran = sharding_words(cell["sharding"]), sharding_words(measured["sharding"])
+        return (
+            f"{asked}: the calibration run {run} ran {ran}, whose compute lacks (or holds) the sharded mode's own "
+            f"work per unit; pass --from a run of {asked}"
+        )
     if measured["loader"] != cell["loader"]:
         asked = loader_words(cell["loader"])
         return (
@@ -143,7 +174,8 @@ def measured_cell(row: Any) -> dict[str, Any]:
     """What a run of the runs table measured, as `unmeasured` compares it: SAME_CELL and its loader case."""
     flat = row.to_dict() if hasattr(row, "to_dict") else dict(row)
     loader = {"name": flat.get("loader"), **_nested(flat, "loader")}
-    return {**{k: flat.get(k) for k in SAME_CELL}, "loader": loader_case(loader)}
+    framework = {"name": flat.get("framework"), **_nested(flat, "framework")}
+    return {**{k: flat.get(k) for k in SAME_CELL}, "loader": loader_case(loader), "sharding": sharding_of(framework)}
 
 
 def _with_defaults(framework: dict[str, Any], cache: dict) -> dict[str, Any]:
@@ -167,13 +199,44 @@ def _plan(
     key = json.dumps([model, image_size], sort_keys=True, default=str)
     if key not in cache:
         cache[key] = gradients.layout(model, image_size=image_size)
-    layout = cache[key]
+    layout, amp = cache[key], amp_dtype is not None
+    config = framework_config(framework)
+    units = None
+    if framework["name"] == "fsdp":
+        units = P.units_from_groups(
+            layout.gradients,
+            *_shard_owners(model, str(config.shard_unit), cache=cache),
+            gather_scale=0.5 if config.gathers_half(amp=amp) else 1.0,
+            reduce_scale=0.5 if config.reduces_half(amp=amp) else 1.0,
+        )
     return P.messages(
         framework,
-        framework_config(framework).gradient_messages(layout.gradients, amp=amp_dtype is not None),
+        config.gradient_messages(layout.gradients, amp=amp) if framework["name"] != "fsdp" else [],
         buffer_bytes=layout.buffer_bytes,
         param_bytes=sum(g.bytes for g in layout.gradients),
+        units=units,
+        amp=amp,
     )
+
+
+def _shard_owners(model: dict[str, Any], shard_unit: str, *, cache: dict) -> tuple[dict[str, int], int]:
+    """Each parameter's FSDP2 group (the first of fsdp.shard_groups, inner first, that holds it) and the index
+    of the model's own group: the groups the adapter builds, on the meta device."""
+    from benchmarks import gradients
+    from benchmarks.frameworks.configs import ShardUnit
+    from benchmarks.frameworks.fsdp import shard_groups
+
+    key = json.dumps(["fsdp", model, shard_unit], sort_keys=True, default=str)
+    if key not in cache:
+        built = gradients.meta_model(model)
+        names = {id(p): name for name, p in built.named_parameters()}
+        groups = shard_groups(built, ShardUnit(shard_unit))
+        owner: dict[str, int] = {}
+        for index, group in enumerate(groups):
+            for parameter in group.parameters():
+                owner.setdefault(names[id(parameter)], index)
+        cache[key] = (owner, len(groups) - 1)
+    return cache[key]
 
 
 def _network_for(folder: Path, root: Path, *, gpus_per_node: int, fallback: P.Network | None, cache: dict):
@@ -214,7 +277,7 @@ def validation_points(
         if str(run_dir) in calibration.run_dirs:
             continue  # calibrated from: never held out
         if unmeasured(run_id, measured_cell(row), cell):
-            skipped.append(f"{run_id}: another model, batch, precision or loader")
+            skipped.append(f"{run_id}: another model, batch, precision, loader or parameter sharding")
             continue
         flat = row.to_dict()
         try:
@@ -366,6 +429,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "per_gpu_batch": int(resolved["run"]["per_gpu_batch"]),
         "precision": resolved["precision"]["name"],
         "loader": loader_case(resolved["loader"]),
+        "sharding": sharding_of(framework),
     }
     gpus_per_node = max(1, int(system.get("gpus_per_node") or system.get("ranks_per_node") or 1))
     network = P.network_from_profile(system)

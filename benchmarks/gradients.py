@@ -54,10 +54,8 @@ def _safe(module) -> bool:
     return isinstance(module, tuple(getattr(torch.nn, name) for name in LOWER_PRECISION_SAFE))
 
 
-def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
-    """Every trainable gradient of the configured model, in the order backward completes them, and the
-    bytes of its buffers. For a model that takes no image batch (BERT, detection) the FLOPs are not
-    traced: gradients complete in the reverse order of the parameters, backward spread over them by bytes."""
+def meta_model(model_cfg: Mapping[str, Any]):
+    """The configured model on torch's meta device: its shapes, no memory."""
     import dataclasses
 
     import torch
@@ -71,15 +69,25 @@ def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> 
     # has no data set here to count: the model without one
     classes = model_cfg.get("num_classes")
     with torch.device("meta"):
-        model = build_model(
+        return build_model(
             arch=str(model_cfg["arch"]),
             depth=model_cfg.get("depth"),
             num_classes=NUM_CLASSES_WITHOUT_DATA if classes in (None, AUTO) else int(classes),
             seed=0,
             **options,
         )
-        buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
-        if str(model_cfg["arch"]) in IMAGE_CLASSIFIERS:
+
+
+def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
+    """Every trainable gradient of the configured model, in the order backward completes them, and the
+    bytes of its buffers. For a model that takes no image batch (BERT, detection) the FLOPs are not
+    traced: gradients complete in the reverse order of the parameters, backward spread over them by bytes."""
+    import torch
+
+    model = meta_model(model_cfg)
+    buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
+    if str(model_cfg["arch"]) in IMAGE_CLASSIFIERS:
+        with torch.device("meta"):
             return Layout(_traced(model, torch.empty(batch, 3, image_size, image_size)), buffer_bytes)
     return Layout(_by_bytes(model), buffer_bytes)
 

@@ -8,10 +8,14 @@ so a rank computes at the speed its host count leaves it, which only a run of th
 calibration runs just before the pair it calibrates (same folder name), since the machine's load drifts.
 
     python perf/predict_cpu.py --out runs/predict_cpu               # hosts 2 and 4, 3 rates (~6 min)
+    python perf/predict_cpu.py --out runs/predict_fsdp --mode framework=fsdp   # a sharded mode, alike
     ddlbench predict <the overrides it prints> --from runs/predict_cpu/calibration \\
         --validate runs/predict_cpu/links --gpus 2,4
 
-Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json, OUT/links/<rate>mbit/h<N>.
+--mode takes the overrides of a framework mode (default DDP in 0.25 MB buckets): calibration and held-out runs are
+of that mode, and commbench measures the collectives every mode sends (all_reduce, all_gather,
+reduce_scatter). Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json,
+OUT/links/<rate>mbit/h<N>.
 Needs root (network namespaces) and tc; nothing that exists is overwritten.
 """
 
@@ -31,14 +35,12 @@ from benchmarks.launch.base import RankProgram  # noqa: E402
 from launchers import netns  # noqa: E402
 
 TRAIN = (
-    "framework=ddp",
     "loader=synthetic",
     "model=shufflenet_v2",
     "model.width=0.5",
     "model.num_classes=10",
     "model.image_size=32",
     "run.per_gpu_batch=16",
-    "framework.bucket_cap_mb=0.25",
     "run.log_every=0",
     "system.ranks_per_node=1",
 )
@@ -79,13 +81,19 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=80, help="measured steps per training run")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--max-bytes", type=int, default=4 * 1024 * 1024, help="commbench's largest size")
+    p.add_argument(
+        "--mode",
+        default="framework=ddp framework.bucket_cap_mb=0.25",
+        help="the framework mode's overrides, space-separated (default 'framework=ddp framework.bucket_cap_mb=0.25': "
+        "4 messages of 1.4 MB; e.g. 'framework=fsdp', 'framework=deepspeed framework.zero_stage=3')",
+    )
     args = p.parse_args()
     out = Path(args.out).resolve()
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"predict_cpu: --out {out} is not empty (never overwritten); give a new folder")
     hosts = [int(v) for v in args.hosts.split(",")]
     rates = [float(v) for v in args.rates_mbit.split(",")]
-    train = [*TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]
+    train = [*args.mode.split(), *TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]
     for rate in rates:
         folder = out / "links" / f"{rate:g}mbit"
         for n in hosts:
@@ -101,7 +109,7 @@ def main() -> int:
                     "--out",
                     str(folder / f"commbench-h{n}.json"),
                     "--ops",
-                    "all_reduce",
+                    "all_reduce,all_gather,reduce_scatter",
                     "--placement",
                     "out",
                     "--min-bytes",

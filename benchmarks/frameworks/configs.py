@@ -195,6 +195,15 @@ class FSDPConfig(FrameworkConfig):
     def shards_tensors(self) -> bool:
         return True
 
+    def gathers_half(self, *, amp: bool) -> bool:
+        """Whether parameters are all-gathered in the amp dtype, 2 bytes an element: a precision policy under
+        AMP (benchmarks/frameworks/fsdp.py mixed_precision_policy)."""
+        return amp and self.mixed_precision == FSDPMixedPrecision.policy
+
+    def reduces_half(self, *, amp: bool) -> bool:
+        """Whether gradients are reduce-scattered in the amp dtype: the policy with reduce_dtype=param."""
+        return self.gathers_half(amp=amp) and self.reduce_dtype == FSDPReduceDtype.param
+
 
 @dataclass
 class HorovodConfig(FrameworkConfig):

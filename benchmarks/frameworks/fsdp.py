@@ -20,7 +20,7 @@ from torch.distributed.tensor import DTensor
 
 from benchmarks.adapter_config import Installation
 from benchmarks.frameworks.base import CommTimer
-from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype, ShardUnit
+from benchmarks.frameworks.configs import FSDPConfig, ShardUnit
 from benchmarks.frameworks.torch_collectives import ScaledStep, TorchCollectives
 from benchmarks.optim import constructor_settings
 
@@ -28,10 +28,12 @@ from benchmarks.optim import constructor_settings
 def mixed_precision_policy(config: FSDPConfig, amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
     """precision=amp_* with mixed_precision=policy: parameters all-gathered and computed in the amp dtype,
     gradients reduced in fp32 (reduce_dtype=fp32, as DDP) or in the amp dtype (param); else full precision."""
-    if amp_dtype is None or config.mixed_precision is FSDPMixedPrecision.autocast:
+    amp = amp_dtype is not None
+    if not config.gathers_half(amp=amp):
         return MixedPrecisionPolicy()
-    reduce = torch.float32 if config.reduce_dtype is FSDPReduceDtype.fp32 else amp_dtype
-    return MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=reduce)
+    return MixedPrecisionPolicy(
+        param_dtype=amp_dtype, reduce_dtype=amp_dtype if config.reduces_half(amp=amp) else torch.float32
+    )
 
 
 def _holds_parameters(module: torch.nn.Module) -> bool:

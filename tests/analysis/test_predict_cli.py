@@ -128,8 +128,16 @@ def test_a_loader_the_calibration_run_did_not_measure_is_refused_before_any_outp
 
 
 def test_an_unmodelled_framework_and_a_missing_network_are_refused(one_gpu, cli):
+    done = cli("predict", *CELL, "framework=dp", "--system", "juwels_booster", "--from", str(one_gpu))
+    assert done.returncode == 2 and "framework=dp: predict models ddp (with or without zero_optimizer)" in done.stderr
+    # a sharded mode from a replicated calibration run: its compute lacks the mode's own work per unit
     done = cli("predict", *CELL, "framework=fsdp", "--system", "juwels_booster", "--from", str(one_gpu))
-    assert done.returncode == 2 and "framework=fsdp: predict models ddp, horovod and deepspeed" in done.stderr
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip() == (
+        f"ddlbench: error: framework=fsdp framework.shard_unit=children: the calibration run {_run_name(one_gpu)} ran framework=ddp, horovod or "
+        "deepspeed with framework.zero_stage 0-2, whose compute lacks (or holds) the sharded mode's own work per "
+        "unit; pass --from a run of framework=fsdp framework.shard_unit=children"
+    )
     done = cli("predict", *CELL, "--from", str(one_gpu))  # local_cpu has no network block
     assert done.returncode == 2 and "no network to predict with" in done.stderr
 

@@ -140,10 +140,72 @@ def test_frameworks_send_what_they_send():
     assert [m.op for m in zero2] == ["reduce_scatter", "reduce_scatter", "all_gather"]
     assert zero2[-1].bytes == 30 and zero2[-1].after_step
     assert P.messages({"name": "horovod", "cycle_time_ms": 2.0}, buckets)[0].extra_latency_s == pytest.approx(1e-3)
-    with pytest.raises(ConfigError, match="framework=fsdp: predict models ddp, horovod and deepspeed"):
-        P.messages({"name": "fsdp"}, buckets)
-    with pytest.raises(ConfigError, match="zero_stage=3"):
-        P.messages({"name": "deepspeed", "zero_stage": 3}, buckets)
+    with pytest.raises(ConfigError, match="framework=dp: predict models ddp .* DataParallel's one process"):
+        P.messages({"name": "dp"}, buckets)
+
+
+def test_sharded_modes_send_what_they_send():
+    buckets = [G.Bucket(10, 0.3), G.Bucket(20, 1.0)]
+    # ZeroRedundancyOptimizer: DDP's all-reduces, then every parameter reaches every rank after the step
+    zero_opt = P.messages({"name": "ddp", "zero_optimizer": True}, buckets, param_bytes=30)
+    assert [(m.op, m.bytes, m.after_step) for m in zero_opt] == [
+        ("all_reduce", 10, False),
+        ("all_reduce", 20, False),
+        ("all_gather", 30, True),
+    ]
+    # ZeRO-3: each reduce bucket is a unit, gathered before its forward and again before its backward
+    zero3 = P.messages({"name": "deepspeed", "zero_stage": 3}, buckets)
+    forward = [(m.op, m.bytes, m.ready_fraction, m.needed_fraction) for m in zero3 if m.in_forward]
+    # forward runs the units in reverse: the one whose backward ends last (at 1.0) computes first
+    assert forward == [("all_gather", 20, 0.0, 0.0), ("all_gather", 10, 0.0, pytest.approx(0.7))]
+    backward = [(m.op, m.bytes, m.ready_fraction, m.needed_fraction) for m in zero3 if not m.in_forward]
+    assert backward == [
+        ("all_gather", 10, 0.0, 0.0),
+        ("all_gather", 20, 0.0, 0.3),
+        ("reduce_scatter", 10, 0.3, None),
+        ("reduce_scatter", 20, 1.0, None),
+    ]
+    # FSDP2: the root's parameters stay gathered from forward into backward
+    units = [P.Unit(gather_bytes=5, reduce_bytes=10, start=0.0, end=0.6), P.Unit(gather_bytes=8, reduce_bytes=16,
+             start=0.0, end=1.0, root=True)]  # fmt: skip
+    fsdp = P.messages({"name": "fsdp"}, [], units=units)
+    assert sum(m.op == "all_gather" and not m.in_forward for m in fsdp) == 1
+    kept = P.messages({"name": "fsdp", "reshard_after_forward": False}, [], units=units)
+    assert [m.op for m in kept if not m.in_forward] == ["reduce_scatter", "reduce_scatter"]
+
+
+def test_a_gather_the_forward_waits_for_stalls_it():
+    units = [P.Unit(gather_bytes=1e8, reduce_bytes=1e8, start=0.0, end=0.5), P.Unit(gather_bytes=1e8,
+             reduce_bytes=1e8, start=0.5, end=1.0)]  # fmt: skip
+    plan = P.messages({"name": "fsdp", "reshard_after_forward": False}, [], units=units)
+    gather_s = NET.collective_s("all_gather", 1e8, 2)  # 0.5 ms at 100 GB/s
+    step = P.step(parts(), plan, NET, 2)
+    # forward (10 ms) waits for the first unit's gather; the second's is prefetched while the first computes
+    fast = P.Network(intra=P.Level(latency_s=0.0, busbw_gb_s=1e6), inter=None, gpus_per_node=4)
+    assert P.step(parts(), plan, fast, 2)["comm_exposed_s"] == pytest.approx(0.0, abs=1e-6)
+    assert step["comm_exposed_s"] >= gather_s
+    slow = P.Network(intra=P.Level(latency_s=0.0, busbw_gb_s=1.0), inter=None, gpus_per_node=4)  # 50 ms a gather
+    stalled = P.step(parts(), plan, slow, 2)
+    # the first gather stalls forward 50 ms; the second, sent right after it, is 5 ms late at the halfway point
+    # of forward (issued at 0, done at 100 ms, needed at 50 + 5 ms); backward's reduce-scatters run past its end
+    assert stalled["comm_exposed_s"] > 0.1
+
+
+def test_fsdp_units_follow_the_adapters_groups():
+    from analysis.predict_cli import _shard_owners
+
+    model = {"arch": "resnet", "depth": 18, "num_classes": 10}
+    layout = G.layout(model, image_size=32)
+    # children: conv1, bn1, layer1-4, fc (the root keeps nothing); blocks: ResNet's 8 blocks and the root with
+    # the stem and the head; root: one unit
+    for unit, count, with_root in (("children", 7, False), ("blocks", 9, True), ("root", 1, True)):
+        owner, root = _shard_owners(model, unit, cache={})
+        units = P.units_from_groups(layout.gradients, owner, root, gather_scale=0.5, reduce_scale=1.0)
+        assert (len(units), sum(u.root for u in units)) == (count, int(with_root))
+        total = sum(g.bytes for g in layout.gradients)
+        assert sum(u.reduce_bytes for u in units) == total and sum(u.gather_bytes for u in units) == total / 2
+        assert [u.end for u in units] == sorted(u.end for u in units)
+        assert units[-1].root == with_root  # the stem's backward ends last
 
 
 def test_reference_calibration_reproduces_the_first_point_exactly():
@@ -309,3 +371,19 @@ def test_loader_capacity_is_loaderbench_s_row_at_the_predicted_worker_count():
         P.loader_capacity(rows, case="native", workers=8, source="f")
     with pytest.raises(ConfigError, match=r"no native_gpu row \(it has cpu_decode, dali, native\)"):
         P.loader_capacity(rows, case="native_gpu", workers=11, source="f")
+
+
+def test_fsdp_bytes_follow_the_adapters_precision_policy():
+    """The predictor's gather and reduce bytes come from the same config methods the adapter's policy does."""
+    import torch
+
+    from benchmarks.frameworks.configs import FSDPConfig, FSDPMixedPrecision, FSDPReduceDtype
+    from benchmarks.frameworks.fsdp import mixed_precision_policy
+
+    for mixed in FSDPMixedPrecision:
+        for reduce in FSDPReduceDtype:
+            config = FSDPConfig(mixed_precision=mixed, reduce_dtype=reduce)
+            for amp_dtype in (None, torch.bfloat16):
+                policy, amp = mixed_precision_policy(config, amp_dtype), amp_dtype is not None
+                assert (policy.param_dtype == torch.bfloat16) == config.gathers_half(amp=amp)
+                assert (policy.reduce_dtype == torch.bfloat16) == config.reduces_half(amp=amp)
