@@ -50,6 +50,18 @@ def _rank_ranges(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
+def distinct_hosts(ranks: pd.DataFrame) -> pd.DataFrame:
+    """The ranks table with each run's hosts told apart: where ranks of several launcher nodes share a host name
+    (containers, network namespaces), the host is '<name> (node <i>)'."""
+    if "node" not in ranks or ranks["node"].isna().all():
+        return ranks
+    nodes = ranks.groupby("run_id")["node"].transform("nunique")
+    names = ranks.groupby("run_id")["host"].transform("nunique")
+    shared = (nodes > names) & ranks["node"].notna()
+    labelled = ranks["host"].astype(str) + " (node " + ranks["node"].astype("string") + ")"
+    return ranks.assign(host=ranks["host"].where(~shared, labelled))
+
+
 def host_times(
     steps: pd.DataFrame,
     ranks: pd.DataFrame,
@@ -66,7 +78,7 @@ def host_times(
     as long as the slowest one's, the others wait in the collectives."""
     if steps.empty or ranks.empty or not ranks["host"].notna().any():
         return pd.DataFrame(columns=HOSTS)
-    where = ranks.dropna(subset=["host"]).assign(run_id=lambda d: d["run_id"].astype(str))
+    where = distinct_hosts(ranks.dropna(subset=["host"]).assign(run_id=lambda d: d["run_id"].astype(str)))
     where = where[where.groupby("run_id")["host"].transform("nunique") > 1][["run_id", "rank", "host"]]
     if where.empty:
         return pd.DataFrame(columns=HOSTS)

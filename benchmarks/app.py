@@ -324,6 +324,9 @@ def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], step
         "rank": env.rank,
         "local_rank": env.local_rank,
         "host": socket.gethostname(),
+        # the launcher's node of this rank (its ranks are numbered node by node): tells hosts apart that share a
+        # host name (containers, network namespaces)
+        "node": env.rank // max(1, env.local_world_size),
         "device": str(device),
         "pid": os.getpid(),
         "cpus": affinity.compact(cpus),

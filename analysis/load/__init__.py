@@ -11,7 +11,7 @@ Tables (column names follow docs/architecture.md):
 - evals: one row per evaluation (eval.jsonl) of every completed run: EVAL_FIELDS, and the training
   progress (EVAL_OPTIONAL_FIELDS: train_samples, train_s, epochs) where the file has it, else null;
 - ranks: one row per rank log of every completed run: `run_id`, `rank`, and from its header line the
-  `host` it ran on and its `local_rank` (null where the header lacks them);
+  `host` it ran on, its `local_rank` and its launcher `node` (null where the header lacks them);
 - problems: every line, file or field that was skipped, and why.
 
 Only `status == "completed"` runs are counted; everything else stays in `runs` with its reason.

@@ -212,14 +212,15 @@ def _measured_ranks(parts: list) -> set[int]:
 
 
 def _header_row(run_id: str, rank: int, header: dict) -> dict:
-    """A rank's place from its log's header line (benchmarks/runlog.py): its host (None where the header
-    has no host name) and local rank."""
-    host, local = header.get("host"), header.get("local_rank")
+    """A rank's place from its log's header line (benchmarks/app.py _header): its host (None where the header
+    has no host name), local rank and node (None where the header predates it)."""
+    host, local, node = header.get("host"), header.get("local_rank"), header.get("node")
     return {
         "run_id": run_id,
         "rank": rank,
         "host": valid_text(host) if is_text(host) and host.strip() else None,
         "local_rank": local if is_count(local) else None,
+        "node": node if is_count(node) else None,
     }
 
 
@@ -307,10 +308,10 @@ def steps_frame(parts: list[tuple[int, Any]], run_ids: list[str]) -> pd.DataFram
     return frame[columns]
 
 
-RANK_COLUMNS = ["run_id", "rank", "host", "local_rank"]
+RANK_COLUMNS = ["run_id", "rank", "host", "local_rank", "node"]
 
 
 def ranks_frame(rows: list[dict]) -> pd.DataFrame:
     """The ranks table: one row per rank log read (RANK_COLUMNS); host null where the header has none."""
     frame = pd.DataFrame(rows, columns=RANK_COLUMNS)
-    return frame.astype({"run_id": "object", "rank": "int64", "host": "object", "local_rank": "Int64"})
+    return frame.astype({"run_id": "object", "rank": "int64", "host": "object", "local_rank": "Int64", "node": "Int64"})

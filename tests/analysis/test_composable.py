@@ -320,6 +320,17 @@ def test_host_times_by_hand(host_frames):
     assert slow[["run_id", "host", "ranks"]].values.tolist() == [["a", "h2", "4-5"]]
 
 
+def test_nodes_that_share_a_host_name_are_told_apart(host_frames):
+    """Containers and network namespaces share the machine's name: the launcher's node tells them apart; a
+    header without a node (older runs) keeps the host name alone."""
+    steps, ranks = host_frames
+    shared = ranks.assign(host="box", node=ranks["rank"] // 2)
+    out = host_times(steps, shared)
+    assert list(out["host"]) == ["box (node 0)", "box (node 1)", "box (node 2)"]
+    assert list(out["straggler"]) == [False, False, True]
+    assert list(host_times(steps, ranks.assign(node=pd.NA))["host"]) == ["h0", "h1", "h2"]
+
+
 def test_no_hosts_no_rows(host_frames):
     steps, ranks = host_frames
     assert host_times(steps, ranks[ranks["run_id"] == "b"]).empty
