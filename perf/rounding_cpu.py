@@ -13,13 +13,16 @@ figures and the reading).
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import subprocess
 import sys
 import tempfile
-import time
-from contextlib import contextmanager
+from contextlib import nullcontext
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.conftest import cpu_loaded  # noqa: E402
 
 RUN = [
     "model=resnet",
@@ -43,26 +46,6 @@ VARIANTS = {
     "horovod, no fusion, CPU loaded": ["framework=horovod", "framework.fusion_threshold_mb=0"],
     "deepspeed ZeRO-0": ["framework=deepspeed", "framework.zero_stage=0"],
 }
-
-
-def _spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        sum(i * i for i in range(10_000))
-
-
-@contextmanager
-def cpu_loaded(processes: int):
-    """One busy process per core, for the block's duration."""
-    procs = [multiprocessing.Process(target=_spin, args=(3600,), daemon=True) for _ in range(processes)]
-    for p in procs:
-        p.start()
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.terminate()
-            p.join()
 
 
 def params(run_dir: Path) -> dict:
@@ -109,7 +92,7 @@ def main() -> int:
             ]
             loaded = "CPU loaded" in name
             print(f"[rounding] {steps} update(s): {name}", file=sys.stderr, flush=True)
-            with cpu_loaded(multiprocessing.cpu_count()) if loaded else _quiet():
+            with cpu_loaded() if loaded else nullcontext():
                 subprocess.run(argv, check=True, capture_output=True)
             dirs[name] = run_dir
         reference = params(dirs["ddp"])
@@ -124,11 +107,6 @@ def main() -> int:
         print(f"{steps:>7}  {name:<36} {differing:>18,} {worst:>20.2e}  {where}")
     print(f"# runs in {out}")
     return 0
-
-
-@contextmanager
-def _quiet():
-    yield
 
 
 if __name__ == "__main__":

@@ -13,12 +13,14 @@ import contextlib
 import functools
 import importlib.util
 import json
+import multiprocessing
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,3 +405,27 @@ def cpu_loader_context(
         channels_last=channels_last,
         data_path=str(data_path),
     )
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(i * i for i in range(10_000))
+
+
+@contextlib.contextmanager
+def cpu_loaded(processes: int | None = None):
+    """A busy process per core (or `processes` of them) while the block runs: a loaded machine's timing
+    (tests/multiproc/test_horovod.py, perf/rounding_cpu.py)."""
+    procs = [
+        multiprocessing.Process(target=_spin, args=(3600,), daemon=True)
+        for _ in range(processes or multiprocessing.cpu_count())
+    ]
+    for p in procs:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()

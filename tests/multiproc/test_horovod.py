@@ -5,18 +5,15 @@ horovod is missing."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import subprocess
 import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
 from benchmarks.models import build_model
-from tests.conftest import SMALL_RUN
+from tests.conftest import SMALL_RUN, cpu_loaded
 
 REPO = Path(__file__).resolve().parents[2]
 MISSING_HOROVOD = "framework=horovod needs the horovod package; run 'make horovod' (see README#horovod)"
@@ -90,29 +87,6 @@ BATCHNORM_RUN = (
 )
 
 
-def _spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        sum(i * i for i in range(10_000))
-
-
-@contextmanager
-def cpu_loaded():
-    """A busy process per core while the block runs: Horovod's fusion cycles then group the gradients as on a
-    loaded machine, not a quiet one."""
-    procs = [
-        multiprocessing.Process(target=_spin, args=(600,), daemon=True) for _ in range(multiprocessing.cpu_count())
-    ]
-    for p in procs:
-        p.start()
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.terminate()
-            p.join()
-
-
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_batchnorm_model_update_equals_ddps_to_rounding_under_cpu_load(shared_runs, horovod, ranks):
     """One update of ResNet-18 under Horovod (default fusion, the CPU loaded) equals DDP's to float rounding:
@@ -120,6 +94,7 @@ def test_batchnorm_model_update_equals_ddps_to_rounding_under_cpu_load(shared_ru
     the update itself. Later updates are not compared: rounding differences grow over steps on this model
     (max-pool and ReLU switches), and Horovod's fusion sums in a load-dependent order (docs/horovod.md,
     perf/rounding_cpu.py)."""
+    # Horovod's fusion cycles then group the gradients as on a loaded machine, not a quiet one
     with cpu_loaded():
         trained = shared_runs(*BATCHNORM_RUN, "framework=horovod", f"system.ranks_per_node={ranks}")
     ddp = params(shared_runs(*BATCHNORM_RUN, "framework=ddp", f"system.ranks_per_node={ranks}"), 0)
