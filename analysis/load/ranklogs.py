@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import warnings
 from pathlib import Path
@@ -67,6 +68,22 @@ def json_line(line: bytes) -> tuple[Any, str | None]:
         return None, "corrupt line (nested too deeply)"
 
 
+# a value the training itself produced, which may be NaN or infinite where it diverged (fp16 overflow): the
+# step was run and timed all the same, so it is kept, with this field null and the divergence named
+DIVERGING_FIELDS = ("loss",)
+
+
+def diverged(record: Any) -> str | None:
+    """'loss nan' where a step record's DIVERGING_FIELDS hold a non-finite number, else None."""
+    if not isinstance(record, dict):
+        return None
+    for name in DIVERGING_FIELDS:
+        value = record.get(name)
+        if type(value) is float and not math.isfinite(value):
+            return f"{name} {value}"
+    return None
+
+
 def _step_record(record: Any) -> tuple[dict | None, str | None]:
     """A step line's record with exactly STEP_FIELDS (floats as floats, absent as None), or why it is none."""
     if not isinstance(record, dict):
@@ -77,6 +94,8 @@ def _step_record(record: Any) -> tuple[dict | None, str | None]:
     clean = {}
     for name, dtype in STEP_FIELDS.items():
         value = record.get(name)
+        if name in DIVERGING_FIELDS and type(value) is float and not math.isfinite(value):
+            value = None  # the training diverged; the step's times stand (diverged() names it)
         if value is not None:
             value, expected = checked(value, STEP_KINDS[dtype])
             if expected:
@@ -89,15 +108,17 @@ def _parse_lines_python(body: bytes, first_line: int, run_id: str, path: Path, p
     """Step lines one by one: every line that is no valid step record, or repeats a step, is skipped and named."""
     records: list[dict] = []
     bad: list[str] = []
+    divergent: list[str] = []
     seen: set[int] = set()
     lines = body.removeprefix(BOM).split(b"\n")  # Arrow reads a byte-order mark at the start, so this does too
     for index, line in enumerate(lines):
         number = first_line + index
         if not line.strip():
             continue
-        record, error = json_line(line)
+        raw, error = json_line(line)
+        record = raw
         if error is None:
-            record, error = _step_record(record)
+            record, error = _step_record(raw)
         if error is None and record["step"] in seen:
             error = f"step {record['step']} logged twice (the first is kept)"
         if error is not None:
@@ -108,6 +129,24 @@ def _parse_lines_python(body: bytes, first_line: int, run_id: str, path: Path, p
             continue
         seen.add(record["step"])
         records.append(record)
+        if (what := diverged(raw)) is not None:
+            divergent.append(f"step {record['step']}")
+            problems.add(
+                run_id,
+                path,
+                number,
+                f"{what}: the training diverged; the step is kept, its {what.split()[0]} null",
+                warn=False,
+            )
+    if divergent:
+        warnings.warn(
+            valid_text(
+                f"{path}: the training diverged (loss not finite) at {len(divergent)} step(s) from {divergent[0]}; "
+                "their times are counted, as the run's summary counts them"
+            ),
+            LogWarning,
+            stacklevel=4,
+        )
     if bad:
         warnings.warn(
             valid_text(f"{path}: skipped {len(bad)} unreadable line(s): {'; '.join(bad[:3])}"), LogWarning, stacklevel=4

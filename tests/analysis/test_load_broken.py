@@ -55,3 +55,27 @@ def test_a_null_step_line_is_skipped_not_a_crash(copy_of):
         campaign = load_campaign(run)
     assert campaign.runs["status"].item() == "completed"
     assert list(campaign.steps["step"]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_diverged_loss_keeps_its_steps_as_the_summary_counts_them(copy_of, monkeypatch, arrow):
+    """A NaN loss (fp16 overflow: RetinaNet at the study's lr, on the H200) is the training's outcome, not a
+    broken line: the step was run and timed, and summary.json's throughput counts it; so do the steps table
+    and with it every command. The loss is null there, and the divergence is named."""
+    import json
+
+    from analysis.load import ranklogs
+
+    monkeypatch.setattr(ranklogs, "HAVE_ARROW", ranklogs.HAVE_ARROW and arrow)
+    run = copy_of(BROKEN / "truncated-tail")
+    log = run / "rank0.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    records = [json.loads(line) for line in lines[1:4]]
+    for record, loss in zip(records, (2.3, float("nan"), float("inf"))):
+        record["loss"] = loss
+    log.write_bytes(b"\n".join([lines[0], *(json.dumps(r).encode() for r in records)]) + b"\n")
+    with pytest.warns(LogWarning, match=r"the training diverged \(loss not finite\) at 2 step\(s\) from step 1"):
+        campaign = load_campaign(run)
+    assert list(campaign.steps["step"]) == [0, 1, 2]
+    assert campaign.steps["loss"].isna().tolist() == [False, True, True]
+    assert campaign.problems["problem"].str.contains("loss nan: the training diverged; the step is kept").any()
