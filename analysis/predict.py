@@ -467,7 +467,7 @@ def messages(
     """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py),
     the bytes of the model's buffers and of its parameters (what ZeRO-1/2 and ZeroRedundancyOptimizer
     all-gather; by default the buckets' bytes, which are fewer where gradients are reduced in half precision),
-    and for fsdp its units (benchmarks/gradients.py shard_units); amp: the run computes under autocast."""
+    and for fsdp its units (units_from_groups over the adapter's fully_shard groups); amp: the run computes under autocast."""
     check_framework(framework)
     name, config = framework["name"], framework_config(framework)
     total = param_bytes if param_bytes is not None else sum(b.bytes for b in buckets)
@@ -505,7 +505,7 @@ def messages(
         return [*grads, Message(op="all_gather", bytes=total, ready_fraction=1.0, after_step=True)]
     if name == "fsdp":
         if not units:
-            raise ConfigError("framework=fsdp: predict needs the model's units (benchmarks/gradients.py shard_units)")
+            raise ConfigError("framework=fsdp: predict needs the model's units (units_from_groups)")
         return _unit_messages(units, reshard=bool(config.reshard_after_forward))
     raise AssertionError(name)  # check_framework refused it
 

@@ -194,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not getattr(args, "quiet", False):
         if shown is None:
             announce(argv, dry_run=args.dry_run)
-        for host, line in zip(spread.hosts if shown else (), shown or ()):  # each host's command
+        for host, line in shown or ():  # each host's command
             print(line if args.dry_run else f"[ddlbench] {host}: {line}", file=None if args.dry_run else sys.stderr)
     if args.dry_run:
         return 0

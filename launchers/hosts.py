@@ -176,11 +176,11 @@ def _ask(host: str, command: str) -> tuple[int, str]:
 @dataclass(frozen=True, slots=True)
 class Launch:
     """How `ddlbench run` starts a run across hosts: `argv` here (supervise.run_launcher runs it), which is
-    the launcher itself where it starts every host (horovodrun, mpirun), else the fan-out; `shown`: each host's
-    command, for the user; `hostfile`: the file to write first (text), for launchers that read one."""
+    the launcher itself where it starts every host (horovodrun, mpirun), else the fan-out; `shown`: (host, command)
+    of each launch, for the user; `hostfile`: the file to write first (text), for launchers that read one."""
 
     argv: list[str]
-    shown: list[str]
+    shown: list[tuple[str, str]]
     hostfile: tuple[Path, str] | None
 
 
@@ -215,7 +215,7 @@ def plan(
             f"{', '.join(n for n, item in launch.LAUNCHERS.items() if _across(item))}"
         ) from None
     if len(launches) == 1:
-        return Launch(argv=launches[0][1], shown=[shlex.join(launches[0][1])], hostfile=written)
+        return Launch(argv=launches[0][1], shown=[(launches[0][0], shlex.join(launches[0][1]))], hostfile=written)
     forwarded = {**{k: os.environ[k] for k in FORWARDED if k in os.environ}, **{k: str(v) for k, v in env.items()}}
     token = f"{master_port}-{os.getpid()}"
     spec = {
@@ -225,8 +225,10 @@ def plan(
             {"host": host, "argv": argv, "pidfile": _pidfile(token, i)} for i, (host, argv) in enumerate(launches)
         ],
     }
-    shown = [shlex.join(launches[0][1])]
-    shown += [shlex.join(_remote(item, cwd=spec["cwd"], env=forwarded)) for item in spec["launches"][1:]]
+    shown = [(launches[0][0], shlex.join(launches[0][1]))]
+    shown += [
+        (item["host"], shlex.join(_remote(item, cwd=spec["cwd"], env=forwarded))) for item in spec["launches"][1:]
+    ]
     return Launch(argv=[sys.executable, "-m", "launchers.hosts", json.dumps(spec)], shown=shown, hostfile=written)
 
 

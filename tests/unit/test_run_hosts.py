@@ -105,9 +105,11 @@ def test_torchrun_on_every_host_goes_through_the_fan_out(tmp_path, monkeypatch):
     assert [item["host"] for item in spec["launches"]] == ["n1", "n2"]
     assert spec["env"] == {"PYTHONPATH": "/src", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "ib0"}
     # what the user is shown: the first host's torchrun here, the second's over ssh with the forwarded env
-    assert launch.shown[0].startswith(f"{sys.executable} -m torch.distributed.run --nnodes=2 --nproc-per-node=2")
-    assert launch.shown[1].startswith("ssh -o BatchMode=yes n2 'cd ")
-    assert "exec env PYTHONPATH=/src OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=ib0" in launch.shown[1]
+    (first, here), (second, there) = launch.shown
+    assert (first, second) == ("n1", "n2")
+    assert here.startswith(f"{sys.executable} -m torch.distributed.run --nnodes=2 --nproc-per-node=2")
+    assert there.startswith("ssh -o BatchMode=yes n2 'cd ")
+    assert "exec env PYTHONPATH=/src OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=ib0" in there
 
 
 def test_deepspeed_gets_a_hostfile_and_horovodrun_the_interfaces(tmp_path):
@@ -126,7 +128,7 @@ def test_deepspeed_gets_a_hostfile_and_horovodrun_the_interfaces(tmp_path):
         "ib0",
         "--gloo",
     ]
-    assert horovod.shown == [" ".join(horovod.argv)]
+    assert horovod.shown == [("n1", " ".join(horovod.argv))]
 
 
 def test_a_one_process_framework_cannot_span_hosts(cli):
