@@ -250,6 +250,20 @@ class Parts:
     data_jitter_s: float = 0.0
     loader: str = ""
     data_source: str = ""
+    # the loader as `ddlbench loaderbench` measured it alone: the seconds between the batches it delivered, how
+    # many batches it makes at once (DataLoader workers; 1 for a DALI pipeline) and how many it prepares ahead.
+    # Set, the data path and the wait for the slowest rank are simulated (simulate_steps); empty, they are the
+    # closed form of step()
+    loader_intervals_s: tuple[float, ...] = ()
+    loader_makers: int = 1
+    loader_queue: int = 0
+
+    def maker_batch_s(self) -> np.ndarray:
+        """The seconds one maker (a worker) takes for a batch, from the intervals: with W makers in turn, batch
+        k comes W intervals after batch k - W, which the same maker made (every W consecutive intervals summed)."""
+        intervals = np.asarray(self.loader_intervals_s, dtype=float)
+        w = max(1, min(self.loader_makers, len(intervals)))
+        return np.convolve(intervals, np.ones(w), mode="valid")
 
     @property
     def compute_s(self) -> float:
@@ -260,10 +274,30 @@ class Parts:
         """The seconds one rank's loader takes for one batch (0: as fast as asked)."""
         return self.per_gpu_batch / self.loader_img_s
 
-    def with_loader(self, *, loader: str, img_s: float, source: str) -> Parts:
-        """The data path of another loader, from its measured capacity per rank (`ddlbench loaderbench`);
-        the handover and the data-time spread stay the calibration run's (loaderbench times no steps)."""
-        return replace(self, loader=loader, loader_img_s=img_s, data_source=source)
+    def with_loader(
+        self,
+        *,
+        loader: str,
+        img_s: float,
+        source: str,
+        intervals_s: Sequence[float] = (),
+        makers: int = 1,
+        queue: int = 0,
+    ) -> Parts:
+        """The data path of another loader, from its measurement alone (`ddlbench loaderbench`): its rate per
+        rank, the seconds between its batches, its makers and its queue. The handover stays the calibration
+        run's; the calibration's data-time spread, a synthetic loader's, gives way to the intervals' where they
+        are given."""
+        return replace(
+            self,
+            loader=loader,
+            loader_img_s=img_s,
+            data_source=source,
+            loader_intervals_s=tuple(float(v) for v in intervals_s),
+            loader_makers=max(1, int(makers)),
+            loader_queue=int(queue),
+            data_jitter_s=0.0 if intervals_s else self.data_jitter_s,
+        )
 
     def scaled(self, factor: float) -> Parts:
         """Compute (and its jitter) on a GPU `factor` times slower; data and other stay."""
@@ -334,9 +368,10 @@ def parts_from_steps(
     )
 
 
-def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, source: str) -> float:
-    """img/s one rank's loader delivers: `ddlbench loaderbench`'s row of this case at this worker (or thread)
-    count. measurements: loaderbench.json's (case, workers, img_s)."""
+def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, source: str) -> pd.Series:
+    """One rank's loader alone: `ddlbench loaderbench`'s row of this case at this worker (or thread) count,
+    the fastest where there are several. measurements: loaderbench.json's (case, workers, img_s,
+    batch_intervals_s)."""
     rows = measurements[measurements["case"] == case]
     if rows.empty:
         cases = sorted(set(measurements["case"][measurements["workers"].notna()].astype(str)))
@@ -351,7 +386,7 @@ def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, sour
             f"--loader-capacity {source}: no {case} row at {workers} workers/threads, the prediction's (it has "
             f"{counts}); run 'ddlbench loaderbench ... --loaders {case} --workers {workers}' on the machine predicted"
         )
-    return float(at["img_s"].max())
+    return at.loc[at["img_s"].idxmax()]
 
 
 # --- what the framework sends ----------------------------------------------------------------------
@@ -518,7 +553,6 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
     whose compute and data time vary independently (sync, counted as communication: a trace shows it as
     collective time). The rank waits for its loader where the loader needs longer for a batch than the rest
     of the step takes: step = max(the rest + the handover, the loader's seconds per batch)."""
-    sync = math.hypot(parts.jitter_s, parts.data_jitter_s) * expected_max_normal(world)
     during = [m for m in plan if not m.after_step]
     exposed_fwd, busy_fwd = _phase([m for m in during if m.in_forward], parts.fwd_s, network, world)
     exposed_bwd, busy_bwd = _phase([m for m in during if not m.in_forward], parts.bwd_s, network, world)
@@ -528,10 +562,14 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
             cost = network.collective_s(m.op, m.bytes, world)
             after += cost
             busy += cost
+    if parts.loader_intervals_s:
+        step_s, loader_wait, sync = simulate_steps(parts, exposed + after, world)
+    else:
+        sync = math.hypot(parts.jitter_s, parts.data_jitter_s) * expected_max_normal(world)
+        rest = parts.compute_s + parts.other_s + sync + exposed + after + parts.data_s
+        loader_wait = max(0.0, parts.batch_s - rest)
+        step_s = rest + loader_wait
     comm_exposed = sync + exposed + after
-    rest = parts.compute_s + parts.other_s + comm_exposed + parts.data_s
-    loader_wait = max(0.0, parts.batch_s - rest)
-    step_s = rest + loader_wait
     return {
         "step_s": step_s,
         "data_s": parts.data_s + loader_wait,
@@ -542,6 +580,55 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
         "sync_s": sync,
         "other_s": parts.other_s,
     }
+
+
+# the simulated run: its steps measured once every rank's queue has settled (drained where the loader is the
+# slower, filled where it is the faster), as a run's warm-up steps do
+SIMULATED_STEPS = 400
+
+
+def simulate_steps(parts: Parts, comm_s: float, world: int, *, seed: int = 0) -> tuple[float, float, float]:
+    """(step, loader wait, sync) in seconds, means over every rank and SIMULATED_STEPS steps (whole rounds of the
+    makers) of `world` ranks
+    that each have a loader of their own, as measured alone (parts.loader_intervals_s, loader_makers,
+    loader_queue):
+
+    - a rank's loader has W makers (DataLoader workers, or one DALI pipeline) that make batches in turn, each
+      taking a time drawn from the measured ones (Parts.maker_batch_s). A maker starts its next batch once its
+      last is done and the queue has room (at most `loader_queue` batches ahead of the one its rank takes);
+      batches are handed over in order;
+    - a step starts on every rank at once (the last step's collectives ended it); a rank takes its batch when it
+      is there (the wait is data time), hands it over (parts.data_s), computes (normal: compute_s, jitter_s)
+      and does the rest of its step (other_s);
+    - then it waits for the slowest rank (sync, at the first collective) and for the step's exposed
+      communication (comm_s, the same on every rank).
+
+    The same seed gives the same figures: a prediction is reproducible."""
+    rng = np.random.default_rng(seed + world)
+    batch_s = parts.maker_batch_s()
+    makers, queue = max(1, parts.loader_makers), max(1, parts.loader_queue)
+    settle = max(100, 10 * queue)
+    measured = makers * math.ceil(SIMULATED_STEPS / makers)  # whole rounds of the makers: no half a burst
+    free = np.zeros((makers, world))  # when each maker finished its latest batch
+    taken = np.zeros((queue, world))  # when each rank took its last `queue` batches (a slot frees then)
+    there = np.zeros(world)  # when each rank's latest batch was handed over (in order)
+    now = total_step = total_wait = total_sync = 0.0
+    fixed = parts.data_s + parts.compute_s + parts.other_s
+    for k in range(settle + measured):
+        start = np.maximum(free[k % makers], taken[k % queue]) if k >= queue else free[k % makers]
+        free[k % makers] = start + rng.choice(batch_s, size=world)
+        there = np.maximum(there, free[k % makers])
+        wait = np.maximum(0.0, there - now)
+        taken[k % queue] = now + wait
+        ready = now + wait + fixed + parts.jitter_s * rng.standard_normal(world)
+        slowest = float(ready.max())
+        end = slowest + comm_s
+        if k >= settle:
+            total_step += end - now
+            total_wait += float(wait.mean())
+            total_sync += slowest - float(ready.mean())
+        now = end
+    return total_step / measured, total_wait / measured, total_sync / measured
 
 
 def _phase(plan: Sequence[Message], compute_s: float, network: Network, world: int) -> tuple[float, float]:
@@ -602,9 +689,9 @@ def calibrate_to_reference(
     first = reference.sort_values("gpus").iloc[0]
     n0 = int(first["gpus"])
     total = parts.compute_s / (first["compute_pct"] / 100)
-    net = step(replace(parts, jitter_s=0.0, data_jitter_s=0.0, loader_img_s=math.inf), plan, network, n0)[
-        "comm_exposed_s"
-    ]
+    net = step(
+        replace(parts, jitter_s=0.0, data_jitter_s=0.0, loader_img_s=math.inf, loader_intervals_s=()), plan, network, n0
+    )["comm_exposed_s"]
     sync = max(0.0, total * first["allreduce_pct"] / 100 - net)
     data = total * first["data_pct"] / 100
     other = max(0.0, total - parts.compute_s - data - net - sync)
@@ -615,6 +702,7 @@ def calibrate_to_reference(
         jitter_s=sync / expected_max_normal(n0) if n0 > 1 else 0.0,
         loader_img_s=math.inf,
         data_jitter_s=0.0,
+        loader_intervals_s=(),
         data_source="the reference",
         source=f"{parts.source}; data, other and jitter fitted to the study at {n0} GPUs",
     )

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis import predict as P
 from benchmarks.errors import ConfigError
+from benchmarks.loaders.configs import batch_makers, queue_depth
 
 # what a calibration run must share with the prediction: the compute it measured is for these alone
 SAME_CELL = ("model", "per_gpu_batch", "precision")
@@ -258,9 +259,16 @@ def _network_for(folder: Path, root: Path, *, gpus_per_node: int, fallback: P.Ne
 
 
 def validation_points(
-    root: Path, calibration: Calibration, *, cell: dict[str, Any], gpus_per_node: int, fallback: P.Network | None
+    root: Path,
+    calibration: Calibration,
+    *,
+    cell: dict[str, Any],
+    gpus_per_node: int,
+    fallback: P.Network | None,
+    bench: LoaderBench | None = None,
 ) -> tuple[list[P.Point], list[str]]:
-    """Every completed run below root of the predicted model, batch and precision that did not calibrate."""
+    """Every completed run below root of the predicted model, batch and precision that did not calibrate. With
+    bench, each run's loader is modelled from loaderbench's row at that run's own worker count."""
     from analysis.cells import run_throughput
     from analysis.load import load_campaign
     from analysis.time_shares import breakdown
@@ -294,6 +302,10 @@ def validation_points(
             if network is None:
                 raise ConfigError("no commbench file beside it and no system network")
             network.level(int(row["world_size"]))
+            parts = calibration.for_world(int(row["world_size"]), label=run_dir.parent.name)
+            if bench is not None:
+                loader = {"name": flat.get("loader"), **_nested(flat, "loader")}
+                parts = parts.with_loader(**bench.loader(cell["loader"], loader))
         except ConfigError as error:
             skipped.append(f"{run_id}: {error}")
             continue
@@ -306,7 +318,7 @@ def validation_points(
                 measured_throughput=float(measured.loc[run_id, "throughput_img_s"]),
                 measured_allreduce_pct=100 * float(share),
                 network=network,
-                parts=calibration.for_world(int(row["world_size"]), label=run_dir.parent.name),
+                parts=parts,
                 plan=tuple(plan),
                 label=str(where.relative_to(root.resolve())) if where is not None else "",
             )
@@ -328,7 +340,7 @@ def _reference_rows(cell: dict[str, Any], loader: str, name: str) -> pd.DataFram
     return rows.reset_index(drop=True)
 
 
-def format_prediction(table: pd.DataFrame, *, unit: str) -> str:
+def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False) -> str:
     per = "img/s" if unit == "images" else "seq/s"
     lines = [
         f"{'gpus':>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/GPU':>10} {'eff':>6} "
@@ -340,18 +352,25 @@ def format_prediction(table: pd.DataFrame, *, unit: str) -> str:
             f"{r['per_gpu']:>10,.1f} {r['efficiency']:>6.3f} {r['allreduce_pct']:>10.1f} {1e3 * r['sync_s']:>8.2f} "
             f"{r['data_pct']:>6.1f} {r['compute_pct']:>8.1f} {r['other_pct']:>6.1f}"
         )
+    how = (
+        "simulated: each rank's loader makes batches at its measured intervals, compute jitter normal"
+        if simulated
+        else "its compute and data-time spread x the expected maximum of n normals"
+    )
     lines.append(
-        "# allreduce% holds sync: every collective waits for the slowest rank (its compute and data-time "
-        "spread x the expected maximum of n normals), which a trace shows as collective time, as study A's "
-        "table counts it"
+        f"# allreduce% holds sync: every collective waits for the slowest rank ({how}), which a trace shows as "
+        "collective time, as study A's table counts it"
     )
     bound = table[table["loader_wait_s"] > 0]
     if len(bound):
-        lines.append(
-            f"# data% waits for the loader at {', '.join(str(int(g)) for g in bound['gpus'])} GPUs: the GPUs of a "
-            f"node ask {bound['demand_node_img_s'].max():,.0f} img/s at most, its loaders deliver "
-            f"{bound['loader_node_img_s'].iloc[-1]:,.0f}"
+        asked, delivered = bound["demand_node_img_s"].max(), bound["loader_node_img_s"].iloc[-1]
+        why = (
+            f"the GPUs of a node ask {asked:,.0f} img/s at most, its loaders deliver {delivered:,.0f}"
+            if asked > delivered
+            else f"its loaders deliver {delivered:,.0f} img/s per node on average, more than the GPUs ask "
+            f"({asked:,.0f} at most), but their batches come unevenly"
         )
+        lines.append(f"# data% waits for the loader at {', '.join(str(int(g)) for g in bound['gpus'])} GPUs: {why}")
     return "\n".join(lines)
 
 
@@ -438,8 +457,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if network is None and (not args.validate or args.reference):
         network_or_fail(network)
     P.check_framework(framework)
-    capacity = _loader_capacity(args.loader_capacity, cell["loader"], resolved["loader"])
-    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale, loader_modelled=capacity is not None)
+    bench = (
+        LoaderBench(args.loader_capacity, cell, image_size=int(model.get("image_size") or 224))
+        if args.loader_capacity
+        else None
+    )
+    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale, loader_modelled=bench is not None)
     plan = _plan(
         model,
         framework,
@@ -448,10 +471,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         cache={},
     )
     parts = calibration.for_world(1)
-    if capacity is not None:
-        parts = parts.with_loader(
-            loader=cell["loader"], img_s=capacity, source=f"--loader-capacity {args.loader_capacity}"
-        )
+    if bench is not None:
+        parts = parts.with_loader(**bench.loader(cell["loader"], resolved["loader"]))
     # the study's rows of this model and loader, or the one-line refusal, before any output
     reference = _reference_rows(cell, resolved["loader"]["name"], args.reference) if args.reference else None
     print(
@@ -474,7 +495,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference))
     if args.validate:
         points, skipped = validation_points(
-            Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network
+            Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network, bench=bench
         )
         validated = P.validation_table(points)
         print(format_validation(validated, skipped, goal_pct=args.goal_pct))
@@ -510,7 +531,7 @@ def _prediction(args, parts, plan, network, gpus, *, reference) -> dict[str, pd.
     table = P.predict(parts, plan, network, gpus)
     if calibrated_at is not None:
         print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
-    print(format_prediction(table, unit=parts.sample_unit))
+    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s)))
     outputs = {"prediction": table}
     if reference is not None:
         compared = P.compare_reference(table, reference, calibrated_at=calibrated_at)
@@ -526,37 +547,75 @@ def data_path_line(parts: P.Parts, *, gpus_per_node: int) -> str:
             f"data: loader={parts.loader or '?'} {1e3 * parts.data_s:.2f} ms per step at every GPU count "
             f"({parts.data_source or parts.source})"
         )
-    # a run's loader delivered a batch per mean step at least (a lower bound); loaderbench's is its rate
-    at_least = "" if parts.data_source.startswith("--loader-capacity") else "at least "
+    node = f"{gpus_per_node * parts.loader_img_s:,.0f} per node of {gpus_per_node} ({parts.data_source})"
+    if parts.loader_intervals_s:  # loaderbench: its rate, and its spread from the intervals between batches
+        intervals = pd.Series(parts.loader_intervals_s)
+        return (
+            f"data: loader={parts.loader} delivers {parts.loader_img_s:,.0f} img/s per rank, {node}; a batch "
+            f"every {1e3 * intervals.mean():.2f} ms ({len(intervals)} measured), {parts.loader_makers} made at "
+            f"once in {1e3 * parts.maker_batch_s().mean():.1f} ms (spread {1e3 * parts.maker_batch_s().std():.1f} "
+            f"ms), {parts.loader_queue} batches ahead"
+        )
+    # a run's loader delivered a batch per mean step at least (a lower bound)
     return (
-        f"data: loader={parts.loader} delivers {at_least}{parts.loader_img_s:,.0f} img/s per rank, "
-        f"{gpus_per_node * parts.loader_img_s:,.0f} per node of {gpus_per_node} ({parts.data_source}); "
+        f"data: loader={parts.loader} delivers at least {parts.loader_img_s:,.0f} img/s per rank, {node}; "
         f"data-time spread {1e3 * parts.data_jitter_s:.2f} ms per rank ({parts.source})"
     )
 
 
-def _loader_capacity(path: str | None, case: str, loader: dict[str, Any]) -> float | None:
-    """img/s of one rank's loader from `ddlbench loaderbench`'s JSON, at the predicted loader's worker count."""
-    if path is None:
-        return None
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(
-            f"--loader-capacity {path}: no such file; give the loaderbench.json of 'ddlbench loaderbench --out DIR'"
-        )
-    try:
-        measurements = pd.DataFrame(json.loads(file.read_text())["measurements"])
-    except (ValueError, KeyError, TypeError):
-        raise ConfigError(
-            f"--loader-capacity {path}: not a loaderbench.json (no 'measurements'); give the file 'ddlbench "
-            "loaderbench --out DIR' writes"
-        ) from None
-    workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
-    if case == "synthetic":
-        raise ConfigError(
-            f"--loader-capacity {path}: loader=synthetic reads nothing; predict another loader, or drop the option"
-        )
-    return P.loader_capacity(measurements, case=case, workers=workers, source=path)
+class LoaderBench:
+    """`ddlbench loaderbench`'s JSON (--loader-capacity): one rank's loader alone on the machine predicted, checked
+    against the configuration predicted (its loader case, per-GPU batch and image size)."""
+
+    def __init__(self, path: str, cell: dict[str, Any], *, image_size: int) -> None:
+        self.path = path
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(
+                f"--loader-capacity {path}: no such file; give the loaderbench.json of 'ddlbench loaderbench --out DIR'"
+            )
+        try:
+            bench = json.loads(file.read_text())
+            self.measurements = pd.DataFrame(bench["measurements"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                f"--loader-capacity {path}: not a loaderbench.json (no 'measurements'); give the file 'ddlbench "
+                "loaderbench --out DIR' writes"
+            ) from None
+        if cell["loader"] == "synthetic":
+            raise ConfigError(
+                f"--loader-capacity {path}: loader=synthetic reads nothing; predict another loader, or drop the option"
+            )
+        for key, asked in (("per_gpu_batch", cell["per_gpu_batch"]), ("image_size", image_size)):
+            if bench.get(key) != asked:
+                timed = (
+                    f"timed {key} {bench[key]}" if key in bench else f"records no {key} (loaderbench before 2026-12-04)"
+                )
+                override = "run.per_gpu_batch" if key == "per_gpu_batch" else "model.image_size"
+                raise ConfigError(
+                    f"--loader-capacity {path}: the file {timed}, the prediction's is {asked}; run 'ddlbench "
+                    f"loaderbench {override}={asked} ...' on the machine predicted"
+                )
+
+    def loader(self, case: str, loader: dict[str, Any]) -> dict[str, Any]:
+        """Parts.with_loader's arguments for this loader at its own worker (or thread) count: its img/s, the
+        seconds between its batches, the batches it makes at once and prepares ahead."""
+        workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+        row = P.loader_capacity(self.measurements, case=case, workers=workers, source=self.path)
+        intervals = row.get("batch_intervals_s")
+        if not isinstance(intervals, list) or not intervals:
+            raise ConfigError(
+                f"--loader-capacity {self.path}: its {case} row has no batch intervals, so the loader's spread is "
+                "unknown; run 'ddlbench loaderbench' again (it records them since 2026-12-04)"
+            )
+        return {
+            "loader": case,
+            "img_s": float(row["img_s"]),
+            "intervals_s": intervals,
+            "makers": batch_makers(loader, workers=workers),
+            "queue": queue_depth(loader, workers=workers),
+            "source": f"--loader-capacity {self.path}",
+        }
 
 
 def network_or_fail(network: P.Network | None) -> P.Network:

@@ -4,13 +4,15 @@ against held-out measured runs (the model: analysis/predict.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, PercentFormatter
 
 from analysis.figures import finish, panels, paper_style
-from analysis.palette import BREAKDOWN_COLORS
+from analysis.palette import BREAKDOWN_COLORS, loader_color, loader_style
 
 _PREDICTED_PARTS = (
     ("data", "data_pct"),
@@ -100,3 +102,48 @@ def predicted_vs_measured(validation: pd.DataFrame) -> Figure:
     ax.set_xlabel("measured samples/s")
     ax.set_ylabel("predicted samples/s")
     return finish(fig, [ax], title="Prediction of held-out runs (labels: GPUs)", legend_cols=3)
+
+
+@paper_style
+def loaders_vs_reference(compared: Mapping[str, pd.DataFrame], loader_of: Mapping[str, str]) -> Figure:
+    """Each prediction's allreduce share against the study's, by GPU count (left: the study's rows of a loader
+    dotted, once; each prediction solid or dashed in its loader's colour), and the error per row in percentage
+    points (right). compared: a label per prediction (its loader and settings) -> compare_reference's table of
+    it; loader_of: label -> the loader's name."""
+    fig, (share, error) = panels(2, row_height_in=2.6)
+    labels = list(compared)
+    counts = sorted({int(g) for rows in compared.values() for g in rows["gpus"]})
+    at = {g: i for i, g in enumerate(counts)}
+    width = 0.8 / max(1, len(labels))
+    drawn: list[str] = []  # loaders whose study rows are drawn
+    for k, label in enumerate(labels):
+        rows = compared[label].sort_values("gpus")
+        loader = loader_of[label]
+        color, (_, marker) = loader_color(loader), loader_style(loader)
+        x = [at[int(g)] for g in rows["gpus"]]
+        if loader not in drawn:
+            share.plot(x, rows["allreduce_pct_ref"], color=color, ls=":", marker="s", ms=4, label=f"study, {loader}")
+        again = sum(loader_of[other] == loader for other in labels[:k])  # this loader's earlier predictions
+        style = ("-", "--", "-.")[again % 3]
+        share.plot(
+            x, rows["allreduce_pct_pred"], color=color, ls=style, marker=marker, ms=4, label=f"predicted, {label}"
+        )
+        error.bar(
+            [i - 0.4 + width * (k + 0.5) for i in x],
+            rows["allreduce_err_pp"],
+            width,
+            color=color,
+            alpha=1.0 - 0.35 * again,
+            label=f"error, {label}",
+        )
+        drawn.append(loader)
+    for ax in (share, error):
+        ax.set_xticks(range(len(counts)), [str(g) for g in counts], rotation=90)
+        ax.set_xlabel("GPUs")
+    share.yaxis.set_major_formatter(PercentFormatter(100))
+    share.set_ylabel("allreduce share of the step")
+    share.set_title("allreduce share")
+    error.axhline(0.0, color="black", lw=0.8)
+    error.set_ylabel("predicted - study (pp)")
+    error.set_title("error per row")
+    return finish(fig, [share, error], title="Predicted by loader vs study A", legend_cols=3, xlabel_in=0.75)

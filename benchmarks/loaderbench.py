@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
-from benchmarks.loaders.configs import loader_cpus
+from benchmarks.loaders.configs import loader_cpus, queue_depth
 
 LOADERS = ("native", "native_gpu", "native_gpu-nvimgcodec", "dali", "dali-tfrecord")
 DEFAULT_LOADERS = ("native", "native_gpu", "dali")
@@ -49,6 +49,8 @@ class Measurement:
     img_s: float
     images: int  # timed images
     device: str
+    # seconds between the timed batches' arrivals (a loader case; empty for a ceiling): the loader's spread
+    batch_intervals_s: tuple[float, ...] = ()
 
     def record(self) -> dict:
         return asdict(self)
@@ -99,9 +101,14 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def loader_img_s(epoch_loader, device: torch.device, *, warmup: int, batches: int) -> tuple[float, int]:
-    """(img/s, images timed) of a built loader alone: `batches` batches after `warmup`, epochs as needed."""
-    done, epoch, start, samples = 0, 0, 0.0, 0
+def loader_img_s(
+    epoch_loader, device: torch.device, *, warmup: int, batches: int
+) -> tuple[float, int, tuple[float, ...]]:
+    """(img/s, images timed, the seconds between the timed batches' arrivals) of a built loader alone: `batches`
+    batches after `warmup`, epochs as needed. The intervals are taken on the host as each batch is handed over
+    (no synchronisation per batch, which would stall a GPU pipeline): their spread is the loader's, which
+    `ddlbench predict` models each rank's data time from."""
+    done, epoch, start, samples, arrivals = 0, 0, 0.0, 0, []
     while done < warmup + batches + 1:
         epoch_loader.set_epoch(epoch)
         before = done
@@ -111,6 +118,7 @@ def loader_img_s(epoch_loader, device: torch.device, *, warmup: int, batches: in
                 start, samples = time.perf_counter(), 0
             elif done > warmup:
                 samples += int(labels.shape[0])
+                arrivals.append(time.perf_counter())
             done += 1
             if done == warmup + batches + 1:
                 break
@@ -121,7 +129,9 @@ def loader_img_s(epoch_loader, device: torch.device, *, warmup: int, batches: in
             )
         epoch += 1
     synchronize(device)
-    return samples / (time.perf_counter() - start), samples
+    img_s = samples / (time.perf_counter() - start)
+    times = [start, *arrivals]
+    return img_s, samples, tuple(round(b - a, 7) for a, b in zip(times, times[1:]))
 
 
 def _jpeg_files(path: str, limit: int) -> list[str]:
@@ -286,23 +296,22 @@ def measure(
             epoch_loader = build_loader(cfg).build(context(cfg, device))
             # a loader starts with its queue full: warm-up drains it, and the timed batches are many times
             # more than it holds, or a full queue reads as speed (15 workers x 2 = 30 batches ready)
-            img_s, images = loader_img_s(
+            img_s, images, intervals = loader_img_s(
                 epoch_loader, device, warmup=max(warmup, queued), batches=max(batches, 5 * queued)
             )
             del epoch_loader  # its workers or DALI pipeline go before the next case starts its own
-            out.append(Measurement(case=case, workers=count, img_s=img_s, images=images, device=device.type))
+            out.append(
+                Measurement(
+                    case=case,
+                    workers=count,
+                    img_s=img_s,
+                    images=images,
+                    device=device.type,
+                    batch_intervals_s=intervals,
+                )
+            )
             progress(out[-1])
     return out
-
-
-def queue_depth(loader: DictConfig, *, workers: int) -> int:
-    """Batches a loader prepares ahead: DataLoader workers x prefetch_factor (plus native_gpu's decoded
-    batches), or DALI's prefetch_queue_depth."""
-    return (
-        workers * int(loader.get("prefetch_factor", 0) or 0)
-        + int(loader.get("prefetch_batches", 0) or 0)
-        + int(loader.get("prefetch_queue_depth", 0) or 0)
-    )
 
 
 def format_table(measurements: Sequence[Measurement], *, cpus_per_rank: int) -> str:

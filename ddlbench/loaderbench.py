@@ -70,7 +70,17 @@ def cmd_loaderbench(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         records = [m.record() for m in measurements]
         (out / "loaderbench.json").write_text(
-            json.dumps({"overrides": args.overrides, "measurements": records}, indent=1)
+            json.dumps(
+                {
+                    "overrides": args.overrides,
+                    # what `ddlbench predict --loader-capacity` checks against the configuration it predicts
+                    "per_gpu_batch": int(base.run.per_gpu_batch),
+                    "image_size": int(base.model.image_size),
+                    "system": str(base.system.name),
+                    "measurements": records,
+                },
+                indent=1,
+            )
         )
         figure = loaderbench_curves(pd.DataFrame(records))
         figure.savefig(out / "loaderbench.png")

@@ -6,13 +6,13 @@
 #   bash perf/gpu_session_x2.sh ds          # + part.00, .devwheels/deepspeed: ZeRO 0/1 (STAGES) vs DDP, 1 and 2 GPUs
 #   bash perf/gpu_session_x2.sh ds-trace    # + part.00 or .01, .devwheels/deepspeed: ZeRO-2 cells, a profiled 2-GPU ZeRO-0 run
 #   bash perf/gpu_session_x2.sh comm        # + part.01: commbench on 2 GPUs (all-reduce sweep, P2P matrix)
-#   bash perf/gpu_session_x2.sh dali        # + part.02: DALI settings vs synthetic, one run each, 2 and 1 GPUs
+#   bash perf/gpu_session_x2.sh dali        # + part.02, then part.03: DALI settings vs synthetic, one run each, 2 and 1 GPUs
 #   bash perf/gpu_session_x2.sh dali-confirm  # right after dali: its two best settings, 2 rounds, 2 and 1 GPUs
 #   bash perf/gpu_session_x2.sh hvd         # + .devwheels/horovod: Horovod (built there) vs DDP, 1 and 2 GPUs
 #   bash perf/gpu_session_x2.sh breakdown   # timers vs trace, commbench busbw, comm-hook overhead on 2 GPUs
 #   bash perf/gpu_session_x2.sh stash       # Stash interconnect stall: 1 vs 2 GPUs of one node
 # Each phase fits one 600 s call. Logs go to $OUT/<phase>.txt; the RESULT lines are what docs/results/ quote.
-# 30 device minutes hold about three phases: e.g. ds (part.00), stash or hvd (part.01), dali (part.02).
+# 30 device minutes hold about three phases: e.g. ds (part.00), stash or hvd (part.01), dali (part.02, then a call carrying part.03: tools/dali_slim.sh splits DALI in 4 parts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-/tmp/out}

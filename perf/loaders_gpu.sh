@@ -8,9 +8,9 @@
 #      2 workers once;
 #      ratios to synthetic (goals: native_gpu >= 0.90, native >= 0.35); the report's loader settings and
 #      trace window (DALI's copies and idle, issue 17).
-# DALI: stage .devwheels/dali-slim/part.00 and part.01 into /tmp/stage in two calls before this one
+# DALI: stage .devwheels/dali-slim/part.00 .. part.02 into /tmp/stage in three calls before this one
 # (each: carry [".devwheels/dali-slim/part.0N"], command: mkdir -p /tmp/stage && cp .devwheels/dali-slim/part.0N /tmp/stage/),
-# then carry [".devwheels/dali-slim/part.02", ".devwheels/base"] here. Without DALI its cases are skipped.
+# then carry [".devwheels/dali-slim/part.03", ".devwheels/base"] here. Without DALI its cases are skipped.
 #   bash perf/loaders_gpu.sh      (runs, loaderbench and the report under $OUT)
 # Knobs: ROUNDS (2) WARMUP (15) STEPS (60) LB_WORKERS (2,8,15) OLD_DEFAULT (1: also native at 2 workers)
 #        TRAIN_LOADERS ("synthetic dali native native_gpu") LB_LOADERS_ONLY (loaderbench's --loaders)

@@ -12,10 +12,10 @@
 # runs' logs in $OUT/logs/. A variant that fails or runs past RUN_TIMEOUT_S is reported and the rest go on;
 # past BUDGET_S the remaining variants are skipped, so the call ends with its RESULT lines.
 # Libraries (nothing is downloaded there):
-#   - with DALI (the dali variant, and nvImageCodec with it): stage .devwheels/dali-slim/part.00 and part.01
-#     into /tmp/stage in the two calls before this one (carry [".devwheels/dali-slim/part.0N"], command:
+#   - with DALI (the dali variant, and nvImageCodec with it): stage .devwheels/dali-slim/part.00 .. part.02
+#     into /tmp/stage in the three calls before this one (carry [".devwheels/dali-slim/part.0N"], command:
 #     mkdir -p /tmp/stage && cp .devwheels/dali-slim/part.0N /tmp/stage/), then carry
-#     [".devwheels/dali-slim/part.02", ".devwheels/base"] here;
+#     [".devwheels/dali-slim/part.03", ".devwheels/base"] here;
 #   - without DALI, one call: carry [".devwheels/nvimgcodec", ".devwheels/base"] (nvidia-nvimgcodec-cu13 and
 #     nvidia-nvjpeg wheels, ~29 MB); the dali variant is then skipped.
 #   bash perf/loaders_hw_gpu.sh

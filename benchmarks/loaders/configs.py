@@ -12,6 +12,7 @@ given far fewer is a handicap, not a comparison: validate.warnings() says so bef
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -52,6 +53,22 @@ def loader_cpus(cpus_per_rank: int) -> int:
     """The CPU workers (or threads) a loader gets by default: the rank's CPUs less the one its training
     process needs, at least 1."""
     return max(1, int(cpus_per_rank) - 1)
+
+
+def queue_depth(loader: Mapping[str, Any], *, workers: int) -> int:
+    """Batches a loader prepares ahead: DataLoader workers x prefetch_factor (plus native_gpu's decoded
+    batches), or DALI's prefetch_queue_depth. loader: the loader's settings (a config or a plain mapping)."""
+    return (
+        workers * int(loader.get("prefetch_factor", 0) or 0)
+        + int(loader.get("prefetch_batches", 0) or 0)
+        + int(loader.get("prefetch_queue_depth", 0) or 0)
+    )
+
+
+def batch_makers(loader: Mapping[str, Any], *, workers: int) -> int:
+    """Batches a loader makes at once: a DataLoader's workers each make whole batches, in turn; a DALI
+    pipeline makes one batch at a time (its threads share each batch)."""
+    return 1 if loader.get("name") == "dali" else max(1, workers)
 
 
 # the OmegaConf resolver benchmarks/schema.py registers, and the default of every loader's worker count

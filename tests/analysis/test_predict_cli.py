@@ -148,10 +148,17 @@ def test_another_loader_is_modelled_from_loaderbench_s_capacity(one_gpu, tmp_pat
     # juwels_booster: 12 CPUs per rank, so the native loader's default is 11 workers
     bench = tmp_path / "loaderbench.json"
     rows = [
-        {"case": "native", "workers": w, "img_s": v, "images": 999, "device": "cuda"}
+        {
+            "case": "native",
+            "workers": w,
+            "img_s": v,
+            "images": 999,
+            "device": "cuda",
+            "batch_intervals_s": [64 / v] * 20,
+        }
         for w, v in ((2, 50.0), (11, 100.0))
     ]
-    bench.write_text(json.dumps({"overrides": [], "measurements": rows}))
+    bench.write_text(json.dumps({"per_gpu_batch": 64, "image_size": 224, "measurements": rows}))
     args = ("--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "4,1024", "--loader-capacity", str(bench))
     done = cli("predict", *CELL, "loader=native", *args)
     assert done.returncode == 0, done.stderr
@@ -161,13 +168,27 @@ def test_another_loader_is_modelled_from_loaderbench_s_capacity(one_gpu, tmp_pat
     four, _ = _table(done.stdout, "gpus nodes")
     assert float(four[3].replace(",", "")) == pytest.approx(400, abs=0.5)  # img/s: the loaders' 4 x 100
     assert (
-        "# data% waits for the loader at 4, 1024 GPUs: the GPUs of a node ask 1,636 img/s at most, its loaders deliver 400"
+        "# data% waits for the loader at 4, 1024 GPUs: the GPUs of a node ask 1,643 img/s at most, its loaders deliver 400"
         in done.stdout
     )
     assert "which a trace shows as collective time" in done.stdout
+    assert "11 made at once in 7040.0 ms (spread 0.0 ms), 22 batches ahead" in done.stdout
+    assert "simulated: each rank's loader makes batches at its measured intervals" in done.stdout
     refused = cli("predict", *CELL, "loader=native", "loader.num_workers=8", *args)
     assert refused.returncode == 2 and not refused.stdout
     assert "no native row at 8 workers/threads, the prediction's (it has 2, 11)" in refused.stderr
+    # a file of another batch, or from before loaderbench recorded its intervals: one line naming the fix
+    bench.write_text(json.dumps({"per_gpu_batch": 256, "image_size": 224, "measurements": rows}))
+    refused = cli("predict", *CELL, "loader=native", *args)
+    assert refused.returncode == 2 and refused.stderr.strip() == "ddlbench: error: " + (
+        f"--loader-capacity {bench}: the file timed per_gpu_batch 256, the prediction's is 64; run 'ddlbench "
+        "loaderbench run.per_gpu_batch=64 ...' on the machine predicted"
+    )
+    for row in rows:
+        del row["batch_intervals_s"]
+    bench.write_text(json.dumps({"per_gpu_batch": 64, "image_size": 224, "measurements": rows}))
+    refused = cli("predict", *CELL, "loader=native", *args)
+    assert refused.returncode == 2 and "its native row has no batch intervals" in refused.stderr
 
 
 def test_the_reference_is_printed_beside_the_prediction_and_never_feeds_it(one_gpu, tmp_path, cli):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from benchmarks.loaderbench import queue_depth, worker_counts
-from benchmarks.loaders.configs import loader_cpus
+from benchmarks.loaderbench import worker_counts
+from benchmarks.loaders.configs import loader_cpus, queue_depth
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,12 @@ def test_loaderbench_measures_each_case_and_writes_its_figure(tmp_path, folder, 
         ("native_gpu", 2),
     ]
     assert all(r["img_s"] > 0 for r in records)
+    # every loader row carries the seconds between its timed batches (what predict draws from); ceilings none
+    for r in records[2:]:
+        assert len(r["batch_intervals_s"]) == r["images"] // 4 and min(r["batch_intervals_s"]) > 0
+    assert records[0]["batch_intervals_s"] == []
+    bench = json.loads((out / "loaderbench.json").read_text())
+    assert (bench["per_gpu_batch"], bench["image_size"]) == (4, 32)
     assert (out / "loaderbench.png").stat().st_size > 0
     assert "native_gpu" in result.stdout and "img/s per worker" in result.stdout
     again = ddlbench("loaderbench", f"data.path={folder}", "--out", str(out))

@@ -366,11 +366,47 @@ def test_loader_capacity_is_loaderbench_s_row_at_the_predicted_worker_count():
             "img_s": [300.0, 500.0, 1500.0, 12000.0],
         }
     )
-    assert P.loader_capacity(rows, case="native", workers=11, source="f") == 1500.0
+    assert P.loader_capacity(rows, case="native", workers=11, source="f")["img_s"] == 1500.0
     with pytest.raises(ConfigError, match=r"no native row at 8 workers/threads, the prediction's \(it has 2, 11\)"):
         P.loader_capacity(rows, case="native", workers=8, source="f")
     with pytest.raises(ConfigError, match=r"no native_gpu row \(it has cpu_decode, dali, native\)"):
         P.loader_capacity(rows, case="native_gpu", workers=11, source="f")
+
+
+def test_a_loader_that_keeps_up_steadily_leaves_the_closed_form():
+    """Batches made faster than asked, at steady intervals: no rank waits for data, and the wait for the
+    slowest rank is the compute's spread x e(n), as without a loader."""
+    closed = parts(jitter_s=0.003)
+    steady = closed.with_loader(loader="native", img_s=6400.0, source="t", intervals_s=[0.01] * 4, queue=4)
+    for n in (1, 4, 64, 1024):
+        simulated, formula = P.step(steady, [], NET, n), P.step(closed, [], NET, n)
+        assert simulated["loader_wait_s"] == 0.0
+        assert simulated["sync_s"] == pytest.approx(formula["sync_s"], rel=0.03, abs=1e-5)
+        assert simulated["step_s"] == pytest.approx(formula["step_s"], rel=0.005)
+    assert P.step(steady, [], NET, 64) == P.step(steady, [], NET, 64)  # seeded: the same figures every time
+
+
+def test_a_slow_loaders_wait_turns_into_waiting_for_the_slowest_rank_as_ranks_grow():
+    """A loader slower than the step paces it: one rank waits for its batch (data), many ranks wait for the
+    one whose batch came last (sync, communication), and the step stays the loader's interval."""
+    slow = parts(jitter_s=0.003).with_loader(
+        loader="native", img_s=64 / 0.045, source="t", intervals_s=[0.045], queue=8
+    )
+    one, many = P.step(slow, [], NET, 1), P.step(slow, [], NET, 1024)
+    assert one["step_s"] == pytest.approx(0.045, rel=1e-3) and many["step_s"] == pytest.approx(0.045, rel=1e-3)
+    assert one["loader_wait_s"] == pytest.approx(0.045 - 0.034, rel=0.01) and one["sync_s"] == 0.0
+    assert many["loader_wait_s"] < 0.2 * one["loader_wait_s"] and many["sync_s"] > 0.008
+
+
+def test_a_loaders_spread_makes_ranks_wait_for_each_other_even_where_it_keeps_up_on_average():
+    """Mean interval 29 ms under a 34 ms step, with one batch in four taking 100 ms: the queue absorbs most,
+    not all; the wait for the slowest rank grows with the ranks beyond the compute's own."""
+    closed = parts(jitter_s=0.003)
+    tail = closed.with_loader(
+        loader="native", img_s=64 / 0.02875, source="t", intervals_s=[0.005, 0.005, 0.005, 0.1], queue=8
+    )
+    syncs = [P.step(tail, [], NET, n)["sync_s"] - P.step(closed, [], NET, n)["sync_s"] for n in (4, 64, 1024)]
+    assert 0.0 < syncs[0] < syncs[1] < syncs[2]
 
 
 def test_fsdp_bytes_follow_the_adapters_precision_policy():
@@ -387,3 +423,27 @@ def test_fsdp_bytes_follow_the_adapters_precision_policy():
                 policy, amp = mixed_precision_policy(config, amp_dtype), amp_dtype is not None
                 assert (policy.param_dtype == torch.bfloat16) == config.gathers_half(amp=amp)
                 assert (policy.reduce_dtype == torch.bfloat16) == config.reduces_half(amp=amp)
+
+
+def test_the_loaders_figure_draws_each_loaders_study_rows_once_and_every_prediction():
+    from analysis.predict_figures import loaders_vs_reference
+
+    def compared(pred: float) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"gpus": [4, 8], "allreduce_pct_ref": [20.0, 30.0], "allreduce_pct_pred": [pred, pred + 5]}
+        ).assign(allreduce_err_pp=lambda t: t["allreduce_pct_pred"] - t["allreduce_pct_ref"])
+
+    figure = loaders_vs_reference(
+        {"dali": compared(15.0), "native": compared(18.0), "native, 4 workers": compared(40.0)},
+        {"dali": "dali", "native": "native", "native, 4 workers": "native"},
+    )
+    share, error = figure.axes[:2]
+    lines = [line.get_label() for line in share.get_lines()]
+    assert lines == [
+        "study, dali",
+        "predicted, dali",
+        "study, native",
+        "predicted, native",
+        "predicted, native, 4 workers",
+    ]
+    assert len(error.patches) == 6  # a bar per prediction and GPU count
