@@ -368,6 +368,33 @@ def parts_from_steps(
     )
 
 
+# a calibration run waited for its loader where its mean data time is at least this share of its mean step: its
+# batches' arrivals then show the loader's own pace (LOADER_BOUND_SHARE x the step is far above a handover)
+LOADER_BOUND_SHARE = 0.05
+
+
+def arrival_intervals(steps: pd.DataFrame) -> tuple[float, ...]:
+    """The seconds between the batches a run's loader delivered, as its ranks received them: batch k arrived
+    data_s_k after step k began, so between consecutive steps k-1, k of one rank it is step_s_(k-1) -
+    data_s_(k-1) + data_s_k. Only a run that waited for its loader (loader_bound) shows the loader's pace this
+    way; in one that did not, a batch was there before the rank asked, and these are the steps' times.
+    steps: a run's measured rows (rank, step, step_s, data_s)."""
+    out: list[float] = []
+    rank = steps["rank"] if "rank" in steps else pd.Series(0, index=steps.index)
+    for _, rows in steps.groupby(rank):
+        rows = rows.sort_values("step")
+        step, data = rows["step_s"].to_numpy(float), rows["data_s"].fillna(0.0).to_numpy(float)
+        follows = np.diff(rows["step"].to_numpy()) == 1  # warm-up and profiled steps leave gaps
+        out += [float(v) for v in (step[:-1] - data[:-1] + data[1:])[follows] if v > 0]
+    return tuple(out)
+
+
+def loader_bound(steps: pd.DataFrame) -> bool:
+    """The run waited for its loader: mean data time >= LOADER_BOUND_SHARE of the mean step."""
+    step = float(steps["step_s"].mean()) if "step_s" in steps else 0.0
+    return step > 0 and float(steps["data_s"].fillna(0.0).mean()) >= LOADER_BOUND_SHARE * step
+
+
 def loader_capacity(measurements: pd.DataFrame, *, case: str, workers: int, source: str) -> pd.Series:
     """One rank's loader alone: `ddlbench loaderbench`'s row of this case at this worker (or thread) count,
     the fastest where there are several. measurements: loaderbench.json's (case, workers, img_s,
@@ -497,12 +524,15 @@ def messages(
     buffer_bytes: int = 0,
     param_bytes: float | None = None,
     units: Sequence[Unit] | None = None,
+    persistent_bytes: float = 0.0,
     amp: bool = False,
 ) -> list[Message]:
     """The collectives of one step for a framework config, its gradient buckets (benchmarks/gradients.py),
     the bytes of the model's buffers and of its parameters (what ZeRO-1/2 and ZeroRedundancyOptimizer
     all-gather; by default the buckets' bytes, which are fewer where gradients are reduced in half precision),
-    and for fsdp its units (units_from_groups over the adapter's fully_shard groups); amp: the run computes under autocast."""
+    for fsdp its units (units_from_groups over the adapter's fully_shard groups), for ZeRO-3 the units of the
+    parameters it partitions (one per module; without them its reduce buckets stand in) and the fp32 bytes of
+    those it keeps whole (DeepSpeedConfig.zero3_persists); amp: the run computes under autocast."""
     check_framework(framework)
     name, config = framework["name"], framework_config(framework)
     total = param_bytes if param_bytes is not None else sum(b.bytes for b in buckets)
@@ -529,7 +559,18 @@ def messages(
         if stage == 3:
             # parameters gathered as the engine holds them: fp32 unless its own mixed precision holds half
             scale = 1.0 if config.fp32_weights(amp=amp) else 0.5
-            plan = _unit_messages(units_from_buckets(buckets, gather_scale=scale), reshard=True)
+            if units is None:  # no module layout: the reduce buckets stand for the units
+                plan = _unit_messages(units_from_buckets(buckets, gather_scale=scale), reshard=True)
+            else:
+                # the modules' parameters gathered before their forward and backward (units_from_groups over the
+                # parameters ZeRO-3 partitions), the gradients reduce-scattered in their buckets, and the
+                # parameters it keeps whole gathered once after the step
+                plan = [m for m in _unit_messages(units, reshard=True) if m.op == "all_gather"]
+                plan += [Message(op="reduce_scatter", bytes=b.bytes, ready_fraction=b.ready_fraction) for b in buckets]
+                if persistent_bytes:
+                    plan.append(
+                        Message(op="all_gather", bytes=persistent_bytes * scale, ready_fraction=1.0, after_step=True)
+                    )
             if overlap:
                 return plan
             return [replace(m, ready_fraction=1.0) if m.op == "reduce_scatter" else m for m in plan]

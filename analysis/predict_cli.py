@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analysis import predict as P
@@ -160,6 +161,7 @@ class Calibration:
                     sample_unit=str(row["sample_unit"]) if pd.notna(row.get("sample_unit")) else "images",
                     loader=measured_cell(row)["loader"],
                 )
+                parts = _loader_from_run(parts, steps, row) if not loader_modelled else parts
                 parts = parts.scaled(scale) if scale != 1.0 else parts
                 world = int(row["world_size"])
                 self.parts.setdefault(world, parts)
@@ -169,6 +171,30 @@ class Calibration:
     def for_world(self, world: int, *, label: str | None = None) -> P.Parts:
         """The run of the same label and size, else of the same size, else the smallest."""
         return self.labelled.get((label, world)) or self.parts.get(world) or self.parts[min(self.parts)]
+
+
+def _loader_from_run(parts: P.Parts, steps: pd.DataFrame, row: Any) -> P.Parts:
+    """A calibration run that waited for its loader (P.loader_bound): the loader's pace as its batches arrived
+    (P.arrival_intervals) with the run's own workers and queue, simulated as loaderbench's would be; any other
+    run keeps the closed form (its loader's capacity: at least a batch per mean step)."""
+    measured = steps[~steps["warmup"].astype(bool)]
+    if "profiled" in measured:
+        measured = measured[~measured["profiled"].fillna(False).astype(bool)]
+    if math.isinf(parts.loader_img_s) or measured.empty or not P.loader_bound(measured):
+        return parts
+    loader = {"name": row.get("loader"), **_nested(row.to_dict(), "loader")}
+    workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+    intervals = P.arrival_intervals(measured)
+    if not intervals:
+        return parts
+    return parts.with_loader(
+        loader=parts.loader,
+        img_s=parts.per_gpu_batch / float(np.mean(intervals)),
+        source=f"{parts.source} (waited for its loader: its batches' arrivals)",
+        intervals_s=intervals,
+        makers=batch_makers(loader, workers=workers),
+        queue=queue_depth(loader, workers=workers),
+    )
 
 
 def measured_cell(row: Any) -> dict[str, Any]:
@@ -202,7 +228,17 @@ def _plan(
         cache[key] = gradients.layout(model, image_size=image_size)
     layout, amp = cache[key], amp_dtype is not None
     config = framework_config(framework)
-    units = None
+    units, persistent = None, 0.0
+    if framework["name"] == "deepspeed" and config.zero_stage == 3:
+        # DeepSpeed gathers a module's partitioned parameters before its forward and backward; the small ones it
+        # keeps whole on every rank, gathered once after the step
+        gathered = [g for g in layout.gradients if not config.zero3_persists(g.bytes // 4)]
+        modules: dict[str, int] = {}
+        owner = {g.name: modules.setdefault(g.name.rpartition(".")[0], len(modules)) for g in gathered}
+        units = P.units_from_groups(
+            gathered, owner, -1, gather_scale=1.0 if config.fp32_weights(amp=amp) else 0.5, reduce_scale=0.0
+        )
+        persistent = float(sum(g.bytes for g in layout.gradients if config.zero3_persists(g.bytes // 4)))
     if framework["name"] == "fsdp":
         units = P.units_from_groups(
             layout.gradients,
@@ -216,6 +252,7 @@ def _plan(
         buffer_bytes=layout.buffer_bytes,
         param_bytes=sum(g.bytes for g in layout.gradients),
         units=units,
+        persistent_bytes=persistent,
         amp=amp,
     )
 

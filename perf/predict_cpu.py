@@ -9,12 +9,15 @@ calibration runs just before the pair it calibrates (same folder name), since th
 
     python perf/predict_cpu.py --out runs/predict_cpu               # hosts 2 and 4, 3 rates (~6 min)
     python perf/predict_cpu.py --out runs/predict_fsdp --mode framework=fsdp   # a sharded mode, alike
+    python perf/predict_cpu.py --out runs/predict_native --loader "loader=native loader.num_workers=1"  # loader-bound
     ddlbench predict <the overrides it prints> --from runs/predict_cpu/calibration \\
         --validate runs/predict_cpu/links --gpus 2,4
 
 --mode takes the overrides of a framework mode (default DDP in 0.25 MB buckets): calibration and held-out runs are
 of that mode, and commbench measures the collectives every mode sends (all_reduce, all_gather,
-reduce_scatter). Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json,
+reduce_scatter). --loader takes a loader's overrides (default the synthetic loader): a real one reads 640 JPEGs of
+256x192 that this script writes to OUT/data first; with one worker per rank the ranks wait for it, and the
+calibration runs, fed by it too, give the predictor the pace its batches arrived at. Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json,
 OUT/links/<rate>mbit/h<N>.
 Needs root (network namespaces) and tc; nothing that exists is overwritten.
 """
@@ -35,7 +38,6 @@ from benchmarks.launch.base import RankProgram  # noqa: E402
 from launchers import netns  # noqa: E402
 
 TRAIN = (
-    "loader=synthetic",
     "model=shufflenet_v2",
     "model.width=0.5",
     "model.num_classes=10",
@@ -87,13 +89,28 @@ def main() -> int:
         help="the framework mode's overrides, space-separated (default 'framework=ddp framework.bucket_cap_mb=0.25': "
         "4 messages of 1.4 MB; e.g. 'framework=fsdp', 'framework=deepspeed framework.zero_stage=3')",
     )
+    p.add_argument(
+        "--loader",
+        default="loader=synthetic",
+        help="the loader's overrides, space-separated (default 'loader=synthetic'; e.g. 'loader=native "
+        "loader.num_workers=1': JPEGs decoded by one worker per rank)",
+    )
     args = p.parse_args()
     out = Path(args.out).resolve()
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"predict_cpu: --out {out} is not empty (never overwritten); give a new folder")
     hosts = [int(v) for v in args.hosts.split(",")]
     rates = [float(v) for v in args.rates_mbit.split(",")]
-    train = [*args.mode.split(), *TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]
+    loader = args.loader.split()
+    if "loader=synthetic" not in loader:  # a real loader reads JPEGs: written once, before the first run
+        from benchmarks.data.synth import synth_imagefolder
+
+        data = out / "data"
+        synth_imagefolder(
+            data, num_classes=10, images_per_class=64, width=256, height=192, quality=90, seed=0, progress=False
+        )
+        loader.append(f"data.path={data}")
+    train = [*args.mode.split(), *loader, *TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]
     for rate in rates:
         folder = out / "links" / f"{rate:g}mbit"
         for n in hosts:

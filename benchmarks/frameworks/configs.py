@@ -282,6 +282,15 @@ class DeepSpeedConfig(FrameworkConfig):
         both = buckets(half, cap_bytes=elements * 2) + buckets(full, cap_bytes=elements * 4)
         return sorted(both, key=lambda b: b.ready_fraction)
 
+    # DeepSpeed's stage3_param_persistence_threshold, which the adapter leaves at its default: at ZeRO-3 a
+    # parameter of at most this many elements is kept whole on every rank (gathered once, after each step)
+    # instead of being gathered before each forward and backward
+    ZERO3_PERSISTENCE_ELEMENTS: ClassVar[int] = 100_000
+
+    def zero3_persists(self, elements: int) -> bool:
+        """Whether ZeRO-3 keeps a parameter of this many elements whole (ZERO3_PERSISTENCE_ELEMENTS)."""
+        return self.zero_stage == 3 and elements <= self.ZERO3_PERSISTENCE_ELEMENTS
+
     def fp32_weights(self, *, amp: bool) -> bool:
         """Whether the engine keeps fp32 weights: no mixed precision, or autocast over fp32 weights
         (mixed_precision=engine holds bf16/fp16 weights)."""

@@ -165,6 +165,17 @@ def test_sharded_modes_send_what_they_send():
         ("reduce_scatter", 10, 0.3, None),
         ("reduce_scatter", 20, 1.0, None),
     ]
+    # ZeRO-3 with its modules: their partitioned parameters gathered per module, the gradients reduce-scattered in
+    # their buckets, the parameters it keeps whole gathered once after the step
+    modules = [P.Unit(gather_bytes=16, reduce_bytes=0, start=0.5, end=1.0)]
+    zero3 = P.messages({"name": "deepspeed", "zero_stage": 3}, buckets, units=modules, persistent_bytes=14)
+    assert [(m.op, m.bytes, m.in_forward, m.after_step) for m in zero3] == [
+        ("all_gather", 16, True, False),
+        ("all_gather", 16, False, False),
+        ("reduce_scatter", 10, False, False),
+        ("reduce_scatter", 20, False, False),
+        ("all_gather", 14, False, True),
+    ]
     # FSDP2: the root's parameters stay gathered from forward into backward
     units = [P.Unit(gather_bytes=5, reduce_bytes=10, start=0.0, end=0.6), P.Unit(gather_bytes=8, reduce_bytes=16,
              start=0.0, end=1.0, root=True)]  # fmt: skip
@@ -447,3 +458,58 @@ def test_the_loaders_figure_draws_each_loaders_study_rows_once_and_every_predict
         "predicted, native, 4 workers",
     ]
     assert len(error.patches) == 6  # a bar per prediction and GPU count
+
+
+def test_a_run_that_waited_for_its_loader_shows_the_loaders_pace_in_its_batches_arrivals():
+    # one rank, steps of 50 ms of which 30 ms wait for data: batches arrive every 50 ms; a gap (a warm-up or a
+    # profiled step left out) is no interval
+    steps = pd.DataFrame(
+        {
+            "rank": 0,
+            "step": [5, 6, 7, 9, 10],
+            "step_s": [0.05, 0.05, 0.06, 0.05, 0.05],
+            "data_s": [0.03, 0.03, 0.04, 0.03, 0.03],
+        }
+    )
+    assert P.arrival_intervals(steps) == pytest.approx((0.05, 0.06, 0.05))
+    assert P.loader_bound(steps)
+    assert not P.loader_bound(steps.assign(data_s=0.001))  # a handover, not a wait
+
+
+def test_a_loader_bound_calibration_run_gives_its_own_throughput_back():
+    """Calibrated from a run that waited for its loader, the prediction at the run's own size is the run."""
+    rng = np.random.default_rng(0)
+    data = 0.030 + 0.01 * rng.random(200)
+    steps = pd.DataFrame(
+        {
+            "rank": 0,
+            "step": range(200),
+            "warmup": False,
+            "data_s": data,
+            "fwd_s": 0.01,
+            "bwd_s": 0.02,
+            "opt_s": 0.002,
+            "step_s": data + 0.032,
+        }
+    )
+    fed = P.parts_from_steps(steps, per_gpu_batch=8, source="t", loader="native")
+    paced = fed.with_loader(
+        loader="native",
+        img_s=8 / steps["step_s"].mean(),
+        source="t",
+        intervals_s=P.arrival_intervals(steps),
+        makers=2,
+        queue=4,
+    )
+    assert P.step(paced, [], NET, 1)["step_s"] == pytest.approx(steps["step_s"].mean(), rel=0.02)
+
+
+def test_zero3_keeps_small_parameters_whole_as_deepspeed_does():
+    from benchmarks.frameworks.configs import DeepSpeedConfig
+
+    three = DeepSpeedConfig(zero_stage=3)
+    assert three.zero3_persists(100_000) and not three.zero3_persists(100_001)
+    assert not DeepSpeedConfig(zero_stage=2).zero3_persists(10)  # only ZeRO-3 partitions parameters
+    zero = pytest.importorskip("deepspeed.runtime.zero.config")
+    # the adapter leaves DeepSpeed's threshold at its default, which the model restates
+    assert zero.DeepSpeedZeroConfig().param_persistence_threshold == DeepSpeedConfig.ZERO3_PERSISTENCE_ELEMENTS
