@@ -14,7 +14,10 @@ A data-parallel step on n GPUs (weak scaling: the per-GPU batch stays) is modell
   slowest rank. With each rank's compute and data time per step varying independently (measured: their
   spreads in the calibration run), the slowest of n is late by e(n) times their joint standard
   deviation on average, e(n) being the expected maximum of n standard normal samples. A trace shows
-  that wait as collective time, and so does this breakdown;
+  that wait as collective time, and so does this breakdown. Where the loader's own pace is measured (the
+  seconds between its batches: loaderbench's, or a calibration run's that waited for it), data(n) and
+  sync(n) are simulated instead (simulate_steps): every rank's loader, its workers and queue, against
+  the others' at each step's first collective;
 - exposed(n): the gradient messages (benchmarks/gradients.py: sizes and when backward completes them)
   go out one after another as they become ready, each taking `Network.collective_s`; what runs past
   the end of backward is exposed. Messages a framework sends only after backward (DeepSpeed ZeRO-0)
@@ -593,7 +596,8 @@ def step(parts: Parts, plan: Sequence[Message], network: Network, world: int) ->
     """The modelled step on `world` GPUs: its phases in seconds. Every collective waits for the slowest rank,
     whose compute and data time vary independently (sync, counted as communication: a trace shows it as
     collective time). The rank waits for its loader where the loader needs longer for a batch than the rest
-    of the step takes: step = max(the rest + the handover, the loader's seconds per batch)."""
+    of the step takes: step = max(the rest + the handover, the loader's seconds per batch); where the
+    loader's intervals are measured, the data path and the wait are simulated (simulate_steps)."""
     during = [m for m in plan if not m.after_step]
     exposed_fwd, busy_fwd = _phase([m for m in during if m.in_forward], parts.fwd_s, network, world)
     exposed_bwd, busy_bwd = _phase([m for m in during if not m.in_forward], parts.bwd_s, network, world)
@@ -629,10 +633,9 @@ SIMULATED_STEPS = 400
 
 
 def simulate_steps(parts: Parts, comm_s: float, world: int, *, seed: int = 0) -> tuple[float, float, float]:
-    """(step, loader wait, sync) in seconds, means over every rank and SIMULATED_STEPS steps (whole rounds of the
-    makers) of `world` ranks
-    that each have a loader of their own, as measured alone (parts.loader_intervals_s, loader_makers,
-    loader_queue):
+    """(step, loader wait, sync) in seconds, means over every rank and SIMULATED_STEPS steps (whole rounds of
+    the makers) of `world` ranks that each have a loader of their own, as measured (parts.loader_intervals_s,
+    loader_makers, loader_queue):
 
     - a rank's loader has W makers (DataLoader workers, or one DALI pipeline) that make batches in turn, each
       taking a time drawn from the measured ones (Parts.maker_batch_s). A maker starts its next batch once its

@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis import predict as P
 from benchmarks.errors import ConfigError
-from benchmarks.loaders.configs import batch_makers, queue_depth
+from benchmarks.loaders.configs import batch_makers, queue_depth, worker_count
 
 # what a calibration run must share with the prediction: the compute it measured is for these alone
 SAME_CELL = ("model", "per_gpu_batch", "precision")
@@ -183,7 +183,7 @@ def _loader_from_run(parts: P.Parts, steps: pd.DataFrame, row: Any) -> P.Parts:
     if math.isinf(parts.loader_img_s) or measured.empty or not P.loader_bound(measured):
         return parts
     loader = {"name": row.get("loader"), **_nested(row.to_dict(), "loader")}
-    workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+    workers = worker_count(loader)
     intervals = P.arrival_intervals(measured)
     if not intervals:
         return parts
@@ -637,7 +637,7 @@ class LoaderBench:
     def loader(self, case: str, loader: dict[str, Any]) -> dict[str, Any]:
         """Parts.with_loader's arguments for this loader at its own worker (or thread) count: its img/s, the
         seconds between its batches, the batches it makes at once and prepares ahead."""
-        workers = int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+        workers = worker_count(loader)
         row = P.loader_capacity(self.measurements, case=case, workers=workers, source=self.path)
         intervals = row.get("batch_intervals_s")
         if not isinstance(intervals, list) or not intervals:

@@ -15,9 +15,10 @@ calibration runs just before the pair it calibrates (same folder name), since th
 
 --mode takes the overrides of a framework mode (default DDP in 0.25 MB buckets): calibration and held-out runs are
 of that mode, and commbench measures the collectives every mode sends (all_reduce, all_gather,
-reduce_scatter). --loader takes a loader's overrides (default the synthetic loader): a real one reads 640 JPEGs of
-256x192 that this script writes to OUT/data first; with one worker per rank the ranks wait for it, and the
-calibration runs, fed by it too, give the predictor the pace its batches arrived at. Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json,
+reduce_scatter). --loader takes a loader's overrides (default the synthetic loader): a real one reads 640
+JPEGs of --jpeg's size (500x375 by default, study A's) that this script writes to OUT/data first. With one
+worker per rank and large JPEGs (--jpeg 1000x750) the ranks wait for it, and the calibration runs, fed by
+it too, give the predictor the pace its batches arrived at. Layout: OUT/calibration/<rate>mbit/h<N>, OUT/links/<rate>mbit/commbench-h<N>.json,
 OUT/links/<rate>mbit/h<N>.
 Needs root (network namespaces) and tc; nothing that exists is overwritten.
 """
@@ -95,6 +96,11 @@ def main() -> int:
         help="the loader's overrides, space-separated (default 'loader=synthetic'; e.g. 'loader=native "
         "loader.num_workers=1': JPEGs decoded by one worker per rank)",
     )
+    p.add_argument(
+        "--jpeg",
+        default="500x375",
+        help="WIDTHxHEIGHT of the JPEGs a real loader reads (default 500x375, study A's size)",
+    )
     args = p.parse_args()
     out = Path(args.out).resolve()
     if out.exists() and any(out.iterdir()):
@@ -106,8 +112,9 @@ def main() -> int:
         from benchmarks.data.synth import synth_imagefolder
 
         data = out / "data"
+        width, height = (int(v) for v in args.jpeg.split("x"))
         synth_imagefolder(
-            data, num_classes=10, images_per_class=64, width=256, height=192, quality=90, seed=0, progress=False
+            data, num_classes=10, images_per_class=64, width=width, height=height, quality=90, seed=0, progress=False
         )
         loader.append(f"data.path={data}")
     train = [*args.mode.split(), *loader, *TRAIN, f"run.steps={args.steps}", f"run.warmup_steps={args.warmup}"]

@@ -55,6 +55,11 @@ def loader_cpus(cpus_per_rank: int) -> int:
     return max(1, int(cpus_per_rank) - 1)
 
 
+def worker_count(loader: Mapping[str, Any]) -> int:
+    """A loader's CPU workers or threads as set (num_workers, DALI's num_threads; 0 for the synthetic loader)."""
+    return int(loader.get("num_workers", loader.get("num_threads", 0)) or 0)
+
+
 def queue_depth(loader: Mapping[str, Any], *, workers: int) -> int:
     """Batches a loader prepares ahead: DataLoader workers x prefetch_factor (plus native_gpu's decoded
     batches), or DALI's prefetch_queue_depth. loader: the loader's settings (a config or a plain mapping)."""
