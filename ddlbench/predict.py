@@ -22,7 +22,8 @@ PREDICT_DESCRIPTION = """\
 OVERRIDES pick the configuration to predict (framework, loader, model, per-GPU batch, precision), as
 for `ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch,
 precision and loader (a 1-GPU run as a rule); anything they did not measure is refused, except a loader
-whose capacity --loader-capacity gives. The network comes from --commbench measurements where given,
+whose pace --loader-capacity gives (a --from run that waited for its own loader gives that loader's pace
+itself: its batches' arrivals). The network comes from --commbench measurements where given,
 else from the system profile's `network` block.
 """
 
@@ -56,8 +57,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--loader-capacity",
         metavar="FILE",
-        help="loaderbench.json ('ddlbench loaderbench --out DIR' on the machine predicted): the img/s one rank's "
-        "loader delivers, for a loader the --from run was not fed by",
+        help="loaderbench.json ('ddlbench loaderbench --out DIR' on the machine predicted, at the predicted batch and "
+        "image size): one rank's loader alone, its img/s and the seconds between its batches, from which each rank's "
+        "loader is simulated; for a loader the --from run was not fed by",
     )
     p.add_argument(
         "--reference",
