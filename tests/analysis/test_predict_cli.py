@@ -205,3 +205,23 @@ def test_the_reference_is_printed_beside_the_prediction_and_never_feeds_it(one_g
     assert json.loads((out / "cell.json").read_text())["fitted_to"] == ""
     alone_fit = cli(*args, "--fit-to-reference")
     assert alone_fit.returncode == 2 and "--fit-to-reference needs --reference STUDY" in alone_fit.stderr
+
+
+def test_each_held_out_run_takes_loaderbenchs_row_at_its_own_worker_count(cli):
+    """The H200 runs of docs/results: one synthetic-fed calibration, loaderbench at 4 and 11 native workers, and
+    native-fed runs at each count; each run is predicted with its own count's row (a simulated loader)."""
+    results = Path(__file__).resolve().parents[2] / "docs/results/2026-12-04-h200-loader-predict"
+    done = cli(
+        "predict", "system=h200", "system.cpus_per_rank=12", "precision=amp_bf16", "model=resnet", "model.depth=50",
+        "run.per_gpu_batch=64", "loader=native", "--gpus", "1", "--from", str(results / "calibration"),
+        "--loader-capacity", str(results / "loaderbench/loaderbench.json"), "--validate", str(results / "heldout"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    predicted = {line.split()[-1]: line.split()[3] for line in done.stdout.splitlines() if " native-" in line}
+    assert predicted == {
+        "native-r0": "2,218.5",
+        "native-r1": "2,218.5",
+        "native-w4-r0": "876.0",
+        "native-w4-r1": "876.0",
+    }
+    assert "skipped dali-r0: another model, batch, precision, loader or parameter sharding" in done.stdout
