@@ -190,7 +190,7 @@ def _loader_from_run(parts: P.Parts, steps: pd.DataFrame, row: Any) -> P.Parts:
     return parts.with_loader(
         loader=parts.loader,
         img_s=parts.per_gpu_batch / float(np.mean(intervals)),
-        source=f"{parts.source} (waited for its loader: its batches' arrivals)",
+        source=f"the arrivals of {parts.source}'s batches: it waited for its loader",
         intervals_s=intervals,
         makers=batch_makers(loader, workers=workers),
         queue=queue_depth(loader, workers=workers),
