@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from benchmarks.errors import ConfigError
 from benchmarks.launch.base import RankProgram, training
@@ -143,6 +146,31 @@ def setup_commands(topo: Topology, *, netem: bool = False) -> list[list[str]]:
     return cmds
 
 
+# `ip netns exec NAME` mounts what NETNS_ETC/NAME holds over /etc: each emulated host gets its own hosts file
+NETNS_ETC = Path("/etc/netns")
+
+
+def write_hosts_file(name: str, address: str) -> Path:
+    """The machine's /etc/hosts for namespace `name`, with the machine's hostname resolving to the namespace's
+    address, as a real host's name resolves to its own address. Horovod's Gloo binds to the address of the
+    hostname whatever HOROVOD_GLOO_IFACE says; with the shared /etc/hosts that is 127.0.0.1 in every namespace,
+    and the hosts cannot reach each other."""
+    hostname = socket.gethostname()
+    try:
+        lines = Path("/etc/hosts").read_text().splitlines()
+    except OSError:
+        lines = ["127.0.0.1 localhost"]
+    kept = [line for line in lines if hostname not in line.split("#", 1)[0].split()]
+    folder = NETNS_ETC / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hosts").write_text("\n".join([*kept, f"{address} {hostname}"]) + "\n")
+    return folder
+
+
+def remove_hosts_file(name: str) -> None:
+    shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
+
+
 def teardown_commands(namespaces: Sequence[str]) -> list[list[str]]:
     """Deleting a namespace deletes its veth ends, and with them their peers and the bridge."""
     return [["ip", "netns", "delete", ns] for ns in namespaces]
@@ -188,11 +216,14 @@ def list_namespaces(prefix: str = PREFIX) -> list[str]:
 
 
 def clean(prefix: str = PREFIX) -> list[str]:
-    """Delete every namespace whose name starts with prefix (what a killed session left); returns them."""
+    """Delete every namespace whose name starts with prefix (what a killed session left), and their hosts
+    files; returns the namespaces."""
     gone = []
     for ns in list_namespaces(prefix):
         if _run(["ip", "netns", "delete", ns]).returncode == 0:
             gone.append(ns)
+    for folder in NETNS_ETC.glob(f"{prefix}*"):
+        shutil.rmtree(folder, ignore_errors=True)
     return gone
 
 
@@ -275,6 +306,8 @@ class Emulation:
                 done = _run(argv)
                 if done.returncode:
                     raise RuntimeError(f"netns setup failed: {' '.join(argv)}: {done.stderr.strip()}")
+            for node in range(self.topology.num_nodes):
+                write_hosts_file(self.topology.node(node), self.topology.address(node))
         except BaseException:
             self.close()
             raise
@@ -283,6 +316,8 @@ class Emulation:
     def close(self) -> None:
         for argv in teardown_commands(list(reversed(self.created))):
             _run(argv)
+        for name in self.created:
+            remove_hosts_file(name)
         self.created.clear()
 
     def __exit__(self, *exc) -> None:

@@ -172,6 +172,8 @@ def test_netns_clean_deletes_leftovers(netns_hosts, ddlbench):
     emulation = netns.Emulation(num_nodes=1, link=netns.Link())
     topo = emulation.__enter__()  # a session killed before its teardown
     assert set(topo.namespaces) <= set(netns.list_namespaces())
+    assert (netns.NETNS_ETC / topo.node(0) / "hosts").is_file()  # the host's own name resolves to its address
     done = ddlbench("stash", "netns-clean")
     assert done.returncode == 0 and topo.hub in done.stdout
     assert not set(topo.namespaces) & set(netns.list_namespaces())
+    assert not (netns.NETNS_ETC / topo.node(0)).exists()

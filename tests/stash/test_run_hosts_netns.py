@@ -79,16 +79,10 @@ def _finish(proc: subprocess.Popen, timeout_s: float = 240) -> tuple[int, str]:
     return proc.returncode, out
 
 
-# Horovod 0.28.1's Gloo context connects to 127.0.0.1 between these namespace hosts: a bare `hvd.init()` and
-# allreduce under `horovodrun -H 10.77.0.1:1,10.77.0.2:1 --network-interfaces veth0 --gloo` fails the same way
-# (HOROVOD_GLOO_IFACE=veth0 reaches both ranks), after up to 160 s of Horovod's own retries: skipped, not run
-HOROVOD_IN_NAMESPACES = pytest.mark.skip(reason="Horovod's Gloo connects to loopback between namespace hosts")
-
-
 # a case's framework override brings its component's skip (tests/conftest.py OVERRIDE_NEEDS)
 @pytest.mark.parametrize(
     "framework",
-    ["framework=ddp", "framework=deepspeed", pytest.param("framework=horovod", marks=HOROVOD_IN_NAMESPACES)],
+    ["framework=ddp", "framework=deepspeed", "framework=horovod"],
 )
 def test_one_command_on_the_first_host_runs_every_rank(netns_hosts, rank_processes, tmp_path, framework):
     run_dir = tmp_path / "run"
