@@ -327,6 +327,12 @@ def spread(values: pd.Series, rows: pd.DataFrame) -> float:
     return float(values.std(ddof=1)) if len(values) > 1 else 0.0
 
 
+def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """A run's measured step rows: neither warm-up nor profiled (the trace window's steps run slower)."""
+    rows = steps[~steps["warmup"].astype(bool)]
+    return rows[~rows["profiled"].fillna(False).astype(bool)] if "profiled" in rows else rows
+
+
 def parts_from_steps(
     steps: pd.DataFrame, *, per_gpu_batch: int, source: str, sample_unit: str = "images", loader: str = ""
 ) -> Parts:
@@ -335,9 +341,7 @@ def parts_from_steps(
     measured data time back on the run's own size and less where the rest of the step grows (the loader
     works on while the rank computes and communicates). loader=synthetic has no capacity: its data time
     is the handover it measured, at every size."""
-    rows = steps[~steps["warmup"].astype(bool)]
-    if "profiled" in rows:
-        rows = rows[~rows["profiled"].fillna(False).astype(bool)]
+    rows = measured_steps(steps)
     if rows.empty:
         raise ConfigError(f"{source}: no measured step to calibrate from; pass a completed run (--from RUN_DIR)")
 

@@ -177,9 +177,7 @@ def _loader_from_run(parts: P.Parts, steps: pd.DataFrame, row: Any) -> P.Parts:
     """A calibration run that waited for its loader (P.loader_bound): the loader's pace as its batches arrived
     (P.arrival_intervals) with the run's own workers and queue, simulated as loaderbench's would be; any other
     run keeps the closed form (its loader's capacity: at least a batch per mean step)."""
-    measured = steps[~steps["warmup"].astype(bool)]
-    if "profiled" in measured:
-        measured = measured[~measured["profiled"].fillna(False).astype(bool)]
+    measured = P.measured_steps(steps)
     if math.isinf(parts.loader_img_s) or measured.empty or not P.loader_bound(measured):
         return parts
     loader = {"name": row.get("loader"), **_nested(row.to_dict(), "loader")}

@@ -71,9 +71,10 @@ def queue_depth(loader: Mapping[str, Any], *, workers: int) -> int:
 
 
 def batch_makers(loader: Mapping[str, Any], *, workers: int) -> int:
-    """Batches a loader makes at once: a DataLoader's workers each make whole batches, in turn; a DALI
-    pipeline makes one batch at a time (its threads share each batch)."""
-    return 1 if loader.get("name") == "dali" else max(1, workers)
+    """Batches a loader makes at once: its workers where each makes whole batches, in turn (a DataLoader's,
+    LoaderConfig.WORKERS_MAKE_BATCHES), else one (a DALI pipeline's threads share each batch)."""
+    option = CONFIGS.get(str(loader.get("name")))
+    return max(1, workers) if option is not None and option.WORKERS_MAKE_BATCHES else 1
 
 
 # the OmegaConf resolver benchmarks/schema.py registers, and the default of every loader's worker count
@@ -88,6 +89,8 @@ class LoaderConfig(AdapterConfig):
     GROUP: ClassVar[str] = "loader"
     # the tasks whose batches it yields (benchmarks/tasks/): images and class labels, unless said
     TASKS: ClassVar[tuple[TaskKind, ...]] = (TaskKind.classification,)
+    # each CPU worker makes whole batches, the workers in turn (a DataLoader's); False: one batch at a time
+    WORKERS_MAKE_BATCHES: ClassVar[bool] = False
     _target_: str = MISSING
     name: str = MISSING
     needs_data: bool = True
@@ -124,6 +127,8 @@ class SyntheticLoaderConfig(LoaderConfig):
 @dataclass
 class NativeLoaderConfig(LoaderConfig):
     """torchvision ImageFolder + DataLoader."""
+
+    WORKERS_MAKE_BATCHES: ClassVar[bool] = True
 
     _target_: str = "benchmarks.loaders.native.NativeLoader"
     name: str = "native"

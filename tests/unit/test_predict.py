@@ -513,3 +513,15 @@ def test_zero3_keeps_small_parameters_whole_as_deepspeed_does():
     zero = pytest.importorskip("deepspeed.runtime.zero.config")
     # the adapter leaves DeepSpeed's threshold at its default, which the model restates
     assert zero.DeepSpeedZeroConfig().param_persistence_threshold == DeepSpeedConfig.ZERO3_PERSISTENCE_ELEMENTS
+
+
+def test_a_dataloaders_workers_make_batches_in_turn_and_a_dali_pipeline_one_at_a_time():
+    from benchmarks.loaders.configs import batch_makers
+
+    assert [batch_makers({"name": n}, workers=11) for n in ("native", "native_gpu", "dali", "synthetic")] == [
+        11,
+        11,
+        1,
+        1,
+    ]
+    assert batch_makers({"name": "native"}, workers=0) == 1  # loading in the training process: one at a time
