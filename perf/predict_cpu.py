@@ -112,7 +112,10 @@ def main() -> int:
         from benchmarks.data.synth import synth_imagefolder
 
         data = out / "data"
-        width, height = (int(v) for v in args.jpeg.split("x"))
+        try:
+            width, height = (int(v) for v in args.jpeg.split("x"))
+        except ValueError:
+            raise SystemExit(f"predict_cpu: --jpeg {args.jpeg!r} is not WIDTHxHEIGHT; e.g. --jpeg 1000x750") from None
         synth_imagefolder(
             data, num_classes=10, images_per_class=64, width=width, height=height, quality=90, seed=0, progress=False
         )
