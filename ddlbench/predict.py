@@ -1,5 +1,5 @@
 """`ddlbench predict`: throughput, efficiency and the time breakdown at any GPU count. The command's work
-(calibration, validation, tables) is analysis/predict_cli.py; the model is analysis/predict.py.
+(calibration, validation, tables) is analysis/predict/command.py; the model is the rest of analysis/predict/.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import argparse
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from analysis import predict_cli
+    from analysis.predict import command
 
-    return predict_cli.cmd_predict(args)
+    return command.cmd_predict(args)
 
 
 PREDICT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"

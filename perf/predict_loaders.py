@@ -59,7 +59,7 @@ def main() -> int:
             sys.exit(done.stderr.strip())
         compared[label] = pd.read_csv(folder / "reference.csv")
 
-    from analysis.predict_figures import loaders_vs_reference
+    from analysis.predict.figures import loaders_vs_reference
 
     loader_of = {label: loader[0].split("=", 1)[1] for label, loader in SETTINGS.items()}
     loaders_vs_reference(compared, loader_of).savefig(out / "loaders_vs_reference.png", dpi=150)

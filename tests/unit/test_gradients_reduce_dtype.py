@@ -41,7 +41,7 @@ def test_everything_else_reduces_fp32(framework, amp_dtype):
 
 
 def test_resnet50_under_amp_sends_about_half_and_all_gathers_fp32_parameters():
-    from analysis import predict as P
+    from analysis.predict import model as M
 
     layout = G.layout({"arch": "resnet", "depth": 50, "num_classes": 1000, "batch_norm": True}, image_size=224)
     fp32 = sum(g.bytes for g in layout.gradients)
@@ -50,5 +50,5 @@ def test_resnet50_under_amp_sends_about_half_and_all_gathers_fp32_parameters():
     norm = sum(g.bytes for g in layout.gradients if not g.lower_precision_safe)  # BatchNorm's: fp32 still
     assert 0 < norm < 0.01 * fp32
     assert sum(b.bytes for b in half) == (fp32 - norm) // 2 + norm
-    plan = P.messages(framework, half, param_bytes=fp32)
+    plan = M.messages(framework, half, param_bytes=fp32)
     assert plan[-1].op == "all_gather" and plan[-1].bytes == fp32  # the parameters stay fp32 under autocast

@@ -1,5 +1,5 @@
 """`ddlbench predict`'s figures: the predicted breakdown, the prediction beside a study's table, and
-against held-out measured runs (the model: analysis/predict.py).
+against held-out measured runs (the model: analysis/predict/model.py).
 """
 
 from __future__ import annotations
