@@ -153,7 +153,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit the missing and failed cells: one job each, at most --max-jobs of this campaign queued at
     once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
-    cfg, cells = plan(args.overrides, check_data_set=True)
+    cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):
         return 2
     rows = submit.cell_states(cfg, cells, strict=not args.dry_run)
@@ -187,7 +187,7 @@ def cmd_run_here(args: argparse.Namespace) -> int:
     each through `ddlbench run`."""
     from ddlbench.run import cmd_run
 
-    cfg, cells = plan(args.overrides, check_data_set=True)
+    cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):
         return 2
     rows = submit.cell_states(cfg, cells)

@@ -54,10 +54,11 @@ def job_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("campaign.")]
 
 
-def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object, list[Cell]]:
-    """The composed base config and every cell of its campaign grid (impossible ones carry `problem`).
-    check_data_set: also whether the data set feeds one step of each cell's GPUs (validate.check_data);
-    `campaign submit` asks, on the submit host; `plan` and `status` may run where the data is not."""
+def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
+    """The composed base config and every cell of its campaign grid (impossible ones carry `problem`): what
+    each cell's job would refuse before it starts (validate), its layout on the system's nodes, and whether the
+    data set feeds one step of its GPUs (validate.check_data). `campaign plan`, `status`, `submit` and `run`
+    all plan here, so they agree on which cells are impossible and why."""
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
@@ -101,7 +102,7 @@ def plan(overrides: list[str], *, check_data_set: bool = False) -> tuple[object,
                     f"framework={cell_cfg.framework.name} drives one node's GPUs from one process; "
                     f"{num_gpus} GPUs need {nodes} nodes"
                 )
-            if check_data_set and problem is None and size_problem is None:
+            if problem is None and size_problem is None:
                 try:  # the data set holds one step of this many GPUs (counted once per size: validate.py)
                     check_data(cell_cfg, world_size=int(num_gpus))
                 except ConfigError as error:

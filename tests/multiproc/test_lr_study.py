@@ -73,4 +73,5 @@ def test_the_juwels_lr_study_plans(tmp_path, cli):
     env = {"DDLBENCH_IMAGENET": str(tmp_path), "DDLBENCH_IMAGENET_VAL": str(tmp_path)}
     plan = cli("campaign", "plan", "experiment=aach2023_lr", "system=juwels_booster", env=env)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert "27 cells: 27 planned" in plan.stdout
+    # the empty folder feeds no step: each cell says so, as `campaign submit` would (issue 49)
+    assert "27 cells: 27 impossible" in plan.stdout and f"data.path={tmp_path} holds no images" in plan.stdout

@@ -4,6 +4,8 @@ a required account, a prelude and exclusive nodes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchmarks.errors import ConfigError
@@ -25,18 +27,55 @@ def imagenet(monkeypatch, tmp_path):
     return tmp_path
 
 
+def data_sets(folder, *, samples: int) -> dict[str, str]:
+    """aach2023_scaling's two data sets, `samples` images each (JPEGs; the same as TFRecord shards): its
+    DDLBENCH_IMAGENET* variables."""
+    from benchmarks.data.synth import synth_imagefolder
+    from benchmarks.data.tfrecord import synth_tfrecords
+
+    size = dict(num_classes=1, images_per_class=samples, width=8, height=8, quality=50, seed=0, progress=False)
+    synth_imagefolder(folder / "jpegs", **size)
+    synth_tfrecords(folder / "tfrecord", **size, num_shards=1)
+    return {"DDLBENCH_IMAGENET": str(folder / "jpegs"), "DDLBENCH_IMAGENET_TFRECORD": str(folder / "tfrecord")}
+
+
 def test_plan_status_and_a_dry_run_work_without_slurm(no_slurm, imagenet, capsys):
+    """Without Slurm, all three answer from the run directories and the data set; the data sets here are
+    empty, so every cell is impossible in each (issue 49: plan listed 486 planned where submit refused them)."""
     assert main(["campaign", "plan", *JUWELS]) == 0
     out = capsys.readouterr().out
-    assert "486 cells: 486 planned; at most 13,797.0 node-hours, 55,188.0 GPU-hours for 486 job(s)" in out
+    assert "486 cells: 486 impossible; at most 0.0 node-hours, 0.0 GPU-hours for 0 job(s)" in out
     assert main(["campaign", "status", *JUWELS]) == 0
     captured = capsys.readouterr()
-    assert "486 cells: 486 missing" in captured.out and "Slurm is not installed here" in captured.err
-    # the data set is checked on the submit host: this one is empty, so every cell is refused, each reason
-    # on one line with the number of cells it stops
+    assert "486 cells: 486 impossible" in captured.out and "Slurm is not installed here" in captured.err
+    # each reason on one line with the number of cells it stops
     assert main(["campaign", "submit", *JUWELS, "system.account=p", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "every one of the 486 cells" in err and "[ddlbench] 243 cell(s) impossible: data.path=" in err, err
+
+
+def test_plan_and_a_dry_run_submit_find_the_same_cells_impossible(cli, no_slurm, imagenet):
+    """Issue 49: `plan` checks what `submit` checks (launchers/campaign.py plan, one function): 8 images feed
+    one step of 4 and 8 ranks at batch 1, not of 16 or 32, in both commands, cell for cell and reason for reason."""
+    env = data_sets(imagenet, samples=8)
+    grid = [*JUWELS, "campaign.gpus=[4,8,16,32]", "campaign.axes.framework=[ddp]", "run.per_gpu_batch=1"]
+    plan = cli("campaign", "plan", *grid, "--dry-run", env=env)
+    submit_ = cli("campaign", "submit", *grid, "system.account=p", "--dry-run", env=env)
+    assert plan.returncode == 0 and submit_.returncode == 0, (plan.stderr, submit_.stderr)
+
+    def impossible(stderr: str) -> list[str]:
+        return sorted(line for line in stderr.splitlines() if " impossible: " in line)
+
+    def jobs(stdout: str) -> list[str]:  # each sbatch line's job name: the cell
+        return sorted(re.findall(r"--job-name=(\S+)", stdout))
+
+    assert impossible(plan.stderr) == impossible(submit_.stderr)
+    assert len(impossible(plan.stderr)) == 4  # 2 loaders x 2 sizes
+    assert "holds 8 samples, but one step of 16 rank(s)" in plan.stderr
+    assert jobs(plan.stdout) == jobs(submit_.stdout) and len(jobs(plan.stdout)) == 2 * 3 * 2 * 3
+    table = cli("campaign", "plan", *grid, env=env)
+    assert "72 cells: 36 impossible, 36 planned" in table.stdout, table.stdout[-500:]
+    assert "would submit 36, 0 already queued, 0 completed, 36 impossible" in submit_.stdout
 
 
 def test_the_readmes_plan_plans_without_the_data_sets(cli, monkeypatch):
@@ -113,8 +152,10 @@ def test_a_slurm_that_does_not_answer_leaves_status_and_dry_runs_to_the_run_dire
         submit.cell_states(*plan(grid))
 
 
-def test_identical_reasons_are_one_line_with_a_count(imagenet, capsys):
-    assert main(["campaign", "plan", *JUWELS, "system.max_nodes=2"]) == 0
+def test_identical_reasons_are_one_line_with_a_count(imagenet, monkeypatch, capsys):
+    for variable, folder in data_sets(imagenet, samples=8).items():  # a step of 8 ranks at batch 1
+        monkeypatch.setenv(variable, folder)
+    assert main(["campaign", "plan", *JUWELS, "system.max_nodes=2", "run.per_gpu_batch=1"]) == 0
     out = capsys.readouterr().out
     reason = "needs 4 nodes but system.max_nodes=2"
     assert out.count(reason) == 1 and "... 51 more" in out, out[-3000:]  # 54 cells need 4 nodes (16 GPUs)

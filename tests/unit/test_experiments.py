@@ -66,12 +66,16 @@ def test_the_notes_are_written_with_the_run_but_are_no_part_of_its_identity(comp
 
 
 def test_aach2023_dali_cells_read_tfrecord_and_native_cells_the_jpegs(compose, monkeypatch, tmp_path):
+    from benchmarks.data.synth import synth_imagefolder
+    from benchmarks.data.tfrecord import synth_tfrecords
+
     jpegs, tfrecord = tmp_path / "train", tmp_path / "train_tfrecord"
-    jpegs.mkdir()
-    tfrecord.mkdir()
+    size = dict(num_classes=1, images_per_class=4, width=8, height=8, quality=50, seed=0, progress=False)
+    synth_imagefolder(jpegs, **size)  # a step of 4 GPUs at batch 1: the plan checks the data set too
+    synth_tfrecords(tfrecord, **size, num_shards=1)
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(jpegs))
     monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tfrecord))
-    _, cells = campaign.plan([*JUWELS, "campaign.gpus=[4]", "campaign.axes.framework=[ddp]"])
+    _, cells = campaign.plan([*JUWELS, "campaign.gpus=[4]", "campaign.axes.framework=[ddp]", "run.per_gpu_batch=1"])
     assert len(cells) == 2 * 3 * 3 and not [c.problem for c in cells if c.problem]  # loaders x depths x repeats
     seen = {}
     for cell in cells:
@@ -84,9 +88,14 @@ def test_aach2023_dali_cells_read_tfrecord_and_native_cells_the_jpegs(compose, m
 
 
 def test_aach2023_dali_without_its_tfrecord_set_is_impossible(monkeypatch, tmp_path):
+    from benchmarks.data.synth import synth_imagefolder
+
+    synth_imagefolder(
+        tmp_path, num_classes=1, images_per_class=4, width=8, height=8, quality=50, seed=0, progress=False
+    )
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
     monkeypatch.delenv("DDLBENCH_IMAGENET_TFRECORD", raising=False)
-    _, cells = campaign.plan([*JUWELS, "campaign.gpus=[4]", "campaign.axes.framework=[ddp]"])
+    _, cells = campaign.plan([*JUWELS, "campaign.gpus=[4]", "campaign.axes.framework=[ddp]", "run.per_gpu_batch=1"])
     assert {c.problem is None for c in cells if "-native-" in c.name} == {True}
     assert {
         "loader=dali reads data but data.path is not set" in (c.problem or "") for c in cells if "-dali-" in c.name

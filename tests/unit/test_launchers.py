@@ -271,11 +271,19 @@ def test_a_cause_every_cell_shares_is_one_reason(monkeypatch):
 
 
 def test_a_single_process_framework_is_planned_on_one_node_only(monkeypatch, tmp_path):
-    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
-    monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tmp_path))
+    from benchmarks.data.synth import synth_imagefolder
+    from benchmarks.data.tfrecord import synth_tfrecords
+
+    # a step of 4 GPUs at batch 1 in both data sets: the plan checks them too
+    size = dict(num_classes=1, images_per_class=4, width=8, height=8, quality=50, seed=0, progress=False)
+    synth_imagefolder(tmp_path / "jpegs", **size)
+    synth_tfrecords(tmp_path / "tfrecord", **size, num_shards=1)
+    monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path / "jpegs"))
+    monkeypatch.setenv("DDLBENCH_IMAGENET_TFRECORD", str(tmp_path / "tfrecord"))
     _, cells = campaign.plan(
-        ["experiment=aach2023_scaling", "system=juwels_booster", "campaign.axes.framework=[dp]", "campaign.gpus=[4,8]"]
-    )
+        ["experiment=aach2023_scaling", "system=juwels_booster", "campaign.axes.framework=[dp]", "campaign.gpus=[4,8]",
+         "run.per_gpu_batch=1"]
+    )  # fmt: skip
     assert {c.problem for c in cells if c.num_gpus == 4} == {None}
     assert {c.problem for c in cells if c.num_gpus == 8} == {
         "framework=dp drives one node's GPUs from one process; 8 GPUs need 2 nodes"
