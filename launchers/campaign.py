@@ -8,6 +8,7 @@ launchers/scheduler.py (what Slurm says), ddlbench/campaign.py (the commands).
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,18 +67,14 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
 
     if not any(o.startswith("experiment=") for o in overrides):
         raise ConfigError(f"campaign needs experiment=<name>; choose one of: {', '.join(options('experiment'))}")
-    cfg = compose(overrides)
+    grid = [o for o in overrides if _grid_key(o)]
+    cfg = compose([o for o in overrides if not _grid_key(o)])
     experiment = next(o.split("=", 1)[1] for o in overrides if o.startswith("experiment="))
-    if cfg.campaign is None:
-        raise ConfigError(
-            f"experiment={experiment} has no campaign: section; add one (see conf/experiment/slurm_smoke.yaml) "
-            "or pick an experiment that has one"
-        )
+    cfg.campaign = camp = campaign_of(cfg.campaign, grid, experiment=experiment)
     if cfg.run.dir:
         raise ConfigError(
             f"run.dir={cfg.run.dir} cannot be set for a campaign: every cell needs its own directory; drop it"
         )
-    camp = cfg.campaign
     if camp.repeats < 1:
         raise ConfigError(f"campaign.repeats={camp.repeats} must be >= 1")
     axes = [(key, [str(v) for v in values]) for key, values in camp.axes.items()]
@@ -125,6 +122,88 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
                 )
     check_distinct(cells)
     return cfg, cells
+
+
+# how the grid's axes are written on the command line, for every error about them
+AXES_FORMS = (
+    "write one axis as campaign.axes.KEY=[a,b] (e.g. campaign.axes.optim.schedule.name=[step,cosine]) or "
+    "several as campaign.axes='{KEY: [a, b], KEY2: [c]}'"
+)
+
+
+def _grid_key(override: str) -> bool:
+    """An override of the grid itself (campaign.gpus, campaign.repeats, campaign.axes...): the planner's, not
+    Hydra's (an axis key holds dots, which Hydra would read as nesting; an experiment without a campaign:
+    section has no node to set them in)."""
+    return override.lstrip("+").startswith("campaign.")
+
+
+def campaign_of(section, grid: list[str], *, experiment: str):
+    """The experiment's campaign: section (None: it has none) with the grid's overrides applied: campaign.gpus
+    and campaign.repeats replace the experiment's; campaign.axes.KEY=[a,b] adds the axis KEY or replaces its
+    values, for any key, dotted or not (model.depth, optim.schedule.name, a config group, experiment/x@_global_);
+    campaign.axes='{KEY: [a, b], ...}' does so for each KEY (a merge, as Hydra merges a dict). An axis of one
+    value fixes that setting for every cell."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from benchmarks.errors import ConfigError
+    from benchmarks.schema import CampaignConfig
+
+    camp = OmegaConf.structured(CampaignConfig) if section is None else copy.deepcopy(section)
+    OmegaConf.set_struct(camp, False)  # an axis may be new to the experiment
+    parser = OverridesParser.create()
+    for override in grid:
+        key, equals, text = override.lstrip("+").partition("=")
+        if not equals:
+            raise ConfigError(f"override {override!r} is not key=value; {AXES_FORMS}")
+        try:
+            parsed = parser.parse_override(f"value={text}")
+        except Exception:  # Hydra's grammar errors: many types, all bad input here
+            raise ConfigError(f"override {override!r} cannot be read; {AXES_FORMS}") from None
+        value = list(parsed.sweep_string_iterator()) if parsed.is_sweep_override() else parsed.value()
+        if key == "campaign.axes":
+            if not isinstance(value, dict):
+                raise ConfigError(f"override {override!r}: campaign.axes is a dict of axes; {AXES_FORMS}")
+            axes = {str(k): (v, f"{key}={{{k}: ...}}") for k, v in value.items()}
+        elif key.startswith("campaign.axes."):
+            axes = {key.removeprefix("campaign.axes."): (value, override)}
+        elif key in ("campaign.gpus", "campaign.repeats"):
+            try:
+                setattr(camp, key.removeprefix("campaign."), value)
+            except OmegaConfBaseException:
+                kind = "a list of world sizes, e.g. campaign.gpus=[1,2,4]" if key == "campaign.gpus" else "a count"
+                raise ConfigError(f"{key}={text} must be {kind}") from None
+            continue
+        else:
+            raise ConfigError(
+                f"{key} is not a campaign key; set campaign.gpus=[...], campaign.repeats=N or the axes: {AXES_FORMS}"
+            )
+        for axis, (values, said) in axes.items():
+            camp.axes[axis] = _axis_values(axis, values, said)
+    if OmegaConf.is_missing(camp, "gpus"):
+        raise ConfigError(
+            f"experiment={experiment} has no campaign: section; pass its world sizes with the axes "
+            "(campaign.gpus=[1,2] campaign.axes.loader=[synthetic,native]), add a campaign: section (see "
+            "conf/experiment/slurm_smoke.yaml) or pick an experiment that has one"
+        )
+    return camp
+
+
+def _axis_values(axis: str, values, said: str) -> list:
+    """An axis' values as the grid takes them: a list of one value or more (a single value is a list of one),
+    each a value an override can carry."""
+    from benchmarks.errors import ConfigError
+
+    if not axis or axis.startswith(".") or axis.endswith("."):
+        raise ConfigError(f"override {said!r} names no config key; {AXES_FORMS}")
+    values = values if isinstance(values, list) else [values]
+    if not values:
+        raise ConfigError(f"override {said!r} gives campaign.axes.{axis} no value; give one or more: {AXES_FORMS}")
+    if any(isinstance(v, dict) for v in values):
+        raise ConfigError(f"override {said!r}: an axis value is one setting, not a dict; {AXES_FORMS}")
+    return values
 
 
 def _cell_config(base: list[str], choices: tuple[tuple[str, str], ...]):
