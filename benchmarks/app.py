@@ -16,7 +16,7 @@ import psutil
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import affinity, components, distenv, mllog, rundir, runlog, telemetry
+from benchmarks import affinity, components, distenv, mllog, rundir, runlog, telemetry, watchdog
 from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
 from benchmarks.evaluate import Validation
@@ -245,8 +245,11 @@ class _Opened:
     profiler: object | None = None
     sampler: object | None = None
     events: MlLog | None = None
+    watchdog: watchdog.Watchdog | None = None
 
     def close(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
         if self.profiler is not None:
             self.profiler.stop()
         if self.sampler is not None:
@@ -429,6 +432,9 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
     started_s: when the run began (time.time()), for its runtime; None: when this process started."""
     env, cpus, asked_classes, run_dir = _place(cfg)
     device = _device(cfg, env)
+    hang_limits = watchdog.limits_of(cfg.run.hang_timeout_s, device_type=device.type)
+    if device.type == "cuda":
+        watchdog.set_up_flight_recorder(run_dir)  # before NCCL's process group starts: it reads them then
     framework = components.build_framework(cfg)
     loader_option = components.build_loader(cfg)
     task = components.build_task(cfg)
@@ -442,6 +448,8 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
         opened.log = runlog.RankLog(run_dir, env.rank)
+        if hang_limits is not None:
+            opened.watchdog = watchdog.Watchdog(run_dir, rank=env.rank, limits=hang_limits).start()
         loader, val_loader = _loaders(cfg, loader_option, env=env, device=device, task=task)
         global_batch = cfg.run.per_gpu_batch * env.num_devices
         model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
@@ -508,8 +516,9 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 amp_dtype=amp_dtype,
                 steps_per_epoch=steps_per_epoch,
             ),
-            evaluation=validation,
+            evaluation=validation if opened.watchdog is None else opened.watchdog.around(validation),
             events=opened.events,
+            watchdog=opened.watchdog,
             optimizer=optimizer,
             lr_schedule=LrSchedule(
                 cfg.optim,
@@ -518,6 +527,8 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 steps_per_epoch=steps_per_epoch,
             ),
         )
+        if opened.watchdog is not None:
+            opened.watchdog.enter("conclude")
         _conclude(
             cfg,
             run_dir,

@@ -28,6 +28,7 @@ from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
 from benchmarks.tasks.base import Task
 from benchmarks.timing import make_step_timer, synchronize
+from benchmarks.watchdog import Watchdog
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +211,7 @@ def train(
     lr_schedule: LrSchedule | None = None,
     evaluation: Evaluation | None = None,
     events: MlLog | None = None,
+    watchdog: Watchdog | None = None,
 ) -> LoopResult:
     """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
     with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation runs
@@ -219,6 +221,8 @@ def train(
     its samples (benchmarks/tasks/)."""
     losses = LossReader(device)
     timer = make_step_timer(device)
+    if watchdog is not None:  # told each step's phases as the timer marks them (run.hang_timeout_s)
+        timer = watchdog.watch(timer)
     autocast = (
         (lambda: torch.autocast(device_type=device.type, dtype=plan.amp_dtype))
         if plan.amp_dtype is not None

@@ -18,6 +18,7 @@ analysis groups runs with it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -55,6 +56,7 @@ NOT_IDENTITY = (
     "system.network",  # a description of the machine for `ddlbench predict`, not a setting of the run
     "system.hosts",  # which machines ran it: the run key holds how many (num_nodes), as under Slurm
     "system.hostfile",
+    "run.hang_timeout_s",  # when a stuck run is stopped: not what it measures
 )
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")
@@ -111,7 +113,23 @@ END_FIELDS: dict[str, str] = {
 # summary.json's memory fields: the largest peak over the ranks, and each rank's (lists in rank order)
 MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes")
 MEMORY_BY_RANK_FIELDS = tuple(f"{name}_by_rank" for name in MEMORY_FIELDS)
-STATES = ("completed", "failed", "interrupted", "incomplete", "missing")
+STATES = ("completed", "failed", "interrupted", "hung", "incomplete", "missing")
+# the states of a run that ended without completing and said why in its summary: a retry of its cell moves it
+# into <campaign>/attic/ (move_aside) and runs the cell again
+RETRIED_STATES = frozenset({"failed", "interrupted", "hung"})
+# progress_rank<R>.json (benchmarks/watchdog.py): the rank's step and phase, rewritten in place every few
+# seconds while it runs; stacks_rank<R>.txt: its Python stacks, dumped when the run hung (read by people)
+PROGRESS_FIELDS: dict[str, str] = {
+    "rank": "int64",
+    "host": "str",
+    "pid": "int64",
+    "step": "int64",  # the step the rank is in (0-based; the steps before it are done)
+    "phase": "str",  # benchmarks/watchdog.py PHASES
+    "beat": "float64",  # when the rank last wrote the file (time.time())
+    "since": "float64",  # when it entered this step and phase (time.time())
+    "limit_s": "float64",  # the hang limit in force then
+    "hung": "bool",  # the rank saw no progress within limit_s
+}
 
 
 # --- identity ----------------------------------------------------------------------------------
@@ -272,14 +290,14 @@ def read_summary(path: Path) -> dict | None:
 
 
 def state(path: Path | None) -> str:
-    """completed | failed | interrupted | incomplete (a run without a readable summary) | missing."""
+    """completed | failed | interrupted | hung | incomplete (a run without a readable summary) | missing."""
     if path is None or not holds_a_run(path):
         return "missing"
     summary = read_summary(path)
     if summary is None:
         return "incomplete" if not (path / SUMMARY).exists() else "failed"
     status = summary.get("status")
-    return status if status in ("completed", "interrupted") else "failed"
+    return status if status in ("completed", "interrupted", "hung") else "failed"
 
 
 # summary.json: every field the summaries below write but schema_version and cell_hash (read on their own),
@@ -461,6 +479,44 @@ def ran_out_of_memory(path: Path) -> bool:
     return any((end := read_end_record(path, rank)) is not None and end.get("out_of_memory") is True for rank in ranks)
 
 
+def progress_path(run_dir: Path, rank: int) -> Path:
+    """progress_rank<R>.json: rank R's step and phase while it runs (PROGRESS_FIELDS)."""
+    return Path(run_dir) / f"progress_rank{rank}.json"
+
+
+def stacks_path(run_dir: Path, rank: int) -> Path:
+    """stacks_rank<R>.txt: rank R's Python stacks, dumped when the run hung."""
+    return Path(run_dir) / f"stacks_rank{rank}.txt"
+
+
+def read_progress(run_dir: Path) -> dict[int, dict]:
+    """{rank: its progress record} of the ranks that wrote one (a torn or unreadable file is left out)."""
+    out = {}
+    for path in Path(run_dir).glob("progress_rank*.json"):
+        if (m := re.fullmatch(r"progress_rank(\d+)\.json", path.name)) is None:
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(record, dict):
+            out[int(m.group(1))] = record
+    return dict(sorted(out.items()))
+
+
+def hung_summary(error: str, *, ranks: Mapping[str, Any], **extra: Any) -> dict:
+    """A run stopped because a rank's step did not advance within run.hang_timeout_s: `ranks` says where each
+    rank was ({rank: {step, phase, host, ...}}); not a failure of the configuration, retried as one."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "hung",
+        "finished": now_iso(),
+        "error": error,
+        "hung_ranks": dict(ranks),
+        **extra,
+    }
+
+
 def interrupted_summary(signal_name: str, **extra: Any) -> dict:
     """A run stopped on purpose (Ctrl-C, scancel): not a failure of the configuration."""
     return {
@@ -533,12 +589,59 @@ def throughput_of_run(path: Path, *, world_size: int, num_processes: int | None 
     return throughput({r: read_step_records(path / f"rank{r}.jsonl") for r in range(processes)}, world_size=world_size)
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write to a temporary file in the same directory, then rename: readers never see half a file."""
+# <run dir>/.reserve: space taken before the run starts (reserve_space) and given back for its summary.json
+# when the disk filled up meanwhile, so that a run that died of a full disk still says so
+RESERVE = ".reserve"
+RESERVE_BYTES = 256 * 1024
+
+
+def reserve_space(run_dir: Path, nbytes: int = RESERVE_BYTES) -> None:
+    """Make the run directory and RESERVE in it, nbytes of real blocks (zeros written, not a sparse file);
+    OSError when the disk has no room for them (the run should not start)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RESERVE
+    try:
+        with open(path, "wb") as f:
+            f.write(bytes(nbytes))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def release_reserve(run_dir: Path) -> bool:
+    """Give RESERVE's space back; whether there was one."""
+    try:
+        (run_dir / RESERVE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _write_then_rename(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written temporary behind
+        raise
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write to a temporary file in the same directory, then rename: readers never see half a file. A
+    summary.json that meets a full disk gets the run's reserved space (reserve_space) and is tried once more;
+    once a summary is written, the reserve is given back."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    try:
+        _write_then_rename(path, text)
+    except OSError as error:
+        if path.name != SUMMARY or error.errno != errno.ENOSPC or not release_reserve(path.parent):
+            raise
+        _write_then_rename(path, text)
+    if path.name == SUMMARY:
+        release_reserve(path.parent)

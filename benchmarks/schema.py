@@ -143,6 +143,11 @@ class RunConfig:
     # stop at the first evaluation whose top-1 (a fraction) reaches it, once the warm-up steps are done;
     # summary.json records time_to_target_s, samples_to_target, steps_to_target (rundir.TARGET_FIELDS)
     target_top1: float | None = None
+    # a rank whose step does not advance for this many seconds stops the run as `hung`, every rank's stacks in
+    # its directory (benchmarks/watchdog.py); null: derived (HANG_FACTOR x the median step, at least
+    # HANG_FLOOR_S: 300 s on a GPU, 60 s on a CPU; before the first steps and in an evaluation, HANG_START_S:
+    # 1200 s / 300 s); 0: never
+    hang_timeout_s: float | None = None
     # set by `ddlbench stash run` (gpu1, node, nodes, warm, cold): the run is one of a Stash study's paired
     # runs, which the report pairs into stalls; not a setting of the run (rundir.NOT_IDENTITY)
     stash_role: str | None = None

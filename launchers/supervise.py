@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import runpy
 import signal
 import subprocess
@@ -27,14 +28,28 @@ import threading
 import time
 import traceback
 import warnings
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks import rundir
+from benchmarks import rundir, watchdog
+from benchmarks.errors import ConfigError
 from benchmarks.freshstart import as_fresh_interpreter
 
 INTERRUPT_LOG = "interrupt.log"
 INTERRUPTED_EXIT = 130
+# the launcher's and ranks' output from the first traceback on (or from a hang): kept here, not shown; only
+# ddlbench's own "[ddlbench] " lines still pass, and one line says what failed where
+FAULT_LOG = "fault.log"
+# a line that opens a traceback: Python's, Hydra's note before it, torch elastic's record of a failed rank
+TRACEBACK_START = re.compile(
+    rb"Traceback \(most recent call last\):|Error executing job with overrides|\] failed \(exitcode: "
+)
+OWN_LINE = b"[ddlbench] "
+KEPT_LINES = 2000  # what the fault log keeps in memory when it cannot be written (a full disk)
+HUNG_EXIT = watchdog.HUNG_EXIT
+# once a rank saw a hang: the seconds its ranks have to dump their stacks and exit before the launcher is stopped
+HANG_GRACE_S = watchdog.GRACE_S + 5.0
 
 
 class _Interrupted(Exception):
@@ -48,30 +63,49 @@ def _raise_on(signum, _frame) -> None:
 
 
 class _Output:
-    """Copies the launcher's stderr to ours until the run is interrupted, then into the run's interrupt.log."""
+    """Copies the launcher's stderr to ours until the run is interrupted (then into the run's interrupt.log)
+    or a traceback starts (then into its fault.log: ddlbench's own lines still pass); what the run directory
+    cannot take (a full disk, no directory) is kept in `unwritten`."""
 
     def __init__(self, stream, run_dir: Path) -> None:
         self.stream, self.run_dir = stream, run_dir
         self.quiet = threading.Event()
+        self.faulted = threading.Event()
+        self.unwritten: deque[bytes] = deque(maxlen=KEPT_LINES)
+        self.log_path: Path | None = None
         self.thread = threading.Thread(target=self._copy, daemon=True, name="launcher-stderr")
         self.thread.start()
 
     def _copy(self) -> None:
         log = None
         for line in iter(self.stream.readline, b""):
-            if not self.quiet.is_set():
+            if not self.quiet.is_set() and not self.faulted.is_set() and TRACEBACK_START.search(line):
+                self.faulted.set()
+            if not self.quiet.is_set() and (not self.faulted.is_set() or line.startswith(OWN_LINE)):
                 try:
                     sys.stderr.buffer.write(line)
                     sys.stderr.buffer.flush()
                 except (OSError, ValueError):  # our stderr is gone (a closed pipe): keep draining theirs
                     self.quiet.set()
                 continue
-            if log is None and self.run_dir.is_dir():
-                log = open(self.run_dir / INTERRUPT_LOG, "ab")
-            if log is not None:
+            if log is None and not self.unwritten and self.run_dir.is_dir():
+                self.log_path = self.run_dir / (INTERRUPT_LOG if self.quiet.is_set() else FAULT_LOG)
+                try:
+                    log = open(self.log_path, "ab")
+                except OSError:
+                    self.log_path = None
+            try:
+                if log is None:
+                    raise OSError
                 log.write(line)
+                log.flush()
+            except (OSError, ValueError):
+                self.unwritten.append(line)
         if log is not None:
-            log.close()
+            try:
+                log.close()
+            except OSError:
+                pass
 
     def join(self, timeout_s: float) -> None:
         self.thread.join(timeout_s)
@@ -183,12 +217,14 @@ def run_launcher(
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh session went away
     previous = {s: signal.getsignal(s) for s in stopping}
     interrupted, process, output = None, None, None
+    hang = None
+    _reserve(run_dir)
     try:
         for s in stopping:
             signal.signal(s, _raise_on)
         process = _start(argv, env=env, own_group=own_group, fork=fork)
         output = _Output(process.stderr, run_dir)
-        code = process.wait()
+        code, hang = _wait(process, run_dir=run_dir, own_group=own_group, output=output)
     except _Interrupted as signalled:
         interrupted = signalled.name
         for s in stopping:  # a second signal does not cut the clean-up short
@@ -206,6 +242,8 @@ def run_launcher(
     summary = rundir.read_summary(run_dir) if run_dir.is_dir() else None
     if interrupted is not None and summary is not None and summary.get("status") == "completed":
         interrupted, code = None, 0  # the run had finished: its result stands
+    if interrupted is None and hang is not None:
+        return _write_up_hang(run_dir, summary, hang, extra=summary_extra)
     if interrupted is not None:
         if run_dir.is_dir() and (summary is None or summary.get("status") != "interrupted"):
             # what a rank wrote (a collective's error once its peers stopped) follows from the interruption
@@ -222,17 +260,149 @@ def run_launcher(
         )
         return INTERRUPTED_EXIT
     if code != 0 and run_dir.is_dir():
-        _write_up_failure(run_dir, summary, launcher=name or Path(argv[0]).name, code=code, extra=summary_extra)
+        written = _write_up_failure(
+            run_dir, summary, launcher=name or Path(argv[0]).name, code=code, extra=summary_extra
+        )
+        rank0_error = summary.get("error") if summary and summary.get("status") == "failed" else None
+        line = _fault_text(run_dir, rank0_error=rank0_error, written=written, output=output)
+        print(f"[ddlbench] {line}", file=sys.stderr, flush=True)
     return code
 
 
-def _write_up_failure(run_dir: Path, summary: dict | None, *, launcher: str, code: int, extra: dict) -> None:
+def _reserve(run_dir: Path) -> None:
+    """Space for the run's summary (rundir.reserve_space), taken before anything starts: a directory that takes
+    no file, or has no room, refuses the run in one line."""
+    try:
+        rundir.reserve_space(run_dir)
+    except OSError as error:
+        raise ConfigError(
+            f"the run directory {run_dir} cannot be written ({error.strerror or error}: "
+            f"{error.filename or run_dir}); free space there, fix its permissions, or choose another run.root"
+        ) from None
+
+
+# a rank's error that only says a peer went away (gloo, NCCL, MPI): the cause is another rank's
+PEER_GONE = re.compile(r"closed by peer|connection reset|remote worker|broken pipe|communicator was aborted", re.I)
+
+
+def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output: _Output | None) -> str:
+    """What failed where, in one line: the rank whose own error caused it (not one that only lost its peer),
+    with its host and its last logged step, or the rank that ended without a word (killed); whether the run is
+    marked failed; and where the logs and the hidden output are."""
+    errors = _rank_errors(run_dir)
+    if rank0_error and "0" not in errors:
+        errors = {"0": rank0_error, **errors}
+    own = [r for r, e in errors.items() if not PEER_GONE.search(e)]
+    if errors:
+        rank = int((own or list(errors))[0])
+        what = " ".join(errors[str(rank)].splitlines()[0].split())[:300]
+    else:
+        logs = sorted(int(p.stem.removeprefix("rank")) for p in run_dir.glob("rank*.jsonl") if p.stem[4:].isdigit())
+        silent = [r for r in logs if rundir.read_end_record(run_dir, r) is None]
+        rank = silent[0] if silent else None
+        what = "ended without an error of its own (killed: the out-of-memory killer, a signal, or its host went away)"
+    who = "the run"
+    if rank is not None:
+        host, step = _rank_place(run_dir, rank)
+        who = f"rank {rank} on {host or 'an unknown host'}" + (f", after step {step}" if step is not None else "")
+    marked = "the run is marked failed" if written else "no summary could be written: the next launch retries the run"
+    log = _kept_output(run_dir, output)
+    return f"{who}: {what}; {marked}; logs in {run_dir}" + (f" (the ranks' output: {log})" if log else "")
+
+
+def _rank_place(run_dir: Path, rank: int) -> tuple[str | None, int | None]:
+    """(host, the last step it logged) of a rank, from its log's header and last line."""
+    import json
+
+    host = step = None
+    try:
+        with open(run_dir / f"rank{rank}.jsonl", "rb") as f:
+            host = json.loads(f.readline()).get("host")
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            for line in reversed(f.read().splitlines()):
+                try:
+                    step = int(json.loads(line)["step"])
+                    break
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except (OSError, ValueError, AttributeError):
+        pass
+    return host, step
+
+
+def _kept_output(run_dir: Path, output: _Output | None) -> Path | None:
+    """Where the hidden output is: the run's fault log, or, when the run directory took none of it, a file
+    under ~/.cache/ddlbench/logs/ (None: nothing was hidden)."""
+    if output is None:
+        return None
+    if not output.unwritten:
+        return output.log_path
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddlbench" / "logs"
+    path = cache / f"{run_dir.name}.{time.strftime('%Y%m%dT%H%M%S')}.log"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(output.unwritten))
+    except OSError:
+        return None
+    return path
+
+
+def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[int, dict | None]:
+    """(the launcher's exit code, the hang a rank saw or None). Once a rank's watchdog saw a hang
+    (benchmarks/watchdog.py HANG_MARK), where each rank was is read at once (a stopped rank's record grows
+    old), and the launcher and its ranks get HANG_GRACE_S to dump their stacks and exit: a stopped rank never
+    does, and torchrun waits 30 s for a rank that ignores its SIGTERM."""
+    hang, deadline = None, None
+    while True:
+        try:
+            return process.wait(timeout=1.0), hang
+        except subprocess.TimeoutExpired:
+            pass
+        if hang is None and (mark := watchdog.hang_noticed(run_dir)) is not None:
+            progress = watchdog.where_ranks_were(rundir.read_progress(run_dir), at=time.time())
+            hang, deadline = {"mark": mark, "ranks": progress}, time.monotonic() + HANG_GRACE_S
+            output.faulted.set()  # the ranks' and launcher's words on their way out go to the fault log
+        elif deadline is not None and time.monotonic() > deadline:
+            if own_group:
+                _kill_group(process.pid)
+                return process.wait(), hang
+            return _stop(process, own_group=False, grace_s=5.0), hang
+
+
+def _write_up_hang(run_dir: Path, summary: dict | None, hang: dict, *, extra: dict) -> int:
+    """The `hung` summary (where each rank was; a rank's own error, if it wrote one, beside it) and one line."""
+    import json
+
+    try:
+        meta = json.loads((run_dir / rundir.META).read_text())
+        processes = int(meta.get("num_processes") or meta["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        processes = None
+    text = watchdog.hang_text(hang["mark"], hang["ranks"], num_processes=processes)
+    kept = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
+    try:
+        rundir.write_json_atomic(
+            run_dir / rundir.SUMMARY, rundir.hung_summary(text, ranks=hang["ranks"], **kept, **extra)
+        )
+    except OSError:
+        pass  # a full disk: the run stays without a summary, which the next launch retries
+    print(
+        f"[ddlbench] the run hung: {text}; marked hung, each rank's stacks in "
+        f"{run_dir}/stacks_rank<R>.txt; `ddlbench run` with the same overrides runs the cell again",
+        file=sys.stderr,
+        flush=True,
+    )
+    return HUNG_EXIT
+
+
+def _write_up_failure(run_dir: Path, summary: dict | None, *, launcher: str, code: int, extra: dict) -> bool:
     """The summary of a run whose launcher exited non-zero while nobody interrupted it, with every rank's own
     error (end_rank<R>.json) beside it: rank 0's may only say that a peer went away.
     - no summary: rank 0 was killed (the out-of-memory killer) or died before it could write one;
     - "interrupted": a rank failed and the launcher stopped the others (torchrun and mpirun send SIGTERM),
       so it is a failure;
-    - "failed": kept, with the ranks' errors added."""
+    - "failed": kept, with the ranks' errors added.
+    Whether the run has a summary now (a full disk may take none)."""
     errors = _rank_errors(run_dir)
     first = next(iter(errors.items()), None)
     cause = f"rank {first[0]}: {first[1]}" if first else None
@@ -248,8 +418,12 @@ def _write_up_failure(run_dir: Path, summary: dict | None, *, launcher: str, cod
     elif summary.get("status") == "failed" and errors and "rank_errors" not in summary:
         record = {**summary, "rank_errors": errors}
     else:
-        return
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, record)
+        return True
+    try:
+        rundir.write_json_atomic(run_dir / rundir.SUMMARY, record)
+    except OSError:
+        return summary is not None  # a full disk: the summary a rank wrote stands, or there is none
+    return True
 
 
 def _rank_errors(run_dir: Path) -> dict[str, str]:

@@ -234,7 +234,7 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
 def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict[int, Path]) -> tuple[str, str | None]:
     """(status, reason) of a run whose summary.json is readable and of a supported schema."""
     status = summary.get("status")
-    if status in ("failed", "interrupted"):
+    if status in rundir.RETRIED_STATES:  # failed, interrupted, hung: the summary says why
         error = summary.get("error")
         reason = f"{status}: {one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}"
         # every rank's own error (launchers/supervise.py): the one that failed first may not be rank 0
@@ -246,7 +246,7 @@ def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict
         return status, reason
     if status != "completed":
         return "corrupt", (
-            f"{SUMMARY} status {quoted(status)} is not one a run writes (completed, failed, interrupted)"
+            f"{SUMMARY} status {quoted(status)} is not one a run writes (completed, failed, interrupted, hung)"
         )
     if (problem := _identify(row, cfg)) is not None:
         return "corrupt", problem
