@@ -16,15 +16,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
 PREDICT_GPUS = "1,2,4,8,16,32,64,128,256,512,1024"
 PREDICT_DESCRIPTION = """\
     ddlbench predict OVERRIDES --gpus 4,8,...,1024 --from RUN_DIR [--system NAME] [--commbench FILE|DIR ...]
-                     [--compute-scale F] [--loader-capacity FILE] [--reference aach2023 [--fit-to-reference]]
+                     [--compute-scale F | --compute-from RUN_DIR] [--loader-capacity FILE] [--reference aach2023 [--fit-to-reference]]
                      [--validate ROOT] [--out DIR]
 
 OVERRIDES pick the configuration to predict (framework, loader, model, per-GPU batch, precision), as
 for `ddlbench run`. --from names the calibration run(s): completed runs of that model, per-GPU batch,
-precision and loader (a 1-GPU run as a rule); anything they did not measure is refused, except a loader
-whose pace --loader-capacity gives (a --from run that waited for its own loader gives that loader's pace
-itself: its batches' arrivals). The network comes from --commbench measurements where given,
-else from the system profile's `network` block.
+precision and loader (a 1-GPU run as a rule); anything they did not measure is refused in one line (every
+key of model.* and precision.*, optim.name, the parameter sharding, the loader), except a loader whose
+pace --loader-capacity gives (a --from run that waited for its own loader gives that loader's pace itself:
+its batches' arrivals). A --from run made on another system than the one predicted (a CPU, another GPU)
+is refused unless --compute-scale or --compute-from says what the compute is there; the prediction is
+then labelled so. The network comes from --commbench measurements where given, else from the system
+profile's `network` block.
 """
 
 
@@ -52,7 +55,17 @@ def add_parser(sub) -> None:
         "--commbench", action="append", metavar="FILE|DIR", help="commbench JSON to fit the network to (repeatable)"
     )
     p.add_argument(
-        "--compute-scale", type=float, default=1.0, help="the target GPU's compute time over the calibration GPU's"
+        "--compute-scale",
+        type=float,
+        metavar="F",
+        help="the target GPU's compute time over the calibration's: needed, and labelled on every table and figure, "
+        "where the --from run computed on another system (a CPU, another GPU) than the one predicted",
+    )
+    p.add_argument(
+        "--compute-from",
+        metavar="RUN_DIR",
+        help="a run of this configuration on the system predicted: its compute (fwd, bwd, opt, other, jitter) "
+        "replaces the --from run's, whose data path stays (labelled on every table and figure)",
     )
     p.add_argument(
         "--loader-capacity",

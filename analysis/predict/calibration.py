@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.predict.cell import config_of, measured_cell, unmeasured
+from analysis.predict.cell import config_of, measured_cell, other_device, run_system, unmeasured
 from analysis.predict.model import Parts
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.configs import batch_makers, queue_depth, worker_count
@@ -147,19 +147,43 @@ class Calibration:
     the machine alike); else one of its size; else the smallest."""
 
     def __init__(
-        self, paths: Sequence[str], *, cell: dict[str, Any], scale: float, loader_modelled: bool = False
+        self,
+        paths: Sequence[str],
+        *,
+        cell: dict[str, Any],
+        scale: float,
+        loader_modelled: bool = False,
+        system: Mapping[str, Any] | None = None,
+        compute: Parts | None = None,
+        what: str = "--from",
     ) -> None:
+        """system: the system predicted ({name, device}); a run that computed elsewhere is refused unless its
+        compute is scaled (scale, given) or replaced (compute: Parts.with_compute)."""
         self.parts: dict[int, Parts] = {}
         self.labelled: dict[tuple[str, int], Parts] = {}
         self.run_dirs: set[str] = set()
-        for campaign, text in zip(load_folders(paths, what="--from"), paths):
+        self.systems: dict[int, dict[str, Any]] = {}  # where the run of each size computed (cell.run_system)
+        for campaign, text in zip(load_folders(paths, what=what), paths):
             runs = campaign.counted
             if runs.empty:
-                raise ConfigError(f"--from {text}: no completed run there; pass the directory of a completed run")
+                raise ConfigError(f"{what} {text}: no completed run there; pass the directory of a completed run")
             for _, row in runs.iterrows():
                 refused = unmeasured(Path(row["run_dir"]).name, measured_cell(row), cell)
                 if refused and not (refused.startswith("loader=") and loader_modelled):
                     raise ConfigError(refused)
+                ran = {**run_system(Path(row["run_dir"])), "run": Path(row["run_dir"]).name}
+                elsewhere = other_device(Path(row["run_dir"]).name, ran, system) if system else None
+                if elsewhere and what == "--compute-from":
+                    raise ConfigError(
+                        f"--compute-from {text}: the run {elsewhere.partition(' ')[2]}; give a run made on "
+                        f"system={system['name']}"
+                    )
+                if elsewhere and compute is None and scale is None:
+                    raise ConfigError(
+                        f"system={system['name']}: the calibration run {elsewhere}; pass --compute-scale F (its "
+                        "compute time over the calibration's), or --compute-from RUN_DIR (a run of this "
+                        f"configuration on system={system['name']})"
+                    )
                 steps = campaign.steps[campaign.steps["run_id"].astype(str) == str(row["run_id"])]
                 parts = parts_from_steps(
                     steps,
@@ -170,15 +194,21 @@ class Calibration:
                     loader=measured_cell(row)["loader"],
                 )
                 parts = _loader_from_run(parts, steps, row) if not loader_modelled else parts
-                parts = parts.scaled(scale) if scale != 1.0 else parts
+                parts = parts.scaled(scale) if scale not in (None, 1.0) else parts
+                parts = parts.with_compute(compute) if compute is not None else parts
                 world = int(row["world_size"])
                 self.parts.setdefault(world, parts)
+                self.systems.setdefault(world, ran)
                 self.labelled[(Path(row["run_dir"]).resolve().parent.name, world)] = parts
                 self.run_dirs.add(str(Path(row["run_dir"]).resolve()))
 
     def for_world(self, world: int, *, label: str | None = None) -> Parts:
         """The run of the same label and size, else of the same size, else the smallest."""
         return self.labelled.get((label, world)) or self.parts.get(world) or self.parts[min(self.parts)]
+
+    def system_for(self, world: int) -> dict[str, Any]:
+        """Where for_world(world)'s run of that size (else the smallest) computed: cell.run_system."""
+        return self.systems.get(world) or self.systems[min(self.systems)]
 
 
 def _loader_from_run(parts: Parts, steps: pd.DataFrame, row: Any) -> Parts:

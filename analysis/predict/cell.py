@@ -1,14 +1,118 @@
 """What a prediction is for and what a calibration run measured: `unmeasured` names, in one line, what the
-calibration did not measure and what to measure."""
+calibration did not measure and what to measure.
+
+The settings compared are derived from the config, not listed: every key of the groups that shape one rank's
+compute (COMPUTE_GROUPS: the model and its keys, the precision and its keys) and the keys beyond them that do
+(COMPUTE_KEYS), as the calibration run's config.yaml holds them against the configuration predicted. A key
+that a run's config.yaml lacks (written before the key existed) has the value its options give today.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 # what a calibration run must share with the prediction: the compute it measured is for these alone
 SAME_CELL = ("model", "per_gpu_batch", "precision")
+# the config groups every key of which shapes one rank's compute, and the keys beyond them that do (the
+# optimizer's step); a run's per-GPU batch is SAME_CELL's
+COMPUTE_GROUPS = ("model", "precision")
+COMPUTE_KEYS = ("optim.name",)
+# values that a run decides and writes into its config.yaml (model.num_classes=auto: the data set's count):
+# asked for, they match what the calibration run decided
+DECIDED_BY_THE_RUN = {"model.num_classes": "auto"}
+
+
+def _plain(value: Any) -> Any:
+    """A config value as compared: an enum as its value, a list as a tuple."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def compute_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The dotted keys of a config (resolved, or a config.yaml) that shape the compute, with their values."""
+    out = {}
+    for group in COMPUTE_GROUPS:
+        out.update({f"{group}.{k}": _plain(v) for k, v in (config.get(group) or {}).items() if k != "_target_"})
+    for dotted in COMPUTE_KEYS:
+        group, _, key = dotted.partition(".")
+        if key in (config.get(group) or {}):
+            out[dotted] = _plain(config[group][key])
+    return out
+
+
+@functools.cache
+def _option_settings(arch: str, precision: str) -> dict[str, Any]:
+    """compute_settings of the options a run chose (model=<arch>, precision=<name>) as they are today: what a
+    config.yaml written before a key existed ran with."""
+    from omegaconf import OmegaConf
+
+    from benchmarks.config import compose, options
+
+    overrides = [f"model={arch}"] if arch in options("model") else []
+    overrides += [f"precision={precision}"] if precision in options("precision") else []
+    return compute_settings(OmegaConf.to_container(compose(overrides), resolve=True))
+
+
+def run_settings(run_dir: Path) -> dict[str, Any]:
+    """compute_settings of a run from its config.yaml, over its options' values for keys it lacks."""
+    import yaml
+
+    config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) or {}
+    model, precision = config.get("model") or {}, config.get("precision") or {}
+    return {**_option_settings(str(model.get("arch")), str(precision.get("name"))), **compute_settings(config)}
+
+
+def run_system(run_dir: Path) -> dict[str, Any]:
+    """Where a run computed: its system's name and device (config.yaml), its GPU's name (meta.json), its ranks."""
+    import json
+
+    import yaml
+
+    config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) or {}
+    system = config.get("system") or {}
+    meta_file = Path(run_dir) / "meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    gpus = (meta.get("hardware") or {}).get("gpus") or []
+    return {
+        "name": str(system.get("name")),
+        "device": str(system.get("device") or "cpu"),
+        "gpu": str(gpus[0]) if gpus else "",
+        "ranks": int(meta.get("world_size") or 1),
+    }
+
+
+def device_words(system: Mapping[str, Any]) -> str:
+    """What a run computed on: CPU, or its GPU's name (GPUs where meta.json names none)."""
+    return "CPU" if system["device"] == "cpu" else (system["gpu"] or "GPUs")
+
+
+def ranks_words(system: Mapping[str, Any]) -> str:
+    """A run's ranks as they were: '2 ranks (CPU)', '1 GPU (NVIDIA H200)'."""
+    n = system["ranks"]
+    if system["device"] == "cpu":
+        return f"{n} rank{'s' if n != 1 else ''} (CPU)"
+    return f"{n} GPU{'s' if n != 1 else ''}" + (f" ({system['gpu']})" if system["gpu"] else "")
+
+
+def other_device(run: str, measured: Mapping[str, Any], system: Mapping[str, Any]) -> str | None:
+    """One line when the run computed on another system than the one predicted (the profiles name no GPU model,
+    so another system's name is another device), else None."""
+    if measured["name"] == system["name"] and measured["device"] == system["device"]:
+        return None
+    theirs = "GPUs" if system["device"] != "cpu" else "CPUs"
+    return (
+        f"{run} computed on {device_words(measured)} (system={measured['name']}), not on "
+        f"system={system['name']}'s {theirs}"
+    )
 
 
 def loader_case(loader: dict[str, Any]) -> str:
@@ -55,6 +159,16 @@ def unmeasured(run: str, measured: dict[str, Any], cell: dict[str, Any]) -> str 
                 f"{key}={cell[key]}: the calibration run {run} ran {key}={measured[key]}; pass --from a run of "
                 f"{key}={cell[key]} (ddlbench run ... on a GPU of the kind it ran on), or predict {key}={measured[key]}"
             )
+    asked_settings, ran_settings = cell.get("settings", {}), measured.get("settings", {})
+    for key, value in asked_settings.items():
+        ran = ran_settings.get(key)
+        decided = key in DECIDED_BY_THE_RUN and DECIDED_BY_THE_RUN[key] in (value, ran)
+        if key not in ran_settings or value == ran or decided:
+            continue
+        return (
+            f"{key}={_word(value)}: the calibration run {run} ran {key}={_word(ran)}; pass --from a run of "
+            f"{key}={_word(value)} (ddlbench run ... on a GPU of the kind it ran on), or predict {key}={_word(ran)}"
+        )
     if measured.get("sharding", REPLICATED) != cell.get("sharding", REPLICATED):
         asked, ran = sharding_words(cell["sharding"]), sharding_words(measured["sharding"])
         return (
@@ -68,6 +182,17 @@ def unmeasured(run: str, measured: dict[str, Any], cell: dict[str, Any]) -> str 
             f"a run with {asked}, or --loader-capacity FILE from 'ddlbench loaderbench' on that machine"
         )
     return None
+
+
+def _word(value: Any) -> str:
+    """A value as an override spells it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "[" + ",".join(_word(v) for v in value) + "]"
+    return str(value)
 
 
 def loader_words(case: str) -> str:
@@ -85,8 +210,14 @@ def config_of(flat: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def measured_cell(row: Any) -> dict[str, Any]:
-    """What a run of the runs table measured, as `unmeasured` compares it: SAME_CELL and its loader case."""
+    """What a run of the runs table measured, as `unmeasured` compares it: SAME_CELL, the settings that shape
+    its compute (run_settings), its loader case and its parameter sharding."""
     flat = row.to_dict() if hasattr(row, "to_dict") else dict(row)
     loader = {"name": flat.get("loader"), **config_of(flat, "loader")}
     framework = {"name": flat.get("framework"), **config_of(flat, "framework")}
-    return {**{k: flat.get(k) for k in SAME_CELL}, "loader": loader_case(loader), "sharding": sharding_of(framework)}
+    return {
+        **{k: flat.get(k) for k in SAME_CELL},
+        "settings": run_settings(Path(flat["run_dir"])),
+        "loader": loader_case(loader),
+        "sharding": sharding_of(framework),
+    }

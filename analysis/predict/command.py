@@ -17,7 +17,16 @@ from typing import Any
 import pandas as pd
 
 from analysis.predict.calibration import Calibration, LoaderBench, load_folders
-from analysis.predict.cell import config_of, loader_case, measured_cell, sharding_of, unmeasured
+from analysis.predict.cell import (
+    compute_settings,
+    config_of,
+    device_words,
+    loader_case,
+    measured_cell,
+    ranks_words,
+    sharding_of,
+    unmeasured,
+)
 from analysis.predict.model import Message, check_framework, messages, units_from_groups
 from analysis.predict.network import Network, network_from_commbench, network_from_profile
 from analysis.predict.simulation import Point, calibrate_to_reference, compare_reference, predict, validation_table
@@ -231,8 +240,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "predict needs a measured run for the compute: --from RUN_DIR (a 1-GPU run of the same model, "
             "per-GPU batch and precision: ddlbench run ... system.ranks_per_node=1)"
         )
-    if not args.compute_scale > 0:
+    if args.compute_scale is not None and not args.compute_scale > 0:
         raise ConfigError(f"--compute-scale {args.compute_scale}: give a factor > 0 (1 = the calibration GPU's speed)")
+    if args.compute_scale is not None and args.compute_from:
+        raise ConfigError(
+            "--compute-scale and --compute-from: give one (a factor on the calibration's compute, or a run that "
+            "measured it on the system predicted)"
+        )
     gpus = parse_gpus(args.gpus)
     if args.fit_to_reference and not args.reference:
         raise ConfigError("--fit-to-reference needs --reference STUDY (the rows to fit to): add --reference aach2023")
@@ -245,7 +259,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "precision": resolved["precision"]["name"],
         "loader": loader_case(resolved["loader"]),
         "sharding": sharding_of(framework),
+        "settings": compute_settings(resolved),
     }
+    target = {"name": system["name"], "device": str(system.get("device") or "cpu")}
+    devices = "ranks (CPU)" if target["device"] == "cpu" else "GPUs"
     gpus_per_node = max(1, int(system.get("gpus_per_node") or system.get("ranks_per_node") or 1))
     network = network_from_profile(system)
     if args.commbench:
@@ -258,7 +275,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if args.loader_capacity
         else None
     )
-    calibration = Calibration(args.from_runs, cell=cell, scale=args.compute_scale, loader_modelled=bench is not None)
+    elsewhere = None  # --compute-from: the run that measured the compute on the system predicted
+    if args.compute_from:
+        elsewhere = Calibration(
+            [args.compute_from], cell=cell, scale=None, loader_modelled=True, system=target, what="--compute-from"
+        )
+    calibration = Calibration(
+        args.from_runs,
+        cell=cell,
+        scale=args.compute_scale,
+        loader_modelled=bench is not None,
+        system=target,
+        compute=elsewhere.for_world(1) if elsewhere else None,
+    )
+    ran = calibration.system_for(1)
+    label = compute_label(ran, scale=args.compute_scale, elsewhere=elsewhere.system_for(1) if elsewhere else None)
+    per = "GPU" if devices == "GPUs" else "rank"
+    title = (
+        f"system={system['name']}, {framework['name']} {cell['model']} {cell['precision']}, batch "
+        f"{cell['per_gpu_batch']}/{per}, {size_words(model)}; "
+        + (label or f"calibration {ran['run']} (system={ran['name']})")
+    )
     plan = _plan(
         model,
         framework,
@@ -272,12 +309,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     # the study's rows of this model and loader, or the one-line refusal, before any output
     reference = _reference_rows(cell, resolved["loader"]["name"], args.reference) if args.reference else None
     print(
-        f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/GPU "
-        f"{cell['precision']}, system={system['name']} ({gpus_per_node} GPUs per node)",
+        f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/{per} "
+        f"{size_words(model)} {cell['precision']}, system={system['name']} ({gpus_per_node} {devices} per node)",
     )
     print(
-        f"# compute from {parts.source}: fwd {1e3 * parts.fwd_s:.2f} ms, bwd {1e3 * parts.bwd_s:.2f} ms, "
-        f"opt {1e3 * parts.opt_s:.2f} ms, other {1e3 * parts.other_s:.2f} ms, jitter {1e3 * parts.jitter_s:.2f} ms"
+        f"# compute from {compute_source(ran, scale=args.compute_scale, elsewhere=elsewhere)}: fwd "
+        f"{1e3 * parts.fwd_s:.2f} ms, bwd {1e3 * parts.bwd_s:.2f} ms, opt {1e3 * parts.opt_s:.2f} ms, other "
+        f"{1e3 * parts.other_s:.2f} ms, jitter {1e3 * parts.jitter_s:.2f} ms"
     )
     print("# " + data_path_line(parts, gpus_per_node=gpus_per_node))
     print(
@@ -288,13 +326,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if network is None:  # --validate alone: each held-out run's own commbench files are its network
         print("# no network given (--commbench or the system's): only the held-out runs are predicted")
     else:
-        outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference))
+        outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference, label=label, devices=devices))
     if args.validate:
         points, skipped = validation_points(
             Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network, bench=bench
         )
         validated = validation_table(points)
-        print(format_validation(validated, skipped, goal_pct=args.goal_pct))
+        print(format_validation(validated, skipped, goal_pct=args.goal_pct, devices=devices))
+        _note(label)
         outputs["validation"] = validated
     if args.out:
         what = {
@@ -303,13 +342,55 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "loader": resolved["loader"]["name"],
             "system": system["name"],
             "calibration": parts.source,
+            "calibration_system": ran["name"],
+            "calibration_device": device_words(ran),
+            "image_size": int(model.get("image_size") or 224),
+            "seq_len": int(model.get("seq_len") or 0),
+            "compute_scale": args.compute_scale,
+            "compute": label,
+            "title": title,
             "fitted_to": args.reference if args.fit_to_reference else "",
         }
-        _save(Path(args.out), outputs, what=what, formats=("png", "svg"))
+        _save(Path(args.out), outputs, what=what, formats=("png", "svg"), devices=devices)
     return 0
 
 
-def _prediction(args, parts, plan, network, gpus, *, reference) -> dict[str, pd.DataFrame]:
+def size_words(model: dict[str, Any]) -> str:
+    """What one sample is as big as: '224 px' for an image model, 'seq 384' for one of token sequences."""
+    from benchmarks.models.configs import TaskKind, task_of
+
+    if task_of(str(model["arch"])) is TaskKind.question_answering:
+        return f"seq {model.get('seq_len')}"
+    return f"{model.get('image_size')} px"
+
+
+def compute_label(ran: dict[str, Any], *, scale: float | None, elsewhere: dict[str, Any] | None) -> str:
+    """The line that every table, figure and cell.json carries where the compute was not measured on the system
+    predicted by the calibration run itself: scaled (--compute-scale) or another run's (--compute-from); else ''."""
+    if elsewhere is not None:
+        return (
+            f"compute from {elsewhere['run']} on system={elsewhere['name']} (--compute-from), the data path from "
+            f"{ran['run']} (system={ran['name']})"
+        )
+    if scale is not None:
+        return (
+            f"compute from a calibration on {device_words(ran)} ({ran['run']}, system={ran['name']}), scaled x{scale:g}"
+        )
+    return ""
+
+
+def compute_source(ran: dict[str, Any], *, scale: float | None, elsewhere: Calibration | None) -> str:
+    """The header's word on the compute: which run, on what ranks and system, scaled or from --compute-from."""
+    if elsewhere is not None:
+        there = elsewhere.system_for(1)
+        return (
+            f"{there['run']} on system={there['name']} ({ranks_words(there)}, --compute-from); data path from "
+            f"{ran['run']} ({ranks_words(ran)}, system={ran['name']})"
+        )
+    return f"{ran['run']} ({ranks_words(ran)}, system={ran['name']})" + (f", scaled x{scale:g}" if scale else "")
+
+
+def _prediction(args, parts, plan, network, gpus, *, reference, label, devices) -> dict[str, pd.DataFrame]:
     """The prediction table at the GPU counts; with --reference the study's rows beside it (and with
     --fit-to-reference the prediction fitted to them)."""
     calibrated_at = None
@@ -327,11 +408,13 @@ def _prediction(args, parts, plan, network, gpus, *, reference) -> dict[str, pd.
     table = predict(parts, plan, network, gpus)
     if calibrated_at is not None:
         print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
-    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s)))
+    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s), devices=devices))
+    _note(label)
     outputs = {"prediction": table}
     if reference is not None:
         compared = compare_reference(table, reference, calibrated_at=calibrated_at)
         print(format_reference(compared, args.reference, fitted=calibrated_at is not None))
+        _note(label)
         outputs["reference"] = compared
     return outputs
 
@@ -345,24 +428,34 @@ def network_or_fail(network: Network | None) -> Network:
     return network
 
 
-def _save(out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str]) -> None:
+def _note(label: str) -> None:
+    """The compute's label under a table, where it has one (compute_label)."""
+    if label:
+        print(f"# {label}")
+
+
+def _save(
+    out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str], devices: str
+) -> None:
     """The tables (CSV), their figures, and cell.json: the configuration predicted, the calibration run
-    and the reference it was fitted to ('' for none), so that `ddlbench paper` can draw it as predicted."""
+    and the reference it was fitted to ('' for none), so that `ddlbench paper` can draw it as predicted; every
+    figure carries its title (system, model, batch, image size, calibration run and the compute's label)."""
     from analysis.predict.figures import predicted_breakdown, predicted_vs_measured, predicted_vs_reference
 
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out}: the folder is not empty (never overwritten); give a new folder")
     out.mkdir(parents=True, exist_ok=True)
     (out / "cell.json").write_text(json.dumps(what, indent=1, default=str) + "\n")
+    about = what["title"]
     for name, table in outputs.items():
         table.to_csv(out / f"{name}.csv", index=False)
     figures = {}
     if "prediction" in outputs:
-        figures["predict_breakdown"] = predicted_breakdown(outputs["prediction"])
+        figures["predict_breakdown"] = predicted_breakdown(outputs["prediction"], about=about, devices=devices)
     if "reference" in outputs:
-        figures["predict_vs_reference"] = predicted_vs_reference(outputs["reference"])
+        figures["predict_vs_reference"] = predicted_vs_reference(outputs["reference"], about=about, devices=devices)
     if "validation" in outputs and len(outputs["validation"]):
-        figures["predict_validation"] = predicted_vs_measured(outputs["validation"])
+        figures["predict_validation"] = predicted_vs_measured(outputs["validation"], about=about, devices=devices)
     for name, figure in figures.items():
         for fmt in formats:
             figure.savefig(out / f"{name}.{fmt}", dpi=150 if fmt == "png" else None)

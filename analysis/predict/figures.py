@@ -4,6 +4,7 @@ against held-out measured runs (the model: analysis/predict/model.py).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 
 import numpy as np
@@ -22,9 +23,32 @@ _PREDICTED_PARTS = (
 )
 
 
+def _about(fig: Figure, text: str) -> Figure:
+    """`text` under the figure's title (what was predicted, from what): the figure grows by its lines, the
+    panels keep their size."""
+    if not text:
+        return fig
+    lines = textwrap.wrap(text, width=int(fig.get_figwidth() * 17))
+    extra_in = 0.05 + 0.14 * len(lines)
+    height, params = fig.get_figheight(), fig.subplotpars
+    top_in, bottom_in = (1 - params.top) * height, params.bottom * height
+    grown = height + extra_in
+    fig.set_figheight(grown)
+    fig.subplots_adjust(top=1 - (top_in + extra_in) / grown, bottom=bottom_in / grown)
+    if fig._suptitle is not None:
+        fig._suptitle.set_y(1 - 0.08 / grown)
+    fig.text(0.5, 1 - 0.36 / grown, "\n".join(lines), ha="center", va="top", fontsize=6.5, color="#333333")
+    return fig
+
+
+def _count_label(devices: str) -> str:
+    return "GPUs" if devices == "GPUs" else "ranks (CPU)"
+
+
 @paper_style
-def predicted_breakdown(table: pd.DataFrame) -> Figure:
-    """Predicted shares of the step per GPU count (stacked bars) beside the weak-scaling efficiency."""
+def predicted_breakdown(table: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+    """Predicted shares of the step per GPU count (stacked bars) beside the weak-scaling efficiency; `about`
+    (the system, model, batch, image size and calibration run) under the title."""
     fig, (ax, eff) = panels(2, ncols=2, row_height_in=2.3)
     rows = table.sort_values("gpus")
     x = np.arange(len(rows))
@@ -38,17 +62,18 @@ def predicted_breakdown(table: pd.DataFrame) -> Figure:
     ax.set_ylim(0, 100)
     eff.plot(x, 100 * rows["efficiency"].to_numpy(float), color="black", marker="o", ms=3)
     eff.set_ylim(0, 105)
-    eff.set_ylabel("weak-scaling efficiency (vs 1 GPU)")
+    eff.set_ylabel(f"weak-scaling efficiency (vs 1 {'GPU' if devices == 'GPUs' else 'rank'})")
     for a in (ax, eff):
         a.set_xticks(x, ticks, rotation=90 if len(x) > 12 else 0)
-        a.set_xlabel("GPUs")
+        a.set_xlabel(_count_label(devices))
         a.yaxis.set_major_formatter(PercentFormatter(100))
-    return finish(fig, [ax, eff], title="Predicted step breakdown and efficiency")
+    return _about(finish(fig, [ax, eff], title="Predicted step breakdown and efficiency"), about)
 
 
 @paper_style
-def predicted_vs_reference(compared: pd.DataFrame) -> Figure:
-    """Predicted and reference shares per GPU count: a panel per share, the calibration point marked."""
+def predicted_vs_reference(compared: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+    """Predicted and reference shares per GPU count: a panel per share, the calibration point marked; `about`
+    under the title."""
     parts = (("allreduce", "allreduce (exposed)"), ("data", "data"), ("compute", "compute"))
     fig, axes = panels(len(parts), row_height_in=2.0, sharey=True)
     rows = compared.sort_values("gpus")
@@ -70,15 +95,16 @@ def predicted_vs_reference(compared: pd.DataFrame) -> Figure:
         ax.set_xticks(rows["gpus"], [f"{int(g)}" for g in rows["gpus"]], rotation=90)
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(share)
-        ax.set_xlabel("GPUs")
+        ax.set_xlabel(_count_label(devices))
         ax.yaxis.set_major_formatter(PercentFormatter(100))
     axes[0].set_ylabel("share of the step")
-    return finish(fig, axes, title="Predicted vs reference breakdown", legend_cols=3, xlabel_in=0.75)
+    return _about(finish(fig, axes, title="Predicted vs reference breakdown", legend_cols=3, xlabel_in=0.75), about)
 
 
 @paper_style
-def predicted_vs_measured(validation: pd.DataFrame) -> Figure:
-    """Held-out runs: predicted against measured throughput (the diagonal is exact, the band +-10%)."""
+def predicted_vs_measured(validation: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+    """Held-out runs: predicted against measured throughput (the diagonal is exact, the band +-10%); `about`
+    under the title."""
     fig, (ax,) = panels(1, row_height_in=2.6)
     top = float(max(validation["measured"].max(), validation["predicted"].max())) * 1.15
     line = np.array([0, top])
@@ -101,7 +127,8 @@ def predicted_vs_measured(validation: pd.DataFrame) -> Figure:
     ax.set_ylim(0, top)
     ax.set_xlabel("measured samples/s")
     ax.set_ylabel("predicted samples/s")
-    return finish(fig, [ax], title="Prediction of held-out runs (labels: GPUs)", legend_cols=3)
+    title = f"Prediction of held-out runs (labels: {_count_label(devices)})"
+    return _about(finish(fig, [ax], title=title, legend_cols=3), about)
 
 
 @paper_style

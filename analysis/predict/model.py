@@ -135,6 +135,19 @@ class Parts:
             data_jitter_s=0.0 if intervals_s else self.data_jitter_s,
         )
 
+    def with_compute(self, other: Parts) -> Parts:
+        """The compute (fwd, bwd, opt, other and the jitter) of another run, measured where the prediction is for
+        (--compute-from); the data path stays this run's."""
+        return replace(
+            self,
+            fwd_s=other.fwd_s,
+            bwd_s=other.bwd_s,
+            opt_s=other.opt_s,
+            other_s=other.other_s,
+            jitter_s=other.jitter_s,
+            source=f"{self.source}, compute from {other.source}",
+        )
+
     def scaled(self, factor: float) -> Parts:
         """Compute (and its jitter) on a GPU `factor` times slower; data and other stay."""
         return replace(

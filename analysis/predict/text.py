@@ -11,10 +11,16 @@ from analysis.predict.model import Parts
 from analysis.predict.simulation import summary_line
 
 
-def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False) -> str:
+def _count_words(devices: str) -> tuple[str, str]:
+    """The column of the counts and the per-device unit: gpus and GPU, or ranks and rank for CPU ranks."""
+    return ("gpus", "GPU") if devices == "GPUs" else ("ranks", "rank")
+
+
+def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False, devices: str = "GPUs") -> str:
     per = "img/s" if unit == "images" else "seq/s"
+    column, one = _count_words(devices)
     lines = [
-        f"{'gpus':>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/GPU':>10} {'eff':>6} "
+        f"{column:>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/' + one:>10} {'eff':>6} "
         f"{'allreduce%':>10} {'sync ms':>8} {'data%':>6} {'compute%':>8} {'other%':>6}"
     ]
     for _, r in table.iterrows():
@@ -74,10 +80,11 @@ def format_reference(table: pd.DataFrame, name: str, *, fitted: bool) -> str:
     return "\n".join(lines)
 
 
-def format_validation(table: pd.DataFrame, skipped: list[str], *, goal_pct: float) -> str:
+def format_validation(table: pd.DataFrame, skipped: list[str], *, goal_pct: float, devices: str = "GPUs") -> str:
+    column, _ = _count_words(devices)
     lines = [
         "# validation: held-out measured runs (never a calibration run)",
-        f"{'where':<16} {'gpus':>4} {'nodes':>5} {'measured':>10} {'predicted':>10} {'error%':>7} "
+        f"{'where':<16} {column:>4} {'nodes':>5} {'measured':>10} {'predicted':>10} {'error%':>7} "
         f"{'allreduce% meas':>15} {'pred':>6}  run",
     ]
     for _, r in table.iterrows():
