@@ -23,6 +23,7 @@ import pandas as pd
 
 from analysis import accuracy, cells, compare, interconnect, scaling, stability, stash, time_shares, trace, utilisation
 from analysis.load import Campaign, load_campaign
+from benchmarks.errors import ConfigError
 
 
 class CampaignAnalysis:
@@ -232,13 +233,27 @@ class CampaignAnalysis:
         *,
         threshold: float = 0.05,
         top1_drop_pp: float = compare.TOP1_DROP_PP,
+        by: tuple[str, str, str] | None = None,
     ) -> pd.DataFrame:
         """Per cell, candidate B against this campaign A (compare.compare): throughput medians, delta,
         rel_delta, the repeats' confidence intervals, and flag (regression, improvement, ok, missing in
-        B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign. Where
-        cells have evaluations or a target, their final top-1 and time to target too
-        (compare.compare_accuracy): `regressed` names each metric that regressed."""
-        key_a, key_b, _ = compare.match_keys(self.runs(), candidate.runs())
+        B, incomplete in B, only in B). Cells pair on every setting both record but run.campaign
+        (compare.match_keys); with `by` = (KEY, A, B), A's cells with KEY=A against B's with KEY=B, paired
+        on every other setting (compare.by_keys; candidate may be self). Every cell of either side is one
+        row. Where cells have evaluations or a target, their final top-1 and time to target too
+        (compare.compare_accuracy): `regressed` names each metric that regressed. A side without a
+        counted run is a ConfigError."""
+        if by is None:
+            key_a, key_b, _ = compare.match_keys(self.runs(), candidate.runs())
+        else:
+            key_a, key_b = compare.by_keys(self.runs(), candidate.runs(), by)
+        for option, analysis, keys in (("A", self, key_a), ("B", candidate, key_b)):
+            counted = set(analysis.run_throughput()["run_id"].astype(str))
+            if not (analysis.runs()["run_id"].astype(str).isin(counted) & keys.notna().to_numpy()).any():
+                side = f"{option}={analysis.root}"
+                if by is not None:
+                    side = f"--by {by[0]}={by[1]},{by[2]}: {by[0]}={by[1 if option == 'A' else 2]} in {analysis.root}"
+                raise ConfigError(f"{side} holds no completed run; run `ddlbench results {analysis.root}` to see why")
         tables, accuracies = [], []
         for analysis, keys in ((self, key_a), (candidate, key_b)):
             per_run = analysis.run_throughput()
@@ -247,6 +262,7 @@ class CampaignAnalysis:
                 on="run_id",
                 how="left",
             )
+            per_run = per_run[per_run["match_key"].notna()]  # runs of unknown size; with `by`, other values
             stats = cells.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
             shown = per_run.groupby("match_key")[[c for c in [*cells.CELL, "variant"] if c in per_run]].first()
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
@@ -258,6 +274,9 @@ class CampaignAnalysis:
             set(key_b[~candidate.runs()["run_id"].isin(set(candidate.counted()["run_id"]))].dropna()) - counted_b
         )
         compared = compare.compare(a_cells, b_cells, threshold=threshold, incomplete_in_b=incomplete)
+        if by is not None and by[0] in compared:  # a pair's row names both values of KEY
+            both = compared["throughput_img_s_a"].notna() & compared["throughput_img_s_b"].notna()
+            compared[by[0]] = compared[by[0]].astype("object").where(~both, f"{by[1]}->{by[2]}")
         return compare.compare_accuracy(compared, *accuracies, top1_drop_pp=top1_drop_pp, threshold=threshold)
 
     # --- export -----------------------------------------------------------------------------------

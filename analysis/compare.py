@@ -1,5 +1,9 @@
 """`ddlbench compare`: two campaigns' cells matched by their settings, each flagged (regression,
-improvement, ok, missing, incomplete), accuracy beside throughput, and the same cells across systems.
+improvement, ok, missing, incomplete), accuracy beside throughput; the cells of one campaign that
+differ in one setting (`--by KEY=A,B`), and the same cells across systems (`paper --baseline`).
+
+Every pairing goes through `pair`: a cell of one side pairs with a cell of the other only where each
+side holds exactly one cell of their configuration; any other cell is shown alone, once.
 """
 
 from __future__ import annotations
@@ -10,31 +14,172 @@ import numpy as np
 import pandas as pd
 
 from analysis.cells import CELL, setting_text
+from benchmarks.errors import ConfigError
+from benchmarks.rundir import is_identity_key
+
+CAMPAIGN = "config.run.campaign"  # which campaign a run belongs to: never what a comparison pairs on
+SIZE = ["world_size", "num_nodes"]
+
+
+def identity_settings(runs: pd.DataFrame) -> list[str]:
+    """The config.* columns of runs that are settings of the run key (benchmarks/rundir.py)."""
+    return sorted(c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :]))
+
+
+def configurations(runs: pd.DataFrame, settings: list[str]) -> pd.Series:
+    """Per run, one key for its values of `settings` and its size (world_size, num_nodes): runs with equal
+    keys are one configuration over those settings. Each value as its setting reads, whatever the column's
+    dtype (a column with gaps is float in one campaign and int in another, and 8.0 is 8). NA where the
+    run's size is unknown."""
+    text = pd.DataFrame({c: setting_text(runs[c]) if c in runs else "" for c in [*settings, *SIZE]}, index=runs.index)
+    if runs.empty:
+        return pd.Series(pd.NA, index=runs.index, dtype="string")
+    hashed = pd.util.hash_pandas_object(text, index=False).map(lambda h: f"{h:016x}").astype("string")
+    return hashed.where(runs.reindex(columns=["world_size"])["world_size"].notna().to_numpy())
+
+
+def pair(a: pd.Series, b: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """The one pairing of ddlbench: a, b hold per cell of each side (the index: the cell, its value: the
+    configuration it is compared on) -> per cell its pair key. A configuration held by exactly one cell of
+    each side pairs them (the key is the configuration); every other cell gets a key of its own ('A <cell>'
+    or 'B <cell>'), so that it is shown once and alone: never pooled with a cell of its own side, never
+    paired with one of several cells that would fit."""
+    counts_a, counts_b = a.value_counts(), b.value_counts()
+
+    def keys(side: pd.Series, tag: str) -> pd.Series:
+        one_each = side.map(counts_a).eq(1) & side.map(counts_b).eq(1)
+        alone = pd.Series([f"{tag} {cell}" for cell in side.index], index=side.index, dtype="string")
+        return side.astype("string").where(one_each, alone)
+
+    return keys(a, "A"), keys(b, "B")
+
+
+def _pair_runs(
+    a_runs: pd.DataFrame, b_runs: pd.DataFrame, on: list[str], *, a_in: pd.Series | None = None, b_in=None
+) -> tuple[pd.Series, pd.Series]:
+    """Per run of A and of B, the pair key of its cell (`pair` on the configurations over `on`); a cell is
+    every setting its side records. NA for runs of unknown size and runs outside a side (a_in, b_in False)."""
+    out = []
+    sides = []
+    for runs, inside in ((a_runs, a_in), (b_runs, b_in)):
+        cell = configurations(runs, identity_settings(runs))
+        if inside is not None:
+            cell = cell.where(inside.to_numpy())
+        compared = configurations(runs, on)
+        per_cell = pd.Series(compared.to_numpy(), index=cell.to_numpy())
+        sides.append((cell, per_cell[per_cell.index.notna()].groupby(level=0).first()))
+    keys = pair(sides[0][1], sides[1][1])
+    for (cell, _), key in zip(sides, keys):
+        out.append(cell.map(key).astype("string"))
+    return out[0], out[1]
 
 
 def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, pd.Series, list[str]]:
-    """Per run of two campaigns, the key that pairs a cell of A with the same cell of B: every setting
-    of the run key that both campaigns record (config.* columns, so that a setting added by a newer
-    ddlbench does not part every cell) except run.campaign, plus world_size and num_nodes.
-    Returns (A keys, B keys, the settings used)."""
-    from benchmarks.rundir import is_identity_key
+    """Per run of two campaigns, the key that pairs its cell with the same cell of the other (`pair`): cells
+    are compared on every setting of the run key that both campaigns record (config.* columns, so that a
+    setting added by a newer ddlbench does not part every cell) except run.campaign, plus world_size and
+    num_nodes. A cell whose configuration is several cells' on a side (they differ in a setting the other
+    campaign does not record) stands alone. Returns (A keys, B keys, the settings compared on)."""
+    common = sorted((set(identity_settings(a_runs)) & set(identity_settings(b_runs))) - {CAMPAIGN})
+    key_a, key_b = _pair_runs(a_runs, b_runs, common)
+    return key_a, key_b, [*common, *SIZE]
 
-    def settings(runs: pd.DataFrame) -> set[str]:
-        return {c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :])}
 
-    common = sorted((settings(a_runs) & settings(b_runs)) - {"config.run.campaign"}) + ["world_size", "num_nodes"]
+# the cell table's columns that name a group's option (`--by framework=ddp,horovod`): the value a run shows
+NAMED_GROUPS = ("framework", "loader", "model", "precision")
 
-    def keys(runs: pd.DataFrame) -> pd.Series:
-        # each value as its setting reads, whatever the column's dtype: a column that also holds runs without
-        # the setting (NaN) is float in one campaign and int in another, and 8.0 must pair with 8
-        present = runs.reindex(columns=common).apply(setting_text)
-        return (
-            pd.util.hash_pandas_object(present, index=False)
-            .astype("string")
-            .where(runs.reindex(columns=["world_size"])["world_size"].notna())
+
+def by_setting(runs: pd.DataFrame, key: str) -> tuple[pd.Series, list[str]] | None:
+    """What `--by KEY` reads of runs: per run the value of KEY (a group: its option, as tables name it;
+    a setting: its value, as text) and the settings KEY covers (a group's every setting). None where
+    runs hold no such group or setting."""
+    covered = [c for c in identity_settings(runs) if c == f"config.{key}" or c.startswith(f"config.{key}.")]
+    if not covered:
+        return None
+    if key in NAMED_GROUPS and key in runs:
+        value = runs[key]
+    elif f"config.{key}.name" in runs:
+        value = runs[f"config.{key}.name"]
+    elif f"config.{key}" in runs:
+        value = runs[f"config.{key}"]
+    else:
+        return None
+    return setting_text(value).astype("string"), covered
+
+
+def _said(key: str) -> str:
+    """A setting as --by takes it: a group's option by the group's name (framework, not framework.name)."""
+    name = key.removeprefix("config.")
+    return name.removesuffix(".name")
+
+
+def varying_settings(runs: pd.DataFrame) -> list[str]:
+    """The settings (as --by takes them) whose value differs between runs of a campaign."""
+    varying = [c for c in identity_settings(runs) if c != CAMPAIGN and setting_text(runs[c]).nunique() > 1]
+    return sorted(dict.fromkeys(_said(c) for c in varying))
+
+
+def parse_by(text: str) -> tuple[str, str, str]:
+    """--by KEY=A,B -> (KEY, A, B)."""
+    key, _, values = text.partition("=")
+    parts = [v.strip() for v in values.split(",")]
+    if not key.strip() or len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise ConfigError(
+            f"--by {text}: give one setting and its two values to compare, KEY=A,B, e.g. --by framework=ddp,horovod"
         )
+    return key.strip(), parts[0], parts[1]
 
-    return keys(a_runs), keys(b_runs), common
+
+def by_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame, by: tuple[str, str, str]) -> tuple[pd.Series, pd.Series]:
+    """`compare --by KEY=A,B`: per run, the pair key of its cell among A's runs with KEY=A and B's runs
+    with KEY=B (NA for the others), cells compared on every setting both record but KEY's settings and
+    run.campaign (`pair`). A and B may be one campaign. Raises ConfigError, naming what the runs hold,
+    where KEY or a value matches no run."""
+    key, value_a, value_b = by
+    sides = []
+    for option, runs, value in (("A", a_runs, value_a), ("B", b_runs, value_b)):
+        read = by_setting(runs, key)
+        if read is None:
+            held = ", ".join(varying_settings(runs)) or "none (every run has the same settings)"
+            raise ConfigError(
+                f"--by {key}={value_a},{value_b}: no run has a setting {key}; settings that differ between the runs: {held}"
+            )
+        values, covered = read
+        if not (values == value).any():
+            present = values.value_counts()
+            listed = ", ".join(f"{v} ({n} runs)" for v, n in present.items()) or "none"
+            where = "RUNS" if a_runs is b_runs else option
+            raise ConfigError(
+                f"--by {key}={value_a},{value_b}: no run of {where} has {key}={value}; {key} there: {listed}"
+            )
+        sides.append((values == value, covered))
+    common = set(identity_settings(a_runs)) & set(identity_settings(b_runs))
+    on = sorted(common - {CAMPAIGN} - set(sides[0][1]) - set(sides[1][1]))
+    return _pair_runs(a_runs, b_runs, on, a_in=sides[0][0], b_in=sides[1][0])
+
+
+def by_hint(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[str, str, str] | None:
+    """Where two campaigns share no cell but all of A has one value of a setting, all of B another, and
+    the cells pair once that setting is left out: (KEY, A's value, B's value), for `compare A B --by`.
+    Single settings are tried before whole groups; None unless exactly one fits."""
+    common = sorted((set(identity_settings(a_runs)) & set(identity_settings(b_runs))) - {CAMPAIGN})
+    leaves = [_said(c) for c in common]
+    groups = sorted({c.split(".")[1] for c in common} - set(leaves))
+    for candidates in (leaves, groups):
+        fits = []
+        for key in dict.fromkeys(candidates):
+            read_a, read_b = by_setting(a_runs, key), by_setting(b_runs, key)
+            if read_a is None or read_b is None:
+                continue
+            values_a, values_b = read_a[0].dropna().unique(), read_b[0].dropna().unique()
+            if len(values_a) != 1 or len(values_b) != 1 or values_a[0] == values_b[0]:
+                continue
+            on = sorted(set(common) - set(read_a[1]) - set(read_b[1]))
+            if set(configurations(a_runs, on).dropna()) & set(configurations(b_runs, on).dropna()):
+                fits.append((key, str(values_a[0]), str(values_b[0])))
+        if fits:
+            return fits[0] if len(fits) == 1 else None
+    return None
 
 
 COMPARE_FLAGS = ("regression", "improvement", "ok", "missing in B", "incomplete in B", "only in B")
@@ -173,38 +318,32 @@ SYSTEM_PREFIX = "config.system."
 
 
 def across_systems(cells: pd.DataFrame, runs: pd.DataFrame, *, baseline: str) -> pd.DataFrame:
-    """Cells that differ only in their system profile, paired: per cell its system (system.name), a
-    `configuration` key (every identity setting but system.* and run.campaign, plus the size) and its
+    """Cells that differ only in their system profile, paired (`pair`): per cell its system (system.name),
+    a `configuration` key (every identity setting but system.* and run.campaign, plus the size) and its
     training time relative to the same configuration on the `baseline` system: the baseline's throughput
     over the cell's (same samples; above 1: slower), empty where that configuration did not run on the
-    baseline. Settings a system resolves into other groups (a loader's worker count from the system's
-    CPUs) keep cells apart: they are not the same configuration."""
-    from benchmarks.rundir import is_identity_key
-
+    baseline, or where one side holds several cells of it (a baseline cell is its own baseline). Settings
+    a system resolves into other groups (a loader's worker count from the system's CPUs) keep cells apart:
+    they are not the same configuration."""
     columns = [*CELL, "variant", "system", "configuration", "throughput_img_s", "baseline_img_s", "relative_time"]
     if cells.empty or runs.empty or "cell_hash" not in runs:
         return pd.DataFrame(columns=columns)
-    settings = [
-        c
-        for c in runs.columns
-        if c.startswith("config.")
-        and is_identity_key(c[len("config.") :])
-        and not c.startswith(SYSTEM_PREFIX)
-        and c != "config.run.campaign"
-    ]
-    text = runs[settings].apply(setting_text) if settings else pd.DataFrame(index=runs.index)
-    for size in ("world_size", "num_nodes"):
-        text[size] = setting_text(runs[size])
+    settings = [c for c in identity_settings(runs) if not c.startswith(SYSTEM_PREFIX) and c != CAMPAIGN]
     per_run = pd.DataFrame(
         {
             "cell_hash": runs["cell_hash"],
             "system": runs.get("config.system.name", pd.Series("", index=runs.index)).fillna("").astype(str),
-            "configuration": pd.util.hash_pandas_object(text, index=False).map(lambda h: f"{h & 0xFFFFFFFF:08x}"),
+            "configuration": configurations(runs, settings).str[:8],
         }
     ).drop_duplicates("cell_hash")
     table = cells.merge(per_run, on="cell_hash", how="inner")
-    base = table.loc[table["system"] == baseline, ["configuration", "throughput_img_s"]]
-    base = base.rename(columns={"throughput_img_s": "baseline_img_s"}).drop_duplicates("configuration")
-    table = table.merge(base, on="configuration", how="left")
+    by_cell = table.set_index("cell_hash")
+    on_baseline = by_cell[by_cell["system"] == baseline]
+    base_img_s = on_baseline["throughput_img_s"].copy()
+    for _, cells_there in by_cell[by_cell["system"] != baseline].groupby("system"):
+        keys_base, keys_there = pair(on_baseline["configuration"], cells_there["configuration"])
+        throughput_of = pd.Series(on_baseline["throughput_img_s"].to_numpy(), index=keys_base.to_numpy())
+        base_img_s = pd.concat([base_img_s, keys_there.map(throughput_of).astype("float64")])
+    table["baseline_img_s"] = table["cell_hash"].map(base_img_s).astype("float64")
     table["relative_time"] = table["baseline_img_s"] / table["throughput_img_s"]
     return table[[c for c in columns if c in table]].reset_index(drop=True)

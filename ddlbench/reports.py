@@ -101,20 +101,45 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing)."""
-    from analysis.report import FAILING_FLAGS, compare_campaigns, format_compare
+    """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing).
+    With --by KEY=A,B, the cells of one folder (or A's against B's) that differ only in KEY."""
+    from analysis.campaign_analysis import CampaignAnalysis
+    from analysis.compare import TOP1_DROP_PP, by_hint, parse_by
+    from analysis.report import FAILING_FLAGS, format_compare
 
     one_line_warnings()
     if not 0 < args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give a percentage between 0 and 100, e.g. --threshold 5")
-    from analysis.compare import TOP1_DROP_PP
-
     drop = TOP1_DROP_PP if args.top1_drop_pp is None else args.top1_drop_pp
     if not 0 <= drop < 100:
         raise ConfigError(f"--top1-drop-pp {drop}: give percentage points between 0 and 100, e.g. --top1-drop-pp 1")
     threshold = args.threshold / 100
-    table = compare_campaigns(Path(args.a), Path(args.b), threshold=threshold, top1_drop_pp=drop)
+    if args.by is None and args.b is None:
+        raise ConfigError(
+            f"compare {args.a}: give a second runs directory B, or --by KEY=A,B to compare the cells of "
+            f"{args.a} that differ in one setting, e.g. --by framework=ddp,horovod"
+        )
+    by = parse_by(args.by) if args.by is not None else None
+    roots = [Path(args.a)] if args.b is None else [Path(args.a), Path(args.b)]
+    for option, root in zip(("A", "B"), roots):
+        if not root.is_dir():
+            raise ConfigError(
+                f"{option}={root} is not a directory; pass two runs directories (campaigns), or one and --by"
+            )
+    analyses = [CampaignAnalysis(root) for root in roots]
+    table = analyses[0].compare(analyses[-1], threshold=threshold, top1_drop_pp=drop, by=by)
+    if by is not None:
+        print(f"B = {by[0]}={by[2]} against A = {by[0]}={by[1]}, cells paired on every other setting\n")
     print(format_compare(table, threshold=threshold, top1_drop_pp=drop))
+    paired = table["throughput_img_s_a"].notna() & table["throughput_img_s_b"].notna()
+    hint = by_hint(analyses[0].runs(), analyses[1].runs()) if by is None and not paired.any() else None
+    if hint is not None:
+        key, value_a, value_b = hint
+        print(
+            f"\nNo cell of B is a cell of A: all of A has {key}={value_a}, all of B {key}={value_b}. To compare "
+            f"them cell by cell on every other setting: ddlbench compare {args.a} {args.b} "
+            f"--by {key}={value_a},{value_b}"
+        )
     failing = FAILING_FLAGS[:1] if args.allow_missing else FAILING_FLAGS
     return 1 if table["flag"].isin(failing).any() else 0
 
@@ -196,7 +221,14 @@ def add_parser(sub) -> None:
         "(exit 1 on a regression or a cell of A missing in B)",
     )
     p.add_argument("a", metavar="A", help="baseline runs directory")
-    p.add_argument("b", metavar="B", help="runs directory to check")
+    p.add_argument("b", metavar="B", nargs="?", help="runs directory to check (with --by: optional, default A)")
+    p.add_argument(
+        "--by",
+        metavar="KEY=A,B",
+        help="compare the cells with KEY=B against those with KEY=A that differ in nothing else, e.g. "
+        "--by framework=ddp,horovod or --by loader=native,dali (KEY: a group, as tables name its option, or a "
+        "setting); in one folder, or A's cells against B's",
+    )
     p.add_argument(
         "--threshold",
         type=float,

@@ -132,12 +132,17 @@ def test_compare_flags_a_regression(tmp_path, capsys):
 def test_compare_fails_on_cells_missing_or_incomplete_in_b(tmp_path, capsys):
     shutil.copytree(HAND, tmp_path / "a")
     shutil.copytree(HAND, tmp_path / "b")
+    shutil.copytree(HAND, tmp_path / "c")
     shutil.rmtree(tmp_path / "b" / "ddp-synthetic-simple_cnn-g2-n1-b4-r0")
-    (tmp_path / "b" / "ddp-synthetic-simple_cnn-g1-n1-b4-r0" / "summary.json").unlink()  # died: incomplete
+    (tmp_path / "c" / "ddp-synthetic-simple_cnn-g1-n1-b4-r0" / "summary.json").unlink()  # died: incomplete
     table = compare_campaigns(tmp_path / "a", tmp_path / "b").set_index("world_size")
-    assert table.loc[2, "flag"] == "missing in B" and table.loc[1, "flag"] == "incomplete in B"
+    assert table.loc[2, "flag"] == "missing in B" and table.loc[1, "flag"] == "ok"
+    table = compare_campaigns(tmp_path / "a", tmp_path / "c").set_index("world_size")
+    assert table.loc[1, "flag"] == "incomplete in B" and table.loc[2, "flag"] == "ok"
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
-    assert "0 regression, 1 missing in B, 1 incomplete in B" in capsys.readouterr().out
+    assert "0 regression, 1 missing in B, 0 incomplete in B" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "c")]) == 1
+    assert "0 regression, 0 missing in B, 1 incomplete in B" in capsys.readouterr().out
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--allow-missing"]) == 0
 
 
