@@ -28,7 +28,14 @@ from benchmarks.mllog import MlLog
 from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace, remove_trace_dir
-from benchmarks.validate import data_classes, resolve_run_dir, settings, validate
+from benchmarks.validate import (
+    data_classes,
+    host_cpus,
+    oversubscription,
+    resolve_run_dir,
+    settings,
+    validate,
+)
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -113,6 +120,8 @@ def _write_provenance(
             "task": task.describe(),
             "num_classes": classes,
             **({"cache_evict": cache_evict} if cache_evict else {}),
+            # more ranks on this host than CPUs; its launcher's CPUs: this rank may have bound itself to its share
+            **oversubscription(ranks=env.local_world_size, cores=host_cpus(pid=os.getppid())),
             "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
         },
     )

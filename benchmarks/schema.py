@@ -64,7 +64,8 @@ class SystemConfig:
     name: str = MISSING
     device: Device = Device.cpu
     ranks_per_node: int = 1  # processes per node (= GPUs per node on GPU systems)
-    gpus_per_node: int = 0
+    # sbatch --gres=gpu:N; `devices`: the system.device values that use the key (validate refuses it elsewhere)
+    gpus_per_node: int = field(default=0, metadata={"devices": (Device.cuda,)})
     cpus_per_rank: int = 1
     partition: str | None = None
     account: str | None = None  # sbatch --account

@@ -4,6 +4,7 @@ setting filled in from the data: model.num_classes=auto becomes the data set's c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -37,6 +38,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
         raise ConfigError(f"run.epochs={run.epochs} must be >= 1 (or null to run run.steps steps)")
     if cfg.system.ranks_per_node < 1:
         raise ConfigError(f"system.ranks_per_node={cfg.system.ranks_per_node} must be >= 1")
+    _check_system_keys(cfg)
     for key in ("campaign",):
         value = str(run[key])
         if (
@@ -100,6 +102,45 @@ def _env_variable(node: DictConfig, key: str) -> str | None:
     raw = OmegaConf.to_container(node, resolve=False).get(key)
     match = re.fullmatch(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(,[^}]*)?\}", raw) if isinstance(raw, str) else None
     return match[1] if match else None
+
+
+def _check_system_keys(cfg: DictConfig) -> None:
+    """A system key the profile's device does not use (the `devices` of its field in schema.SystemConfig:
+    system.gpus_per_node on a CPU profile) would change nothing in the run yet name a cell of its own (every
+    system.* setting is in the cell hash): refused, with the key, its value and the fix."""
+    from benchmarks.schema import SystemConfig
+
+    system, device = cfg.system, str(cfg.system.device)
+    for key in dataclasses.fields(SystemConfig):
+        devices = [str(d) for d in key.metadata.get("devices", ())]
+        if devices and device not in devices and system.get(key.name) != key.default:
+            users = " or ".join(f"system.device={d}" for d in devices)
+            raise ConfigError(
+                f"system.{key.name}={system.get(key.name)} but system={system.name} computes on "
+                f"system.device={device}, which uses no {key.name} (only {users} does); drop it "
+                f"(system.{key.name}={key.default}) or pick a system profile with {users}"
+            )
+
+
+def host_cpus(*, pid: int = 0) -> int | None:
+    """The CPUs this host gives the job's ranks: a Slurm job's on this node (SLURM_CPUS_ON_NODE), else those
+    process `pid` may run on (0: this one; a rank asks its launcher, as it binds itself to its share of them:
+    system.cpu_bind=cores), which a taskset or a container's cpuset limits, else the machine's. None where
+    the OS cannot say."""
+    slurm = os.environ.get("SLURM_CPUS_ON_NODE", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    try:
+        return len(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS), or the process is gone
+        return os.cpu_count()
+
+
+def oversubscription(*, ranks: int, cores: int | None) -> dict:
+    """meta.json's record of the host's CPUs: `oversubscribed` when more ranks run on the host than it has
+    CPUs (ranks then share a core and their step times measure the sharing, not the framework), with both
+    numbers (host_cores: logical CPUs, as host_cpus counts them; None where unknown)."""
+    return {"oversubscribed": cores is not None and ranks > cores, "host_ranks": ranks, "host_cores": cores}
 
 
 def _check_optimizer_with_framework(cfg: DictConfig) -> None:
@@ -296,12 +337,21 @@ def _counted_classes(key: str, root: str, _changed_ns) -> tuple[int, str]:
 
 
 def warnings(cfg: DictConfig) -> list[str]:
-    """One-line warnings about a config that runs but measures less than it seems to: a loader given
-    far fewer CPU workers than the rank has CPUs (benchmarks/loaders/configs.py: one rule for every loader);
-    a model head with more classes than the data set has."""
+    """One-line warnings about a config that runs but measures less than it seems to: more ranks on this host
+    than it has CPUs (oversubscription: meta.json records it too); a loader given far fewer CPU workers than
+    the rank has CPUs (benchmarks/loaders/configs.py: one rule for every loader); a model head with more
+    classes than the data set has."""
     from benchmarks.loaders.configs import loader_cpus
 
     out = []
+    load = oversubscription(ranks=node_layout(cfg)[0], cores=host_cpus())
+    if load["oversubscribed"]:
+        out.append(
+            f"system.ranks_per_node={cfg.system.ranks_per_node} starts {load['host_ranks']} ranks on this host's "
+            f"{load['host_cores']} CPU(s): ranks share cores, so step times measure the sharing (meta.json "
+            f"records oversubscribed: true and the tables mark the run); use system.ranks_per_node="
+            f"{load['host_cores']} or fewer"
+        )
     counted, given = _data_classes_for(cfg), cfg.model.num_classes
     if counted is not None and isinstance(given, int) and given > counted[0]:
         out.append(

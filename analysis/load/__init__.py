@@ -3,6 +3,8 @@
 Tables (column names follow docs/architecture.md):
 - runs: one row per run directory: `run_id` (path below the root), `status`, `reason`, the
   summary's fields, the resolved config flattened as `config.<key>` and provenance as `meta.<key>`;
+  `oversubscribed`: more ranks ran on a host than it had CPUs (meta.json, with `meta.host_ranks` and
+  `meta.host_cores`; null for runs whose meta.json does not say);
 - steps: one row per rank per logged step of every *completed* run (rank<R>.jsonl);
 - telemetry: one row per sample of telemetry*.jsonl (whatever keys are there, flattened);
 - commbench: one row per measurement of commbench*.json (op, size_bytes, algbw_gb_s, ...);
@@ -215,7 +217,7 @@ INT_COLUMNS = (
 
 
 # flags a run may lack (older summaries, runs without a target): nullable booleans
-BOOL_COLUMNS = ("target_reached",)
+BOOL_COLUMNS = ("target_reached", "oversubscribed")
 
 
 def _tidy_runs(rows: list[dict]) -> pd.DataFrame:

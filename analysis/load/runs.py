@@ -17,6 +17,7 @@ from analysis.load.values import (
     checked,
     flatten,
     is_count,
+    is_flag,
     is_name,
     is_size,
     json_type,
@@ -56,12 +57,19 @@ SIZE = {"world_size": "size", "num_nodes": "size"}
 PROCESSES = "num_processes"
 
 
+# meta.json's flag: more ranks ran on a host than it had CPUs (its host_ranks and host_cores stay meta.* columns)
+OVERSUBSCRIBED = "oversubscribed"
+
+
 # what a completed run cannot be counted without
 IDENTIFYING = ("framework", "loader", "model", "precision", "per_gpu_batch")
 
 
 # columns of the runs table that a summary.json key must not overwrite
-RESERVED = {"run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group_hash", "strong_group_hash", "cache"}
+RESERVED = {
+    "run_id", "run_dir", "cell", "status", "reason", "cell_hash", "group_hash", "strong_group_hash", "cache",
+    OVERSUBSCRIBED,
+}  # fmt: skip
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -175,7 +183,10 @@ def _raw_setting(cfg: dict, key: str) -> Any:
 
 def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, problems: Problems) -> None:
     """meta.json flattened into `meta.<key>` columns (META_SKIP stays in the file), its world size and
-    node count checked into `world_size` / `num_nodes`, and `unsupported` for an unknown schema_version."""
+    node count checked into `world_size` / `num_nodes`, `oversubscribed` (more ranks on a host than CPUs:
+    benchmarks/validate.py oversubscription; null where meta.json does not say), and `unsupported` for an
+    unknown schema_version."""
+    row[OVERSUBSCRIBED] = None
     if META not in names:
         return
     meta, error = read_json(run_dir / META)
@@ -193,6 +204,10 @@ def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, pro
             row[column], expected = checked(raw, kind)
             if expected:
                 problems.add(run_id, run_dir / META, None, f"{column} {quoted(raw)} is not {expected}; ignored")
+    if is_flag(raw := meta.get(OVERSUBSCRIBED)):
+        row[OVERSUBSCRIBED] = raw
+    elif raw is not None:
+        problems.add(run_id, run_dir / META, None, f"{OVERSUBSCRIBED} {quoted(raw)} is not true or false; ignored")
     if (raw := meta.get(PROCESSES)) is not None:
         row[PROCESSES], expected = checked(raw, "size")
         if expected:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from benchmarks.models import build_model
+from benchmarks.validate import host_cpus
 from tests.conftest import find_run, read_summary
 
 TINY = ["model=simple_cnn", "run.per_gpu_batch=4", "run.warmup_steps=1", "run.steps=3", "run.log_every=1"]
@@ -31,6 +32,9 @@ def test_two_rank_run_writes_a_complete_run_directory(tmp_path, ddlbench):
     assert summary["wall_s"] > 0  # still recorded, no longer the throughput's denominator
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["world_size"] == 2 and meta["framework"]["backend"] == "gloo" and "git_sha" in meta
+    # the host's load, from the CPUs of the launcher that started the ranks (issue 49: more ranks than CPUs)
+    cores = host_cpus()
+    assert meta["host_ranks"] == 2 and meta["host_cores"] == cores and meta["oversubscribed"] is (2 > cores)
     slowest: dict[int, float] = {}  # measured step -> the slowest rank's step_s
     samples = 0
     for rank in (0, 1):
