@@ -114,9 +114,11 @@ def _said(key: str) -> str:
 
 
 def varying_settings(runs: pd.DataFrame) -> list[str]:
-    """The settings (as --by takes them) whose value differs between runs of a campaign."""
-    varying = [c for c in identity_settings(runs) if c != CAMPAIGN and setting_text(runs[c]).nunique() > 1]
-    return sorted(dict.fromkeys(_said(c) for c in varying))
+    """The settings (as --by takes them) whose value differs between runs of a campaign: a group whose
+    option differs by its name alone (framework, not its every setting)."""
+    varying = [_said(c) for c in identity_settings(runs) if c != CAMPAIGN and setting_text(runs[c]).nunique() > 1]
+    groups = {key for key in varying if "." not in key}
+    return sorted(key for key in dict.fromkeys(varying) if key.split(".")[0] not in groups - {key} and "._" not in key)
 
 
 def parse_by(text: str) -> tuple[str, str, str]:
