@@ -8,7 +8,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from benchmarks import resources, schema
+from benchmarks import liveness, resources, schema
 from benchmarks.errors import ConfigError
 from benchmarks.freshstart import as_fresh_interpreter, is_forked_rank
 from benchmarks.rankexit import exit_rank
@@ -65,6 +65,7 @@ if __name__ == "__main__":
         print(message, file=sys.stderr)
         sys.exit(2)
     signal.signal(signal.SIGTERM, _interrupt)
+    liveness.exit_when_orphaned()  # a rank whose launcher died (kill -9, a lost agent) stops, not trains on
     try:
         sys.argv += resources.search_path_override()  # the user's own options (DDLBENCH_CONFIG)
     except ConfigError as error:

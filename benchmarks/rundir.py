@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks import liveness
+
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
 META = "meta.json"
@@ -113,7 +115,11 @@ END_FIELDS: dict[str, str] = {
 # summary.json's memory fields: the largest peak over the ranks, and each rank's (lists in rank order)
 MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes")
 MEMORY_BY_RANK_FIELDS = tuple(f"{name}_by_rank" for name in MEMORY_FIELDS)
-STATES = ("completed", "failed", "interrupted", "hung", "incomplete", "missing")
+# a run directory's state (`state`): its summary's status, or, without a summary, whether its owner still lives
+# (benchmarks/liveness.py: `running`, or `dead` once its launching process is gone or its heartbeat is stale)
+STATES = ("completed", "failed", "interrupted", "hung", "running", "dead", "missing")
+# what a run moved out of its cell's place into <campaign>/attic/ says (move_aside): when, by whom, why
+ATTIC_REASON = "attic_reason.txt"
 # the states of a run that ended without completing and said why in its summary: a retry of its cell moves it
 # into <campaign>/attic/ (move_aside) and runs the cell again
 RETRIED_STATES = frozenset({"failed", "interrupted", "hung"})
@@ -265,9 +271,11 @@ def holds_a_run(path: Path) -> bool:
 ATTIC = "attic"  # <campaign>/attic/: failed or interrupted runs moved out of their cell's place
 
 
-def move_aside(path: Path, attic: Path) -> Path:
-    """Move a finished-but-not-completed run directory into `attic` as <name>.<timestamp> (never lost, never
-    counted in its cell's place) and return where it went."""
+def move_aside(path: Path, attic: Path, *, reason: str | None = None) -> Path:
+    """Move a run directory that did not complete (failed, interrupted, hung, dead) into `attic` as
+    <name>.<timestamp> (never lost, never counted in its cell's place), with ATTIC_REASON saying when, by
+    whom and why; return where it went."""
+    import socket
     import time
 
     attic.mkdir(parents=True, exist_ok=True)
@@ -277,7 +285,30 @@ def move_aside(path: Path, attic: Path) -> Path:
         k += 1
         target = attic / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}-{k}"
     path.rename(target)
+    why = reason or state(target)
+    try:
+        (target / ATTIC_REASON).write_text(
+            f"{now_iso()}: moved from {path} by pid {os.getpid()} on {socket.gethostname()}: {why}\n"
+        )
+    except OSError:
+        pass  # kept without its note (a full disk): the move is what matters
     return target
+
+
+def life(path: Path) -> liveness.Life:
+    """Who holds a run directory without a summary and whether it lives (benchmarks/liveness.py)."""
+    return liveness.examine(path)
+
+
+def reap(path: Path, attic: Path, dead: liveness.Life) -> Path | None:
+    """Move a dead run (`dead`: its life as judged) into `attic` with its reason; None when, looked at again,
+    it is not the same dead run any more (another launch took its place meanwhile), so nothing moved."""
+    if (path / SUMMARY).exists() or liveness.read_owner(path) != dead.owner:
+        return None
+    try:
+        return move_aside(path, attic, reason=f"dead: {dead.says()}")
+    except FileNotFoundError:
+        return None  # another launch moved it first
 
 
 def read_summary(path: Path) -> dict | None:
@@ -290,14 +321,24 @@ def read_summary(path: Path) -> dict | None:
 
 
 def state(path: Path | None) -> str:
-    """completed | failed | interrupted | hung | incomplete (a run without a readable summary) | missing."""
-    if path is None or not holds_a_run(path):
+    """completed | failed | interrupted | hung (its summary's status) | running | dead (no summary: whether its
+    owner lives, benchmarks/liveness.py) | missing (no run there)."""
+    if path is None or not path.is_dir():
         return "missing"
-    summary = read_summary(path)
-    if summary is None:
-        return "incomplete" if not (path / SUMMARY).exists() else "failed"
-    status = summary.get("status")
-    return status if status in ("completed", "interrupted", "hung") else "failed"
+    if (path / SUMMARY).exists():
+        summary = read_summary(path)
+        status = None if summary is None else summary.get("status")
+        if status != "completed" and liveness.finishing(path):
+            return "running"  # its processes here still end (and write): not yet to be moved or retried
+        return status if status in ("completed", "interrupted", "hung") else "failed"
+    if not taken(path):
+        return "missing"
+    return life(path).state
+
+
+def taken(path: Path) -> bool:
+    """A run is there, or a launch has claimed the directory (owner.json) for one: no other run goes there."""
+    return holds_a_run(path) or (path / liveness.OWNER).exists()
 
 
 # summary.json: every field the summaries below write but schema_version and cell_hash (read on their own),

@@ -184,8 +184,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_run_here(args: argparse.Namespace) -> int:
     """Run the missing and failed cells that fit on one node here, one after the other (ddlbench run with
     the cell's overrides and system.ranks_per_node = its GPUs); every cell is validated first. The CLI hands
-    each through `ddlbench run`."""
-    from ddlbench.run import cmd_run
+    each through `ddlbench run`. A cell that a live run holds (another `campaign run`, a Slurm job) is left
+    to it: two `campaign run` of one campaign share its cells."""
+    from ddlbench.run import CellCompleted, HeldElsewhere, cmd_run, skip_reason
 
     cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):
@@ -193,28 +194,43 @@ def cmd_run_here(args: argparse.Namespace) -> int:
     rows = submit.cell_states(cfg, cells)
     todo = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes == 1]
     elsewhere = [c for c, s, _ in rows if s in submit.SUBMIT_STATES and c.num_nodes > 1]
+    held = [c.name for c, s, _ in rows if s == "running"]  # a live run of it, here or in a job
     base = [o for o in args.overrides if not o.startswith("campaign.")]
     commands = [[*cell.overrides(base), f"system.ranks_per_node={cell.num_gpus}"] for cell in todo]
     for overrides in commands:  # bad input in any cell stops before anything runs; a dry run prints each
-        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=True, quiet=not args.dry_run))
+        try:
+            code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=True, quiet=not args.dry_run))
+        except (CellCompleted, HeldElsewhere):
+            continue  # another launch took it since the states were read: it is skipped below too
         if code:
             return code
     skipped = f", {len(elsewhere)} multi-node cell(s) left to campaign submit" if elsewhere else ""
     if args.dry_run:
         print(f"campaign {cfg.run.campaign}: would run {len(todo)} cell(s) here{skipped}")
         return 0
-    failed, code = [], 0
+    failed, code, ran, done_meanwhile = [], 0, 0, 0
     for k, (cell, overrides) in enumerate(zip(todo, commands), 1):
         print(f"[ddlbench] campaign {cfg.run.campaign} {k}/{len(todo)}: {cell.name}", file=sys.stderr, flush=True)
-        code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+        try:
+            code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
+        except (CellCompleted, HeldElsewhere) as taken:  # another launch took it since the states were read
+            print(f"[ddlbench] {cell.name}: {skip_reason(taken)}", file=sys.stderr, flush=True)
+            if isinstance(taken, HeldElsewhere):
+                held.append(cell.name)
+            else:
+                done_meanwhile += 1
+            code = 0
+            continue
+        ran += code == 0
         if code:
             failed.append(cell.name)
         if code == 130:
             break  # interrupted: the rest does not start
     done = sum(1 for _, s, _ in rows if s == "completed")
     print(
-        f"campaign {cfg.run.campaign}: ran {len(todo) - len(failed)} of {len(todo)} cell(s) here, "
-        f"{done} were already completed{skipped}" + "".join(f"\n  failed: {name}" for name in failed)
+        f"campaign {cfg.run.campaign}: ran {ran} of {len(todo)} cell(s) here, "
+        f"{done + done_meanwhile} were already completed, running elsewhere: {len(held)}{skipped}"
+        + "".join(f"\n  failed: {name}" for name in failed)
     )
     return 130 if code == 130 else (1 if failed else 0)
 

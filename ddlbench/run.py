@@ -18,16 +18,94 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# run-directory states (benchmarks/rundir.py) that a launch of the cell moves into <campaign>/attic/ and runs again
+RETRY_STATES = ("failed", "interrupted", "hung", "dead")
+
+
+class CellCompleted(ConfigError):
+    """The cell's run directory holds a completed run: never overwritten (run -m and campaign run skip it)."""
+
+
+class HeldElsewhere(ConfigError):
+    """The cell's run directory is held by a live run of another launch (benchmarks/liveness.py)."""
+
+
 def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
-    """The first run.repeat (from the configured one) whose run directory holds no run."""
+    """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
+    from benchmarks import rundir
+
+    repeat = int(cfg.run.repeat)
+    while rundir.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
+        repeat += 1
+    return repeat
+
+
+def repeat_dir(cfg, *, repeat: int, world_size: int, num_nodes: int) -> Path:
+    """The run directory of this config's cell at run.repeat=`repeat` (run.dir aside)."""
     from benchmarks import rundir
     from benchmarks.validate import settings
 
-    flat = rundir.flatten(settings(cfg))
-    flat["run.dir"] = None
-    while rundir.holds_a_run(rundir.run_dir(flat, world_size=world_size, num_nodes=num_nodes)):
-        flat["run.repeat"] += 1
-    return flat["run.repeat"]
+    flat = {**rundir.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
+    return rundir.run_dir(flat, world_size=world_size, num_nodes=num_nodes)
+
+
+def repeat_is_fixed(overrides: list[str]) -> bool:
+    """The user chose the run's directory: run.repeat=N or run.dir=PATH among the overrides."""
+    return any(o.lstrip("+").startswith(("run.repeat=", "run.dir=")) for o in overrides)
+
+
+def take_run_dir(
+    cfg, run_dir: Path, *, world_size: int, num_nodes: int, next_if_held: bool, claim: bool
+) -> tuple[Path, int]:
+    """The run directory this launch gets and its repeat. A completed run there: CellCompleted. A live run
+    there (another launch's): the next free repeat when next_if_held, else HeldElsewhere naming its owner. A
+    failed, interrupted, hung or dead run there: moved into <campaign>/attic/ with its reason (when `claim`;
+    a dry run only says what would run). claim: make this process the directory's owner (owner.json created
+    exclusively: of two launches at once, one gets the directory and the other looks again)."""
+    from benchmarks import liveness, rundir
+
+    repeat = int(cfg.run.repeat)
+    while True:
+        state = rundir.state(run_dir)
+        if state == "completed":
+            free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
+            raise CellCompleted(
+                f"run directory {run_dir} already holds a completed run (never overwritten); pass "
+                f"run.repeat={free} or another run.campaign"
+            )
+        if state == "running":
+            life = rundir.life(run_dir)
+            if not next_if_held:
+                raise HeldElsewhere(
+                    f"run directory {run_dir} is in use: {life.says()}; wait for it to end, or drop "
+                    "run.repeat (the next free repeat is taken)"
+                )
+            held, repeat = run_dir, next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
+            run_dir = repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)
+            print(
+                f"[ddlbench] {held.name} is running elsewhere ({life.says()}): this run takes run.repeat={repeat}",
+                file=sys.stderr,
+                flush=True,
+            )
+            continue
+        if not claim:
+            return run_dir, repeat
+        if state in RETRY_STATES:
+            attic = run_dir.parent / rundir.ATTIC
+            if state == "dead":
+                moved = rundir.reap(run_dir, attic, life := rundir.life(run_dir))
+                if moved is None:
+                    continue  # it changed meanwhile (another launch took it): look again
+                state = f"dead ({life.says()})"
+            else:
+                moved = rundir.move_aside(run_dir, attic, reason=state)
+            # kept for the post-mortem, out of the cell's place: the retry runs
+            print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
+        try:
+            liveness.claim(run_dir)
+        except liveness.Taken:
+            continue  # another launch claimed it first: look again
+        return run_dir, repeat
 
 
 def split_sweep(value: str) -> list[str]:
@@ -56,60 +134,87 @@ def sweep(overrides: list[str]) -> list[list[str]]:
 
 def cmd_run_multirun(args: argparse.Namespace) -> int:
     """ddlbench run -m: every combination, each validated before the first starts, then one after the other,
-    one run directory each; a summary line per run at the end."""
+    one run directory each; a summary line per run at the end. The same command resumes a sweep: a
+    combination whose run completed is skipped, one that failed, was interrupted or died runs again, and one
+    that a live run holds elsewhere is left to it (as `campaign run` does)."""
     combos = sweep(args.overrides)
     if any(o.startswith("run.dir=") for o in args.overrides):
         raise ConfigError("run.dir cannot be set with -m: every combination needs its own run directory; drop it")
     quiet = not (args.dry_run or getattr(args, "cfg", None))
-    for combo in combos:  # bad input in any combination stops before anything runs; a dry run prints each
-        code = cmd_run(
-            argparse.Namespace(
-                overrides=combo,
-                dry_run=True,
-                quiet=quiet,
-                cfg=getattr(args, "cfg", None),
-                resolve=getattr(args, "resolve", False),
+
+    def varying(combo: list[str]) -> str:
+        return " ".join(o for o, original in zip(combo, args.overrides) if o != original or "," in original)
+
+    skipped: dict[int, str] = {}  # combination -> why it does not run: completed already, or running elsewhere
+    for k, combo in enumerate(combos):  # bad input in any combination stops before anything runs; a dry run prints each
+        try:
+            code = cmd_run(
+                argparse.Namespace(
+                    overrides=combo,
+                    dry_run=True,
+                    quiet=quiet,
+                    cfg=getattr(args, "cfg", None),
+                    resolve=getattr(args, "resolve", False),
+                    share=True,
+                )
             )
-        )
+        except (CellCompleted, HeldElsewhere) as held:
+            skipped[k] = skip_reason(held)
+            continue
         if code:
             return code
+    for k, why in skipped.items():
+        print(
+            f"[ddlbench] multirun {k + 1}/{len(combos)}: {varying(combos[k]) or '(the base)'}: {why}", file=sys.stderr
+        )
     if args.dry_run or getattr(args, "cfg", None):
-        print(f"[ddlbench] multirun: {len(combos)} run(s) valid", file=sys.stderr)
+        print(f"[ddlbench] multirun: {len(combos)} run(s) valid, {len(skipped)} of them skipped", file=sys.stderr)
         return 0
     results = []
-    for k, combo in enumerate(combos, 1):
-        varying = [o for o, original in zip(combo, args.overrides) if o != original or "," in original]
+    for k, combo in enumerate(combos):
+        if k in skipped:
+            continue
         print(
-            f"[ddlbench] multirun {k}/{len(combos)}: {' '.join(varying) or '(the base)'}", file=sys.stderr, flush=True
+            f"[ddlbench] multirun {k + 1}/{len(combos)}: {varying(combo) or '(the base)'}", file=sys.stderr, flush=True
         )
-        code = cmd_run(argparse.Namespace(overrides=combo, dry_run=False))
-        results.append((" ".join(varying), code))
+        try:
+            code = cmd_run(argparse.Namespace(overrides=combo, dry_run=False, share=True))
+        except (CellCompleted, HeldElsewhere) as held:  # another launch took it since the check above
+            skipped[k] = skip_reason(held)
+            print(f"[ddlbench] multirun {k + 1}/{len(combos)}: {skipped[k]}", file=sys.stderr, flush=True)
+            continue
+        results.append((varying(combo), code))
         if code == 130:
             break  # interrupted: the rest does not start
     failed = [r for r in results if r[1]]
+    kinds = [why.partition(" (")[0] for why in skipped.values()]  # completed already, running elsewhere
+    counts = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     print(
         f"[ddlbench] multirun: {len(results) - len(failed)} of {len(combos)} run(s) completed"
+        + "".join(f", {n} {why}" for why, n in counts.items())
         + "".join(f"\n  exit {code}: {what}" for what, code in failed),
         file=sys.stderr,
     )
     return 130 if results and results[-1][1] == 130 else (1 if failed else 0)
 
 
+def skip_reason(held: ConfigError) -> str:
+    """Why a combination of a sweep does not run: 'completed already' or 'running elsewhere (who)'."""
+    if isinstance(held, CellCompleted):
+        return "completed already (skipped)"
+    return "running elsewhere (skipped): " + str(held).partition("is in use: ")[2].partition("; wait")[0]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout);
     with system.hosts or system.hostfile, that many on each host (launchers/hosts.py)."""
-    from benchmarks import affinity, launch, rundir
+    from benchmarks import affinity, liveness
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
-    from benchmarks.freshstart import import_what_ranks_import_late
-    from benchmarks.launch.base import LOCAL
-    from benchmarks.rundir import holds_a_run
     from benchmarks.validate import check_data, validate, warnings
     from launchers import hosts as several
-    from launchers.local import local_command, ranks_may_fork
-    from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
     if getattr(args, "multirun", False):
         return cmd_run_multirun(args)
@@ -156,18 +261,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     world_size = nproc * devices_per_process * num_nodes  # the GPUs (or CPU ranks) trained on: g<W> of the run dir
     check_data(cfg, world_size=world_size)
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=num_nodes)
-    retry = None
-    if holds_a_run(run_dir):
-        state = rundir.state(run_dir)
-        if state not in ("failed", "interrupted"):
-            held = "an incomplete" if state == "incomplete" else f"a {state}"
-            free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
-            raise ConfigError(
-                f"run directory {run_dir} already holds {held} run (never overwritten); pass "
-                f"run.repeat={free} or another run.campaign"
-            )
-        retry = state  # moved aside below, once the run really starts (not for a dry run)
-    overrides = [*args.overrides, f"run.dir={run_dir.resolve()}"]
+    run_dir, repeat = take_run_dir(
+        cfg,
+        run_dir,
+        world_size=world_size,
+        num_nodes=num_nodes,
+        next_if_held=not (repeat_is_fixed(args.overrides) or getattr(args, "share", False)),
+        claim=not args.dry_run,
+    )
+    try:
+        return _launch(args, cfg, run_dir=run_dir, repeat=repeat, framework=framework, spread=spread, nproc=nproc)
+    except BaseException:
+        liveness.release(run_dir)  # a claim that never launched (an error before it) leaves nothing behind
+        raise
+
+
+def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: int) -> int:
+    """cmd_run once the run directory is this process's: the launch command, then the launch."""
+    from benchmarks import launch
+    from benchmarks.freshstart import import_what_ranks_import_late
+    from benchmarks.launch.base import LOCAL
+    from launchers import hosts as several
+    from launchers.local import local_command, ranks_may_fork
+    from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
+
+    num_nodes = len(spread.hosts) if spread else 1
+    taken_repeat = [] if repeat == int(cfg.run.repeat) else [f"run.repeat={repeat}"]  # a live run held the asked one
+    overrides = [*args.overrides, *taken_repeat, f"run.dir={run_dir.resolve()}"]
     fork_ranks, hostfile = spread is None and ranks_may_fork(cfg), None
     if spread:
         several.check(spread, run_dir=run_dir)
@@ -198,10 +318,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(line if args.dry_run else f"[ddlbench] {host}: {line}", file=None if args.dry_run else sys.stderr)
     if args.dry_run:
         return 0
-    if retry is not None:
-        # a failed or interrupted run is kept for the post-mortem, out of the cell's place: the retry runs
-        moved = rundir.move_aside(run_dir, run_dir.parent / rundir.ATTIC)
-        print(f"[ddlbench] {run_dir.name} was {retry}: moved to {moved}", file=sys.stderr, flush=True)
     if hostfile is not None:
         path, text = hostfile
         path.parent.mkdir(parents=True, exist_ok=True)

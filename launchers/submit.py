@@ -28,7 +28,8 @@ from launchers.campaign import Cell, job_overrides
 JOB_PREFIX = "ddlbench/"
 LEDGER = "jobs.jsonl"
 # run-directory states (benchmarks.rundir.state) of a cell that is submitted (again)
-SUBMIT_STATES = frozenset({"missing", "failed", "interrupted", "incomplete"})
+# (a `running` one is left alone: its owner lives, benchmarks/liveness.py; a `dead` one is moved aside and retried)
+SUBMIT_STATES = frozenset({"missing", "failed", "interrupted", "hung", "dead"})
 
 
 class Refused(Exception):
@@ -187,10 +188,20 @@ def submit(
     return ids
 
 
-def move_aside(cell: Cell, state: str, logs: Path) -> None:
-    """Never overwrite a run: keep a failed one for the post-mortem, out of the cell's place."""
-    moved = rundir.move_aside(cell.run_dir, logs / rundir.ATTIC)
+def move_aside(cell: Cell, state: str, logs: Path) -> bool:
+    """Never overwrite a run: keep a failed, interrupted, hung or dead one for the post-mortem, out of the
+    cell's place, with its reason; False when a dead run's directory changed meanwhile (another launch took
+    it): the cell is not submitted."""
+    if state == "dead":
+        life = rundir.life(cell.run_dir)
+        if life.state != "dead" or (moved := rundir.reap(cell.run_dir, logs / rundir.ATTIC, life)) is None:
+            print(f"[ddlbench] {cell.name}: another launch took it meanwhile; not submitted", file=sys.stderr)
+            return False
+        state = f"dead ({life.says()})"
+    else:
+        moved = rundir.move_aside(cell.run_dir, logs / rundir.ATTIC, reason=state)
     print(f"[ddlbench] {cell.name} was {state}: moved to {moved}", file=sys.stderr)
+    return True
 
 
 def new_cells_file(logs: Path, cell: Cell) -> Path:
@@ -230,10 +241,10 @@ def cell_states(cfg, cells: list[Cell], *, strict: bool = True) -> list[tuple[Ce
             rows.append((cell, "pending" if job.pending else "running", f"job {job.job_id}"))
             continue
         state = rundir.state(cell.run_dir)
-        detail = ""
-        if state != "completed" and last:
+        detail = rundir.life(cell.run_dir).says() if state in ("running", "dead") else ""
+        if state not in ("completed", "running") and last:
             final = scheduler.final_state(str(last["job_id"]))
-            detail = f"last job {last['job_id']}" + (f" {final}" if final else "")
+            detail = "; ".join(filter(None, (detail, f"last job {last['job_id']}" + (f" {final}" if final else ""))))
         rows.append((cell, state, detail))
     return rows
 
@@ -283,6 +294,11 @@ def submit_cells(
                 file=sys.stderr,
             )
             continue
+        if not dry_run:
+            logs.mkdir(parents=True, exist_ok=True)
+            batch = [(cell, state) for cell, state in batch if state == "missing" or move_aside(cell, state, logs)]
+            if not batch:
+                continue
         batch_cells = [cell for cell, _ in batch]
         if array:
             cells_file = new_cells_file(logs, batch_cells[0])
@@ -292,10 +308,6 @@ def submit_cells(
         if dry_run:
             print(shlex.join(argv))
             continue
-        logs.mkdir(parents=True, exist_ok=True)
-        for cell, state in batch:
-            if state != "missing":
-                move_aside(cell, state, logs)
         if array:
             with open(cells_file, "x") as f:  # "x": an earlier array's file is never overwritten
                 f.writelines(json.dumps(cell.overrides(base)) + "\n" for cell in batch_cells)

@@ -6,6 +6,11 @@
   signalled (SIGINT, then SIGTERM after `grace_s`, then SIGKILL), the run is marked `interrupted` and one
   line says so. A retry of the same cell is allowed: `ddlbench run` moves an interrupted or failed run
   into <campaign>/attic/.
+- The run's owner: this process holds <run dir>/owner.json (claimed here unless `ddlbench run` did) and
+  refreshes it every few seconds while the launcher lives (benchmarks/liveness.py); a local launcher's
+  process group is killed by a small reaper process once this process is gone, however it went (kill -9
+  included), and a rank whose launcher is gone stops (liveness.exit_when_orphaned): nothing outlives its
+  owner to write into a directory that a retry has taken.
 - A launcher that exits non-zero while no summary.json was written (rank 0 killed, by the OOM killer
   for one) leaves a failed summary written here, under every launcher.
 - A launcher that is `python -m <module>` of this interpreter, whose package this process has imported
@@ -32,7 +37,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks import rundir, watchdog
+from benchmarks import liveness, rundir, watchdog
 from benchmarks.errors import ConfigError
 from benchmarks.freshstart import as_fresh_interpreter
 
@@ -216,13 +221,16 @@ def run_launcher(
     failure's summary names the launcher (default: argv[0]'s file name)."""
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh session went away
     previous = {s: signal.getsignal(s) for s in stopping}
-    interrupted, process, output = None, None, None
+    interrupted, process, output, reaper = None, None, None, None
     hang = None
+    heartbeat = liveness.Heartbeat(run_dir).__enter__()  # this process owns run_dir; Taken if another does
     _reserve(run_dir)
     try:
         for s in stopping:
             signal.signal(s, _raise_on)
         process = _start(argv, env=env, own_group=own_group, fork=fork)
+        reaper = _reaper(process.pid) if own_group else None  # started after the fork: the launcher holds no pipe
+        heartbeat.start()
         output = _Output(process.stderr, run_dir)
         code, hang = _wait(process, run_dir=run_dir, own_group=own_group, output=output)
     except _Interrupted as signalled:
@@ -236,6 +244,8 @@ def run_launcher(
     finally:
         if process is not None and own_group:
             _kill_group(process.pid)  # no rank outlives its launcher
+        _stop_reaper(reaper)
+        heartbeat.__exit__(None, None, None)
         for s, handler in previous.items():
             signal.signal(s, handler)
     output.join(5.0)
@@ -440,6 +450,34 @@ def _rank_errors(run_dir: Path) -> dict[str, str]:
         if error and not error.startswith("KeyboardInterrupt"):
             errors[path.stem.removeprefix("end_rank")] = error
     return errors
+
+
+# the reaper: reads its stdin to the end (this process gone: the pipe's only writer closed), then kills the group
+_REAPER = "import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\nexcept OSError:\n    pass\n"
+
+
+def _reaper(pgid: int) -> subprocess.Popen | None:
+    """A process in a session of its own that kills the launcher's process group `pgid` once this process is
+    gone, however it went (kill -9 of ddlbench's process group included: the pipe it waits on closes), so
+    that no launcher or rank trains on without its owner. None where it cannot start (the run goes on)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _REAPER, str(pgid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+
+
+def _stop_reaper(reaper: subprocess.Popen | None) -> None:
+    """The launcher's group is gone: end the reaper first, so that it kills nothing once the pipe closes."""
+    if reaper is not None:
+        reaper.kill()
+        reaper.wait()
+        reaper.stdin.close()
 
 
 def _kill_group(pgid: int) -> None:

@@ -45,6 +45,7 @@ CORE = {
     "benchmarks.gradients",
     "benchmarks.launch",
     "benchmarks.launch.base",
+    "benchmarks.liveness",
     "benchmarks.loaders.configs",
     "benchmarks.models.configs",
     "benchmarks.optim_configs",

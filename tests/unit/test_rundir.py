@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 import pytest
 from omegaconf import OmegaConf
 
-from benchmarks import rundir
+from benchmarks import liveness, rundir
 from benchmarks.errors import ConfigError
 
 NAME = re.compile(r"(?P<readable>.+)-(?P<hash>[0-9a-f]{8})-r(?P<repeat>\d+)")
@@ -93,7 +95,10 @@ def test_state_of_a_run_directory(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "rank0.jsonl").write_text("{}\n")
-    assert rundir.state(run) == "incomplete"
+    assert rundir.state(run) == "running"  # no summary, no owner record, written just now
+    old_s = time.time() - 2 * liveness.DEAD_AFTER_S
+    os.utime(run / "rank0.jsonl", (old_s, old_s))
+    assert rundir.state(run) == "dead"  # nothing written for longer than the limit
     for summary, state in (
         (rundir.failed_summary(RuntimeError("x")), "failed"),
         (rundir.interrupted_summary("Ctrl-C"), "interrupted"),

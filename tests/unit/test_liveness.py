@@ -1,0 +1,134 @@
+"""benchmarks/liveness.py and the run states it gives benchmarks/rundir.py: who owns a run directory, the
+verdict on a directory without a summary (running or dead), the exclusive claim, the heartbeat, and what a
+dead run leaves in the attic. Pure and file-level: no process is launched (tests/multiproc/
+test_faults_liveness.py launches them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks import liveness, rundir
+
+HERE = socket.gethostname()
+
+
+def judge(owner, *, age_s=1.0, alive=True, ranks_here=(), limit_s=60.0):
+    return liveness.judge(
+        owner, age_s=age_s, this_host=HERE, alive=lambda pid, start: alive, limit_s=limit_s, ranks_here=ranks_here
+    )
+
+
+def test_an_owner_on_this_host_is_judged_by_its_pid_at_once():
+    owner = {"host": HERE, "pid": 123, "pid_start": 9}
+    assert judge(owner, alive=True)[0] == "running"
+    state, why = judge(owner, alive=False, age_s=0.5)  # a fresh heartbeat does not save a dead pid
+    assert state == "dead" and "pid 123" in why and "gone" in why
+
+
+def test_an_owner_on_another_host_is_judged_by_its_heartbeat_age():
+    owner = {"host": "elsewhere", "pid": 123}
+    assert judge(owner, alive=False, age_s=59.0)[0] == "running"  # its pid is not ours to look up
+    state, why = judge(owner, alive=False, age_s=61.0)
+    assert state == "dead" and "no heartbeat" in why and "elsewhere" in why
+
+
+def test_a_live_rank_here_keeps_a_run_whose_owner_is_gone_running():
+    state, why = judge({"host": HERE, "pid": 1}, alive=False, ranks_here=[77])
+    assert state == "running" and "77" in why
+
+
+def test_a_directory_without_an_owner_record_is_judged_by_its_newest_write():
+    assert judge(None, age_s=10.0)[0] == "running"
+    assert judge(None, age_s=100.0)[0] == "dead"
+    assert judge(None, age_s=None)[0] == "dead"
+
+
+def test_the_limit_comes_from_the_environment_and_a_bad_one_is_one_line():
+    assert liveness.dead_after_s({}) == liveness.DEAD_AFTER_S
+    assert liveness.dead_after_s({liveness.DEAD_AFTER_ENV: "3"}) == 3.0
+    with pytest.raises(liveness.ConfigError, match="DDLBENCH_DEAD_AFTER_S=soon"):
+        liveness.dead_after_s({liveness.DEAD_AFTER_ENV: "soon"})
+
+
+def test_a_claim_is_exclusive_and_names_its_holder(tmp_path):
+    run = tmp_path / "run"
+    record = liveness.claim(run)
+    assert record["pid"] == os.getpid() and record["host"] == HERE
+    with pytest.raises(liveness.Taken, match=f"pid {os.getpid()} on {HERE}"):
+        liveness.claim(run)
+    liveness.release(run)  # a claim that never launched leaves nothing
+    assert not run.exists()
+
+
+def test_a_reused_pid_is_no_owner():
+    assert liveness.pid_alive(os.getpid(), liveness._pid_start(os.getpid()))
+    assert not liveness.pid_alive(os.getpid(), -1)  # same pid, another start time: another process
+
+
+def test_the_heartbeat_refreshes_the_owner_record(tmp_path):
+    run = tmp_path / "run"
+    with liveness.Heartbeat(run, every_s=0.05) as beat:
+        old_s = time.time() - 1000
+        os.utime(run / liveness.OWNER, (old_s, old_s))
+        beat.start()
+        time.sleep(0.3)
+        assert time.time() - (run / liveness.OWNER).stat().st_mtime < 5
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / liveness.OWNER).write_text(json.dumps({"host": "elsewhere", "pid": 1}))
+    with pytest.raises(liveness.Taken, match="pid 1 on elsewhere"), liveness.Heartbeat(other):
+        pass
+
+
+def test_states_of_a_directory_without_a_summary(tmp_path):
+    run = tmp_path / "run"
+    assert rundir.state(run) == "missing"
+    liveness.claim(run)
+    # this process owns it and is not running it now (campaign run launches cell after cell): dead
+    assert rundir.state(run) == "dead"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    owner = {"host": HERE, "pid": int(gone.stdout), "pid_start": None, "started": "then"}
+    (run / liveness.OWNER).write_text(json.dumps(owner))
+    life = rundir.life(run)
+    assert life.state == "dead" and "is gone" in life.says() and "heartbeat" in life.says()
+    (run / liveness.OWNER).write_text(json.dumps({**owner, "pid": os.getppid()}))  # a live process
+    assert rundir.state(run) == "running"
+
+
+def test_a_failed_run_whose_processes_still_end_here_is_not_retried_yet(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rundir.write_json_atomic(run / rundir.SUMMARY, rundir.failed_summary("boom"))
+    (run / "rank0.jsonl").write_text(json.dumps({"kind": "header", "host": HERE, "pid": os.getppid()}) + "\n")
+    assert rundir.state(run) == "running"  # its rank is alive and may still write
+    (run / "rank0.jsonl").write_text(json.dumps({"kind": "header", "host": HERE, "pid": 1}) + "\n")
+    old_s = liveness._pid_started_s(1) - 100  # pid 1 started after this log was last written: a reused pid
+    os.utime(run / "rank0.jsonl", (old_s, old_s))
+    assert rundir.state(run) == "failed"
+
+
+def test_a_dead_run_goes_to_the_attic_with_its_reason_and_a_changed_one_stays(tmp_path):
+    run = tmp_path / "c" / "run"
+    run.mkdir(parents=True)
+    (run / liveness.OWNER).write_text(json.dumps({"host": "elsewhere", "pid": 5}))
+    (run / "rank0.jsonl").write_text("{}\n")
+    old_s = time.time() - 1000
+    os.utime(run / liveness.OWNER, (old_s, old_s))
+    life = rundir.life(run)
+    assert life.state == "dead"
+    (run / liveness.OWNER).write_text(json.dumps({"host": "elsewhere", "pid": 6}))  # another launch took it
+    assert rundir.reap(run, tmp_path / "c" / rundir.ATTIC, life) is None and run.exists()
+    life = rundir.life(run)
+    os.utime(run / liveness.OWNER, (old_s, old_s))
+    life = rundir.life(run)
+    moved = rundir.reap(run, tmp_path / "c" / rundir.ATTIC, life)
+    assert moved is not None and not run.exists()
+    reason = (moved / rundir.ATTIC_REASON).read_text()
+    assert "dead: no heartbeat from pid 6 on elsewhere" in reason and f"pid {os.getpid()} on {HERE}" in reason
