@@ -55,23 +55,25 @@ def pair(a: pd.Series, b: pd.Series) -> tuple[pd.Series, pd.Series]:
 
 
 def _pair_runs(
-    a_runs: pd.DataFrame, b_runs: pd.DataFrame, on: list[str], *, a_in: pd.Series | None = None, b_in=None
+    a_runs: pd.DataFrame,
+    b_runs: pd.DataFrame,
+    on: list[str],
+    *,
+    a_in: pd.Series | None = None,
+    b_in: pd.Series | None = None,
 ) -> tuple[pd.Series, pd.Series]:
     """Per run of A and of B, the pair key of its cell (`pair` on the configurations over `on`); a cell is
     every setting its side records. NA for runs of unknown size and runs outside a side (a_in, b_in False)."""
-    out = []
-    sides = []
+    cells_of, compared_on = [], []
     for runs, inside in ((a_runs, a_in), (b_runs, b_in)):
         cell = configurations(runs, identity_settings(runs))
         if inside is not None:
             cell = cell.where(inside.to_numpy())
-        compared = configurations(runs, on)
-        per_cell = pd.Series(compared.to_numpy(), index=cell.to_numpy())
-        sides.append((cell, per_cell[per_cell.index.notna()].groupby(level=0).first()))
-    keys = pair(sides[0][1], sides[1][1])
-    for (cell, _), key in zip(sides, keys):
-        out.append(cell.map(key).astype("string"))
-    return out[0], out[1]
+        per_cell = pd.Series(configurations(runs, on).to_numpy(), index=cell.to_numpy())
+        cells_of.append(cell)
+        compared_on.append(per_cell[per_cell.index.notna()].groupby(level=0).first())
+    key_a, key_b = pair(*compared_on)
+    return cells_of[0].map(key_a).astype("string"), cells_of[1].map(key_b).astype("string")
 
 
 def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, pd.Series, list[str]]:
