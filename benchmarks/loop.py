@@ -11,6 +11,7 @@ What a batch is, its loss and its sample count are the task's (benchmarks/tasks/
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from collections import deque
@@ -41,6 +42,25 @@ class LoopPlan:
     eval_every: int = 0  # evaluate every N steps (run.eval_every_steps); the evaluation is in no step
     eval_every_epochs: int = 0  # or after every N-th epoch's last step (run.eval_every_epochs)
     steps_per_epoch: int = 0  # the loader's batches per epoch (len(loader)): where an epoch ends
+    stop_on_nan: bool = False  # run.stop_on_nan: end the run at the first non-finite loss on any rank
+
+
+def phase_of(step: int, plan: LoopPlan) -> str:
+    """The part of the run a step belongs to: warm-up, measured, or the trace window after the measured steps."""
+    if step < plan.warmup_steps:
+        return "warm-up"
+    return "measured" if step < plan.warmup_steps + plan.measured_steps else "trace window"
+
+
+class NonFiniteLoss(RuntimeError):
+    """The loss went NaN or infinite and run.stop_on_nan asked the run to end there."""
+
+    def __init__(self, step: int, plan: LoopPlan) -> None:
+        super().__init__(
+            f"the loss went non-finite at step {step} ({phase_of(step, plan)} phase) and run.stop_on_nan=true "
+            "ended the run; see docs/models.md for what keeps mixed precision stable"
+        )
+        self.step = step
 
 
 class LossReader:
@@ -72,6 +92,7 @@ class LoopResult:
     wall_s_local: float
     last_loss: float
     stopped_at_target: bool = False  # an evaluation reached run.target_top1 and the run stopped there
+    nonfinite_step: int | None = None  # this rank's first step whose loss was NaN or infinite
 
 
 # the loop's evaluation: (optimizer steps done, epoch, this rank's training samples so far, the
@@ -146,6 +167,7 @@ class _Records:
         self.total, self.world_size, self.rate = total, world_size, rate
         self.pending: deque[dict] = deque()
         self.recent: list[dict] = []
+        self.nonfinite_step: int | None = None  # the first step whose loss was NaN or infinite
 
     def add(self, record: dict) -> None:
         if self.comm_timer is not None and not self.comm_late:
@@ -158,6 +180,8 @@ class _Records:
             record = self.pending.popleft()
             record.update(times)
             record["loss"] = self.losses.read(record["step"])
+            if self.nonfinite_step is None and not math.isfinite(record["loss"]):
+                self.nonfinite_step = record["step"]
             if self.comm_late:
                 record["comm_s"], record["comm_exposed_s"] = self.comm_timer.step_comm_s()
             self.log.write(record)
@@ -195,6 +219,23 @@ def _one_step(batches, *, step: int, model, task: Task, framework: Framework, ti
     timer.mark()
     timer.end_step()
     return batch, loss, t_host_data - t_host, time.perf_counter() - t_host
+
+
+_NONE = 1e18  # no non-finite loss on this rank: larger than any step
+
+
+def first_nonfinite_step(framework: Framework, step: int | None) -> int | None:
+    """The first step whose loss was not finite on any rank (a collective: every rank calls it), or None."""
+    first = framework.all_reduce_scalar(_NONE if step is None else float(step), "min")
+    return None if first >= _NONE else int(first)
+
+
+def _stop_on_nan(framework: Framework, step: int | None, plan: LoopPlan) -> None:
+    """run.stop_on_nan: every rank asks, each step, whether any rank's loss went non-finite (one scalar
+    all-reduce a step: a sync, which is why benchmarks leave it off); the losses are read as their steps'
+    times are (up to two steps late on a GPU), so the run ends within two steps of the first bad loss."""
+    if (first := first_nonfinite_step(framework, step)) is not None:
+        raise NonFiniteLoss(first, plan)
 
 
 def train(
@@ -302,6 +343,8 @@ def train(
                 }
             )
             records.write(timer.pop_ready())
+            if plan.stop_on_nan:
+                _stop_on_nan(framework, records.nonfinite_step, plan)
             step += 1
             step_in_epoch += 1
             if evaluation is not None and step < total and evaluates_after(step, step_in_epoch, epoch, plan):
@@ -323,6 +366,8 @@ def train(
     if wall_s is None:
         wall_s = time.perf_counter() - t_start
     records.write(timer.flush())
+    if plan.stop_on_nan:
+        _stop_on_nan(framework, records.nonfinite_step, plan)
     if evaluation is not None and not stop:
         evaluation(step, max(0, epoch - 1), samples_done, t_run)  # after the last step, in its epoch
     return LoopResult(
@@ -331,4 +376,5 @@ def train(
         wall_s_local=wall_s,
         last_loss=float(loss.detach().float().item()),
         stopped_at_target=stop,
+        nonfinite_step=records.nonfinite_step,
     )
