@@ -23,7 +23,7 @@ from benchmarks.evaluate import Validation
 from benchmarks.frameworks.configs import node_layout
 from benchmarks.loaders import sharding
 from benchmarks.loaders.base import LoaderContext
-from benchmarks.loop import LoopPlan, plan_steps, train
+from benchmarks.loop import LoopPlan, first_nonfinite_step, phase_of, plan_steps, train
 from benchmarks.mllog import MlLog
 from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
@@ -244,6 +244,14 @@ def _say_done(
     )
     if target:
         print(f"[ddlbench] {_target_text(target)}", flush=True)
+    if summary.get("nonfinite_loss_step") is not None:
+        print(
+            f"[ddlbench] warning: the loss went non-finite at step {summary['nonfinite_loss_step']} "
+            f"({summary['nonfinite_loss_phase']} phase): the training diverged, its throughput stands; "
+            "run.stop_on_nan=true ends such a run there (docs/models.md)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @dataclasses.dataclass
@@ -356,6 +364,7 @@ def _loop_plan(cfg: DictConfig, *, warmup: int, measured: int, window, amp_dtype
         eval_every=cfg.run.eval_every_steps,
         eval_every_epochs=cfg.run.eval_every_epochs,
         steps_per_epoch=steps_per_epoch,
+        stop_on_nan=cfg.run.stop_on_nan,
     )
 
 
@@ -372,6 +381,7 @@ def _conclude(
     window,
     validation: Validation | None,
     warmup: int,
+    plan: LoopPlan,
     opened: _Opened,
     started_s: float | None,
 ) -> None:
@@ -391,6 +401,7 @@ def _conclude(
     # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
     wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
     runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
+    nonfinite_step = first_nonfinite_step(framework, result.nonfinite_step)
     target = validation.target_fields() if validation is not None else {}
     if opened.events is not None:
         opened.events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
@@ -414,6 +425,8 @@ def _conclude(
         sample_unit=task.sample_unit,
         target=target,
     )
+    if nonfinite_step is not None:
+        summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
     _say_done(summary, run_dir, env=env, device=device, sample_unit=task.sample_unit, target=target)
 
@@ -509,6 +522,9 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             )
         if opened.profiler is not None:
             opened.profiler.start()
+        plan = _loop_plan(
+            cfg, warmup=warmup, measured=measured, window=window, amp_dtype=amp_dtype, steps_per_epoch=steps_per_epoch
+        )
         result = train(
             framework=framework,
             model=model,
@@ -517,14 +533,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             log=opened.log,
             task=task,
             profiler=opened.profiler,
-            plan=_loop_plan(
-                cfg,
-                warmup=warmup,
-                measured=measured,
-                window=window,
-                amp_dtype=amp_dtype,
-                steps_per_epoch=steps_per_epoch,
-            ),
+            plan=plan,
             evaluation=validation if opened.watchdog is None else opened.watchdog.around(validation),
             events=opened.events,
             watchdog=opened.watchdog,
@@ -550,6 +559,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             window=window,
             validation=validation,
             warmup=warmup,
+            plan=plan,
             opened=opened,
             started_s=started_s,
         )

@@ -380,6 +380,10 @@ SUMMARY_FIELDS: dict[str, str] = {
     "time_to_target_s": "seconds",
     "samples_to_target": "count",
     "steps_to_target": "count",
+    # the first step whose loss was NaN or infinite on any rank and the part of the run it was in (warm-up,
+    # measured, trace window): absent (or null) when every loss was finite, and in older summaries
+    "nonfinite_loss_step": "count",
+    "nonfinite_loss_phase": "text",
 }
 
 

@@ -149,6 +149,9 @@ class RunConfig:
     # HANG_FLOOR_S: 300 s on a GPU, 60 s on a CPU; before the first steps and in an evaluation, HANG_START_S:
     # 1200 s / 300 s); 0: never
     hang_timeout_s: float | None = None
+    # end the run (failed) at the first NaN or infinite loss on any rank: one scalar all-reduce per step, a sync
+    # that costs throughput, so benchmarks leave it off; off, a diverged run completes and names the step
+    stop_on_nan: bool = False
     # set by `ddlbench stash run` (gpu1, node, nodes, warm, cold): the run is one of a Stash study's paired
     # runs, which the report pairs into stalls; not a setting of the run (rundir.NOT_IDENTITY)
     stash_role: str | None = None
