@@ -300,7 +300,10 @@ def _render(task: tuple[str, str, tuple[str, ...]]) -> tuple[str, list[str], flo
             path = Path(out) / "figures" / f"{name}.{fmt}"
             # PNGs are for the HTML page (150 dpi, fast zlib level); SVG/PDF are the print versions
             extra = {"dpi": PNG_DPI, "pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
-            fig.savefig(path, format=fmt, bbox_inches=box, **extra)
+            try:
+                fig.savefig(path, format=fmt, bbox_inches=box, **extra)
+            except OSError as error:  # matplotlib's names no file: the one line the user sees does (a full disk)
+                raise OSError(error.errno, error.strerror or str(error), str(path)) from None
             files.append(path.relative_to(out).as_posix())
     return name, files, time.process_time() - t
 

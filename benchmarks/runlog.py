@@ -33,15 +33,27 @@ class RankLog:
     def __init__(self, run_dir: Path, rank: int) -> None:
         self.path = run_dir / f"rank{rank}.jsonl"
         self._file: TextIO = open(self.path, "x")  # exclusive: never overwrite another run's log
+        self._failed = False
 
     def write(self, record: dict[str, Any]) -> None:
-        """One line; a step record holds only rundir.STEP_FIELDS (the header has kind=header)."""
+        """One line; a step record holds only rundir.STEP_FIELDS (the header has kind=header). A write that
+        fails (a full disk, a file system gone) raises OSError naming this log's path."""
         assert record.get("kind") == "header" or record.keys() <= STEP_FIELDS.keys(), set(record) - set(STEP_FIELDS)
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+        except OSError as error:
+            self._failed = True
+            raise OSError(error.errno, error.strerror, str(self.path)) from None
 
     def close(self) -> None:
-        self._file.close()  # a second close does nothing
+        """Close (a second close does nothing); after a failed write, the lines still buffered are dropped
+        without a second error: the run stops for the first."""
+        try:
+            self._file.close()
+        except OSError:
+            if not self._failed:
+                raise
 
 
 def _command(argv: list[str]) -> str | None:

@@ -5,7 +5,10 @@ commbench, stash, completion), and `main`."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
+from pathlib import Path
 
 from benchmarks.errors import ConfigError
 from ddlbench import campaign, commbench, completion, data, doctor, loaderbench, maxbatch, predict, reports, run, stash
@@ -58,6 +61,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# what an OSError's errno means to the user, and what to do about it
+OS_FAULTS = {
+    errno.ENOSPC: ("no space left on device", "free space there or write somewhere else"),
+    errno.EDQUOT: ("disk quota exceeded", "free space there or write somewhere else"),
+    errno.EACCES: ("permission denied", "fix its permissions or choose another place"),
+    errno.EPERM: ("operation not permitted", "fix its permissions or choose another place"),
+    errno.EROFS: ("read-only file system", "choose a writable place"),
+    errno.ENOENT: ("no such file or directory", "check the path"),
+    errno.EIO: ("input/output error", "check the disk or the file system's mount"),
+}
+SHOW_TRACEBACK = "DDLBENCH_TRACEBACK"  # set to 1: an unexpected error shows its traceback, as Python would
+
+
+def fault_text(error: BaseException) -> str:
+    """One line for an error that is no ConfigError: an OSError says what, where (its path) and the fix; an
+    out-of-memory says so; anything else is named as an internal error."""
+    if isinstance(error, OSError):
+        what, fix = OS_FAULTS.get(error.errno, (error.strerror or str(error), "check the path"))
+        where = " -> ".join(str(f) for f in (error.filename, error.filename2) if f is not None)
+        return f"{what}{f': {where}' if where else ''}; {fix}"
+    if isinstance(error, MemoryError):
+        return "out of memory in ddlbench itself; free memory, or pass fewer runs (a smaller RUNS_DIR)"
+    text = " ".join(str(error).split())[:300]
+    return f"internal error: {type(error).__name__}{f': {text}' if text else ''}"
+
+
+def keep_traceback(command: str) -> Path | None:
+    """The current exception's traceback in ~/.cache/ddlbench/logs/ (not on the terminal); None where no file
+    could be written there."""
+    import time
+    import traceback
+
+    logs = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddlbench" / "logs"
+    path = logs / f"ddlbench-{command}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"ddlbench {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
+    except OSError:
+        return None
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -68,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before or after a launcher ran (a run's own interruption: launchers/supervise.py)
         print("ddlbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # a full disk, a refused directory, a bug: one line, the traceback in a file
+        if os.environ.get(SHOW_TRACEBACK) == "1":
+            raise
+        log = keep_traceback(args.command)
+        kept = f" (traceback: {log})" if log else ""
+        report = "; please report it with the traceback" if not isinstance(error, OSError | MemoryError) else ""
+        print(f"ddlbench: error: {args.command}: {fault_text(error)}{report}{kept}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

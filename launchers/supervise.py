@@ -54,7 +54,7 @@ OWN_LINE = b"[ddlbench] "
 KEPT_LINES = 2000  # what the fault log keeps in memory when it cannot be written (a full disk)
 HUNG_EXIT = watchdog.HUNG_EXIT
 # once a rank saw a hang: the seconds its ranks have to dump their stacks and exit before the launcher is stopped
-HANG_GRACE_S = watchdog.GRACE_S + 5.0
+HANG_GRACE_S = watchdog.GRACE_S + 3.0
 
 
 class _Interrupted(Exception):

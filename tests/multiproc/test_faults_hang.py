@@ -1,0 +1,159 @@
+"""Faults a user meets, with real ranks (issue 50, items 3 and 4): a rank that stops advancing (SIGSTOP of
+one of two gloo ranks) ends the run `hung` within run.hang_timeout_s, with every answering rank's stacks and
+where each rank was, and the same command runs the cell again; a disk that fills up mid-run, a run directory
+on a file system that takes no file and a report onto a full disk each end with one line naming what and
+where, and no traceback on the terminal. The disk cases mount a small tmpfs (skipped where mounting is not
+permitted); the same faults are simulated in tests/unit/test_faults_oneline.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks import rundir, watchdog
+from tests.conftest import REPO
+
+LONG = ["model=simple_cnn", "run.steps=1000000", "run.warmup_steps=1", "run.per_gpu_batch=2", "run.log_every=0"]
+HANG_LIMIT_S = 3
+
+
+def start(root: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddlbench.cli", "run", *LONG, f"run.root={root}", *overrides],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_steps(root: Path, *, ranks: int = 2, timeout_s: float = 120) -> Path:
+    """The run directory once every rank has logged a step."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for run_dir in (root / "default").glob("*-r0"):
+            logs = [run_dir / f"rank{r}.jsonl" for r in range(ranks)]
+            if all(p.exists() and '"step_s"' in p.read_text() for p in logs):
+                return run_dir
+        time.sleep(0.2)
+    raise AssertionError(f"no steps in {root} after {timeout_s} s")
+
+
+def rank_pid(run_dir: Path, rank: int) -> int:
+    return json.loads((run_dir / f"rank{rank}.jsonl").read_text().splitlines()[0])["pid"]
+
+
+def no_rank_left(run_dir: Path) -> bool:
+    return not [p for p in os.popen("ps -eo args").read().splitlines() if str(run_dir) in p]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs at tmp_path/disk (unmounted afterwards); skipped where this process may not mount."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {mounted.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> None:
+    """Write zeros into disk/fill until the file system is full."""
+    with open(disk / "fill", "wb") as f:
+        try:
+            while True:
+                f.write(bytes(1 << 20))
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_retries_it(
+    tmp_path, rank_processes, cli
+):
+    process = start(tmp_path, f"run.hang_timeout_s={HANG_LIMIT_S}")
+    run_dir = wait_for_steps(tmp_path)
+    stopped = rank_pid(run_dir, 1)
+    os.kill(stopped, signal.SIGSTOP)  # a rank that never answers again: its peer waits in the gradients' allreduce
+    start_s = time.monotonic()
+    try:
+        _, err = process.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)  # never left stopped, whatever the test saw
+    took_s = time.monotonic() - start_s
+    # the limit, a look of the watchdog, its grace for the stacks and the supervisor's before it stops the launcher
+    assert process.returncode == watchdog.HUNG_EXIT and took_s < HANG_LIMIT_S + 12, (took_s, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    line = next(line for line in err.splitlines() if line.startswith("[ddlbench] the run hung"))
+    assert "rank 1 (" in line and "did not answer" in line and "stacks_rank" in line, line
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    assert summary["status"] == "hung" and rundir.state(run_dir) == "hung", summary
+    where = summary["hung_ranks"]
+    assert where["1"]["answered"] is False and where["0"]["answered"] is True, where
+    assert where["0"]["phase"] in watchdog.PHASES and where["0"]["step"] >= 1, where
+    stacks = (run_dir / "stacks_rank0.txt").read_text()
+    assert f"at step {where['0']['step']} in {where['0']['phase']}" in stacks and "loop.py" in stacks, stacks[:2000]
+    assert no_rank_left(run_dir)
+
+    listed = cli("results", str(tmp_path / "default"))
+    assert listed.returncode == 0 and "hung" in listed.stdout + listed.stderr, listed.stdout + listed.stderr
+
+    retry = start(tmp_path, f"run.hang_timeout_s={HANG_LIMIT_S}")  # the same command
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "default" / rundir.ATTIC).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        wait_for_steps(tmp_path)
+    finally:
+        retry.send_signal(signal.SIGINT)
+        _, err = retry.communicate(timeout=60)
+    assert "was hung" in err and "moved to" in err, err[-2000:]
+    (kept,) = (tmp_path / "default" / rundir.ATTIC).iterdir()
+    assert kept.name.startswith(run_dir.name) and rundir.state(kept) == "hung"
+
+
+def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small_disk, rank_processes):
+    process = start(small_disk / "runs")
+    run_dir = wait_for_steps(small_disk / "runs")
+    fill(small_disk)
+    _, err = process.communicate(timeout=90)
+    assert process.returncode not in (0, None)
+    assert "Traceback" not in err and "During handling" not in err, err[-3000:]
+    (line,) = [line for line in err.splitlines() if "No space left on device" in line]
+    assert line.startswith("[ddlbench] rank ") and " on " in line and "the run is marked failed" in line, line
+    assert f"logs in {run_dir}" in line and "rank" in line.split("No space left on device: ")[1], line
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())  # written into the space reserved at the start
+    assert summary["status"] == "failed" and "No space left on device" in json.dumps(summary), summary
+    assert not (run_dir / rundir.RESERVE).exists()
+    assert no_rank_left(run_dir)
+
+
+def test_a_run_directory_on_a_read_only_file_system_is_refused_in_one_line(small_disk, ddlbench):
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    result = ddlbench("run", *LONG, f"run.root={small_disk / 'runs'}")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ddlbench: error: ") and "read-only file system" in last and str(small_disk) in last, last
+
+
+def test_a_report_onto_a_full_disk_says_one_line(small_disk, cli):
+    fill(small_disk)
+    result = cli(
+        "report", str(REPO / "tests/data/analysis/campaign"), "--out", str(small_disk / "report"), "--jobs", "2"
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "RemoteTraceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ddlbench: error: report: no space left on device: ") and str(small_disk) in last, last

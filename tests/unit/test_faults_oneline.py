@@ -1,0 +1,138 @@
+"""Faults say one line (issue 50, item 4), simulated: a full disk (ENOSPC) and a refused path (EACCES) reach
+the user as one `ddlbench: error:` line naming what and where, the traceback kept in a file; a summary.json
+that meets a full disk gets the space reserved at the run's start; a rank log names its path when a write
+fails; the launcher's output is hidden from the first traceback on. The real faults, with a small tmpfs and
+real ranks: tests/multiproc/test_faults_hang.py."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks import rundir, runlog
+from benchmarks.errors import ConfigError
+from ddlbench import cli
+from launchers import supervise
+
+
+def enospc(path: Path) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def test_a_summary_that_meets_a_full_disk_gets_the_reserved_space(tmp_path, monkeypatch):
+    rundir.reserve_space(tmp_path)
+    assert (tmp_path / rundir.RESERVE).stat().st_size == rundir.RESERVE_BYTES
+    real, calls = rundir._write_then_rename, []
+
+    def full_until_released(path, text):
+        calls.append(path.name)
+        if (tmp_path / rundir.RESERVE).exists():
+            raise enospc(path)
+        real(path, text)
+
+    monkeypatch.setattr(rundir, "_write_then_rename", full_until_released)
+    with pytest.raises(OSError, match="No space left"):  # only summary.json may take the reserve
+        rundir.write_json_atomic(tmp_path / "end_rank0.json", {"rank": 0})
+    rundir.write_json_atomic(tmp_path / rundir.SUMMARY, rundir.failed_summary(enospc(tmp_path / "rank0.jsonl")))
+    assert calls == ["end_rank0.json", rundir.SUMMARY, rundir.SUMMARY]
+    assert rundir.read_summary(tmp_path)["status"] == "failed" and not (tmp_path / rundir.RESERVE).exists()
+    assert not list(tmp_path.glob(".*.tmp*"))  # no half-written temporary left behind
+
+
+def test_a_completed_summary_gives_the_reserve_back(tmp_path):
+    rundir.reserve_space(tmp_path)
+    rundir.write_json_atomic(tmp_path / rundir.SUMMARY, {"status": "completed"})
+    assert not (tmp_path / rundir.RESERVE).exists()
+
+
+def test_a_rank_log_that_cannot_be_written_names_its_path_and_closes_quietly(tmp_path):
+    log = runlog.RankLog(tmp_path, 3)
+    log._file.close()
+    log._file = open("/dev/full", "w")  # every flush: ENOSPC
+    with pytest.raises(OSError) as raised:
+        log.write({"kind": "header"})
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "rank3.jsonl")
+    log.close()  # the buffered line is dropped, not raised a second time over the run's own error
+
+
+def run_main(monkeypatch, tmp_path, error: BaseException, capsys) -> tuple[int, str]:
+    """`ddlbench results X` whose handler raises `error`; (exit code, stderr)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def handler(_args: argparse.Namespace) -> int:
+        raise error
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["results"].set_defaults(func=handler)
+    code = cli.main(["results", str(tmp_path)])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (enospc(Path("/scratch/runs/x/rank1.jsonl")), "no space left on device: /scratch/runs/x/rank1.jsonl; free"),
+        (PermissionError(errno.EACCES, "Permission denied", "/scratch/runs"), "permission denied: /scratch/runs; fix"),
+        (OSError(errno.EROFS, "Read-only file system", "/ro"), "read-only file system: /ro; choose a writable place"),
+    ],
+)
+def test_a_fault_ends_with_one_line_naming_what_and_where_the_traceback_in_a_file(
+    monkeypatch, tmp_path, capsys, error, says
+):
+    code, err = run_main(monkeypatch, tmp_path, error, capsys)
+    assert code == 1 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"ddlbench: error: results: {says}"), line
+    (kept,) = (tmp_path / "cache" / "ddlbench" / "logs").iterdir()
+    assert f"(traceback: {kept})" in line and "Traceback (most recent call last)" in kept.read_text()
+
+
+def test_an_internal_error_is_named_as_one_and_asks_for_a_report(monkeypatch, tmp_path, capsys):
+    code, err = run_main(monkeypatch, tmp_path, ValueError("bad\nthing"), capsys)
+    (line,) = err.strip().splitlines()
+    assert code == 1 and line.startswith("ddlbench: error: results: internal error: ValueError: bad thing;")
+    assert "please report it" in line
+
+
+def test_the_traceback_is_shown_when_asked(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(cli.SHOW_TRACEBACK, "1")
+    with pytest.raises(ValueError):
+        run_main(monkeypatch, tmp_path, ValueError("shown"), capsys)
+
+
+def test_a_run_directory_that_takes_no_file_refuses_the_run_in_one_line(tmp_path, monkeypatch):
+    def refused(run_dir, nbytes=0):
+        raise PermissionError(errno.EACCES, "Permission denied", str(run_dir))
+
+    monkeypatch.setattr(rundir, "reserve_space", refused)
+    with pytest.raises(ConfigError) as raised:
+        supervise._reserve(tmp_path / "runs" / "r0")
+    text = str(raised.value)
+    assert "\n" not in text and f"{tmp_path / 'runs' / 'r0'}" in text and "Permission denied" in text
+    assert "choose another run.root" in text
+
+
+def test_the_launcher_s_output_from_the_first_traceback_on_goes_to_the_fault_log(tmp_path, monkeypatch):
+    lines = [
+        b"[ddlbench] rank 0/2 on cpu: x\n",
+        b"Error executing job with overrides: ['model=simple_cnn']\n",
+        b"Traceback (most recent call last):\n",
+        b'  File "app.py", line 1, in run\n',
+        b"OSError: [Errno 28] No space left on device\n",
+        b"ddlbench: interrupted (SIGTERM)\n",
+        b"[ddlbench] still ours\n",
+    ]
+    terminal = io.BytesIO()
+    monkeypatch.setattr(supervise.sys, "stderr", type("E", (), {"buffer": terminal})())
+    output = supervise._Output(io.BytesIO(b"".join(lines)), tmp_path)
+    output.join(5.0)
+    assert not output.thread.is_alive()
+    assert terminal.getvalue() == lines[0] + lines[-1]
+    assert (tmp_path / supervise.FAULT_LOG).read_bytes() == b"".join(lines[1:-1])
+    assert output.log_path == tmp_path / supervise.FAULT_LOG
