@@ -46,9 +46,11 @@ INTERRUPTED_EXIT = 130
 # the launcher's and ranks' output from the first traceback on (or from a hang): kept here, not shown; only
 # ddlbench's own "[ddlbench] " lines still pass, and one line says what failed where
 FAULT_LOG = "fault.log"
-# a line that opens a traceback: Python's, Hydra's note before it, torch elastic's record of a failed rank
-TRACEBACK_START = re.compile(
+# a line that opens a traceback (Python's, Hydra's note before it, torch elastic's record of a failed rank) or
+# says that the launcher is stopping the ranks that are left (torch's multiprocessing, a rank's SIGTERM)
+FAULT_START = re.compile(
     rb"Traceback \(most recent call last\):|Error executing job with overrides|\] failed \(exitcode: "
+    rb"|\] Terminating process \d+ via signal|^ddlbench: interrupted \(SIGTERM\)"
 )
 OWN_LINE = b"[ddlbench] "
 KEPT_LINES = 2000  # what the fault log keeps in memory when it cannot be written (a full disk)
@@ -84,7 +86,7 @@ class _Output:
     def _copy(self) -> None:
         log = None
         for line in iter(self.stream.readline, b""):
-            if not self.quiet.is_set() and not self.faulted.is_set() and TRACEBACK_START.search(line):
+            if not self.quiet.is_set() and not self.faulted.is_set() and FAULT_START.search(line):
                 self.faulted.set()
             if not self.quiet.is_set() and (not self.faulted.is_set() or line.startswith(OWN_LINE)):
                 try:
@@ -249,6 +251,7 @@ def run_launcher(
         for s, handler in previous.items():
             signal.signal(s, handler)
     output.join(5.0)
+    _drop_empty_stacks(run_dir)
     summary = rundir.read_summary(run_dir) if run_dir.is_dir() else None
     if interrupted is not None and summary is not None and summary.get("status") == "completed":
         interrupted, code = None, 0  # the run had finished: its result stands
@@ -279,6 +282,16 @@ def run_launcher(
     return code
 
 
+def _drop_empty_stacks(run_dir: Path) -> None:
+    """The stacks files of ranks that were killed before they dumped anything (benchmarks/watchdog.py)."""
+    for stacks in run_dir.glob("stacks_rank*.txt"):
+        try:
+            if stacks.stat().st_size == 0:
+                stacks.unlink()
+        except OSError:
+            pass
+
+
 def _reserve(run_dir: Path) -> None:
     """Space for the run's summary (rundir.reserve_space), taken before anything starts: a directory that takes
     no file, or has no room, refuses the run in one line."""
@@ -302,13 +315,14 @@ def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output
     errors = _rank_errors(run_dir)
     if rank0_error and "0" not in errors:
         errors = {"0": rank0_error, **errors}
-    own = [r for r, e in errors.items() if not PEER_GONE.search(e)]
-    if errors:
-        rank = int((own or list(errors))[0])
+    own = [int(r) for r, e in errors.items() if not PEER_GONE.search(e)]
+    logs = sorted(int(p.stem[4:]) for p in run_dir.glob("rank*.jsonl") if p.stem[4:].isdigit())
+    # a rank that wrote no end record and whose error nobody has: killed before it could say anything
+    silent = [r for r in logs if rundir.read_end_record(run_dir, r) is None and str(r) not in errors]
+    if own or (errors and not silent):
+        rank = (own or [int(r) for r in errors])[0]
         what = " ".join(errors[str(rank)].splitlines()[0].split())[:300]
     else:
-        logs = sorted(int(p.stem.removeprefix("rank")) for p in run_dir.glob("rank*.jsonl") if p.stem[4:].isdigit())
-        silent = [r for r in logs if rundir.read_end_record(run_dir, r) is None]
         rank = silent[0] if silent else None
         what = "ended without an error of its own (killed: the out-of-memory killer, a signal, or its host went away)"
     who = "the run"

@@ -139,6 +139,19 @@ def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small
     assert no_rank_left(run_dir)
 
 
+def test_a_killed_rank_is_named_in_one_line_and_its_peer_s_lost_connection_is_not_the_cause(tmp_path, rank_processes):
+    process = start(tmp_path)
+    run_dir = wait_for_steps(tmp_path)
+    os.kill(rank_pid(run_dir, 1), signal.SIGKILL)  # the out-of-memory killer, a dead node
+    _, err = process.communicate(timeout=90)
+    assert process.returncode not in (0, None)
+    assert "Traceback" not in err and "Terminating process" not in err, err[-3000:]
+    (line,) = [line for line in err.splitlines() if "the run is marked" in line]
+    assert line.startswith("[ddlbench] rank 1 on ") and "ended without an error of its own (killed" in line, line
+    assert "the run is marked failed" in line and f"logs in {run_dir}" in line, line
+    assert rundir.state(run_dir) == "failed" and not list(run_dir.glob("stacks_rank*.txt"))
+
+
 def test_a_run_directory_on_a_read_only_file_system_is_refused_in_one_line(small_disk, ddlbench):
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     result = ddlbench("run", *LONG, f"run.root={small_disk / 'runs'}")
