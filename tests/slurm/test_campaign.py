@@ -70,11 +70,13 @@ def test_submit_as_a_job_array_then_resubmit(slurm_up, tmp_path, monkeypatch, ca
     # a lost summary makes exactly that cell run again; the old directory is kept aside
     cell = find_run(tmp_path / "runs" / "slurm_smoke", "ddp-synthetic-simple_cnn-g2-n1-b8-r1")
     (cell / "summary.json").unlink()
-    assert "incomplete" in ddlbench(capsys, "campaign", "status", *grid)
+    assert re.search(
+        r"\sdead\s+its launching process \(pid \d+ on \S+\) is gone", ddlbench(capsys, "campaign", "status", *grid)
+    )
     third = main(["campaign", "submit", *grid])
     out = capsys.readouterr()
     assert third == 0 and re.findall(r"submitted (\S+): job", out.out) == [cell.name], out
-    assert "was incomplete: moved to" in out.err
+    assert "was dead (its launching process" in out.err
     assert wait_for(submitted_jobs(out.out)[0])["JobState"] == "COMPLETED"
     assert json.loads((cell / "summary.json").read_text())["status"] == "completed"
     assert len(list((tmp_path / "runs" / "slurm_smoke" / "slurm" / "attic").iterdir())) == 1
