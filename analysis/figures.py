@@ -1,11 +1,15 @@
 """What every figure shares: DataFrames in, matplotlib Figures out, drawing only (no metrics, no files:
 report.py saves). Figures are built on matplotlib.figure.Figure (the Agg canvas, no pyplot state), sized
-for a paper (7 in wide), with one palette (analysis/palette.py): colour = framework, line style = loader.
+for a paper (7 in wide), with one palette (analysis/palette.py): colour = framework, line style = loader; where
+several curves of a panel share a framework, each further one takes a colour of its own (curve_colors).
+A label says what tells its curve or bar apart from the others: what they all share (a framework, a loader,
+a system profile) is left out of every label and said once, in the panel's title or the caption.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -16,7 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from analysis.palette import FULL_WIDTH_IN, HALF_WIDTH_IN, PAPER_RC, loader_style
+from analysis.device import rank_words
+from analysis.palette import CURVE_COLORS, FULL_WIDTH_IN, HALF_WIDTH_IN, PAPER_RC, framework_color, loader_style
 
 _NAMES = {
     "ddp": "PyTorch-DDP",
@@ -133,14 +138,15 @@ def model_names(frame: pd.DataFrame) -> list[str]:
     return sorted(frame["model"].dropna().unique(), key=model_key)
 
 
-def gpu_axis(ax, values, *, log_y: bool = False) -> None:
-    """GPU counts are powers of two: a log2 x axis labelled with the counts themselves."""
+def gpu_axis(ax, values, *, log_y: bool = False, label: str = "GPUs") -> None:
+    """GPU counts are powers of two: a log2 x axis labelled with the counts themselves; `label` names the
+    ranks (rank_words(cells).axis: "GPUs", "ranks (CPU)")."""
     ax.set_xscale("log", base=2)
     ticks = sorted({int(v) for v in values})
     ax.set_xticks(ticks)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("GPUs")
+    ax.set_xlabel(label)
     if log_y:
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -158,30 +164,105 @@ def readable_tick(value: float) -> str:
 
 # curves that share a framework and a loader (colour and line style) differ in their marker
 VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+IDEAL_DASHES = (0, (4, 2))  # a curve's ideal line: dashed, thin, in the curve's colour
+IDEAL_LABEL = "ideal (dashed, in its curve's colour)"
 
 
-def curves(frame: pd.DataFrame, *, curve: str = "group_hash"):
-    """(framework, loader, label, marker, line rows, extra rows) per curve: one curve per scaling group
-    (one configuration at every size), labelled with what tells it apart from the panel's other curves.
-    The line runs through the fewest nodes at each GPU count; other node layouts are `extra` points."""
+@dataclass(slots=True)
+class Curve:
+    """One scaling curve of a panel: its configuration, legend label, marker and colour, the rows its line
+    runs through (the fewest nodes at each GPU count) and its other node layouts (`extra`)."""
+
+    framework: str
+    loader: str
+    label: str
+    marker: str
+    color: str
+    line: pd.DataFrame
+    extra: pd.DataFrame
+
+
+def shared_parts(labels: list[list[str]]) -> list[str]:
+    """The parts every label holds (in the first's order): what no label needs to repeat. None for a
+    single label, which names its one curve or bar whole."""
+    if len(labels) < 2:
+        return []
+    common = set(labels[0]).intersection(*map(set, labels[1:]))
+    return [part for part in labels[0] if part in common]
+
+
+def distinct_labels(labels: list[list[str]]) -> list[str]:
+    """Each label's parts without those all labels share, joined by ', '; labels that share every part
+    (alike cells, numbered by the caller) keep them all, so that no label is blank."""
+    shared = set(shared_parts(labels))
+    return [", ".join([p for p in parts if p not in shared] or parts) for parts in labels]
+
+
+def curve_colors(keys: list[tuple]) -> dict[tuple, str]:
+    """One colour per curve: keys are (framework, ...) tuples; the first curve of each framework takes the
+    framework's colour, each further one the next colour no curve has yet (CURVE_COLORS), so that no two
+    curves of a figure share one (while colours last)."""
+    colors: dict[tuple, str] = {}
+    used = {framework_color(k[0]) for k in dict.fromkeys(keys)}
+    spare = [c for c in CURVE_COLORS if c not in used]
+    seen: set[str] = set()
+    for k, key in enumerate(dict.fromkeys(keys)):
+        if key[0] not in seen:
+            colors[key] = framework_color(key[0])
+            seen.add(key[0])
+        else:
+            colors[key] = spare.pop(0) if spare else CURVE_COLORS[k % len(CURVE_COLORS)]
+    return colors
+
+
+def _curve_key(first: pd.Series, varying: list[str]) -> tuple:
+    return (
+        str(first["framework"]),
+        str(first["loader"]),
+        *(str(first[c]) for c in varying),
+        str(first.get("variant", "")),
+    )
+
+
+def curves(frame: pd.DataFrame, *, curve: str = "group_hash") -> tuple[list[Curve], list[str]]:
+    """(the curves of one panel, what they all share): one curve per scaling group (one configuration at
+    every size), labelled with what tells it apart from the panel's other curves (framework, loader,
+    precision and batch where they differ, its variant's settings) without what every curve of the panel
+    shares (returned, for the panel's title), each in a colour of its own (curve_colors). The line runs
+    through the fewest nodes at each GPU count; other node layouts are `extra` points."""
     if curve not in frame:
         frame = frame.assign(**{curve: frame[["framework", "loader"]].astype("string").agg("/".join, axis=1)})
     batch = "global_batch" if curve == "strong_group_hash" else "per_gpu_batch"  # the one a curve holds
     firsts = frame.groupby(curve, sort=False).first()
     varying = [c for c in ("precision", batch) if c in firsts and firsts[c].nunique() > 1]
-    drawn: dict[tuple, int] = {}
-    for _, rows in sorted(frame.groupby(curve, sort=False), key=lambda g: _curve_order(g[1], varying)):
+    groups = sorted(frame.groupby(curve, sort=False), key=lambda g: _curve_order(g[1], varying))
+    parts = []
+    for _, rows in groups:
         first = rows.iloc[0]
-        label = f"{pretty(first['framework'])}, {pretty(first['loader'])}"
-        label += "".join(f", {SHORT_NAMES.get(c, c)}{first[c]}" for c in varying)
-        if "variant" in rows and first["variant"]:
-            label += f" [{first['variant']}]"
+        label = [pretty(first["framework"]), pretty(first["loader"])]
+        label += [f"{SHORT_NAMES.get(c, c)}{first[c]}" for c in varying]
+        if "variant" in rows and isinstance(first["variant"], str) and first["variant"]:
+            label += first["variant"].split(", ")
+        parts.append(label)
+    labels = distinct_labels(parts)
+    colors = curve_colors([_curve_key(rows.iloc[0], varying) for _, rows in groups])
+    drawn: dict[tuple, int] = {}
+    out = []
+    for (_, rows), label in zip(groups, labels):
+        first = rows.iloc[0]
         rows = rows.sort_values(["world_size", "num_nodes"])
         line = rows.drop_duplicates("world_size")
         seen = drawn.setdefault((first["framework"], first["loader"]), 0)
         drawn[(first["framework"], first["loader"])] += 1
         marker = loader_style(first["loader"])[1] if seen == 0 else VARIANT_MARKERS[seen % len(VARIANT_MARKERS)]
-        yield first["framework"], first["loader"], label, marker, line, rows.drop(line.index)
+        color = colors[_curve_key(first, varying)]
+        out.append(Curve(first["framework"], first["loader"], label, marker, color, line, rows.drop(line.index)))
+    return out, shared_parts(parts)
+
+
+def panel_title(name: str, shared: list[str]) -> str:
+    """A panel's title: its name, and what all its curves share (left out of their labels)."""
+    return f"{name}: {', '.join(shared)}" if shared else name
 
 
 def legend_columns(axes: list) -> int:
@@ -227,17 +308,32 @@ def extra_points(ax, extra: pd.DataFrame, y_column: str, *, color: str, marker: 
         )
 
 
-def gpu_labels(rows: pd.DataFrame) -> list[str]:
-    """A bar's label: its GPU count, and where several cells share one, their node count and variant."""
+def gpu_labels(rows: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(a label per bar, the key under the figure): its rank count; where several cells share one, the
+    count and a letter (2a, 2b), one letter per setting that tells them apart at every count, spelled out
+    in the key ("a: framework.bucket_cap_mb=25": its node count and variant, less what they all share). A
+    variant never stands under its bar: several would overprint."""
     shared = rows["world_size"].duplicated(keep=False).to_numpy()
+    parts = []
+    for row in rows[shared].itertuples(index=False):
+        variant = str(getattr(row, "variant", "") or "")
+        nodes = f"{row.num_nodes} node{'s' if row.num_nodes != 1 else ''}"
+        parts.append([nodes, *(variant.split(", ") if variant else [])])
+    what = iter(distinct_labels(parts))
+    letters: dict[str, str] = {}
     labels = []
-    for is_shared, (_, row) in zip(shared, rows.iterrows()):
-        label = f"{row['world_size']}"
+    for is_shared, row in zip(shared, rows.itertuples(index=False)):
+        label = f"{row.world_size}"
         if is_shared:
-            variant = str(row.get("variant") or "")
-            label += f"\n{row['num_nodes']} node(s)" + (f"\n{variant.replace(' ', chr(10))}" if variant else "")
+            text = next(what)
+            label += letters.setdefault(text, _letter(len(letters)))
         labels.append(label)
-    return labels
+    return labels, [f"{letter}: {text}" for text, letter in letters.items()]
+
+
+def _letter(k: int) -> str:
+    """a, b, ..., z, aa, ab, ...: a bar's letter."""
+    return _letter(k // 26 - 1) + chr(ord("a") + k % 26) if k >= 26 else chr(ord("a") + k)
 
 
 def numbered(labels: list[str]) -> list[str]:
@@ -252,15 +348,17 @@ def numbered(labels: list[str]) -> list[str]:
 
 
 def cell_labels(cells: pd.DataFrame) -> list[str]:
-    """One label per cell: framework, loader, model, GPUs (and nodes, precision, per-GPU batch where cells
-    differ in them), its variant; cells that would still read alike are numbered, so none is hidden."""
+    """One label per cell: framework, loader, model, its ranks (GPUs or CPU ranks; and nodes, precision,
+    per-GPU batch where cells differ in them), its variant's settings, less what every cell shares; cells
+    that would still read alike are numbered, so none is hidden."""
     varying = [c for c in ("num_nodes", "precision", "per_gpu_batch") if c in cells and cells[c].nunique() > 1]
-    labels = []
+    parts = []
     for row in cells.itertuples(index=False):
-        label = f"{pretty(row.framework)}, {pretty(row.loader)}, {row.model}, {row.world_size} GPU"
+        words = rank_words(getattr(row, "device", None))
+        label = [pretty(row.framework), pretty(row.loader), str(row.model), words.count(row.world_size)]
         for column in varying:
             value = getattr(row, column)
-            label += f"/{value}n" if column == "num_nodes" else f", {SHORT_NAMES.get(column, '')}{value}"
+            label.append(f"{value} nodes" if column == "num_nodes" else f"{SHORT_NAMES.get(column, '')}{value}")
         variant = getattr(row, "variant", "")
-        labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
-    return numbered(labels)
+        parts.append(label + (variant.split(", ") if isinstance(variant, str) and variant else []))
+    return numbered(distinct_labels(parts))

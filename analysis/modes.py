@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from analysis.cells import CELL, peak_memory, rate_label, rate_suffix, sample_units, setting_text
-from analysis.figures import finish, numbered, panels, paper_style, pretty
+from analysis.device import rank_words
+from analysis.figures import finish, numbered, panels, paper_style, pretty, shared_parts
 from analysis.palette import IDEAL_COLOR, framework_color
 from analysis.section import Block, Report, add_figure, columns_shown
 
@@ -137,17 +138,51 @@ MODE_PANELS = {
 AMP_HATCH = "////"
 
 
+# a mode as its users name it (the study's words): the framework, its ZeRO stage, DDP's ZeRO optimizer
+MODE_NAMES = {"ddp": "DDP", "dp": "DataParallel", "fsdp": "FSDP2", "deepspeed": "DeepSpeed", "horovod": "Horovod"}
+ZERO_OPTIMIZER = "framework.zero_optimizer"  # DDP with torch's ZeroRedundancyOptimizer: part of the mode's name
+
+
+def mode_name(mode: str, framework: str, variant_parts: list[str]) -> str:
+    """'DDP', 'DDP + ZeRO optimizer', 'FSDP2', 'DeepSpeed ZeRO-2': mode_cells' `mode` (the framework and its
+    ZeRO stage) as users say it, DDP's ZeRO optimizer (a setting of the variant) named in it."""
+    name = MODE_NAMES.get(framework, pretty(framework)) + (mode[len(framework) :] if mode.startswith(framework) else "")
+    return name + (" + ZeRO optimizer" if f"{ZERO_OPTIMIZER}=True" in variant_parts else "")
+
+
+def group_settings(rows: pd.DataFrame) -> list[str]:
+    """The variant's settings every bar of a mode group shares (its system profile, say): left out of the
+    bars' labels (mode_labels), for the figure's title."""
+    variants = [str(v).split(", ") if isinstance(v, str) and v else [] for v in rows.get("variant", [])]
+    return [p for p in shared_parts(variants) if not p.startswith(f"{ZERO_OPTIMIZER}=")] if len(rows) > 1 else []
+
+
+def precision_name(precision: str, precisions: set[str]) -> str:
+    """'' for full precision; '+ AMP' for mixed precision, its dtype named where the bars mix several."""
+    if precision == "fp32":
+        return ""
+    if precision.startswith("amp_"):
+        amps = {p for p in precisions if p.startswith("amp_")}
+        return " + AMP" + (f" ({precision.removeprefix('amp_')})" if len(amps) > 1 else "")
+    return f" + {precision}"
+
+
 def mode_labels(rows: pd.DataFrame) -> list[str]:
-    """One label per cell of a mode group: its mode (framework, ZeRO stage), precision and variant; cells
-    that would still read alike are numbered, so none is hidden."""
+    """One label per cell of a mode group, as users name it: its mode ("DDP + ZeRO optimizer", "FSDP2",
+    "DeepSpeed ZeRO-2"), "+ AMP" for mixed precision, and the settings of its variant that tell it apart,
+    less what every bar shares (a system profile) and what the name says already; cells that would still
+    read alike are numbered, so none is hidden."""
+    variants = [
+        [p for p in str(v).split(", ") if p] if isinstance(v, str) else []
+        for v in rows.get("variant", [""] * len(rows))
+    ]
+    shared = set(shared_parts(variants)) if len(rows) > 1 else set()
+    precisions = set(rows["precision"].astype(str))
     labels = []
-    for row in rows.itertuples(index=False):
-        mode = str(row.mode)
-        framework = str(row.framework)
-        label = pretty(framework) + mode[len(framework) :] if mode.startswith(framework) else mode
-        label += f", {row.precision}"
-        variant = getattr(row, "variant", "")
-        labels.append(label + (f" [{variant}]" if isinstance(variant, str) and variant else ""))
+    for row, parts in zip(rows.itertuples(index=False), variants):
+        label = mode_name(str(row.mode), str(row.framework), parts) + precision_name(str(row.precision), precisions)
+        rest = [p for p in parts if p not in shared and not p.startswith(f"{ZERO_OPTIMIZER}=")]
+        labels.append(label + (f" [{', '.join(rest)}]" if rest else ""))
     return numbered(labels)
 
 
@@ -192,7 +227,8 @@ def mode_bars(rows: pd.DataFrame, *, title: str) -> Figure:
         axes[0].set_yticks(y, labels)
         axes[0].invert_yaxis()  # the table's order, top to bottom
     for framework in dict.fromkeys(rows["framework"]):
-        axes[0].add_patch(Rectangle((0, 0), 0, 0, color=framework_color(framework), label=pretty(framework)))
+        name = MODE_NAMES.get(str(framework), pretty(framework))
+        axes[0].add_patch(Rectangle((0, 0), 0, 0, color=framework_color(framework), label=name))
     if any(hatches):
         axes[0].add_patch(Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="#555555", hatch=AMP_HATCH, label="AMP"))
     if "peak_allocated_gib" in shown and rows["peak_reserved_gib"].notna().any():
@@ -241,11 +277,12 @@ def modes_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis
         )
     for k, (_, rows) in enumerate(table.groupby("mode_group", sort=False)):
         first = rows.iloc[0]
-        gpus = "CPU rank" if first["device"] == "cpu" else "GPU"
+        words = rank_words(first["device"])
+        shared = group_settings(rows)
         title = (
-            f"{first['model']}, {first['world_size']} {gpus}{'s' if first['world_size'] != 1 else ''} on "
+            f"{first['model']}, {words.count(first['world_size'])} on "
             f"{first['num_nodes']} node{'s' if first['num_nodes'] != 1 else ''}, {first['per_gpu_batch']} "
-            f"{first['sample_unit']} per {gpus}, {first['loader']}"
+            f"{first['sample_unit']} per {words.one}, {first['loader']}" + "".join(f", {p}" for p in shared)
         )
         add_figure(
             blocks,
@@ -255,8 +292,9 @@ def modes_section(blocks: list[Block], figures: dict, analysis: CampaignAnalysis
             f"Modes and precisions, {title}: training time relative to the baseline, PyTorch DDP fp32 without the "
             f"ZeRO optimizer ({MODE_BASELINE_TEXT}) = 1.0 (dashed), then what each cell's telemetry and "
             "memory peaks have: GPU utilisation, peak GPU memory (filled: allocated, outline: reserved), PCIe rx "
-            "and tx. One bar per cell, labelled with its mode, precision and variant; colour: framework, "
-            "hatched: AMP.",
+            "and tx. One bar per cell, labelled with its mode as users name it (DDP + ZeRO optimizer: DDP with "
+            "torch's ZeroRedundancyOptimizer), + AMP for mixed precision, and what else tells it apart; colour: "
+            "framework, hatched: AMP.",
         )
 
 

@@ -1,5 +1,6 @@
-"""The report's opening: what it holds and how its figures are computed, what ran on what (meta.json's
-provenance: GPUs, hosts, CUDA, NCCL, versions, git), and each loader's settings.
+"""The report's opening: what it holds and how its figures are computed, what ran on what (the device, the
+system profile and the image size of the runs; meta.json's provenance: hosts, CUDA, NCCL, versions, git),
+and each loader's settings.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ import json
 
 import pandas as pd
 
-from analysis.cells import loader_settings
+from analysis.cells import loader_settings, setting_text
+from analysis.device import GPU, device_names, run_devices
 from analysis.section import Block, Report
 
 # a torch build's CUDA (and, where a GPU is visible, NCCL) versions: facts of runs on GPUs only
@@ -16,19 +18,22 @@ GPU_PROVENANCE = ("meta.hardware.cuda", "meta.hardware.nccl")
 
 
 def on_gpu(runs: pd.DataFrame) -> pd.Series:
-    """Which runs ran on GPUs: system.device=cuda (a CPU run on a GPU host is a CPU run); where no device
-    is recorded, those whose meta.json lists GPUs."""
-    none = pd.Series(pd.NA, index=runs.index, dtype="object")
-    device = runs.get("config.system.device", none)
-    gpus = runs.get("meta.hardware.gpus", none).astype(str).str.lower()
-    return device.astype(str).eq("cuda").where(device.notna(), ~gpus.isin(["none", "[]", "", "null", "nan", "<na>"]))
+    """Which runs ran on GPUs (analysis.device.run_devices): a CPU run on a GPU host is a CPU run."""
+    return run_devices(runs).eq(GPU)
+
+
+# what the runs were, before where they ran: the settings that make a 64 px CPU run and a 224 px GPU run
+# two different things (config.yaml), each with the number of runs it holds where they differ
+SETUP = {"config.system.name": "system profile", "config.model.image_size": "image size (px)"}
 
 
 def provenance(runs: pd.DataFrame) -> pd.DataFrame:
     """Distinct values of the provenance columns (meta.json) over all runs; CUDA and NCCL over GPU runs."""
-    rows = []
+    rows = [{"what": "device", "value (runs)": _counted_values(device_names(runs))}] if len(runs) else []
+    for column, what in SETUP.items():
+        if column in runs and runs[column].notna().any():
+            rows.append({"what": what, "value (runs)": _counted_values(setting_text(runs[column].dropna()))})
     wanted = [
-        "meta.hardware.gpus",
         "meta.hardware.host",
         "meta.hardware.cuda",
         "meta.hardware.nccl",
@@ -45,15 +50,18 @@ def provenance(runs: pd.DataFrame) -> pd.DataFrame:
         values = values[~values.str.lower().isin(["none", "[]", "", "null"])]
         if values.empty:
             continue
-        counts = values.value_counts()
-        shown = ", ".join(f"{short(v)} ({n})" if len(counts) > 1 else short(v) for v, n in counts.head(6).items())
-        if len(counts) > 6:
-            shown += f", ... ({len(counts)} distinct)"
-        rows.append({"what": column.removeprefix("meta."), "value (runs)": shown})
+        rows.append({"what": column.removeprefix("meta."), "value (runs)": _counted_values(values.map(short))})
     if "meta.started" in runs and runs["meta.started"].notna().any():
         started = runs["meta.started"].dropna().astype(str)
         rows.append({"what": "started", "value (runs)": f"{started.min()} .. {started.max()}"})
     return pd.DataFrame(rows, columns=["what", "value (runs)"])
+
+
+def _counted_values(values: pd.Series) -> str:
+    """The distinct values, with how many runs hold each where there are several (six at most)."""
+    counts = values.astype(str).value_counts()
+    shown = ", ".join(f"{v} ({n})" if len(counts) > 1 else v for v, n in counts.head(6).items())
+    return shown + (f", ... ({len(counts)} distinct)" if len(counts) > 6 else "")
 
 
 def short(value: str) -> str:

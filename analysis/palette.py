@@ -14,6 +14,22 @@ FRAMEWORK_COLORS = {
     "dp": "#E69F00",  # orange
 }
 _SPARE = ["#56B4E9", "#F0E442", "#000000", "#999999"]
+# the colours curves take, in turn, where several of one panel share a framework (figures.curve_colors):
+# Okabe-Ito's and darker tones apart from them, the frameworks' own colours last
+CURVE_COLORS = [
+    "#E69F00",
+    "#000000",
+    "#8C510A",
+    "#762A83",
+    "#56B4E9",
+    "#1B7837",
+    "#B2182B",
+    "#999999",
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#CC79A7",
+]
 LOADER_STYLES = {  # (line style, marker)
     "native": ("-", "o"),
     "native_gpu": ("-", "v"),

@@ -36,6 +36,7 @@ from analysis import (
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
+from analysis.device import rank_columns
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
 from analysis.palette import PAPER_RC
 from analysis.section import Block, Report, columns_shown
@@ -217,6 +218,14 @@ def assemble(
     report = Report(campaign, analysis, reference=reference, reference_name=reference_name, scaling=scaling)
     for draw in SECTIONS:
         draw(report)
+    if report.measured:
+        for block in report.blocks:  # per_gpu_* and baseline_gpus named for the ranks' device (CPU: per_rank_*)
+            if block.kind == "table" and isinstance(block.content, pd.DataFrame):
+                named = rank_columns(block.content, report.words)
+                renamed = dict(zip(block.content.columns, named.columns))
+                block.content, block.key = named, tuple(renamed.get(c, c) for c in block.key)
+                for old, new in renamed.items():
+                    block.note = block.note.replace(str(old), str(new)) if old != new else block.note
     return report.blocks, report.figures
 
 

@@ -4,7 +4,8 @@ Built on CampaignAnalysis, as `report` and `compare` are: the same runs, the sam
 fits WIDTH columns: the `variant` column (the settings that tell cells apart, which a sweep makes long)
 becomes a label spelled out under the table when the table would be wider, and a failed run shows the
 first line of its error (short_reason); `results --long` prints every variant in its column and every
-error in full.
+error in full. Columns name the ranks by their device (analysis.device: "GPUs", or "ranks (CPU)"), and a cell
+of one repeat says that it has no interval.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
 from benchmarks.errors import ConfigError
 
 WIDTH = 120  # the columns of a terminal that `results` fits (`--long` may be wider)
@@ -34,23 +36,34 @@ COLUMNS = {
     "loader": "loader",
     "model": "model",
     "precision": "precision",
-    "per_gpu_batch": "batch/GPU",
-    "world_size": "GPUs",
+    "device": "device",
+    "per_gpu_batch": "batch/{per}",
+    "world_size": "{axis}",
     "num_nodes": "nodes",
     "throughput_img_s": "img/s",
-    "per_gpu_img_s": "img/s/GPU",
+    "interval": "img/s 95% CI",
+    "per_gpu_img_s": "img/s/{per}",
     "num_repeats": "repeats",
     "efficiency": "{mode} eff.",
-    "baseline_gpus": "vs GPUs",
+    "baseline_gpus": "vs {per}s",
     "variant": "variant",
 }
+ONE_REPEAT = "1 repeat: no interval"  # a cell run once: one run says nothing about its noise
+DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU"}
+
+
+def column_names(mode: str, words: RankWords) -> dict[str, str]:
+    """The cell table's columns as `results` heads them, its ranks named for their device."""
+    return {k: v.format(mode=mode, axis=words.axis, per=words.per) for k, v in COLUMNS.items()}
 
 
 def results_table(
     root: Path, *, mode: str = "weak", analysis: CampaignAnalysis | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per cell with its efficiency and baseline, runs that were not counted with their reason and,
-    for a failed or interrupted run, the error its summary.json holds in full: run_id, status, reason, error)."""
+    for a failed or interrupted run, the error its summary.json holds in full: run_id, status, reason, error).
+    A cell's ranks are named for its device (GPUs, ranks (CPU)); a campaign of both devices gets a `device`
+    column. Where some cell has repeats, the throughput's 95% interval, "1 repeat: no interval" for the others."""
     analysis = analysis or CampaignAnalysis(root)
     excluded = analysis.excluded()
     runs = analysis.campaign.runs
@@ -61,15 +74,33 @@ def results_table(
     ]
     scaled = analysis.scaling(mode)
     if scaled.empty:
-        return pd.DataFrame(columns=[c.format(mode=mode) for c in COLUMNS.values()]), excluded
-    table = scaled[[c for c in COLUMNS if c in scaled]].rename(
-        columns={k: v.format(mode=mode) for k, v in COLUMNS.items()}
-    )
-    if "vs GPUs" in table:
-        table["vs GPUs"] = table["vs GPUs"].map(lambda v: "-" if pd.isna(v) else str(int(v)))
+        names = column_names(mode, WORDS[GPU])
+        return pd.DataFrame(columns=[v for k, v in names.items() if k not in ("device", "interval")]), excluded
+    scaled = with_device(scaled, analysis.counted())
+    words = rank_words(scaled)
+    if device_of(scaled) == MIXED:
+        scaled["device"] = scaled["device"].map(lambda d: DEVICE_NAMES.get(d, d))
+    else:
+        scaled = scaled.drop(columns="device")
+    if (scaled["num_repeats"] > 1).any():
+        scaled["interval"] = [
+            ONE_REPEAT if n < 2 or pd.isna(low) else f"{low:,.1f}..{high:,.1f}"
+            for n, low, high in zip(
+                scaled["num_repeats"], scaled["throughput_img_s_ci_low"], scaled["throughput_img_s_ci_high"]
+            )
+        ]
+    names = column_names(mode, words)
+    table = scaled[[c for c in COLUMNS if c in scaled]].rename(columns=names)
+    if names["baseline_gpus"] in table:
+        table[names["baseline_gpus"]] = table[names["baseline_gpus"]].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     if "variant" in table and not table["variant"].astype(bool).any():
         table = table.drop(columns="variant")  # every cell differs in a shown column already
     return table, excluded
+
+
+def table_words(table: pd.DataFrame) -> RankWords:
+    """The rank words a results table was headed with (its rank-count column names them)."""
+    return next((w for w in WORDS.values() if w.axis in table), WORDS[GPU])
 
 
 def short_reason(text: str, *, limit: int = REASON_CHARS) -> str:
@@ -96,24 +127,32 @@ def format_results(
     if table.empty:
         text = "no completed runs"
     else:
+        words = table_words(table)
+        names = column_names(mode, words)
         text = _cells_text(table, mode=mode, width=None if long else width)
         text += "\n\n" + _fill(
-            f"{mode} eff.: {mode}-scaling efficiency against the same configuration on 'vs GPUs' GPUs (the "
-            "smallest GPU count of its curve); '-': no smaller GPU count to compare with",
+            f"{mode} eff.: {mode}-scaling efficiency against the same configuration on '{names['baseline_gpus']}' "
+            f"{words.many} (the smallest count of its curve); '-': no smaller count to compare with",
             width=None if long else width,
         )
+        if "repeats" in table and (pd.to_numeric(table["repeats"], errors="coerce") < 2).all():
+            text += "\n" + _fill(
+                "repeats: every cell ran once (1 repeat: no interval), so nothing measures the run-to-run spread and "
+                "a difference between cells may be noise; add a repeat with run.repeat=1 (then 2, ...)",
+                width=None if long else width,
+            )
     if not excluded.empty:
         text += "\n\n" + _excluded_text(excluded, long=long, width=width)
     return text
 
 
 def _render(table: pd.DataFrame, *, mode: str) -> list[str]:
+    rates = [c for c in table if c == "img/s" or c.startswith("img/s/")]
     text = table.to_string(
         index=False,
         na_rep="-",
         formatters={
-            "img/s": "{:,.1f}".format,
-            "img/s/GPU": "{:,.1f}".format,
+            **{c: "{:,.1f}".format for c in rates},
             f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
         },
     )
@@ -135,7 +174,9 @@ def _cells_text(table: pd.DataFrame, *, mode: str, width: int | None) -> str:
         below += [_fill(text, width=width, first=f"  {labels[text]:<{len(labels[texts[-1]])}}  ") for text in texts]
         lines = _render(table, mode=mode)
     if max(map(len, lines)) > width:
-        figures = {"img/s", "img/s/GPU", "repeats", f"{mode} eff.", "vs GPUs", "variant"}
+        names = column_names(mode, table_words(table))
+        figures = {names[k] for k in ("throughput_img_s", "interval", "per_gpu_img_s", "num_repeats", "efficiency")}
+        figures |= {names["baseline_gpus"], "variant"}
         same = [c for c in table if c not in figures and table[c].astype("string").nunique(dropna=False) == 1]
         if same and len(same) < len(table.columns):
             above = [_fill("every row: " + ", ".join(f"{c} {table[c].iloc[0]}" for c in same), width=width), ""]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis.cells import MEMORY, peak_memory, rate_suffix, with_sample_unit
+from analysis.device import RankWords, rank_words, with_device
 from analysis.load import Campaign
 
 if TYPE_CHECKING:
@@ -109,7 +110,13 @@ class Report:
 
     @cached_property
     def cells(self) -> pd.DataFrame:
-        return with_sample_unit(self.analysis.cells(), self.counted)
+        """The cells with their sample unit and device (analysis.device: what their ranks ran on)."""
+        return with_device(with_sample_unit(self.analysis.cells(), self.counted), self.counted)
+
+    @cached_property
+    def words(self) -> RankWords:
+        """How the report names its ranks: GPUs, or ranks (CPU) (analysis.device.rank_words of its cells)."""
+        return rank_words(self.cells)
 
     @cached_property
     def shares(self) -> pd.DataFrame:

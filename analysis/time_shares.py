@@ -10,7 +10,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from analysis.cells import CELL, PHASES, SHARES, measured, per_cell_mean
-from analysis.figures import finish, gpu_labels, model_names, panels, paper_style, pretty
+from analysis.device import rank_words
+from analysis.figures import finish, gpu_labels, legend_columns, model_names, panels, paper_style, pretty
 from analysis.palette import BREAKDOWN_COLORS, framework_color
 from analysis.section import Block, Report, add_figure, columns_shown, percent
 
@@ -63,9 +64,11 @@ BREAKDOWN_PARTS = [
 
 @paper_style
 def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
-    """Stacked time shares per GPU count for one model: one panel per framework x loader. The black
-    tick marks the total allreduce (overlapped or not) where it was measured."""
+    """Stacked time shares per GPU count (or CPU rank count: the shares' `device`) for one model: one panel
+    per framework x loader. The black tick marks the total allreduce (overlapped or not) where it was
+    measured. Cells that share a count are lettered (2a, 2b), what tells them apart said in the legend."""
     rows_m = shares[shares["model"] == model]
+    words = rank_words(rows_m)
     combos = list(rows_m.groupby(["framework", "loader"]).groups)
     fig, axes = panels(len(combos), row_height_in=2.2, sharey=True)
     for ax, (framework, loader) in zip(axes, combos):
@@ -91,13 +94,16 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
                 color="black",
                 label="allreduce (total)",
             )
-        ax.set_xticks(x, gpu_labels(rows), fontsize=7 if len(rows) > rows["world_size"].nunique() else None)
-        ax.set_xlabel("GPUs")
+        labels, key = gpu_labels(rows)
+        ax.set_xticks(x, labels)
+        for line in key:  # a legend entry without a mark: what a lettered bar is
+            ax.plot([], [], linestyle="none", label=line)
+        ax.set_xlabel(words.axis)
         ax.set_ylim(0, 100)
         ax.yaxis.set_major_formatter(PercentFormatter())
         ax.set_title(f"{pretty(framework)}, {pretty(loader)}", color=framework_color(framework))
         ax.set_ylabel("share of step time")
-    return finish(fig, axes, title=f"Time breakdown, {model}")
+    return finish(fig, axes, title=f"Time breakdown, {model}", legend_cols=legend_columns(axes))
 
 
 def draw(report: Report) -> None:
@@ -129,11 +135,13 @@ def draw_bars(report: Report) -> None:
     if not report.measured:
         return
     shares = report.shares
+    if "cell_hash" in shares:
+        shares = shares.assign(device=shares["cell_hash"].map(report.cells.set_index("cell_hash")["device"]))
     for model in model_names(shares):
         add_figure(
             report.blocks,
             report.figures,
             f"breakdown_{model}",
             lambda model=model: breakdown_bars(shares, model=model),
-            f"Time breakdown per GPU count, {model}.",
+            f"Time breakdown per {report.words.one} count, {model}.",
         )

@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import variants
+from analysis.device import GPU, with_device
 
 GUESSES = "config.experiment.guesses."
 STAND_INS = "config.experiment.stand_ins."
@@ -25,14 +26,15 @@ def evaluated_cells(analysis: CampaignAnalysis) -> set[str]:
 
 
 def scaling_cells(analysis: CampaignAnalysis, table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The rows of a per-cell table (default: cells()) whose runs do not evaluate."""
+    """The rows of a per-cell table (default: cells()) whose runs do not evaluate, with the device their
+    ranks ran on (analysis.device: the figures name CPU ranks as such)."""
     table = analysis.cells() if table is None else table
     if table.empty or "cell_hash" not in table:
         return table
     table = table[~table["cell_hash"].astype(str).isin(evaluated_cells(analysis))].reset_index(drop=True)
     if "variant" in table and not table.empty:
         table["variant"] = table["cell_hash"].astype(str).map(_scaling_variants(analysis)).fillna("")
-    return table
+    return with_device(table, analysis.counted())
 
 
 _VARIANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -167,5 +169,6 @@ def predicted_cells(predicted: pd.DataFrame) -> pd.DataFrame:
             "throughput_img_s": predicted["throughput"],
             "per_gpu_img_s": predicted["per_gpu"],
             "sample_unit": "images",
+            "device": GPU,  # a prediction is for a system profile's GPUs
         }
     )

@@ -7,8 +7,19 @@ import pandas as pd
 
 from analysis.cells import CELL, peak_memory, with_sample_unit
 from analysis.compare import across_systems
+from analysis.device import rank_words, with_device
+from analysis.figures import distinct_labels, shared_parts
 from analysis.interconnect import p2p_heatmap
-from analysis.modes import MODE_BASELINE_TEXT, MODES, mode_bars, mode_cells
+from analysis.modes import (
+    MODE_BASELINE_TEXT,
+    MODES,
+    ZERO_OPTIMIZER,
+    group_settings,
+    mode_bars,
+    mode_cells,
+    mode_name,
+    precision_name,
+)
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
 from analysis.papers.common import guesses_table, software_stack, stand_ins_table
@@ -92,19 +103,22 @@ def relative_time(paper: PaperInput) -> Section:
         "bert_large": paper.claim("relative_time_bert_large_falcon"),
     }
     shown = paired.dropna(subset=["relative_time"])
-    shown = shown[shown["system"] != baseline].assign(
-        label=lambda t: (
-            t["model"].astype(str)
-            + " "
-            + t["framework"].astype(str)
-            + " "
-            + t["precision"].astype(str)
-            + t["variant"].map(lambda v: f" [{v}]" if v else "")
-            + " on "
-            + t["system"].astype(str)
-        ),
-        published=lambda t: t["model"].map(published),
-    )
+    shown = shown[shown["system"] != baseline]
+    parts = [
+        [
+            str(row.model),
+            mode_name(str(row.framework), str(row.framework), variant)
+            + precision_name(str(row.precision), set(shown["precision"].astype(str))),
+            *(p for p in variant if not p.startswith(f"{ZERO_OPTIMIZER}=")),
+            f"on {row.system}",
+        ]
+        for row, variant in zip(
+            shown.itertuples(index=False), shown["variant"].map(lambda v: [p for p in v.split(", ") if p])
+        )
+    ]
+    shared = shared_parts(parts)  # what every bar has: said once, in the title
+    shown = shown.assign(label=distinct_labels(parts), published=shown["model"].map(published))
+    what = f" ({', '.join(shared)})" if shared else ""
     if not shown.empty:
         section.figure(
             "relative",
@@ -114,7 +128,7 @@ def relative_time(paper: PaperInput) -> Section:
                 value="relative_time",
                 published="published",
                 unit=f"time relative to {baseline}",
-                title="Training time relative to the baseline system",
+                title=f"Training time relative to the baseline system{what}",
             ),
             f"Training time relative to {baseline} (measured) beside the study's bounds (published: the most it states).",
         )
@@ -123,7 +137,7 @@ def relative_time(paper: PaperInput) -> Section:
 
 def utilisation(paper: PaperInput) -> Section:
     section = Section()
-    table = paper.analysis.utilisation()
+    table = with_device(paper.analysis.utilisation(), paper.analysis.counted())
     section.text(
         "Published: GPU utilisation, GPU memory utilisation and memory-access time per configuration; every "
         "benchmark above 80% GPU utilisation. Measured: the telemetry means and peaks per cell (NVML), whole run."
@@ -132,7 +146,7 @@ def utilisation(paper: PaperInput) -> Section:
         section.lacks("utilisation: runs with telemetry (run.telemetry_hz > 0)", CAMPAIGN)
         return section
     shown = [c for c in [*CELL, "variant", *UTILISATION] if c in table and table[c].notna().any()]
-    section.table(table[shown].round(1))
+    section.table(table[shown].round(1))  # cell_labels name the ranks for their device
     section.figure("utilisation", lambda: utilisation_bars(table), "Utilisation per cell (measured).")
     return section
 
@@ -186,7 +200,7 @@ def pcie_traffic(paper: PaperInput) -> Section:
 
 def host_usage(paper: PaperInput) -> Section:
     section = Section()
-    table = paper.analysis.utilisation()
+    table = with_device(paper.analysis.utilisation(), paper.analysis.counted())
     section.text(
         "Published: the benchmarks do not stress the host's CPUs or memory; vision workloads use the CPUs more "
         "(pre-processing). Measured: host CPU % and host memory peak per cell (psutil, one rank per host)."
@@ -259,7 +273,8 @@ def modes(paper: PaperInput) -> Section:
     ]
     section.table(table[shown].round(3))
     for k, (_, rows) in enumerate(table.groupby("mode_group", sort=False)):
-        title = f"{rows['model'].iloc[0]}, {rows['world_size'].iloc[0]} ranks"
+        title = f"{rows['model'].iloc[0]}, {rank_words(rows['device']).count(rows['world_size'].iloc[0])}"
+        title += "".join(f", {setting}" for setting in group_settings(rows))
         section.figure(
             f"modes_{k}",
             lambda rows=rows, title=title: mode_bars(rows, title=title),

@@ -8,37 +8,52 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.figures import curves, finish, gpu_axis, legend_columns, model_names, panels, paper_style
-from analysis.palette import FULL_WIDTH_IN, IDEAL_COLOR, framework_color, loader_style
+from analysis.device import rank_words
+from analysis.figures import (
+    IDEAL_DASHES,
+    IDEAL_LABEL,
+    curves,
+    finish,
+    gpu_axis,
+    legend_columns,
+    model_names,
+    panel_title,
+    panels,
+    paper_style,
+)
+from analysis.palette import FULL_WIDTH_IN, IDEAL_COLOR, loader_style
 
 MEASURED, PUBLISHED, PREDICTED = "#1f77b4", "#7f7f7f", "#ff7f0e"
 
 
 @paper_style
 def speedup_vs_gpus(scaled: pd.DataFrame) -> Figure:
-    """Speedup = throughput(N) / throughput(N0) vs GPUs, one panel per model, one curve per framework x
-    loader (colour: framework; line: loader), the ideal N / N0 dotted."""
+    """Speedup = throughput(N) / throughput(N0) vs GPUs (or CPU ranks), one panel per model, one curve per
+    configuration in a colour of its own (line: loader), its ideal N / N0 dashed in the same colour (one grey
+    line where curves share their N0: their ideals are one line)."""
     models = model_names(scaled)
+    words = rank_words(scaled)
     fig, axes = panels(len(models))
     for ax, model in zip(axes, models):
         rows_m = scaled[scaled["model"] == model]
-        for framework, loader, label, marker, rows, _extra in curves(rows_m):
-            rows = rows.dropna(subset=["speedup"])
+        drawn, shared = curves(rows_m)
+        bases = [
+            float(c.line["baseline_gpus"].dropna().iloc[0]) for c in drawn if c.line["baseline_gpus"].notna().any()
+        ]
+        for c in drawn:
+            rows = c.line.dropna(subset=["speedup"])
             if rows.empty:
                 continue
-            ax.plot(
-                rows["world_size"],
-                rows["speedup"],
-                loader_style(loader)[0],
-                marker=marker,
-                color=framework_color(framework),
-                label=label,
-            )
+            style = loader_style(c.loader)[0]
+            ax.plot(rows["world_size"], rows["speedup"], style, marker=c.marker, color=c.color, label=c.label)
             base = float(rows["baseline_gpus"].iloc[0])
             x = rows["world_size"].to_numpy(float)
-            ax.plot(x, x / base, color=IDEAL_COLOR, linestyle=(0, (1, 2)), linewidth=0.8, label="ideal (N / N0)")
-        gpu_axis(ax, rows_m["world_size"], log_y=True)
-        ax.set_title(model)
+            # curves of one N0 share one ideal, grey; a curve's own N0 gets its ideal in its colour
+            color = c.color if bases.count(base) == 1 else IDEAL_COLOR
+            ax.plot(x, x / base, color=color, linestyle=IDEAL_DASHES, linewidth=0.8, alpha=0.8, label="_ideal")
+        ax.plot([], [], color=IDEAL_COLOR, linestyle=IDEAL_DASHES, linewidth=0.8, label=IDEAL_LABEL)
+        gpu_axis(ax, rows_m["world_size"], log_y=True, label=words.axis)
+        ax.set_title(panel_title(model, shared))
         ax.set_ylabel("speedup (x)")
     return finish(fig, axes, legend_cols=legend_columns(axes))
 
@@ -68,4 +83,5 @@ def beside_published(table: pd.DataFrame, *, label: str, value: str, published: 
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.set_title(title)
-    return finish(fig, [ax], legend_cols=2, left_in=2.6)
+    longest = max((len(str(v)) for v in table[label]), default=0)  # the labels' width, not a fixed third
+    return finish(fig, [ax], legend_cols=2, left_in=min(3.2, 0.35 + 0.055 * longest))

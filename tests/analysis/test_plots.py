@@ -10,7 +10,7 @@ import pytest
 
 from analysis.cells import cells, run_throughput
 from analysis.commbench import commbench_curves
-from analysis.figures import readable_tick
+from analysis.figures import IDEAL_LABEL, readable_tick
 from analysis.load import load_reference
 from analysis.palette import framework_color
 from analysis.reference_overlay import reference_breakdown, reference_comparison
@@ -47,12 +47,23 @@ def test_throughput_vs_gpus_has_a_curve_per_framework_and_loader_and_ideal(table
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = _labels(ax)
-    assert {"PyTorch-DDP, native", "PyTorch-DDP, DALI", "Horovod, native", "Horovod, DALI", "ideal (linear)"} <= set(
-        labels
-    )
+    assert {"PyTorch-DDP, native", "PyTorch-DDP, DALI", "Horovod, native", "Horovod, DALI", IDEAL_LABEL} <= set(labels)
+    assert labels.count(IDEAL_LABEL) == 1  # the ideal is labelled once
     ddp = next(line for line in ax.get_lines() if line.get_label() == "PyTorch-DDP, native")
     assert list(ddp.get_xdata()) == [1, 2, 4]
-    assert ddp.get_color() == framework_color("ddp")
+    curves = [
+        line for line in ax.get_lines() if not line.get_label().startswith("_") and line.get_label() != IDEAL_LABEL
+    ]
+    # one colour per curve (before: a framework's curves shared one, and the ideal lines took it too)
+    assert len({line.get_color() for line in curves}) == len(curves)
+    assert curves[0].get_color() == framework_color("ddp")
+    ideals = [line for line in ax.get_lines() if line.get_label() == "_ideal"]
+    for curve in curves:  # each curve's ideal: dashed, in its colour, from its first point
+        x, y = curve.get_xdata(), curve.get_ydata()
+        if len(x) < 2:
+            continue
+        ideal = next(i for i in ideals if i.get_color() == curve.get_color())
+        assert ideal.get_linestyle() == "--" and ideal.get_ydata()[0] == pytest.approx(y[0])
 
 
 def test_a_narrow_log_axis_labels_each_tick_with_its_own_value(tables):
@@ -79,8 +90,8 @@ def test_a_narrow_log_axis_labels_each_tick_with_its_own_value(tables):
 
 
 def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
-    """Two cells at one GPU count (another batch) are two bars, each labelled with its variant, not one bar
-    standing for both."""
+    """Two cells at one GPU count (another batch) are two bars, each lettered (1a, 1b) and what tells it
+    apart said once in the legend (before: the variants stood under the bars and overprinted)."""
     shares = tables["shares"]
     model = sorted(shares["model"].unique())[0]
     one = shares[shares["model"] == model]
@@ -93,7 +104,11 @@ def test_breakdown_draws_every_cell_of_a_gpu_count(tables):
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert len(labels) == len(shares) and len(set(labels)) == len(labels), labels
-    assert sum("run.per_gpu_batch=4" in label for label in labels) == 1
+    assert all("\n" not in label and len(label) <= 4 for label in labels), labels  # a count and a letter
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sum(t.endswith("run.per_gpu_batch=4") for t in legend) == 1, legend
+    letters = [t.split(":")[0] for t in legend if "run.per_gpu_batch=" in t]
+    assert sorted(letters) == ["a", "b"] and {"1a", "1b"} <= set(labels)
     marks = next(line for line in ax.get_lines() if line.get_label() == "allreduce (total)")
     assert 90.0 in [round(v, 6) for v in marks.get_ydata()]  # the other cell's own allreduce mark
 

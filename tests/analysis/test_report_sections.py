@@ -17,7 +17,7 @@ def test_a_cpu_run_lists_no_cuda_or_nccl_version():
     """torch's CUDA build is in every run's meta.json; on a CPU run it is no fact of the run."""
     cpu = {"config.system.device": "cpu", "meta.hardware.gpus": "[]", "meta.hardware.cuda": "13.0"}
     rows = _rows(pd.DataFrame([{**cpu, "meta.hardware.host": "laptop"}]))
-    assert rows == {"hardware.host": "laptop"}
+    assert rows == {"device": "CPU (model not recorded)", "hardware.host": "laptop"}
     gpu = {"config.system.device": "cuda", "meta.hardware.gpus": '["NVIDIA H200"]', "meta.hardware.cuda": "13.0"}
     rows = _rows(pd.DataFrame([{**cpu, "meta.hardware.cuda": "12.8"}, {**gpu, "meta.hardware.nccl": "2.27.3"}]))
     assert (rows["hardware.cuda"], rows["hardware.nccl"]) == ("13.0", "2.27.3")  # the GPU run's only
@@ -27,6 +27,33 @@ def test_a_cpu_run_lists_no_cuda_or_nccl_version():
     cpu["meta.hardware.cuda"] = "12.8"
     rows = _rows(pd.DataFrame([{**gpu, "config.system.device": None}, {**cpu, "config.system.device": None}]))
     assert rows["hardware.cuda"] == "13.0"
+
+
+def test_what_was_run_on_what_names_the_device_profile_and_image_size():
+    """A 64 px CPU run and a 224 px GPU run read apart in the report's first table: its device (the GPU's
+    name, or the CPU and its cores), system profile and image size, each with its number of runs."""
+    cpu = {
+        "config.system.device": "cpu",
+        "config.system.name": "local_cpu",
+        "config.model.image_size": 64,
+        "meta.hardware.gpus": "[]",
+        "meta.hardware.cpu_count": 2,
+    }
+    rows = _rows(pd.DataFrame([cpu]))
+    assert (rows["device"], rows["system profile"], rows["image size (px)"]) == (
+        "CPU (model not recorded), 2 cores",
+        "local_cpu",
+        "64",
+    )
+    gpu = {
+        "config.system.device": "cuda",
+        "config.system.name": "h200",
+        "config.model.image_size": 224.0,
+        "meta.hardware.gpus": '["NVIDIA H200", "NVIDIA H200"]',
+    }
+    rows = _rows(pd.DataFrame([cpu, gpu, gpu]))
+    assert rows["device"] == "GPU: NVIDIA H200 x2 (2), CPU (model not recorded), 2 cores (1)"
+    assert rows["system profile"] == "h200 (2), local_cpu (1)" and rows["image size (px)"] == "224 (2), 64 (1)"
 
 
 def _stash_section(root) -> list:
