@@ -362,6 +362,31 @@ class Watchdog:
         os._exit(HUNG_EXIT)
 
 
+def spy_on_silent(run_dir: Path, ranks: Mapping[str, Mapping]) -> None:
+    """py-spy's stacks of the ranks of this host that did not answer (a stopped process cannot dump its own),
+    into their stacks_rank<R>.txt; nothing where py-spy is not installed (the line says they did not answer)."""
+    if (py_spy := shutil.which("py-spy")) is None:
+        return
+    host = socket.gethostname()
+    for rank, where in ranks.items():
+        if where.get("answered") or where.get("host") != host or not isinstance(where.get("pid"), int):
+            continue
+        try:
+            spied = subprocess.run(
+                # --nonblocking: read its memory without suspending it (a stopped process cannot be suspended)
+                [py_spy, "dump", "--nonblocking", "--pid", str(where["pid"])],
+                capture_output=True,
+                text=True,
+                timeout=PY_SPY_TIMEOUT_S,
+                check=False,
+            )
+            with open(rundir.stacks_path(run_dir, int(rank)), "a") as f:
+                f.write(f"=== rank {rank} did not answer; py-spy dump --nonblocking --pid {where['pid']}\n")
+                f.write(f"{spied.stdout}{spied.stderr}\n")
+        except (OSError, subprocess.SubprocessError):
+            continue
+
+
 def hang_noticed(run_dir: Path) -> dict | None:
     """The first hang a rank of the run saw (HANG_MARK), or None."""
     try:

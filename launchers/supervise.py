@@ -384,6 +384,7 @@ def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[
             pass
         if hang is None and (mark := watchdog.hang_noticed(run_dir)) is not None:
             progress = watchdog.where_ranks_were(rundir.read_progress(run_dir), at=time.time())
+            watchdog.spy_on_silent(run_dir, progress)  # a stopped rank's stacks, where py-spy is installed
             hang, deadline = {"mark": mark, "ranks": progress}, time.monotonic() + HANG_GRACE_S
             output.faulted.set()  # the ranks' and launcher's words on their way out go to the fault log
         elif deadline is not None and time.monotonic() > deadline:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import json
 import os
 from pathlib import Path
 
@@ -136,3 +137,32 @@ def test_the_launcher_s_output_from_the_first_traceback_on_goes_to_the_fault_log
     assert terminal.getvalue() == lines[0] + lines[-1]
     assert (tmp_path / supervise.FAULT_LOG).read_bytes() == b"".join(lines[1:-1])
     assert output.log_path == tmp_path / supervise.FAULT_LOG
+
+
+def write_rank(run_dir: Path, rank: int, *, host: str, steps: int, error: str | None, wrote_end: bool = True) -> None:
+    lines = [json.dumps({"kind": "header", "rank": rank, "host": host})]
+    lines += [json.dumps({"step": s, "samples": 2, "warmup": False, "step_s": 0.1}) for s in range(steps)]
+    (run_dir / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    if wrote_end:
+        rundir.write_json_atomic(
+            rundir.end_path(run_dir, rank),
+            rundir.end_record(rank=rank, peaks={}, error=None if error is None else RuntimeError(error)),
+        )
+
+
+def test_the_run_s_line_names_the_rank_whose_own_error_stopped_it_not_the_peer_that_lost_it(tmp_path):
+    write_rank(tmp_path, 0, host="node-a", steps=5, error="Connection closed by peer [10.0.0.2]:4321")
+    write_rank(tmp_path, 1, host="node-b", steps=4, error="CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
+    line = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=None)
+    assert line.startswith(
+        "rank 1 on node-b, after step 3: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB;"
+    )
+    assert line.endswith(f"the run is marked failed; logs in {tmp_path}")
+
+
+def test_a_rank_killed_without_a_word_is_the_cause_and_a_missing_summary_is_said(tmp_path):
+    write_rank(tmp_path, 0, host="node-a", steps=5, error="Connection reset by peer")
+    write_rank(tmp_path, 1, host="node-b", steps=5, error=None, wrote_end=False)  # SIGKILLed: no end record
+    line = supervise._fault_text(tmp_path, rank0_error=None, written=False, output=None)
+    assert line.startswith("rank 1 on node-b, after step 4: ended without an error of its own (killed")
+    assert "no summary could be written: the next launch retries the run" in line
