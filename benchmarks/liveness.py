@@ -191,7 +191,8 @@ def last_write_s(run_dir: Path) -> float | None:
 
 def rank_pids(run_dir: Path, *, host: str) -> list[int]:
     """The pids of this run's ranks on `host` that still live: from the rank logs' header lines, each pid
-    alive and started before its log was last written (else the pid was reused by another process)."""
+    alive and started before its log was last written (else the pid was reused by another process); not
+    this process (a rank run in it, as `ddlbench maxbatch` probes, has ended when it asks)."""
     pids = []
     for path in Path(run_dir).glob("rank*.jsonl"):
         try:
@@ -203,7 +204,7 @@ def rank_pids(run_dir: Path, *, host: str) -> list[int]:
         if not (isinstance(header, dict) and header.get("host") == host and isinstance(header.get("pid"), int)):
             continue
         started_s = _pid_started_s(header["pid"])
-        if pid_alive(header["pid"]) and (started_s is None or started_s <= written_s + 1.0):
+        if _alive_but_me(header["pid"], None) and (started_s is None or started_s <= written_s + 1.0):
             pids.append(header["pid"])
     return pids
 
