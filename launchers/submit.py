@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks import rundir
+from benchmarks import liveness, rundir
 from benchmarks.errors import ConfigError
 from launchers import scheduler
 from launchers.campaign import Cell, job_overrides
@@ -193,8 +193,12 @@ def move_aside(cell: Cell, state: str, logs: Path) -> bool:
     cell's place, with its reason; False when a dead run's directory changed meanwhile (another launch took
     it): the cell is not submitted."""
     if state == "dead":
-        life = rundir.life(cell.run_dir)
-        if life.state != "dead" or (moved := rundir.reap(cell.run_dir, logs / rundir.ATTIC, life)) is None:
+        _, life = run_state(cell.run_dir)
+        if (
+            life is None
+            or life.state != "dead"
+            or (moved := rundir.reap(cell.run_dir, logs / rundir.ATTIC, life)) is None
+        ):
             print(f"[ddlbench] {cell.name}: another launch took it meanwhile; not submitted", file=sys.stderr)
             return False
         state = f"dead ({life.says()})"
@@ -240,13 +244,30 @@ def cell_states(cfg, cells: list[Cell], *, strict: bool = True) -> list[tuple[Ce
         if job:
             rows.append((cell, "pending" if job.pending else "running", f"job {job.job_id}"))
             continue
-        state = rundir.state(cell.run_dir)
-        detail = rundir.life(cell.run_dir).says() if state in ("running", "dead") else ""
+        state, life = run_state(cell.run_dir)
+        detail = life.says() if life is not None else ""
         if state not in ("completed", "running") and last:
             final = scheduler.final_state(str(last["job_id"]))
             detail = "; ".join(filter(None, (detail, f"last job {last['job_id']}" + (f" {final}" if final else ""))))
         rows.append((cell, state, detail))
     return rows
+
+
+def run_state(run_dir: Path | None) -> tuple[str, liveness.Life | None]:
+    """rundir.state of a cell's run directory and, for one without a summary, its Life; a run that says it
+    is running but whose owner's Slurm job has ended (scontrol or sacct remember it) is dead at once, not
+    after its heartbeat's limit (its owner was on another node)."""
+    state = rundir.state(run_dir)
+    if state not in ("running", "dead"):
+        return state, None
+    life = rundir.life(run_dir)
+    job = (life.owner or {}).get("slurm_job_id")
+    if life.state == "running" and job and scheduler.available():
+        ended = scheduler.final_state(str(job))
+        if ended and ended not in scheduler.ACTIVE_STATES:
+            reason = f"its Slurm job {job} ended ({ended}) without a summary"
+            life = liveness.Life(state="dead", reason=reason, age_s=life.age_s, owner=life.owner)
+    return life.state, life
 
 
 def array_throttles(sizes: list[int], max_jobs: int | None) -> list[int | None]:

@@ -132,3 +132,18 @@ def test_a_dead_run_goes_to_the_attic_with_its_reason_and_a_changed_one_stays(tm
     assert moved is not None and not run.exists()
     reason = (moved / rundir.ATTIC_REASON).read_text()
     assert "dead: no heartbeat from pid 6 on elsewhere" in reason and f"pid {os.getpid()} on {HERE}" in reason
+
+
+def test_a_run_whose_slurm_job_ended_is_dead_at_once(tmp_path, monkeypatch):
+    """Its owner was on another node (no pid to look up, a fresh heartbeat): what Slurm says of the job wins."""
+    from launchers import scheduler, submit
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / liveness.OWNER).write_text(json.dumps({"host": "n17", "pid": 5, "slurm_job_id": "77"}))
+    monkeypatch.setattr(scheduler, "available", lambda: True)
+    monkeypatch.setattr(scheduler, "final_state", lambda job: {"77": "RUNNING"}.get(job))
+    assert submit.run_state(run)[0] == "running"
+    monkeypatch.setattr(scheduler, "final_state", lambda job: {"77": "NODE_FAIL"}.get(job))
+    state, life = submit.run_state(run)
+    assert state == "dead" and "its Slurm job 77 ended (NODE_FAIL) without a summary" in life.says()
