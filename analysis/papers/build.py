@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.device import rank_columns, rank_words, run_devices
 from analysis.load import Campaign, load_campaign
 from analysis.papers import study as find_study
 from analysis.papers import study_of
@@ -138,6 +139,13 @@ def assemble(
                     + " ; ".join(section.commands),
                 )
             )
+    if not counted.empty:  # per_gpu_* and baseline_gpus named for the runs' device (CPU ranks: per_rank_*)
+        words = rank_words(run_devices(counted))
+        for block in blocks:
+            if block.kind == "table" and isinstance(block.content, pd.DataFrame):
+                named = rank_columns(block.content, words)
+                renamed = dict(zip(block.content.columns, named.columns))
+                block.content, block.key = named, tuple(renamed.get(c, c) for c in block.key)
     lacking = [(e.id, "; ".join(sec.missing), sec.commands) for e, sec in sections if sec is not None and sec.missing]
     return blocks, figures, lacking
 

@@ -38,7 +38,7 @@ def on_cpu(root: Path, *, only: str = "") -> None:
             log.write_text(json.dumps(header) + "\n" + rest)
 
 
-def tour(root: Path, *, repeats: int = 1, cpu: bool = True) -> Path:
+def tour(root: Path, *, repeats: int = 1, cpu: bool = True, campaign: str = "synth") -> Path:
     """The README's tour in synthetic logs: DDP x native, synthetic x 1, 2 ranks."""
     cells = [
         SynthCell("ddp", loader, "resnet50", world, 1, per_gpu_batch=32, repeat=r)
@@ -46,7 +46,7 @@ def tour(root: Path, *, repeats: int = 1, cpu: bool = True) -> Path:
         for world in (1, 2)
         for r in range(repeats)
     ]
-    write_campaign(root, cells, steps=30, warmup_steps=5, commbench=False)
+    write_campaign(root, cells, steps=30, warmup_steps=5, commbench=False, campaign=campaign)
     if cpu:
         on_cpu(root)
     return root
@@ -200,3 +200,15 @@ def test_no_curve_or_bar_label_repeats_what_all_of_them_share():
     labels, key = gpu_labels(bars.sort_values("world_size"))
     assert labels == ["1a", "1b", "2a", "2b"] and len(key) == 2  # a letter per setting, at every count
     assert_no_shared_part([line.split(": ", 1)[1] for line in key])
+
+
+def test_a_paper_of_cpu_runs_names_its_columns_for_ranks(tmp_path):
+    """`ddlbench paper` over CPU runs: before, its tables headed the CPU ranks' batch per_gpu_batch and the
+    baseline baseline_gpus."""
+    from analysis.papers import STUDIES
+    from analysis.papers.build import build_paper
+
+    root = tour(tmp_path / "cpu", campaign=STUDIES["aach2023"].campaigns[0])
+    build_paper("aach2023", root, tmp_path / "paper", jobs=1, draw=False)
+    text = (tmp_path / "paper" / "paper.md").read_text()
+    assert "baseline_ranks" in text and "baseline_gpus" not in text and "per_gpu_" not in text
