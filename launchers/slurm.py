@@ -220,10 +220,12 @@ def launch(
         world_size = node_layout(cfg)[1]
     check_data(cfg, world_size=world_size)  # once, on the batch host: the ranks do not scan the data set
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=nodes).resolve()
-    if rundir.holds_a_run(run_dir):
+    if rundir.taken(run_dir):
+        state = rundir.state(run_dir)
+        held = f"is in use: {rundir.life(run_dir).says()}" if state == "running" else f"already holds a {state} run"
         raise ConfigError(
-            f"run directory {run_dir} already holds a run (never overwritten); pass "
-            f"run.repeat={cfg.run.repeat + 1} or another run.campaign"
+            f"run directory {run_dir} {held} (never overwritten); `campaign submit` moves a failed or dead run "
+            f"aside before it resubmits the cell, or pass run.repeat={cfg.run.repeat + 1} or another run.campaign"
         )
     system = dict(cfg.system)
     if environ.get("SLURM_CPUS_PER_TASK"):

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +148,19 @@ def test_a_run_whose_slurm_job_ended_is_dead_at_once(tmp_path, monkeypatch):
     monkeypatch.setattr(scheduler, "final_state", lambda job: {"77": "NODE_FAIL"}.get(job))
     state, life = submit.run_state(run)
     assert state == "dead" and "its Slurm job 77 ended (NODE_FAIL) without a summary" in life.says()
+
+
+def test_a_slurm_job_of_a_cell_held_elsewhere_is_refused_in_one_line_naming_the_owner(tmp_path, capsys):
+    """An overlapping resubmit: the job's launch finds the cell's directory held by a live run."""
+    import re
+
+    from launchers import slurm
+
+    environ = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "vm"}
+    overrides = ["system=slurm_cpu", f"run.root={tmp_path}", "run.campaign=t"]
+    assert slurm.launch(overrides, dry_run=True, environ=environ) == 0
+    run = Path(re.search(r"run\.dir=(\S+)", capsys.readouterr().out)[1])
+    run.mkdir(parents=True)
+    (run / liveness.OWNER).write_text(json.dumps({"host": HERE, "pid": os.getppid(), "slurm_job_id": "6"}))
+    with pytest.raises(liveness.ConfigError, match=rf"is in use: held by pid {os.getppid()} on {HERE} \(Slurm job 6\)"):
+        slurm.launch(overrides, dry_run=True, environ=environ)
