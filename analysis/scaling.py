@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from analysis.cells import CELL, DEFAULT_SAMPLE_UNIT, MEMORY, SCALING_GROUP, rate_label, rate_suffix, with_sample_unit
-from analysis.device import MIXED, device_of, rank_words, with_device
+from analysis.device import CPU, MIXED, device_of, rank_words, with_device
 from analysis.figures import (
     IDEAL_DASHES,
     IDEAL_LABEL,
@@ -379,6 +379,9 @@ def draw(report: Report) -> None:
         "(torch.cuda.max_memory_allocated / max_memory_reserved over the whole run); '-' on CPU runs."
     )
     columns = SCALING_COLUMNS if mixed else [c for c in SCALING_COLUMNS if c != "device"]
+    if device_of(scaled) == CPU:  # no GPU memory to show: every peak would read '-'
+        columns = [c for c in columns if c not in MEMORY]
+        note = note.rpartition("\n\npeak_allocated_gib")[0]
     units = scaled.groupby("sample_unit", sort=True)
     for k, (unit, rows) in enumerate(units, 1):
         if scaled["sample_unit"].nunique() > 1:
