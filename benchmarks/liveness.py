@@ -149,11 +149,15 @@ def claim(run_dir: Path) -> dict:
         fd = os.open(run_dir / OWNER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         raise Taken(run_dir, read_owner(run_dir)) from None
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        (run_dir / OWNER).unlink(missing_ok=True)  # a full disk: no half-written claim is left to judge
+        raise
     return record
 
 
