@@ -66,17 +66,10 @@ def _bert(m: ModelConfig) -> nn.Module:
 
 
 def _retinanet(m: ModelConfig) -> nn.Module:
-    from torchvision.models.detection import retinanet_resnet50_fpn
+    from benchmarks.models import retinanet
 
-    # no weights at all (none downloaded): the backbone's BatchNorm trains, as every layer does. The images
-    # come at model.image_size and stay so (torchvision resizes to 800-1333 px unless told)
-    return retinanet_resnet50_fpn(
-        weights=None,
-        weights_backbone=None,
-        num_classes=m.num_classes,
-        min_size=m.image_size,
-        max_size=m.image_size,
-    )
+    # no weights at all (none downloaded); its losses in float32 under mixed precision (retinanet.py)
+    return retinanet.build(num_classes=m.num_classes, image_size=m.image_size)
 
 
 BUILDERS: dict[Arch, Callable[[ModelConfig], nn.Module]] = {

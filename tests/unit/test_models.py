@@ -275,3 +275,47 @@ def test_retinanet_trains_on_a_cpu():
     loss.backward()
     assert torch.isfinite(loss) and loss > 0
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_retinanet_has_torchvisions_weights_and_leaves_the_seed_alone():
+    """benchmarks/models/retinanet.py swaps in its own P6/P7 block: the weights for one seed stay torchvision's,
+    and the run's random stream after the build is what it was."""
+    from torchvision.models.detection import retinanet_resnet50_fpn
+
+    ours = build_model(arch="retinanet", depth=None, num_classes=5, seed=0, image_size=32).state_dict()
+    after_ours = torch.rand(3)
+    torch.manual_seed(0)
+    theirs = retinanet_resnet50_fpn(weights=None, weights_backbone=None, num_classes=5).state_dict()
+    assert torch.equal(after_ours, torch.rand(3))
+    assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+@pytest.mark.parametrize("how", ["autocast", "bf16 parameters"])
+def test_retinanet_p6_p7_weight_gradients_are_right_under_bf16_on_a_cpu(how):
+    """torch's CPU bfloat16 convolution (oneDNN's AVX-512 and AMX kernels) gives a 3x3 stride-2 convolution over
+    a 1x1 map a wrong weight gradient from its second call on (1e29-1e38 where it should be ~1): RetinaNet's P7
+    at <= 64 px, which made amp_bf16 runs NaN on those CPUs (issue 48). The block computes in float32 there:
+    three calls in a row give the float64 gradient, under autocast and with FSDP2-style bf16 parameters."""
+    from benchmarks.models.retinanet import P6P7Fp32OnCpu
+
+    torch.manual_seed(0)
+    block = P6P7Fp32OnCpu(16, 16)
+    if how == "bf16 parameters":
+        block = block.to(torch.bfloat16)
+    for _ in range(3):
+        x = torch.relu(torch.randn(2, 16, 1, 1)).to(torch.bfloat16).requires_grad_(True)
+        block.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=how == "autocast"):
+            p, names = block([x], [x], ["p5"])
+        assert names == ["p5", "p6", "p7"] and p[1].dtype == p[2].dtype == torch.bfloat16
+        (p[1].float().sum() + p[2].float().square().sum()).backward()
+        # the same block in float64 on the same input and weights
+        ref = P6P7Fp32OnCpu(16, 16).double()
+        ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+        q, _ = ref([x.detach().double()], [x.detach().double()], ["p5"])
+        (q[1].sum() + q[2].square().sum()).backward()
+        for conv, want in ((block.p6, ref.p6), (block.p7, ref.p7)):
+            got = conv.weight.grad.double()
+            assert torch.isfinite(got).all()
+            # rounding only: the outputs are bf16, as the plain block's (and bf16 parameters' gradients too)
+            torch.testing.assert_close(got, want.weight.grad, rtol=2e-2, atol=2e-2 * want.weight.grad.abs().max())
