@@ -1,6 +1,6 @@
 """When each gradient is ready during backward, and how a framework groups gradients into messages.
 
-The scaling predictor (analysis/predict.py) needs, for one model, the bytes of every gradient and the
+The scaling predictor (analysis/predict/) needs, for one model, the bytes of every gradient and the
 point of the backward pass at which it is complete. Both come from the model itself, built on the meta
 device (no memory, no real compute, the same on any machine):
 

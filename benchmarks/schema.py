@@ -87,7 +87,7 @@ class SystemConfig:
     # --- several hosts without a scheduler (`ddlbench run` on the first; launchers/hosts.py) ---
     hosts: list[str] = field(default_factory=list)  # ranks_per_node ranks on each, e.g. [node1,node2]
     hostfile: str | None = None  # or the hosts as lines '<host> slots=<ranks per host>'
-    # the network, for `ddlbench predict` where no commbench file is given (analysis/predict.py): per level
+    # the network, for `ddlbench predict` where no commbench file is given (analysis/predict/network.py): per level
     # (intra: one node, inter: across nodes) the bus bandwidth and the latency of one latency step, as
     # {intra,inter}_busbw_gb_s and {intra,inter}_latency_us; never part of a run's identity
     network: dict[str, float] = field(default_factory=dict)

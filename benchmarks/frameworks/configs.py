@@ -134,7 +134,7 @@ class FrameworkConfig(AdapterConfig):
     def gradient_messages(self, gradients: Sequence[Gradient], *, amp: bool) -> list[Bucket]:
         """The messages this framework sends for the gradients of one step (given in the order backward
         completes them; amp: the run computes under autocast), each ready when its last gradient is: what
-        analysis/predict.py times and analysis/stash.py counts."""
+        analysis/predict/ times and analysis/stash.py counts."""
         raise ValueError(f"no gradient messages for framework {self.name}")
 
     def shards_tensors(self) -> bool:
