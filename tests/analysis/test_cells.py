@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.figures import IDEAL_LABEL
 from analysis.report import build_report
 from analysis.scaling import throughput_vs_gpus
 from benchmarks import rundir
@@ -89,7 +90,11 @@ def test_a_sweep_over_a_hidden_setting_gives_two_cells_not_two_repeats(tmp_path,
     assert cells.loc["optim.lr=0.1", "throughput_img_s"] == pytest.approx(4 / 0.1)
     assert main(["results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"40\.0 .* optim\.lr=0\.1", out) and re.search(r"20\.0 .* optim\.lr=0\.2", out)
+    # each cell's row names its variant, in its column or by a label spelled out under the table
+    labels = dict(re.findall(r"^\s+(v\d+)\s+(optim\.lr=\S+)$", out, re.M))
+    for figure, lr in (("40.0", "optim.lr=0.1"), ("20.0", "optim.lr=0.2")):
+        names = "|".join(re.escape(n) for n in [lr, *(label for label, text in labels.items() if text == lr)])
+        assert re.search(rf"^\s*{re.escape(figure)} .*\b({names})$", out, re.M), out
 
 
 def test_precisions_and_systems_are_distinct_curves(tmp_path, compose):
@@ -108,12 +113,13 @@ def test_precisions_and_systems_are_distinct_curves(tmp_path, compose):
     assert len(scaled) == 5 and scaled["group_hash"].nunique() == 3
     fig = throughput_vs_gpus(analysis.cells())
     labels = {line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")}
-    assert {
-        "PyTorch-DDP, synthetic, fp32 [system.name=local_cpu]",
-        "PyTorch-DDP, synthetic, amp_bf16 [system.name=local_cpu]",
-        "PyTorch-DDP, synthetic, fp32 [system.name=slurm_cpu]",
-        "ideal (linear)",
+    assert {  # what every curve shares is the panel's title, not each label's
+        "fp32, system.name=local_cpu",
+        "amp_bf16, system.name=local_cpu",
+        "fp32, system.name=slurm_cpu",
+        IDEAL_LABEL,
     } == labels
+    assert fig.axes[0].get_title() == "simple_cnn: PyTorch-DDP, synthetic"
 
 
 def test_efficiency_names_its_baseline_and_is_empty_without_one(tmp_path, compose, capsys):
