@@ -20,6 +20,15 @@ from benchmarks import liveness, rundir
 HERE = socket.gethostname()
 
 
+def gone_pid() -> int:
+    """The pid of a process that has ended (and was reaped)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
 def judge(owner, *, age_s=1.0, alive=True, ranks_here=(), limit_s=60.0):
     return liveness.judge(
         owner, age_s=age_s, this_host=HERE, alive=lambda pid, start: alive, limit_s=limit_s, ranks_here=ranks_here
@@ -94,8 +103,7 @@ def test_states_of_a_directory_without_a_summary(tmp_path):
     liveness.claim(run)
     # this process owns it and is not running it now (campaign run launches cell after cell): dead
     assert rundir.state(run) == "dead"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    owner = {"host": HERE, "pid": int(gone.stdout), "pid_start": None, "started": "then"}
+    owner = {"host": HERE, "pid": gone_pid(), "pid_start": None, "started": "then"}
     (run / liveness.OWNER).write_text(json.dumps(owner))
     life = rundir.life(run)
     assert life.state == "dead" and "is gone" in life.says() and "heartbeat" in life.says()
@@ -164,3 +172,23 @@ def test_a_slurm_job_of_a_cell_held_elsewhere_is_refused_in_one_line_naming_the_
     (run / liveness.OWNER).write_text(json.dumps({"host": HERE, "pid": os.getppid(), "slurm_job_id": "6"}))
     with pytest.raises(liveness.ConfigError, match=rf"is in use: held by pid {os.getppid()} on {HERE} \(Slurm job 6\)"):
         slurm.launch(overrides, dry_run=True, environ=environ)
+
+
+def test_a_rank_whose_launcher_is_gone_stops(tmp_path, rank_processes):
+    """exit_when_orphaned: the grandchild outlives its parent by a poll, not by its whole training."""
+    ready = tmp_path / "ready"
+    rank = (
+        "import pathlib, time; from benchmarks import liveness; liveness.exit_when_orphaned(every_s=0.05, grace_s=1.0); "
+        f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"
+    )
+    launcher = (  # starts the rank, waits until it watches, says its pid and exits
+        "import os, subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', {rank!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        f"[time.sleep(0.05) for _ in range(400) if not os.path.exists({str(ready)!r})]; print(p.pid, flush=True)"
+    )
+    done = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout)  # its launcher has exited: the rank is an orphan now
+    deadline = time.monotonic() + 15
+    while liveness.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not liveness.pid_alive(pid)
