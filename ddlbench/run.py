@@ -361,7 +361,8 @@ def add_parser(sub) -> None:
         "--multirun",
         action="store_true",
         help="run every combination of comma-separated values (a=1,2 b=x,y: 4 runs), one run directory each; "
-        "all are validated before the first starts",
+        "all are validated before the first starts; completed ones are skipped and failed, interrupted or dead "
+        "ones run again, so the same command resumes a sweep",
     )
     p.add_argument(
         "--cfg", choices=("job",), default=None, help="print the composed config and exit (as Hydra's --cfg job)"
