@@ -63,7 +63,7 @@ class Life:
 
     def says(self) -> str:
         """One phrase for a table or an error: who holds it and how fresh its heartbeat is."""
-        age = "" if self.age_s is None else f", heartbeat {self.age_s:.0f} s ago"
+        age = "" if self.age_s is None else f", last heartbeat {self.age_s:.0f} s ago"
         return f"{self.reason}{age}"
 
 
