@@ -77,8 +77,8 @@ def take_run_dir(
             life = rundir.life(run_dir)
             if not next_if_held:
                 raise HeldElsewhere(
-                    f"run directory {run_dir} is in use: {life.says()}; wait for it to end, or drop "
-                    "run.repeat (the next free repeat is taken)"
+                    f"run directory {run_dir} is in use: {life.says()}; wait for it to end, or leave out "
+                    "run.repeat and run.dir (a launch without them takes the next free repeat)"
                 )
             held, repeat = run_dir, next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
             run_dir = repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)
