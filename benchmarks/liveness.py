@@ -299,13 +299,17 @@ class Heartbeat:
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def __enter__(self) -> Heartbeat:
+    def hold(self) -> Heartbeat:
+        """Make sure this process owns the directory: claim it if nobody does; Taken if another process does."""
         owner = read_owner(self.path.parent)
         if owner is None:
             claim(self.path.parent)
         elif not is_mine(owner):
             raise Taken(self.path.parent, owner)
         return self
+
+    def __enter__(self) -> Heartbeat:
+        return self.hold()
 
     def start(self) -> None:
         """Start beating (after the launcher started: a fork of this process does not inherit the thread)."""
@@ -319,10 +323,13 @@ class Heartbeat:
             except OSError:
                 pass  # the directory was moved or its file system went away: the verdict is the reader's
 
-    def __exit__(self, *_exc) -> None:
+    def stop(self) -> None:
         self.stopped.set()
         if self.thread is not None:
             self.thread.join(1.0)
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
 
 
 def exit_when_orphaned(*, every_s: float = 1.0, grace_s: float = 10.0) -> None:

@@ -225,7 +225,7 @@ def run_launcher(
     previous = {s: signal.getsignal(s) for s in stopping}
     interrupted, process, output, reaper = None, None, None, None
     hang = None
-    heartbeat = liveness.Heartbeat(run_dir).__enter__()  # this process owns run_dir; Taken if another does
+    heartbeat = liveness.Heartbeat(run_dir).hold()  # this process owns run_dir; Taken if another does
     _reserve(run_dir)
     try:
         for s in stopping:
@@ -247,7 +247,7 @@ def run_launcher(
         if process is not None and own_group:
             _kill_group(process.pid)  # no rank outlives its launcher
         _stop_reaper(reaper)
-        heartbeat.__exit__(None, None, None)
+        heartbeat.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
     output.join(5.0)
