@@ -9,8 +9,12 @@ reads it (a directory without summary.json is `running` or `dead`, never just in
   HEARTBEAT_EVERY_S (`Heartbeat`, a daemon thread of launchers/supervise.py run_launcher).
 - The verdict (`judge`, pure): an owner on this host whose pid is gone (or was reused: its start time
   differs) is dead at once; any owner whose heartbeat is older than dead_after_s() (DEAD_AFTER_S, or
-  DDLBENCH_DEAD_AFTER_S) is dead; else it is running. A directory without owner.json (a run of an older
-  ddlbench, ranks started by hand) is judged by its newest file's age alone.
+  DDLBENCH_DEAD_AFTER_S) is dead; else it is running. A rank of the run still alive on this host (its pid
+  from its rank log's header) keeps it running whatever its owner, and so does a run that wrote a failed
+  summary while its processes here still end (`finishing`). A directory without owner.json (a run of an
+  older ddlbench, ranks started by hand) is judged by its newest file's age alone.
+- Nothing outlives its owner: a rank stops once its launcher is gone (`exit_when_orphaned`); the supervisor's
+  reaper kills the launcher's process group once the supervisor is gone.
 
 Why a heartbeat file and not an advisory lock (flock/fcntl): a lock's meaning depends on the file system
 under the run root. flock on NFS is emulated with fcntl locks (Linux >= 2.6.12) and held by the server's
