@@ -60,6 +60,18 @@ NOT_IDENTITY = (
     "system.hostfile",
     "run.hang_timeout_s",  # when a stuck run is stopped: not what it measures
 )
+# settings added after runs were recorded without them, each with the value at which a run runs as those did:
+# at that value the setting is left out of the run key (and of the tables' settings: analysis/load/runs.py), so a
+# run made before the setting existed and one made with it at that value are one cell; any other value is a cell
+# of its own (run.stop_on_nan=true all-reduces a flag every step, which costs throughput)
+AS_BEFORE: dict[str, Any] = {"run.stop_on_nan": False}
+
+
+def as_before(key: str, value: Any) -> bool:
+    """Whether `key` is a setting added later (AS_BEFORE) holding the value that runs as before it existed."""
+    return key in AS_BEFORE and type(value) is type(AS_BEFORE[key]) and value == AS_BEFORE[key]
+
+
 # keys of the run key that are not config settings
 SIZE_KEYS = ("world_size", "num_nodes")
 
@@ -160,7 +172,7 @@ def is_identity_key(key: str) -> bool:
 def identity(settings: Mapping[str, Any], *, world_size: int, num_nodes: int) -> dict[str, Any]:
     """The run key: the identity settings (a resolved config, nested or already flattened) + the run's size."""
     flat = flatten(settings) if any(isinstance(v, Mapping) for v in settings.values()) else dict(settings)
-    key = {k: v for k, v in flat.items() if is_identity_key(k)}
+    key = {k: v for k, v in flat.items() if is_identity_key(k) and not as_before(k, v)}
     key.update(world_size=int(world_size), num_nodes=int(num_nodes))
     return dict(sorted(key.items()))
 

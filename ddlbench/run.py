@@ -8,6 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
+from benchmarks import rundir
 from benchmarks.errors import ConfigError
 from ddlbench.reports import cmd_results
 
@@ -19,7 +20,7 @@ def free_port() -> int:
 
 
 # run-directory states (benchmarks/rundir.py) that a launch of the cell moves into <campaign>/attic/ and runs again
-RETRY_STATES = ("failed", "interrupted", "hung", "dead")
+RETRY_STATES = (*sorted(rundir.RETRIED_STATES), "dead")
 
 
 class CellCompleted(ConfigError):
@@ -32,7 +33,6 @@ class HeldElsewhere(ConfigError):
 
 def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
-    from benchmarks import rundir
 
     repeat = int(cfg.run.repeat)
     while rundir.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
@@ -42,7 +42,6 @@ def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
 
 def repeat_dir(cfg, *, repeat: int, world_size: int, num_nodes: int) -> Path:
     """The run directory of this config's cell at run.repeat=`repeat` (run.dir aside)."""
-    from benchmarks import rundir
     from benchmarks.validate import settings
 
     flat = {**rundir.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
@@ -62,7 +61,7 @@ def take_run_dir(
     failed, interrupted, hung or dead run there: moved into <campaign>/attic/ with its reason (when `claim`;
     a dry run only says what would run). claim: make this process the directory's owner (owner.json created
     exclusively: of two launches at once, one gets the directory and the other looks again)."""
-    from benchmarks import liveness, rundir
+    from benchmarks import liveness
 
     repeat = int(cfg.run.repeat)
     while True:

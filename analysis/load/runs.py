@@ -144,6 +144,9 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
         problems.add(run_id, run_dir / CONFIG, None, error)
         return None
     flatten(cfg, "config.", row)
+    for key in rundir.AS_BEFORE:  # a setting added later, at the value runs ran with before it: not a setting
+        if rundir.as_before(key, row.get(f"config.{key}")):
+            del row[f"config.{key}"]
     for column, (key, kind) in SETTINGS.items():
         if (raw := _raw_setting(cfg, key)) is None:
             continue
@@ -249,7 +252,7 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
 def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict[int, Path]) -> tuple[str, str | None]:
     """(status, reason) of a run whose summary.json is readable and of a supported schema."""
     status = summary.get("status")
-    if status in rundir.RETRIED_STATES:  # failed, interrupted, hung: the summary says why
+    if isinstance(status, str) and status in rundir.RETRIED_STATES:  # failed, interrupted, hung: the summary says why
         error = summary.get("error")
         reason = f"{status}: {one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}"
         # every rank's own error (launchers/supervise.py): the one that failed first may not be rank 0

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from analysis import load
@@ -509,6 +509,11 @@ def test_fuzzed_bytes_never_crash_loading(edits):
 
 @FUZZ
 @given(edits=corrupted_campaign(kinds=("document",)))
+@example(
+    edits={
+        "fuzz/ddp-native-resnet50-amp_bf16-g2-n1-b4-d1d09aef-r0/summary.json": b'{"campaign": "fuzz", "cell_hash": "d1d09aef", "finished": "2026-12-05T01:53:06+0000", "framework": "ddp", "global_batch": 8, "last_loss": 4.6, "loader": "native", "measured_samples": 24, "measured_steps": 3, "model": "resnet50", "num_nodes": 1, "num_processes": 2, "peak_allocated_bytes": null, "peak_allocated_bytes_by_rank": null, "peak_reserved_bytes": null, "peak_reserved_bytes_by_rank": null, "per_gpu_batch": 4, "per_gpu_img_s": 87.5912408759124, "precision": "amp_bf16", "repeat": 0, "runtime_s": 3.0, "schema_version": 1, "status": [], "throughput_img_s": 175.1824817518248, "time_s": 0.137, "wall_s": 0.2, "warmup_steps": 2, "world_size": 2}'
+    },
+).via("discovered failure")
 def test_fuzzed_values_never_crash_loading(edits):
     check_both_readers(edits)
 

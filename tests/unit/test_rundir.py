@@ -160,3 +160,15 @@ def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
     written = set(completed) | set(rundir.failed_summary("boom")) | set(rundir.interrupted_summary("SIGINT"))
     assert written - {"schema_version", "cell_hash"} <= set(rundir.SUMMARY_FIELDS)
     assert set(rundir.SUMMARY_FIELDS.values()) <= set(KINDS)
+
+
+def test_a_setting_added_later_at_its_as_before_value_keeps_the_cell(compose):
+    """run.stop_on_nan came after runs were recorded without it: at false (runs as before) it is no setting of the
+    run key, so old and new runs of one configuration are one cell; true is a cell of its own (a sync a step)."""
+    plain = rundir.flatten(OmegaConf.to_container(compose([]), resolve=True))
+    before = {k: v for k, v in plain.items() if k != "run.stop_on_nan"}  # a config.yaml written before the key
+    assert plain["run.stop_on_nan"] is False
+    assert rundir.cell_hash(before, world_size=2, num_nodes=1) == rundir.cell_hash(plain, world_size=2, num_nodes=1)
+    stopping = {**plain, "run.stop_on_nan": True}
+    assert rundir.cell_hash(stopping, world_size=2, num_nodes=1) != rundir.cell_hash(plain, world_size=2, num_nodes=1)
+    assert rundir.as_before("run.stop_on_nan", False) and not rundir.as_before("run.stop_on_nan", 0)
