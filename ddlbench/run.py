@@ -326,8 +326,9 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     forks = spread is None and launch.get(cfg.framework.local_launcher, LOCAL).forks
     name = f"{cfg.framework.local_launcher} on {num_nodes} hosts" if spread else None
     code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name)
-    if code not in (0, INTERRUPTED_EXIT):
-        print(f"ddlbench: error: the run failed with exit code {code}; its logs are in {run_dir}", file=sys.stderr)
+    if code not in (0, INTERRUPTED_EXIT) and not run_dir.is_dir():
+        # with a run directory the supervisor has said what failed where, in its one error line
+        print(f"ddlbench: error: the run failed with exit code {code} before it made {run_dir}", file=sys.stderr)
     return code
 
 

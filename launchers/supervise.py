@@ -278,7 +278,7 @@ def run_launcher(
         )
         rank0_error = summary.get("error") if summary and summary.get("status") == "failed" else None
         line = _fault_text(run_dir, rank0_error=rank0_error, written=written, output=output)
-        print(f"[ddlbench] {line}", file=sys.stderr, flush=True)
+        print(f"ddlbench: error: the run failed: {line}", file=sys.stderr, flush=True)
     return code
 
 
@@ -412,7 +412,7 @@ def _write_up_hang(run_dir: Path, summary: dict | None, hang: dict, *, extra: di
     except OSError:
         pass  # a full disk: the run stays without a summary, which the next launch retries
     print(
-        f"[ddlbench] the run hung: {text}; marked hung, each rank's stacks in "
+        f"ddlbench: error: the run hung: {text}; marked hung, each rank's stacks in "
         f"{run_dir}/stacks_rank<R>.txt; `ddlbench run` with the same overrides runs the cell again",
         file=sys.stderr,
         flush=True,
@@ -468,7 +468,9 @@ def _rank_errors(run_dir: Path) -> dict[str, str]:
 
 
 # the reaper: reads its stdin to the end (this process gone: the pipe's only writer closed), then kills the group
-_REAPER = "import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\nexcept OSError:\n    pass\n"
+_REAPER = (
+    "import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\nexcept OSError:\n    pass\n"
+)
 
 
 def _reaper(pgid: int) -> subprocess.Popen | None:

@@ -107,7 +107,7 @@ def test_a_rank_that_dies_leaves_no_completed_summary(tmp_path, ddlbench):
     )
     assert result.returncode != 0
     run_dir = find_run(tmp_path / "default", "ddp-native-simple_cnn-g2-n1-b4-r0")
-    assert "the run failed with exit code" in result.stderr
+    assert "ddlbench: error: the run failed: " in result.stderr
     summary = run_dir / "summary.json"
     assert not summary.exists() or read_summary(run_dir)["status"] == "failed"
     table = ddlbench("results", str(tmp_path))

@@ -95,7 +95,7 @@ def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_
     # the limit, a look of the watchdog, its grace for the stacks and the supervisor's before it stops the launcher
     assert process.returncode == watchdog.HUNG_EXIT and took_s < HANG_LIMIT_S + 12, (took_s, err[-3000:])
     assert "Traceback" not in err, err[-3000:]
-    line = next(line for line in err.splitlines() if line.startswith("[ddlbench] the run hung"))
+    line = next(line for line in err.splitlines() if line.startswith("ddlbench: error: the run hung"))
     assert "rank 1 (" in line and "did not answer" in line and "stacks_rank" in line, line
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     assert summary["status"] == "hung", summary
@@ -131,7 +131,11 @@ def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small
     assert process.returncode not in (0, None)
     assert "Traceback" not in err and "During handling" not in err, err[-3000:]
     (line,) = [line for line in err.splitlines() if "No space left on device" in line]
-    assert line.startswith("[ddlbench] rank ") and " on " in line and "the run is marked failed" in line, line
+    assert (
+        line.startswith("ddlbench: error: the run failed: rank ")
+        and " on " in line
+        and "the run is marked failed" in line
+    ), line
     assert f"logs in {run_dir}" in line and "rank" in line.split("No space left on device: ")[1], line
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())  # written into the space reserved at the start
     assert summary["status"] == "failed" and "No space left on device" in json.dumps(summary), summary
@@ -147,7 +151,10 @@ def test_a_killed_rank_is_named_in_one_line_and_its_peer_s_lost_connection_is_no
     assert process.returncode not in (0, None)
     assert "Traceback" not in err and "Terminating process" not in err, err[-3000:]
     (line,) = [line for line in err.splitlines() if "the run is marked" in line]
-    assert line.startswith("[ddlbench] rank 1 on ") and "ended without an error of its own (killed" in line, line
+    assert (
+        line.startswith("ddlbench: error: the run failed: rank 1 on ")
+        and "ended without an error of its own (killed" in line
+    ), line
     assert "the run is marked failed" in line and f"logs in {run_dir}" in line, line
     assert rundir.read_summary(run_dir)["status"] == "failed" and not list(run_dir.glob("stacks_rank*.txt"))
 
