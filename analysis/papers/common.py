@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import variants
-from analysis.device import GPU, with_device
+from analysis.device import GPU, run_devices, with_device
 
 GUESSES = "config.experiment.guesses."
 STAND_INS = "config.experiment.stand_ins."
@@ -82,17 +82,35 @@ def stand_ins_table(analysis: CampaignAnalysis) -> pd.DataFrame:
     return table.rename(columns={"setting": "we run", "why": "the study ran"})[["we run", "the study ran"]]
 
 
-# meta.json's names of each package, the study's names in claims.csv keys
+# meta.json's columns of each package: a column counts when it is one of these or one of them followed by
+# '-' (every build of a package: nvidia-dali-cuda110, -cuda120, -cuda130); python is meta.hardware.python
 _VERSIONS = {
-    "torch": ["meta.versions.torch"],
-    "horovod": ["meta.versions.horovod"],
-    "deepspeed": ["meta.versions.deepspeed"],
-    "dali": ["meta.versions.nvidia-dali-cuda120", "meta.versions.nvidia-dali-cuda110", "meta.versions.nvidia-dali"],
-    "cuda": ["meta.hardware.cuda"],
-    "nccl": ["meta.hardware.nccl"],
-    "python": ["meta.versions.python"],
-    "transformers": ["meta.versions.transformers"],
+    "torch": ("meta.versions.torch",),
+    "horovod": ("meta.versions.horovod",),
+    "deepspeed": ("meta.versions.deepspeed",),
+    "dali": ("meta.versions.nvidia-dali",),
+    "cuda": ("meta.hardware.cuda",),
+    "nccl": ("meta.hardware.nccl",),
+    "python": ("meta.hardware.python", "meta.versions.python"),
+    "transformers": ("meta.versions.transformers",),
 }
+# what a GPU run used at run time; on a CPU run meta.json's cuda is the build torch was compiled for
+_GPU_RUNTIME = {"cuda", "nccl"}
+NO_GPU = "none (CPU)"
+
+
+def recorded_versions(runs: pd.DataFrame, name: str) -> list[str]:
+    """The versions of one package these runs recorded in meta.json (every package name it goes by); for
+    CUDA and NCCL, the runtime of the GPU runs, and NO_GPU for runs that used no GPU."""
+    if runs.empty:
+        return []
+    prefixes = _VERSIONS.get(name, ())
+    columns = [c for c in runs.columns if any(c == p or c.startswith(f"{p}-") for p in prefixes)]
+    on_gpu = run_devices(runs) == GPU if name in _GPU_RUNTIME else pd.Series(True, index=runs.index)
+    found: set[str] = set()
+    for column in columns:
+        found |= set(runs.loc[on_gpu, column].dropna().astype(str)) - {"", "None", "nan"}
+    return sorted(found) + ([NO_GPU] if not on_gpu.all() else [])
 
 
 def software_stack(paper, names: list[str]) -> pd.DataFrame:
@@ -103,15 +121,11 @@ def software_stack(paper, names: list[str]) -> pd.DataFrame:
     rows = []
     for name in names:
         published = claims[claims["key"].str.contains(name, case=False, regex=False)]
-        measured: set[str] = set()
-        for column in _VERSIONS.get(name, []):
-            if column in runs:
-                measured |= set(runs[column].dropna().astype(str))
         rows.append(
             {
                 "software": name,
                 "published (the study)": published["value"].iloc[0] if not published.empty else "-",
-                "measured (these runs)": ", ".join(sorted(measured)) or "-",
+                "measured (these runs)": ", ".join(recorded_versions(runs, name)) or "-",
             }
         )
     return pd.DataFrame(rows)
