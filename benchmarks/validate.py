@@ -36,6 +36,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
             raise ConfigError(f"run.{key}={run[key]} must be >= {minimum}")
     if run.epochs is not None and run.epochs < 1:
         raise ConfigError(f"run.epochs={run.epochs} must be >= 1 (or null to run run.steps steps)")
+    check_hang_timeout_s(run.hang_timeout_s)
     if cfg.system.ranks_per_node < 1:
         raise ConfigError(f"system.ranks_per_node={cfg.system.ranks_per_node} must be >= 1")
     _check_system_keys(cfg)
@@ -465,3 +466,12 @@ def _tfrecord_samples(root: str, needed: int, _changed_ns) -> tuple[list[str], i
         if count >= needed:
             break
     return [str(record) for record, _ in pairs], count
+
+
+def check_hang_timeout_s(hang_timeout_s: float | None) -> None:
+    """run.hang_timeout_s is seconds > 0, 0 (no hang watchdog) or null (derived: benchmarks/watchdog.py)."""
+    if hang_timeout_s is not None and (hang_timeout_s < 0 or hang_timeout_s != hang_timeout_s):
+        raise ConfigError(
+            f"run.hang_timeout_s={hang_timeout_s} is not allowed; pass seconds > 0, 0 (no hang watchdog) or "
+            "null (derived from the steps: docs/frameworks.md)"
+        )

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import rundir
-from benchmarks.errors import ConfigError
+from benchmarks.validate import check_hang_timeout_s
 
 # where a rank can be: setup (before the first step), a step's phases in the step timer's order, between steps
 # (logging, the measured window's barrier, the profiler), an evaluation, conclude (after the last step)
@@ -87,11 +87,7 @@ class Limits:
 
 def limits_of(hang_timeout_s: float | None, *, device_type: str) -> Limits | None:
     """run.hang_timeout_s as Limits: null derives them for the device, 0 turns the watchdog off (None)."""
-    if hang_timeout_s is not None and (hang_timeout_s < 0 or hang_timeout_s != hang_timeout_s):
-        raise ConfigError(
-            f"run.hang_timeout_s={hang_timeout_s} is not allowed; pass seconds > 0, 0 (no hang watchdog) or "
-            "null (derived from the steps: docs/frameworks.md)"
-        )
+    check_hang_timeout_s(hang_timeout_s)
     if hang_timeout_s == 0:
         return None
     kind = "cuda" if device_type == "cuda" else "cpu"

@@ -61,6 +61,7 @@ def test_composition_errors(compose, overrides, expected):
         ),
         (["run.per_gpu_batch=0"], "run.per_gpu_batch=0 must be >= 1"),
         (["run.epochs=0"], "run.epochs=0 must be >= 1"),
+        (["run.hang_timeout_s=-3"], "run.hang_timeout_s=-3.0 is not allowed; pass seconds > 0, 0 (no hang watchdog)"),
         (["system.ranks_per_node=0"], "system.ranks_per_node=0 must be >= 1"),
         (["precision.amp_dtype=float8"], "precision.amp_dtype=float8 is not allowed; choose bfloat16 or float16"),
         (["run.campaign=.hidden"], "run.campaign='.hidden' must be letters"),
