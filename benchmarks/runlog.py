@@ -90,6 +90,33 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+# CPU flags that change how bfloat16 is computed (oneDNN's AMX and AVX-512 kernels against AVX2's: docs/testing.md)
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def _cpuinfo_first(field: str) -> str | None:
+    """The first value of a /proc/cpuinfo field (Linux), or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.split(":", 1)[0].strip() == field:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as the kernel reports it (/proc/cpuinfo; platform.processor() elsewhere)."""
+    return _cpuinfo_first("model name") or platform.processor() or None
+
+
+def cpu_bf16_flags() -> list[str] | None:
+    """Which of BF16_FLAGS the CPU has ([] none; None where /proc/cpuinfo is not there to say)."""
+    flags = _cpuinfo_first("flags")
+    return None if flags is None else [f for f in BF16_FLAGS if f in flags.split()]
+
+
 def hardware_provenance() -> dict[str, Any]:
     import torch
 
@@ -98,6 +125,8 @@ def hardware_provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "cpu_bf16_flags": cpu_bf16_flags(),
         "cuda": torch.version.cuda,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         if torch.cuda.is_available()
