@@ -1,7 +1,8 @@
 """ddlbench's loop vs a bare hand-written PyTorch loop, same model/batch/precision, in ONE process.
 
 Rounds alternate bare / ddlbench so that machine noise hits both; the ratio is what counts.
-  python perf/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200
+  python perf/harness_overhead.py --depth 50 --batch 256 --precision amp_bf16 --system h200 [--compile]
+--compile: both loops torch.compile the model (ddlbench's side: model.compile=true).
 Prints img/s of each round and the median ratio ddlbench / bare (goal on 1 H200: >= 0.99).
 """
 
@@ -23,13 +24,23 @@ from benchmarks.models import build_model
 
 
 def bare_loop(
-    *, depth: int, batch: int, amp_dtype: str | None, channels_last: bool, warmup: int, steps: int, device: torch.device
+    *,
+    depth: int,
+    batch: int,
+    amp_dtype: str | None,
+    channels_last: bool,
+    warmup: int,
+    steps: int,
+    device: torch.device,
+    compile_model: bool = False,
 ) -> float:
     """The loop a careful user writes by hand: no timers, no logs, no framework wrapper."""
     model = build_model(arch="resnet", depth=depth, num_classes=1000, seed=0).to(device)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model = model.to(memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    if compile_model:
+        model = torch.compile(model)
     criterion = torch.nn.CrossEntropyLoss()
     images = torch.randn(batch, 3, 224, 224, device=device).contiguous(memory_format=memory_format)
     labels = torch.randint(1000, (batch,), device=device)
@@ -62,6 +73,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model in both loops")
     parser.add_argument(
         "extra", nargs="*", help="more overrides for ddlbench's side, e.g. framework.wrap_single_rank=true"
     )
@@ -77,6 +89,7 @@ def main() -> None:
         f"run.per_gpu_batch={args.batch}",
         f"run.warmup_steps={args.warmup}",
         f"run.steps={args.steps}",
+        *(["model.compile=true"] if args.compile else []),
         *args.extra,
     ]
     cfg = compose(overrides)
@@ -92,6 +105,7 @@ def main() -> None:
                 warmup=args.warmup,
                 steps=args.steps,
                 device=device,
+                compile_model=args.compile,
             )
             ours = ddlbench_loop(overrides=overrides, root=Path(tmp), index=index)
             ratios.append(ours / bare)
@@ -100,7 +114,8 @@ def main() -> None:
                 flush=True,
             )
     print(
-        f"RESULT harness_overhead resnet{args.depth} b{args.batch} {args.precision} {args.system}: "
+        f"RESULT harness_overhead resnet{args.depth} b{args.batch} {args.precision} {args.system}"
+        f"{' compiled' if args.compile else ''}: "
         f"{' '.join(args.extra)}: median ratio ddlbench/bare = {statistics.median(ratios):.4f} over {args.rounds} rounds"
     )
 
