@@ -8,6 +8,7 @@ analysis/reference/).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,6 +41,15 @@ class Section:
         self.figures[name] = draw
         self.blocks.append(Block("figure", (name, caption)))
 
+    def says(self, paper: PaperInput, *keys: str, lead: str = "The study") -> None:
+        """The study's own words for these keys (claims.csv or findings.csv), each with its place, as one
+        paragraph: every sentence a page prints about a study is its quote or marked as ours."""
+        self.blocks.append(Block("text", f"{lead}: " + "; ".join(paper.quotes(*keys)) + "."))
+
+    def ours(self, words: str) -> None:
+        """Our words (a reading, a method, what the runs are), marked as such."""
+        self.blocks.append(Block("text", f"Ours: {words}"))
+
     def lacks(self, cells: str, command: str) -> None:
         """Say which cells this exhibit needs and the runs lack, and the command that makes them."""
         self.missing.append(cells)
@@ -56,6 +66,22 @@ class PaperInput:
     claims: pd.DataFrame
     baseline: dict[str, str] = field(default_factory=dict)  # --baseline key=value: the reference cells
     predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # common.load_predictions of the runs folder
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame)  # the study's rows of findings.csv: words, no number
+
+    def quotes(self, *keys: str) -> list[str]:
+        """Each key's quote as '"words" (place)', from claims.csv or findings.csv; one quote once (several
+        numbers can share one sentence); a KeyError names a key the study lacks."""
+        rows = pd.concat([self.claims, self.findings], ignore_index=True) if not self.findings.empty else self.claims
+        out: list[str] = []
+        for key in keys:
+            found = rows[rows["key"] == key]
+            if found.empty:
+                raise KeyError(f"no quote {key!r}")
+            words = re.sub(r"\\[()]|\$", "", found["quote"].iloc[0]).replace("\\%", "%")  # the copy's TeX marks
+            text = f'"{words}" ({found["place"].iloc[0]})'
+            if text not in out:
+                out.append(text)
+        return out
 
     def claim(self, key: str) -> float:
         """One published number by its key (claims.csv); a KeyError names a key the study lacks."""

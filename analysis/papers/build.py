@@ -28,6 +28,12 @@ def load_claims(name: str) -> pd.DataFrame:
     return claims[claims["study"] == name].reset_index(drop=True)
 
 
+def load_findings(name: str) -> pd.DataFrame:
+    """The study's findings without a number (analysis/reference/findings.csv): its words and their place."""
+    findings = pd.read_csv(REFERENCE_DIR / "findings.csv", dtype=str, keep_default_na=False)
+    return findings[findings["study"] == name].reset_index(drop=True)
+
+
 def only(campaign: Campaign, run_ids: set[str]) -> Campaign:
     """The campaign's tables restricted to some runs (every table keyed by run_id)."""
     changes = {}
@@ -173,7 +179,11 @@ def build_paper(
     mine, num_other = select_runs(study, campaign, runs_dir)
     out = _fresh_dir(Path(out))
     paper = PaperInput(
-        CampaignAnalysis(runs_dir, campaign=mine), load_claims(study.name), baseline or {}, load_predictions(runs_dir)
+        CampaignAnalysis(runs_dir, campaign=mine),
+        load_claims(study.name),
+        baseline or {},
+        load_predictions(runs_dir),
+        load_findings(study.name),
     )
     blocks, figures, lacking = assemble(study, paper, runs_dir=runs_dir, num_other=num_other)
     if draw:

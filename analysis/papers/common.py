@@ -51,6 +51,18 @@ def _scaling_variants(analysis: CampaignAnalysis) -> pd.Series:
     return _VARIANTS[analysis]
 
 
+def _given_on_command_line(runs: pd.DataFrame, key: str) -> list[str]:
+    """The `key=value` arguments the runs were started with (meta.json argv): a value given there is the
+    user's, not the experiment's guess."""
+    given: set[str] = set()
+    for run_dir in runs.get("run_dir", pd.Series(dtype=str)).dropna().astype(str):
+        meta = Path(run_dir) / "meta.json"
+        if meta.is_file():
+            argv = json.loads(meta.read_text()).get("argv") or []
+            given |= {a for a in argv if isinstance(a, str) and a.lstrip("+").startswith(f"{key}=")}
+    return sorted(given)
+
+
 def _experiment_notes(analysis: CampaignAnalysis, prefix: str, cell_hashes: pd.Series | None) -> pd.DataFrame:
     runs = analysis.counted()
     if cell_hashes is not None and "cell_hash" in runs:
@@ -58,15 +70,14 @@ def _experiment_notes(analysis: CampaignAnalysis, prefix: str, cell_hashes: pd.S
     rows = []
     for column in sorted(c for c in runs.columns if c.startswith(prefix)):
         key = column[len(prefix) :]
-        values = runs.get(f"config.{key}", pd.Series(dtype=object)).dropna().astype(str)
         why = runs[column].dropna().astype(str)
-        rows.append(
-            {
-                "setting": key,
-                "value in these runs": ", ".join(sorted(set(values))) or "-",
-                "why": why.iloc[0] if not why.empty else "",
-            }
-        )
+        if why.empty:  # a note of other runs' experiment
+            continue
+        values = runs.get(f"config.{key}", pd.Series(dtype=object)).dropna().astype(str)
+        reason = why.iloc[0]
+        if prefix == GUESSES and (given := _given_on_command_line(runs, key)):
+            reason = f"given on the command line ({', '.join(given)}), not the experiment's guess, which was: {reason}"
+        rows.append({"setting": key, "value in these runs": ", ".join(sorted(set(values))) or "-", "why": reason})
     return pd.DataFrame(rows, columns=["setting", "value in these runs", "why"])
 
 

@@ -45,11 +45,10 @@ HARDWARE = (
 def configurations(paper: PaperInput) -> Section:
     section = Section()
     runs = paper.analysis.counted()
+    section.says(paper, "configurations", "pcie_generation_falcon")
     section.text(
-        "Published: the study's system configurations: localGPUs (NVLink GPUs in the host), falconGPUs (GPUs "
-        "behind the PCIe switch), hybridGPUs (half of each), and for storage falconNVMe / localNVMe. Measured: "
-        "the system profiles these runs used, each a configuration; `--baseline system=<profile>` picks the one "
-        "the relative times are against."
+        "Measured: the system profiles these runs used, each a configuration; `--baseline system=<profile>` picks "
+        "the one the relative times are against."
     )
     if "config.system.name" in runs:
         table = (
@@ -65,10 +64,14 @@ def configurations(paper: PaperInput) -> Section:
 def relative_time(paper: PaperInput) -> Section:
     section = Section()
     baseline = paper.baseline.get("system")
+    section.says(
+        paper,
+        "slowdown_pct_mobilenetv2_resnet50_falcon",
+        "slowdown_pct_vision_falcon",
+        "relative_time_bert_large_falcon",
+    )
     section.text(
-        "Published: training time relative to the host's local GPUs; MobileNetV2 and ResNet-50 less than 5% "
-        "slower on switched GPUs, the vision workloads less than 7%, BERT-large almost twice as long. Measured: "
-        "cells that differ only in their system profile, each configuration's time against its run on the "
+        "Measured: cells that differ only in their system profile, each configuration's time against its run on the "
         "baseline system (the baseline's throughput over the cell's: above 1 is slower)."
     )
     if not baseline:
@@ -138,10 +141,8 @@ def relative_time(paper: PaperInput) -> Section:
 def utilisation(paper: PaperInput) -> Section:
     section = Section()
     table = with_device(paper.analysis.utilisation(), paper.analysis.counted())
-    section.text(
-        "Published: GPU utilisation, GPU memory utilisation and memory-access time per configuration; every "
-        "benchmark above 80% GPU utilisation. Measured: the telemetry means and peaks per cell (NVML), whole run."
-    )
+    section.says(paper, "gpu_util_pct_min", "falcon_utilisation_higher")
+    section.text("Measured: the telemetry means and peaks per cell, whole run.")
     if table.empty:
         section.lacks("utilisation: runs with telemetry (run.telemetry_hz > 0)", CAMPAIGN)
         return section
@@ -154,10 +155,8 @@ def utilisation(paper: PaperInput) -> Section:
 def timeline(paper: PaperInput) -> Section:
     section = Section()
     telemetry = paper.analysis.campaign.telemetry
-    section.text(
-        "Published: GPU utilisation over whole training runs, with periodic drops at synchronisation and "
-        "checkpoints. Measured: the telemetry timeline of the run with the most GPUs."
-    )
+    section.says(paper, "utilisation_drops")
+    section.text("Measured: the telemetry timeline of the run with the most ranks.")
     if telemetry.empty or "t_s" not in telemetry:
         section.lacks("utilisation over time: runs with telemetry", CAMPAIGN)
         return section
@@ -183,10 +182,8 @@ def pcie_traffic(paper: PaperInput) -> Section:
             )
         ]
     )
-    section.text(
-        "Published: the average data exchanged through the switch's PCIe ports: BERT-large 76.43 GB/s, about 19x "
-        "MobileNetV2's 4 GB/s and 7x ResNet-50's 11.31 GB/s. Measured: each cell's mean PCIe rx + tx per GPU (NVML)."
-    )
+    section.says(paper, "pcie_traffic_gb_s_bert_large_falcon", "pcie_traffic_gb_s_mobilenetv2_falcon")
+    section.text("Measured: each cell's mean PCIe rx + tx per GPU (NVML).")
     section.table(published)
     rx = table["pcie_rx_gb_s_mean"] if "pcie_rx_gb_s_mean" in table else pd.Series(dtype=float)
     if rx.notna().sum() == 0:
@@ -201,10 +198,8 @@ def pcie_traffic(paper: PaperInput) -> Section:
 def host_usage(paper: PaperInput) -> Section:
     section = Section()
     table = with_device(paper.analysis.utilisation(), paper.analysis.counted())
-    section.text(
-        "Published: the benchmarks do not stress the host's CPUs or memory; vision workloads use the CPUs more "
-        "(pre-processing). Measured: host CPU % and host memory peak per cell (psutil, one rank per host)."
-    )
+    section.says(paper, "host_not_stressed", "vision_uses_cpu")
+    section.text("Measured: host CPU % and host memory peak per cell (psutil, one rank per host).")
     keep = [c for c in ("cpu_pct_mean", "host_mem_used_gb_peak") if c in table]
     if table.empty or not keep:
         section.lacks("host CPU and memory: runs with telemetry", CAMPAIGN)
@@ -216,10 +211,8 @@ def host_usage(paper: PaperInput) -> Section:
 def p2p(paper: PaperInput) -> Section:
     section = Section()
     matrix = paper.analysis.p2p_matrix()
-    section.text(
-        "Published: GPU-to-GPU latency and bandwidth per pair kind: local-local about 4x local-to-switched and "
-        "about 3x switched-switched. Measured: `ddlbench commbench`'s P2P copy matrix per GPU pair."
-    )
+    section.says(paper, "bandwidth_ratio_ll_vs_fl")
+    section.text("Measured: `ddlbench commbench`'s P2P copy matrix per GPU pair.")
     if matrix.empty:
         section.lacks(
             "GPU-to-GPU matrix: a commbench run on the GPU machine",
@@ -256,10 +249,15 @@ def modes(paper: PaperInput) -> Section:
     cells = with_sample_unit(paper.analysis.cells(), paper.analysis.counted())
     counted = paper.analysis.counted()
     table = mode_cells(cells, counted, utilisation=paper.analysis.utilisation(), memory=peak_memory(counted))
+    section.says(
+        paper,
+        "num_nodes_data_parallel",
+        "speedup_pct_mixed_precision_min",
+        "speedup_pct_ddp_over_dp_local",
+        "batch_size_bert_large_unsharded",
+    )
     section.text(
-        "Published: BERT-large under DataParallel, DDP, FP16 mixed precision and sharded training: mixed precision "
-        "more than 50% faster (more than 70% on switched GPUs), DDP more than 80% over DP, sharding let the batch "
-        "grow from 6 to 10. Measured: each mode and precision's training time relative to DDP in full precision "
+        "Measured: each mode and precision's training time relative to DDP in full precision "
         f"({MODE_BASELINE_TEXT}), per model."
     )
     if table.empty:
@@ -284,7 +282,7 @@ def modes(paper: PaperInput) -> Section:
     if not speedups.empty:
         section.text(
             "Mixed precision against full precision, each mode alone: the speedup in % of the fp32 cell's "
-            "throughput (published: more than 50% in all cases, more than 70% on switched GPUs)."
+            "throughput, beside the study's 'more than 50% in all cases' (quoted above)."
         )
         section.table(speedups.round(1))
     if not table["model"].astype(str).str.contains("bert").any():

@@ -21,6 +21,8 @@ NOT_IN_TEXT = (
     "the study's numbering implies it, but the text we hold never cites it, so what it shows is unknown "
     "(analysis/reference/exhibits.csv)"
 )
+# the study's words on Figures 13 and 15 (one passage for both)
+P3_COST = ("cost_p3_cheapest", "cost_p3_dearest", "cost_network_dearest")
 METHOD = (
     "a diagram of the method: the paired runs it shows are what `ddlbench stash plan` lists and every stall "
     "section below measures (docs/stash.md); nothing to measure in it"
@@ -50,7 +52,7 @@ def _labels(table: pd.DataFrame, columns: list[str]) -> pd.Series:
     return label
 
 
-def _stalls(exhibit: str, title: str, kinds: tuple[str, ...], published: str) -> Exhibit:
+def _stalls(exhibit: str, title: str, kinds: tuple[str, ...], published: tuple[str, ...]) -> Exhibit:
     """A stall figure of the study in its own reading: CPU and disk stalls in % of the total training time,
     interconnect and network stalls against the paired baseline (with the study's 500% beside the network's)."""
     reading = "stall_pct_of_training" if set(kinds) <= {"cpu", "disk"} else "stall_pct"
@@ -61,7 +63,7 @@ def _stalls(exhibit: str, title: str, kinds: tuple[str, ...], published: str) ->
     )
 
 
-def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published: str) -> callable:
+def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published: tuple[str, ...]) -> callable:
     """A stall figure: the stalls of `kinds` per system, model and per-GPU batch, in the study's reading
     (stall_pct: against the paired baseline; stall_pct_of_training: against the stalled run's time)."""
 
@@ -70,9 +72,8 @@ def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published
         table = stalls(paper)
         table = table[table["stall"].isin(kinds)] if not table.empty else table
         unit = "% of the paired baseline's time" if reading == "stall_pct" else "% of the total training time"
-        section.text(
-            f"Published: {published} Measured: {what}, in {unit} ({reading}), one bar per system, model and batch."
-        )
+        section.says(paper, *published)
+        section.text(f"Measured: {what}, in {unit} ({reading}), one bar per system, model and batch.")
         if table.empty:
             section.lacks(f"{' and '.join(kinds)} stalls: paired Stash runs (see `ddlbench stash plan`)", STUDY_RUNS)
             return section
@@ -104,9 +105,10 @@ def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published
     return build
 
 
-def _per_instance(what: str) -> callable:
+def _per_instance(what: str, published: tuple[str, ...]) -> callable:
     """Training time (what="time") or dollar cost (what="cost") per epoch of each system profile, the
-    study's per-instance bars (the price table's illustrative prices unless the user gives theirs)."""
+    study's per-instance bars (the price table's illustrative prices unless the user gives theirs); published:
+    the keys of the study's words on them."""
     column, unit = {"time": ("epoch_h", "hours per epoch"), "cost": ("usd_per_epoch", "$ per epoch")}[what]
 
     def build(paper: PaperInput) -> Section:
@@ -114,11 +116,11 @@ def _per_instance(what: str) -> callable:
 
         section = Section()
         per_run = paper.analysis.run_throughput()
+        section.says(paper, *published)
+        section.ours("the study's bars are not in its text.")
         section.text(
-            "Published: training time and dollar cost per instance type ('a linear increase in cost is observed "
-            "as the size of the P2 instance is increased'); the study's bars are not in its text. Measured: per "
-            "system profile and configuration (median over repeats), an ImageNet epoch's hours at the measured "
-            "throughput and its cost = GPUs x hours x the price per GPU-hour of conf/stash/prices.yaml "
+            "Measured: per system profile and configuration (median over repeats), an ImageNet epoch's hours at the "
+            "measured throughput and its cost = GPUs x hours x the price per GPU-hour of conf/stash/prices.yaml "
             "(illustrative list prices: put your contract's there, or stash.prices=<file>)."
         )
         if per_run.empty:
@@ -151,10 +153,10 @@ def _per_instance(what: str) -> callable:
 def pcie_bandwidth(paper: PaperInput) -> Section:
     section = Section()
     h2d = paper.analysis.h2d_bandwidth()
+    section.says(paper, "pcie_p2_16x_least", "num_workers_sharing_pcie_p2_16xlarge")
     section.text(
-        "Published: the per-GPU PCIe bandwidth with all GPUs copying at once (p2.xlarge, 8xlarge, 16xlarge: "
-        "the 16xlarge's GPUs get the least). Measured: the host-to-device bandwidth per GPU that `ddlbench "
-        "commbench` records with every GPU copying at once."
+        "Measured: the host-to-device bandwidth per GPU that `ddlbench commbench` records with every GPU copying "
+        "at once."
     )
     if h2d.empty:
         section.lacks(
@@ -172,10 +174,14 @@ def depth_section(kind: str) -> callable:
         section = Section()
         table = stalls(paper)
         table = table[table["stall"] == kind] if not table.empty else table
+        section.says(
+            paper,
+            "stalls_grow_with_layers",
+            "vgg_lower_interconnect" if kind == "interconnect" else "vgg_higher_network",
+            "residual_no_impact",
+            "bn_lowers",
+        )
         section.text(
-            f"Published: the {kind} stall of ResNet and VGG at each depth, and of ResNet without batch norm and "
-            "without residual connections: it grows with the number of layers; VGG's interconnect stall is lower "
-            "than ResNet's, its network stall higher; removing batch norm lowers it, removing residuals does not. "
             f"Measured: the {kind} stall (s, and % of the paired baseline) per model, ordered by family and depth."
         )
         if table.empty:
@@ -246,10 +252,8 @@ def parameters(paper: PaperInput) -> Section:
                 "gradient tensors (L)": layers,
             }
         )
-    section.text(
-        "Published: VGG16 has about 134.7 million trainable parameters, ResNet152 58.5 million. Measured: the "
-        "parameters and gradient tensors of each model as ddlbench builds it (1000 classes)."
-    )
+    section.says(paper, "params_million_vgg16")
+    section.text("Measured: the parameters and gradient tensors of each model as ddlbench builds it (1000 classes).")
     section.table(pd.DataFrame(rows).round(2))
     return section
 
@@ -326,48 +330,68 @@ STUDY = Study(
             "Figure 6",
             "CPU and disk stalls, P2",
             ("cpu", "disk"),
-            "CPU stalls negligible on AWS; the largest disk stall on the 16x machine.",
+            ("cpu_negligible_p2", "disk_largest_p2_16x"),
         ),
         _stalls(
             "Figure 7",
             "Interconnect stalls, P2",
             ("interconnect",),
-            "the 16xlarge has a higher interconnect stall than the 8xlarge and two 8xlarge.",
+            ("interconnect_p2_16x",),
         ),
-        Exhibit("Figure 8(a)", "Training time per P2 instance", ("measured",), _per_instance("time")),
-        Exhibit("Figure 8(b)", "Cost per P2 instance", ("measured",), _per_instance("cost")),
+        Exhibit(
+            "Figure 8(a)",
+            "Training time per P2 instance",
+            ("measured",),
+            _per_instance("time", ("time_p2_16x_slower", "cost_ratio_p2_16xlarge_vs_8xlarge")),
+        ),
+        Exhibit(
+            "Figure 8(b)",
+            "Cost per P2 instance",
+            ("measured",),
+            _per_instance("cost", ("cost_p2_linear", "num_gpus_p2_xlarge")),
+        ),
         Exhibit("Figure 9", "Per-GPU PCIe bandwidth, all GPUs at once", ("measured",), pcie_bandwidth),
         _stalls(
             "Figure 10",
             "CPU and disk stalls, P3, small models",
             ("cpu", "disk"),
-            "CPU stalls negligible; the disk stall high on the 16xlarge.",
+            ("small_large_p3", "cpu_disk_p3"),
         ),
         _stalls(
             "Figure 11",
             "CPU and disk stalls, P3, large models",
             ("cpu", "disk"),
-            "CPU stalls negligible; the disk stall high on the 16xlarge.",
+            ("small_large_p3", "cpu_disk_p3"),
         ),
         _stalls(
             "Figure 12",
-            "Interconnect stalls, P3",
+            "Interconnect stalls of P3 instances (with Figure 14; the text does not say which models each holds)",
             ("interconnect",),
-            "lower than P2's (NVLink); the 8xlarge above the 16xlarge for small models.",
+            ("interconnect_p3_lower", "interconnect_p3_8x_higher"),
         ),
-        Exhibit("Figure 13", "Cost per P3 instance", ("measured",), _per_instance("cost")),
+        Exhibit(
+            "Figure 13",
+            "Cost and time of P3 instances (with Figure 15; the text does not split them): cost",
+            ("measured",),
+            _per_instance("cost", P3_COST),
+        ),
         _stalls(
             "Figure 14",
-            "Interconnect stalls, P3, large models",
+            "Interconnect stalls of P3 instances (with Figure 12; the text does not say which models each holds)",
             ("interconnect",),
-            "the 24xlarge no lower than the 16xlarge: the same NVLink.",
+            ("interconnect_p3_lower", "interconnect_p3_8x_higher", "p3_24x_no_gain"),
         ),
-        Exhibit("Figure 15", "Training time per P3 instance", ("measured",), _per_instance("time")),
+        Exhibit(
+            "Figure 15",
+            "Cost and time of P3 instances (with Figure 13; the text does not split them): time",
+            ("measured",),
+            _per_instance("time", P3_COST),
+        ),
         _stalls(
             "Figure 16",
             "Network stall of two p3.8xlarge",
             ("network",),
-            "network stalls as high as 500% for two p3.8xlarge.",
+            ("network_stall_pct_max_p3_8xlarge_x2", "network_throttles"),
         ),
         Exhibit("Figure 17", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
         Exhibit("Figure 18", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
