@@ -40,8 +40,14 @@ def _need_scaling(section: Section, cells: pd.DataFrame, what: str) -> bool:
     return True
 
 
+def _scaling_section(paper: PaperInput) -> Section:
+    """A section of the scaling runs: its stand-ins are theirs, not the learning-rate runs'."""
+    cells = scaling_cells(paper.analysis)
+    return Section(cells=cells["cell_hash"] if "cell_hash" in cells else None)
+
+
 def throughput(paper: PaperInput) -> Section:
-    section = Section()
+    section = _scaling_section(paper)
     measured = scaling_cells(paper.analysis)
     predicted = predicted_cells(paper.predicted)
     _need_scaling(section, measured, "throughput")
@@ -72,7 +78,7 @@ def throughput(paper: PaperInput) -> Section:
 
 
 def speedup(paper: PaperInput) -> Section:
-    section = Section()
+    section = _scaling_section(paper)
     scaled = scaling_cells(paper.analysis, paper.analysis.scaling("weak"))
     if _need_scaling(section, scaled, "speedup"):
         section.says(paper, "framework_small_vs_large")
@@ -91,7 +97,7 @@ def speedup(paper: PaperInput) -> Section:
 
 
 def efficiency(paper: PaperInput) -> Section:
-    section = Section()
+    section = _scaling_section(paper)
     scaled = scaling_cells(paper.analysis, paper.analysis.scaling("weak"))
     if _need_scaling(section, scaled, "efficiency"):
         section.says(paper, "native_poor_scaling", "num_gpus_not_evaluated_native")
@@ -162,7 +168,7 @@ def _breakdown(panel: str) -> callable:
     model = MODELS[panel]
 
     def build(paper: PaperInput) -> Section:
-        section = Section()
+        section = _scaling_section(paper)
         reference = load_reference("aach2023")
         shares = scaling_cells(paper.analysis, paper.analysis.breakdown())
         side = reference_comparison(_with_measured_sizes(reference, shares), shares)
@@ -227,7 +233,7 @@ def data_time_table(paper: PaperInput) -> pd.DataFrame:
 
 
 def data_time(paper: PaperInput) -> Section:
-    section = Section()
+    section = _scaling_section(paper)
     table = data_time_table(paper)
     published = pd.DataFrame(
         [
@@ -297,6 +303,7 @@ def lr_study(paper: PaperInput) -> Section:
     )
     section.table(best.round(2))
     section.figure("top1", lambda: top1_vs_global_batch(cells), "Final top-1 vs global batch per schedule (measured).")
+    section.cells = cells["cell_hash"]
     guesses = guesses_table(paper.analysis, cells["cell_hash"])
     if not guesses.empty:
         section.text("Where the experiment had to guess (experiment.guesses: what the study does not state):")

@@ -29,6 +29,7 @@ class Section:
     figures: dict[str, Callable] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    cells: pd.Series | None = None  # the cell hashes its measured values are of (None: all the study's runs)
 
     def text(self, words: str) -> None:
         self.blocks.append(Block("text", words))

@@ -15,7 +15,7 @@ from analysis.load import Campaign, load_campaign
 from analysis.papers import study as find_study
 from analysis.papers import study_of
 from analysis.papers.base import PaperInput, Section, Study
-from analysis.papers.common import load_predictions
+from analysis.papers.common import load_predictions, stand_ins_table, what_runs_are
 from analysis.report import Block, _fresh_dir, render_html, render_markdown, save_figures
 from benchmarks.errors import ConfigError
 
@@ -116,6 +116,17 @@ def assemble(
             ),
         )
     )
+    blocks.append(Block("heading", "What these runs are"))
+    blocks.append(
+        Block(
+            "text",
+            "Read from the runs themselves (config.yaml, meta.json, summary.json), per campaign: what the ranks ran "
+            "on, the models, image size, data, batch, precision and measured steps. Where they differ from the "
+            "study's, the experiment's stand-ins (experiment.stand_ins) say what the study ran; they are printed "
+            "again beside each figure they concern.",
+        )
+    )
+    blocks.append(Block("table", what_runs_are(paper.analysis)))
     contents = []
     for exhibit, section in sections:
         if section is None:
@@ -135,6 +146,11 @@ def assemble(
             blocks.append(Block("text", f"Not drawn: {exhibit.why_not}."))
             continue
         blocks.extend(section.blocks)
+        if "measured" in exhibit.sources and any(b.kind == "figure" for b in section.blocks):
+            stand_ins = stand_ins_table(paper.analysis, section.cells)
+            if not stand_ins.empty:
+                blocks.append(Block("text", "What these runs stand in for (experiment.stand_ins):"))
+                blocks.append(Block("table", stand_ins))
         if section.missing:
             blocks.append(
                 Block(
@@ -193,5 +209,5 @@ def build_paper(
     title = f"ddlbench paper {study.name}: {runs_dir}"
     (out / "paper.md").write_text(render_markdown(blocks, files))
     (out / "paper.html").write_text(render_html(blocks, files, title))
-    contents = next(b.content for b in blocks if b.kind == "table")
+    contents = next(b.content for b in blocks if b.kind == "table" and "exhibit" in b.content)
     return {"num_runs": len(mine.runs), "num_figures": len(figures), "contents": contents, "lacking": lacking}

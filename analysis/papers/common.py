@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import variants
-from analysis.device import GPU, run_devices, with_device
+from analysis.device import GPU, rank_words, run_devices, with_device
 
 GUESSES = "config.experiment.guesses."
 STAND_INS = "config.experiment.stand_ins."
@@ -87,10 +87,63 @@ def guesses_table(analysis: CampaignAnalysis, cell_hashes: pd.Series | None = No
     return _experiment_notes(analysis, GUESSES, cell_hashes)
 
 
-def stand_ins_table(analysis: CampaignAnalysis) -> pd.DataFrame:
-    """experiment.stand_ins of the runs: what this suite runs where the study ran something else."""
-    table = _experiment_notes(analysis, STAND_INS, None)
+def stand_ins_table(analysis: CampaignAnalysis, cell_hashes: pd.Series | None = None) -> pd.DataFrame:
+    """experiment.stand_ins of the runs (of these cells): what this suite runs where the study ran something else."""
+    table = _experiment_notes(analysis, STAND_INS, cell_hashes)
     return table.rename(columns={"setting": "we run", "why": "the study ran"})[["we run", "the study ran"]]
+
+
+def _values(rows: pd.DataFrame, column: str, fmt=str) -> str:
+    values = rows[column].dropna() if column in rows else pd.Series(dtype=object)
+    return ", ".join(sorted({fmt(v) for v in values}, key=lambda v: (len(v), v))) or "-"
+
+
+def _data_words(rows: pd.DataFrame) -> str:
+    """Where a campaign's samples came from: synthetic tensors, or files at data.path, with the classes."""
+    classes = rows.get("meta.num_classes.data", pd.Series(dtype=object)).dropna()
+    if classes.empty:
+        classes = rows.get("config.model.num_classes", pd.Series(dtype=object)).dropna()
+    count = ", ".join(sorted({str(int(float(c))) for c in classes})) or "?"
+    parts = []
+    loaders = rows["loader"].astype(str) if "loader" in rows else pd.Series(dtype=str)
+    if (loaders == "synthetic").any():
+        parts.append(f"synthetic tensors ({count} classes)")
+    read = rows[loaders != "synthetic"] if not loaders.empty else rows
+    if not read.empty:
+        paths = _values(read, "config.data.path")
+        parts.append(f"image files of data.path={paths} ({count} classes; {_values(read, 'loader')} loader)")
+    return "; ".join(parts) or "-"
+
+
+def what_runs_are(analysis: CampaignAnalysis) -> pd.DataFrame:
+    """Per campaign of the runs: what its ranks ran on and how many, the models, image size, data, batch per
+    rank, precision and measured steps, read from the runs themselves (config.yaml, meta.json, summary)."""
+    runs = analysis.counted()
+    if runs.empty:
+        return pd.DataFrame()
+    runs = runs.assign(device=run_devices(runs).to_numpy())
+    rows = []
+    for campaign, group in runs.groupby("campaign", sort=True) if "campaign" in runs else [("-", runs)]:
+        words = rank_words(group["device"])
+        sizes = sorted({int(n) for n in group["world_size"].dropna()})
+        nodes = sorted({int(n) for n in group.get("num_nodes", pd.Series([1])).dropna()})
+        where = f"{', '.join(map(str, sizes))} {words.many if sizes != [1] else words.one}"
+        if nodes and nodes != [1]:
+            where += f" on {', '.join(map(str, nodes))} hosts"
+        rows.append(
+            {
+                "campaign": campaign,
+                "runs": len(group),
+                "ranks": where,
+                "models": _values(group, "model"),
+                "image size (px)": _values(group, "config.model.image_size", lambda v: str(int(v))),
+                "data": _data_words(group),
+                f"batch per {words.per}": _values(group, "per_gpu_batch", lambda v: str(int(v))),
+                "precision": _values(group, "precision"),
+                "measured steps": _values(group, "measured_steps", lambda v: str(int(v))),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 # meta.json's columns of each package: a column counts when it is one of these or one of them followed by

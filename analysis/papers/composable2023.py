@@ -22,7 +22,7 @@ from analysis.modes import (
 )
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
-from analysis.papers.common import guesses_table, software_stack, stand_ins_table
+from analysis.papers.common import guesses_table, software_stack
 from analysis.telemetry import telemetry_timeline
 from analysis.utilisation import UTILISATION, utilisation_bars
 
@@ -287,10 +287,6 @@ def modes(paper: PaperInput) -> Section:
         section.table(speedups.round(1))
     if not table["model"].astype(str).str.contains("bert").any():
         section.lacks("software comparison of BERT (the study's model for it)", CAMPAIGN)
-    stand_ins = stand_ins_table(paper.analysis)
-    if not stand_ins.empty:
-        section.text("Where this suite runs something else than the study (experiment.stand_ins):")
-        section.table(stand_ins)
     guesses = guesses_table(paper.analysis)
     if not guesses.empty:
         section.text("Where the experiment had to guess (experiment.guesses):")

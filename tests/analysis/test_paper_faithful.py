@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.papers.build import REFERENCE_DIR, load_claims
+from analysis.papers.build import REFERENCE_DIR, build_paper, load_claims
 from analysis.papers.common import NO_GPU, recorded_versions
 from analysis.papers.stash2021 import instance_facts
+from analysis.synthlogs import SynthCell, write_campaign
 
 PAPERS = Path(__file__).resolve().parents[2] / "docs" / "papers"
 
@@ -86,3 +87,26 @@ def test_the_pages_quote_the_studies_and_mark_our_words():
     for page in pages.values():
         for line in page.splitlines():
             assert not line.startswith("Published: the study's") or "table" in line or "stack" in line, line
+
+
+def test_every_page_opens_with_what_the_runs_are_and_prints_their_stand_ins_by_the_figures():
+    for name in SEED_FILES:
+        page = (PAPERS / f"{name}.md").read_text()
+        assert page.index("## What these runs are") < page.index("## Contents"), name
+        assert "CPU ranks" in _section(page, "What these runs are"), name
+    aach = (PAPERS / "aach2023.md").read_text()
+    runs = _section(aach, "What these runs are")
+    assert "| aach2023_lr_cpu | 6 | 1, 2 CPU ranks | simple_cnn | 32 |" in runs
+    # the scaling figures carry the scaling runs' stand-ins, the accuracy figure the learning-rate runs'
+    assert "ResNet-50 on 32 px synthetic images" in _section(aach, "Throughput vs GPUs")
+    assert "simple_cnn on 32 px" not in _section(aach, "Throughput vs GPUs")
+    assert "simple_cnn on 32 px" in _section(aach, "LR annealing accuracy")
+
+
+def test_a_users_own_runs_get_what_they_are_too(tmp_path):
+    cells = [SynthCell("ddp", "synthetic", "resnet50", n, 1) for n in (1, 2)]
+    write_campaign(tmp_path / "runs" / "mine", cells, steps=12, warmup_steps=2, campaign="aach2023_scaling")
+    build_paper("aach2023", tmp_path / "runs", tmp_path / "out", jobs=1, draw=False)
+    text = (tmp_path / "out" / "paper.md").read_text()
+    runs = _section(text, "What these runs are")
+    assert "| aach2023_scaling |" in runs and "synthetic tensors" in runs and "resnet50" in runs
