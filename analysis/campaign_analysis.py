@@ -21,7 +21,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import accuracy, cells, compare, interconnect, scaling, stability, stash, time_shares, trace, utilisation
+from analysis import (
+    accuracy,
+    cells,
+    compare,
+    interconnect,
+    marks,
+    scaling,
+    stability,
+    stash,
+    time_shares,
+    trace,
+    utilisation,
+)
+from analysis.device import run_devices
 from analysis.load import Campaign, load_campaign
 from benchmarks.errors import ConfigError
 
@@ -59,6 +72,12 @@ class CampaignAnalysis:
     def problems(self) -> pd.DataFrame:
         """Every skipped line or file: run_id, file, line, problem."""
         return self.campaign.problems
+
+    @functools.cache
+    def marks(self) -> pd.Series:
+        """Per cell (cell_hash) what its figures must be read with (analysis.marks: oversubscribed, diverged),
+        as one text; '' for none."""
+        return marks.cell_marks(self.counted(), "cell_hash", self.problems())
 
     # --- accuracy -------------------------------------------------------------------------------
 
@@ -256,17 +275,18 @@ class CampaignAnalysis:
                 raise ConfigError(f"{side} holds no completed run; run `ddlbench results {analysis.root}` to see why")
         tables, accuracies = [], []
         for analysis, keys in ((self, key_a), (candidate, key_b)):
+            key_of = pd.Series(keys.to_numpy(), index=analysis.runs()["run_id"].astype(str).to_numpy())
             per_run = analysis.run_throughput()
-            per_run = per_run.merge(
-                pd.DataFrame({"run_id": analysis.runs()["run_id"].astype(str), "match_key": keys}),
-                on="run_id",
-                how="left",
-            )
+            per_run = per_run.assign(match_key=per_run["run_id"].astype(str).map(key_of))
             per_run = per_run[per_run["match_key"].notna()]  # runs of unknown size; with `by`, other values
             stats = cells.repeat_stats(per_run, by=["match_key"]) if not per_run.empty else pd.DataFrame()
             shown = per_run.groupby("match_key")[[c for c in [*cells.CELL, "variant"] if c in per_run]].first()
+            counted = analysis.counted()
+            counted_key = counted["run_id"].astype(str).map(key_of)
+            devices = pd.Series(run_devices(counted).to_numpy(), index=counted_key.to_numpy())
+            shown["device"] = devices[devices.index.notna()].groupby(level=0).first()  # what its ranks ran on
+            shown["marks"] = marks.cell_marks(counted, counted_key, analysis.problems())  # oversubscribed, diverged
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
-            key_of = pd.Series(keys.to_numpy(), index=analysis.runs()["run_id"].astype(str).to_numpy())
             accuracies.append(compare.accuracy_by_key(analysis.accuracy_runs(), analysis.counted(), key_of))
         a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)
         counted_b = set(b_cells["match_key"]) if not b_cells.empty else set()

@@ -203,11 +203,13 @@ def compare(
     A difference counts when it exceeds `threshold` (a fraction) AND, where both cells have repeats,
     the two 95% confidence intervals of the mean do not overlap (judged_by says which rule applied):
     'regression' (B worse), 'improvement', 'ok'; a cell of A that B lacks is 'missing in B', or
-    'incomplete in B' when B has runs of it but none counted (keys in `incomplete_in_b`); 'only in B'."""
+    'incomplete in B' when B has runs of it but none counted (keys in `incomplete_in_b`); 'only in B'.
+    A side's `device` (analysis.device) is carried as a cell's column, its `marks` (analysis.marks) as
+    marks_a / marks_b; num_repeats_a / _b are integers, null where the cell is on one side only."""
     if not 0 <= threshold < 1 or math.isnan(threshold):
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
-    shown = [c for c in [*CELL, "variant"] if c in a or c in b]
-    stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats"]
+    shown = [c for c in [*CELL, "device", "variant"] if c in a or c in b]
+    stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats", "marks"]
 
     def side(cells: pd.DataFrame, tag: str) -> pd.DataFrame:
         cells = cells.reindex(columns=["match_key", *shown, *stats])
@@ -217,6 +219,9 @@ def compare(
     for column in shown:  # a cell only in B describes itself
         out[column] = out[column].where(out["_merge"] != "right_only", out[f"{column}_from_b"])
     out = out.drop(columns=[f"{c}_from_b" for c in shown])
+    for tag in ("a", "b"):  # a cell on one side only leaves the other's count null, not a float
+        out[f"num_repeats_{tag}"] = pd.to_numeric(out[f"num_repeats_{tag}"], errors="coerce").astype("Int64")
+        out[f"marks_{tag}"] = out[f"marks_{tag}"].astype("object").fillna("")
     out["delta"] = out[f"{value}_b"] - out[f"{value}_a"]
     out["rel_delta"] = out["delta"] / out[f"{value}_a"]
     signed = out["rel_delta"] if higher_is_better else -out["rel_delta"]

@@ -347,10 +347,10 @@ def numbered(labels: list[str]) -> list[str]:
     return out
 
 
-def cell_labels(cells: pd.DataFrame) -> list[str]:
-    """One label per cell: framework, loader, model, its ranks (GPUs or CPU ranks; and nodes, precision,
-    per-GPU batch where cells differ in them), its variant's settings, less what every cell shares; cells
-    that would still read alike are numbered, so none is hidden."""
+def cell_label_parts(cells: pd.DataFrame) -> list[list[str]]:
+    """Per cell, the parts of its label: framework, loader, model, its ranks (GPUs or CPU ranks, by its
+    `device`; and nodes, precision, per-GPU batch where cells differ in them), its variant's settings.
+    `shared_parts` of them is what a figure's title names once."""
     varying = [c for c in ("num_nodes", "precision", "per_gpu_batch") if c in cells and cells[c].nunique() > 1]
     parts = []
     for row in cells.itertuples(index=False):
@@ -361,4 +361,10 @@ def cell_labels(cells: pd.DataFrame) -> list[str]:
             label.append(f"{value} nodes" if column == "num_nodes" else f"{SHORT_NAMES.get(column, '')}{value}")
         variant = getattr(row, "variant", "")
         parts.append(label + (variant.split(", ") if isinstance(variant, str) and variant else []))
-    return numbered(distinct_labels(parts))
+    return parts
+
+
+def cell_labels(cells: pd.DataFrame) -> list[str]:
+    """One label per cell (cell_label_parts), less what every cell shares (the title says it:
+    `shared_parts`); cells that would still read alike are numbered, so none is hidden."""
+    return numbered(distinct_labels(cell_label_parts(cells)))

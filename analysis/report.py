@@ -36,9 +36,11 @@ from analysis import (
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
-from analysis.device import rank_columns
+from analysis.device import MIXED, device_of, rank_columns, rank_words
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
+from analysis.marks import compared_marks, mark_tables, notes
 from analysis.palette import PAPER_RC
+from analysis.results import DEVICE_NAMES, column_names
 from analysis.section import Block, Report, columns_shown
 from benchmarks.errors import ConfigError
 
@@ -219,6 +221,7 @@ def assemble(
     for draw in SECTIONS:
         draw(report)
     if report.measured:
+        mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.marks
         for block in report.blocks:  # per_gpu_* and baseline_gpus named for the ranks' device (CPU: per_rank_*)
             if block.kind == "table" and isinstance(block.content, pd.DataFrame):
                 named = rank_columns(block.content, report.words)
@@ -404,6 +407,7 @@ def compare_campaigns(
 
 COMPARE_COLUMNS = [
     *CELL,
+    "device",
     "variant",
     "throughput_img_s_a",
     "throughput_img_s_b",
@@ -435,7 +439,17 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
         columns[columns.index("flag") : columns.index("flag")] = both
     if "regressed" in table and (table["regressed"] != "").any():
         columns.insert(columns.index("flag") + 1, "regressed")
+    words = rank_words(table)  # GPUs, or ranks (CPU): analysis.device, as `results` heads them
+    table = table.assign(marks=compared_marks(table))
+    if device_of(table) != MIXED:
+        columns.remove("device")
+    if table["marks"].astype(bool).any():
+        columns.insert(columns.index("judged_by"), "marks")
     shown = columns_shown(table, columns).copy()
+    if "device" in shown:
+        shown["device"] = shown["device"].map(lambda d: DEVICE_NAMES.get(d, d))
+    for column in ("num_repeats_a", "num_repeats_b"):  # a cell on one side only: blank, and integers
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else str(int(v)))
     shown["rel_delta"] = (100 * shown["rel_delta"]).round(1).map(lambda v: "" if pd.isna(v) else f"{v:+.1f}%")
     for column in ("throughput_img_s_a", "throughput_img_s_b", "delta"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}")
@@ -448,8 +462,10 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
         shown["time_to_target_rel_delta"] = shown["time_to_target_rel_delta"].map(
             lambda v: "" if pd.isna(v) else f"{100 * v:+.1f}%"
         )
+    named = {k: v for k, v in column_names("weak", words).items() if k in CELL}
     shown = shown.rename(
         columns={
+            **named,
             "throughput_img_s_a": "img/s A",
             "throughput_img_s_b": "img/s B",
             "num_repeats_a": "repeats A",
@@ -469,4 +485,6 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
         rules += f"; final top-1 lower by more than {top1_drop_pp:g} pp"
     if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
-    return shown.to_string(index=False, na_rep="") + f"\n\n{said} ({rules})"
+    lines = notes([*table["marks_a"], *table["marks_b"]]) if "marks_a" in table else []
+    under = "\n\n" + "\n".join(lines) if lines else ""
+    return shown.to_string(index=False, na_rep="") + under + f"\n\n{said} ({rules})"

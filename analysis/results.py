@@ -4,8 +4,9 @@ Built on CampaignAnalysis, as `report` and `compare` are: the same runs, the sam
 fits WIDTH columns: the `variant` column (the settings that tell cells apart, which a sweep makes long)
 becomes a label spelled out under the table when the table would be wider, and a failed run shows the
 first line of its error (short_reason); `results --long` prints every variant in its column and every
-error in full. Columns name the ranks by their device (analysis.device: "GPUs", or "ranks (CPU)"), and a cell
-of one repeat says that it has no interval.
+error in full. Columns name the ranks by their device (analysis.device: "GPUs", or "ranks (CPU)"), a cell
+of one repeat says that it has no interval, and an oversubscribed or diverged cell is marked (analysis.marks),
+each mark explained in a line under the table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
+from analysis.marks import notes, short, with_marks
 from benchmarks.errors import ConfigError
 
 WIDTH = 120  # the columns of a terminal that `results` fits (`--long` may be wider)
@@ -46,6 +48,7 @@ COLUMNS = {
     "num_repeats": "repeats",
     "efficiency": "{mode} eff.",
     "baseline_gpus": "vs {per}s",
+    "marks": "marks",
     "variant": "variant",
 }
 ONE_REPEAT = "1 repeat: no interval"  # a cell run once: one run says nothing about its noise
@@ -76,7 +79,7 @@ def results_table(
     if scaled.empty:
         names = column_names(mode, WORDS[GPU])
         return pd.DataFrame(columns=[v for k, v in names.items() if k not in ("device", "interval")]), excluded
-    scaled = with_device(scaled, analysis.counted())
+    scaled = with_marks(with_device(scaled, analysis.counted()), analysis.marks())
     words = rank_words(scaled)
     if device_of(scaled) == MIXED:
         scaled["device"] = scaled["device"].map(lambda d: DEVICE_NAMES.get(d, d))
@@ -95,6 +98,8 @@ def results_table(
         table[names["baseline_gpus"]] = table[names["baseline_gpus"]].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     if "variant" in table and not table["variant"].astype(bool).any():
         table = table.drop(columns="variant")  # every cell differs in a shown column already
+    if not table["marks"].astype(bool).any():
+        table = table.drop(columns="marks")  # nothing to read the figures with
     return table, excluded
 
 
@@ -135,6 +140,8 @@ def format_results(
             f"{words.many} (the smallest count of its curve); '-': no smaller count to compare with",
             width=None if long else width,
         )
+        for line in notes(table.get("marks", [])):
+            text += "\n" + _fill(line, width=None if long else width)
         if "repeats" in table and (pd.to_numeric(table["repeats"], errors="coerce") < 2).all():
             text += "\n" + _fill(
                 "repeats: every cell ran once (1 repeat: no interval), so nothing measures the run-to-run spread and "
@@ -154,6 +161,7 @@ def _render(table: pd.DataFrame, *, mode: str) -> list[str]:
         formatters={
             **{c: "{:,.1f}".format for c in rates},
             f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
+            "marks": short,  # the words; notes() spells them out under the table
         },
     )
     return [line.rstrip() for line in text.splitlines()]
@@ -176,7 +184,7 @@ def _cells_text(table: pd.DataFrame, *, mode: str, width: int | None) -> str:
     if max(map(len, lines)) > width:
         names = column_names(mode, table_words(table))
         figures = {names[k] for k in ("throughput_img_s", "interval", "per_gpu_img_s", "num_repeats", "efficiency")}
-        figures |= {names["baseline_gpus"], "variant"}
+        figures |= {names["baseline_gpus"], "variant", "marks"}
         same = [c for c in table if c not in figures and table[c].astype("string").nunique(dropna=False) == 1]
         if same and len(same) < len(table.columns):
             above = [_fill("every row: " + ", ".join(f"{c} {table[c].iloc[0]}" for c in same), width=width), ""]

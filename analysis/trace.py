@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from analysis.cells import CELL, measured, per_cell_mean
-from analysis.figures import cell_labels, model_key, paper_style
+from analysis.device import with_device
+from analysis.figures import cell_label_parts, cell_labels, model_key, panel_title, paper_style, shared_parts
 from analysis.palette import FULL_WIDTH_IN, TRACE_COLORS
 from analysis.reference_overlay import REFERENCE_KEY
 from analysis.section import Block, Report, add_figure, columns_shown
@@ -189,8 +190,8 @@ TRACE_PARTS = [
 
 @paper_style
 def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
-    """Two panels, one bar per cell (cell_labels: framework, loader, model, GPUs, what else tells the cells
-    apart, the variant; legend below, clear of the title): the trace window's
+    """Two panels, one bar per cell (cell_labels: framework, loader, model, its ranks by the cells' `device`,
+    what else tells the cells apart, the variant; what all share in the title; legend below, clear of it): the trace window's
     classes as shares of step time (left; they add to 100%), and the seed study's reading, shares of the
     whole runtime (right: start-up, data, cuDNN convolution, exposed allreduce; the rest is other work)."""
     rows = cells.reset_index(drop=True)
@@ -241,7 +242,8 @@ def trace_breakdown_bars(cells: pd.DataFrame) -> Figure:
     fig.legend(
         [handles[n] for n in names], names, loc="upper center", ncols=min(5, len(names)), bbox_to_anchor=(0.5, 0.0)
     )
-    fig.suptitle("Where the time goes, from the trace window", y=1.02)
+    shared = shared_parts(cell_label_parts(rows))  # said once, in the title
+    fig.suptitle(panel_title("Where the time goes, from the trace window", shared), y=1.02)
     return fig
 
 
@@ -327,7 +329,7 @@ def trace_section(
         blocks,
         figures,
         "trace_breakdown",
-        lambda: trace_breakdown_bars(traced),
+        lambda: trace_breakdown_bars(with_device(traced, analysis.counted())),  # CPU ranks are no GPUs
         "Where the time goes from the trace window: shares of step time (left) and of the runtime (right).",
     )
     layout = seed_layout(traced, reference)

@@ -10,7 +10,17 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from analysis.cells import CELL, cell_key, per_cell_mean
-from analysis.figures import cell_labels, finish, panels, paper_style, pretty
+from analysis.device import with_device
+from analysis.figures import (
+    cell_label_parts,
+    cell_labels,
+    finish,
+    panel_title,
+    panels,
+    paper_style,
+    pretty,
+    shared_parts,
+)
 from analysis.palette import framework_color
 from analysis.section import Block, Report, add_figure, columns_shown
 
@@ -93,7 +103,8 @@ UTILISATION_PANELS = {
 @paper_style
 def utilisation_bars(cells: pd.DataFrame) -> Figure:
     """One panel per utilisation figure (UTILISATION_PANELS that some cell has), one horizontal bar per
-    cell in every panel, labelled on the left of each row of panels (colour = framework, hatched = DALI)."""
+    cell in every panel, labelled on the left of each row of panels (colour = framework, hatched = DALI; its
+    ranks named by the cells' `device`), what every bar shares in the title."""
     rows = cells.reset_index(drop=True)
     metrics_shown = [c for c in UTILISATION_PANELS if c in rows and rows[c].notna().any()]
     labels = cell_labels(rows)
@@ -123,7 +134,8 @@ def utilisation_bars(cells: pd.DataFrame) -> Figure:
     if (rows["loader"] == "dali").any():
         axes[0].add_patch(Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="#555555", hatch="////", label="DALI"))
     left_in = min(3.2, 0.3 + 0.042 * max((len(label) for label in labels), default=0))
-    return finish(fig, axes, title="Utilisation per configuration", left_in=left_in)
+    title = panel_title("Utilisation per configuration", shared_parts(cell_label_parts(rows)))
+    return finish(fig, axes, title=title, left_in=left_in)
 
 
 UTILISATION_SHOWN = [*CELL, "variant", "num_repeats", *UTILISATION]
@@ -159,7 +171,7 @@ def utilisation_section(blocks: list[Block], figures: dict, analysis: CampaignAn
             blocks,
             figures,
             "utilisation",
-            lambda: utilisation_bars(table),
+            lambda: utilisation_bars(with_device(table, analysis.counted())),  # CPU ranks are no GPUs
             "Utilisation per configuration over the whole run (one bar per cell; colour: framework, hatched: DALI).",
         )
 
