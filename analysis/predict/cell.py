@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.device import rank_words
+
 # what a calibration run must share with the prediction: the compute it measured is for these alone
 SAME_CELL = ("model", "per_gpu_batch", "precision")
 # the config groups every key of which shapes one rank's compute, and the keys beyond them that do (the
@@ -96,11 +98,10 @@ def device_words(system: Mapping[str, Any]) -> str:
 
 
 def ranks_words(system: Mapping[str, Any]) -> str:
-    """A run's ranks as they were: '2 ranks (CPU)', '1 GPU (NVIDIA H200)'."""
-    n = system["ranks"]
-    if system["device"] == "cpu":
-        return f"{n} rank{'s' if n != 1 else ''} (CPU)"
-    return f"{n} GPU{'s' if n != 1 else ''}" + (f" ({system['gpu']})" if system["gpu"] else "")
+    """A run's ranks as they were, in the words of every table (analysis.device): '2 CPU ranks', '1 GPU
+    (NVIDIA H200)'."""
+    count = rank_words(system["device"]).count(system["ranks"])
+    return count + (f" ({system['gpu']})" if system["device"] != "cpu" and system["gpu"] else "")
 
 
 def other_device(run: str, measured: Mapping[str, Any], system: Mapping[str, Any]) -> str | None:

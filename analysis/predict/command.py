@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.device import RankWords, rank_words
 from analysis.predict.calibration import Calibration, LoaderBench, load_folders
 from analysis.predict.cell import (
     compute_settings,
@@ -262,7 +263,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "settings": compute_settings(resolved),
     }
     target = {"name": system["name"], "device": str(system.get("device") or "cpu")}
-    devices = "ranks (CPU)" if target["device"] == "cpu" else "GPUs"
+    words = rank_words(target["device"])  # the target's ranks: GPUs, or CPU ranks (analysis.device)
     gpus_per_node = max(1, int(system.get("gpus_per_node") or system.get("ranks_per_node") or 1))
     network = network_from_profile(system)
     if args.commbench:
@@ -290,7 +291,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     ran = calibration.system_for(1)
     label = compute_label(ran, scale=args.compute_scale, elsewhere=elsewhere.system_for(1) if elsewhere else None)
-    per = "GPU" if devices == "GPUs" else "rank"
+    per = words.per
     title = (
         f"system={system['name']}, {framework['name']} {cell['model']} {cell['precision']}, batch "
         f"{cell['per_gpu_batch']}/{per}, {size_words(model)}; "
@@ -310,7 +311,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     reference = _reference_rows(cell, resolved["loader"]["name"], args.reference) if args.reference else None
     print(
         f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/{per} "
-        f"{size_words(model)} {cell['precision']}, system={system['name']} ({gpus_per_node} {devices} per node)",
+        f"{size_words(model)} {cell['precision']}, system={system['name']} ({words.count(gpus_per_node)} per node)",
     )
     print(
         f"# compute from {compute_source(ran, scale=args.compute_scale, elsewhere=elsewhere)}: fwd "
@@ -326,13 +327,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if network is None:  # --validate alone: each held-out run's own commbench files are its network
         print("# no network given (--commbench or the system's): only the held-out runs are predicted")
     else:
-        outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference, label=label, devices=devices))
+        outputs.update(_prediction(args, parts, plan, network, gpus, reference=reference, label=label, words=words))
     if args.validate:
         points, skipped = validation_points(
             Path(args.validate), calibration, cell=cell, gpus_per_node=gpus_per_node, fallback=network, bench=bench
         )
         validated = validation_table(points)
-        print(format_validation(validated, skipped, goal_pct=args.goal_pct, devices=devices))
+        print(format_validation(validated, skipped, goal_pct=args.goal_pct, words=words))
         _note(label)
         outputs["validation"] = validated
     if args.out:
@@ -351,7 +352,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "title": title,
             "fitted_to": args.reference if args.fit_to_reference else "",
         }
-        _save(Path(args.out), outputs, what=what, formats=("png", "svg"), devices=devices)
+        _save(Path(args.out), outputs, what=what, formats=("png", "svg"), words=words)
     return 0
 
 
@@ -390,7 +391,7 @@ def compute_source(ran: dict[str, Any], *, scale: float | None, elsewhere: Calib
     return f"{ran['run']} ({ranks_words(ran)}, system={ran['name']})" + (f", scaled x{scale:g}" if scale else "")
 
 
-def _prediction(args, parts, plan, network, gpus, *, reference, label, devices) -> dict[str, pd.DataFrame]:
+def _prediction(args, parts, plan, network, gpus, *, reference, label, words) -> dict[str, pd.DataFrame]:
     """The prediction table at the GPU counts; with --reference the study's rows beside it (and with
     --fit-to-reference the prediction fitted to them)."""
     calibrated_at = None
@@ -408,7 +409,7 @@ def _prediction(args, parts, plan, network, gpus, *, reference, label, devices) 
     table = predict(parts, plan, network, gpus)
     if calibrated_at is not None:
         print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
-    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s), devices=devices))
+    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s), words=words))
     _note(label)
     outputs = {"prediction": table}
     if reference is not None:
@@ -435,7 +436,7 @@ def _note(label: str) -> None:
 
 
 def _save(
-    out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str], devices: str
+    out: Path, outputs: dict[str, pd.DataFrame], *, what: dict[str, Any], formats: Sequence[str], words: RankWords
 ) -> None:
     """The tables (CSV), their figures, and cell.json: the configuration predicted, the calibration run
     and the reference it was fitted to ('' for none), so that `ddlbench paper` can draw it as predicted; every
@@ -451,11 +452,11 @@ def _save(
         table.to_csv(out / f"{name}.csv", index=False)
     figures = {}
     if "prediction" in outputs:
-        figures["predict_breakdown"] = predicted_breakdown(outputs["prediction"], about=about, devices=devices)
+        figures["predict_breakdown"] = predicted_breakdown(outputs["prediction"], about=about, words=words)
     if "reference" in outputs:
-        figures["predict_vs_reference"] = predicted_vs_reference(outputs["reference"], about=about, devices=devices)
+        figures["predict_vs_reference"] = predicted_vs_reference(outputs["reference"], about=about, words=words)
     if "validation" in outputs and len(outputs["validation"]):
-        figures["predict_validation"] = predicted_vs_measured(outputs["validation"], about=about, devices=devices)
+        figures["predict_validation"] = predicted_vs_measured(outputs["validation"], about=about, words=words)
     for name, figure in figures.items():
         for fmt in formats:
             figure.savefig(out / f"{name}.{fmt}", dpi=150 if fmt == "png" else None)

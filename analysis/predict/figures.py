@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, PercentFormatter
 
+from analysis.device import GPU, WORDS, RankWords
 from analysis.figures import finish, panels, paper_style
 from analysis.palette import BREAKDOWN_COLORS, loader_color, loader_style
 
@@ -41,12 +42,8 @@ def _about(fig: Figure, text: str) -> Figure:
     return fig
 
 
-def _count_label(devices: str) -> str:
-    return "GPUs" if devices == "GPUs" else "ranks (CPU)"
-
-
 @paper_style
-def predicted_breakdown(table: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+def predicted_breakdown(table: pd.DataFrame, *, about: str = "", words: RankWords = WORDS[GPU]) -> Figure:
     """Predicted shares of the step per GPU count (stacked bars) beside the weak-scaling efficiency; `about`
     (the system, model, batch, image size and calibration run) under the title."""
     fig, (ax, eff) = panels(2, ncols=2, row_height_in=2.3)
@@ -62,16 +59,16 @@ def predicted_breakdown(table: pd.DataFrame, *, about: str = "", devices: str = 
     ax.set_ylim(0, 100)
     eff.plot(x, 100 * rows["efficiency"].to_numpy(float), color="black", marker="o", ms=3)
     eff.set_ylim(0, 105)
-    eff.set_ylabel(f"weak-scaling efficiency (vs 1 {'GPU' if devices == 'GPUs' else 'rank'})")
+    eff.set_ylabel(f"weak-scaling efficiency (vs {words.count(1)})")
     for a in (ax, eff):
         a.set_xticks(x, ticks, rotation=90 if len(x) > 12 else 0)
-        a.set_xlabel(_count_label(devices))
+        a.set_xlabel(words.axis)
         a.yaxis.set_major_formatter(PercentFormatter(100))
     return _about(finish(fig, [ax, eff], title="Predicted step breakdown and efficiency"), about)
 
 
 @paper_style
-def predicted_vs_reference(compared: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+def predicted_vs_reference(compared: pd.DataFrame, *, about: str = "", words: RankWords = WORDS[GPU]) -> Figure:
     """Predicted and reference shares per GPU count: a panel per share, the calibration point marked; `about`
     under the title."""
     parts = (("allreduce", "allreduce (exposed)"), ("data", "data"), ("compute", "compute"))
@@ -95,14 +92,14 @@ def predicted_vs_reference(compared: pd.DataFrame, *, about: str = "", devices: 
         ax.set_xticks(rows["gpus"], [f"{int(g)}" for g in rows["gpus"]], rotation=90)
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(share)
-        ax.set_xlabel(_count_label(devices))
+        ax.set_xlabel(words.axis)
         ax.yaxis.set_major_formatter(PercentFormatter(100))
     axes[0].set_ylabel("share of the step")
     return _about(finish(fig, axes, title="Predicted vs reference breakdown", legend_cols=3, xlabel_in=0.75), about)
 
 
 @paper_style
-def predicted_vs_measured(validation: pd.DataFrame, *, about: str = "", devices: str = "GPUs") -> Figure:
+def predicted_vs_measured(validation: pd.DataFrame, *, about: str = "", words: RankWords = WORDS[GPU]) -> Figure:
     """Held-out runs: predicted against measured throughput (the diagonal is exact, the band +-10%); `about`
     under the title."""
     fig, (ax,) = panels(1, row_height_in=2.6)
@@ -127,7 +124,7 @@ def predicted_vs_measured(validation: pd.DataFrame, *, about: str = "", devices:
     ax.set_ylim(0, top)
     ax.set_xlabel("measured samples/s")
     ax.set_ylabel("predicted samples/s")
-    title = f"Prediction of held-out runs (labels: {_count_label(devices)})"
+    title = f"Prediction of held-out runs (labels: {words.axis})"
     return _about(finish(fig, [ax], title=title, legend_cols=3), about)
 
 

@@ -7,18 +7,16 @@ import math
 
 import pandas as pd
 
+from analysis.device import GPU, WORDS, RankWords
 from analysis.predict.model import Parts
 from analysis.predict.simulation import summary_line
 
 
-def _count_words(devices: str) -> tuple[str, str]:
-    """The column of the counts and the per-device unit: gpus and GPU, or ranks and rank for CPU ranks."""
-    return ("gpus", "GPU") if devices == "GPUs" else ("ranks", "rank")
-
-
-def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False, devices: str = "GPUs") -> str:
+def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False, words: RankWords = WORDS[GPU]) -> str:
+    """The prediction per size, its counts and rates named for the target's ranks (analysis.device: gpus and
+    img/s/GPU, or ranks and img/s/rank)."""
     per = "img/s" if unit == "images" else "seq/s"
-    column, one = _count_words(devices)
+    column, one = f"{words.column}s", words.per
     lines = [
         f"{column:>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/' + one:>10} {'eff':>6} "
         f"{'allreduce%':>10} {'sync ms':>8} {'data%':>6} {'compute%':>8} {'other%':>6}"
@@ -80,8 +78,10 @@ def format_reference(table: pd.DataFrame, name: str, *, fitted: bool) -> str:
     return "\n".join(lines)
 
 
-def format_validation(table: pd.DataFrame, skipped: list[str], *, goal_pct: float, devices: str = "GPUs") -> str:
-    column, _ = _count_words(devices)
+def format_validation(
+    table: pd.DataFrame, skipped: list[str], *, goal_pct: float, words: RankWords = WORDS[GPU]
+) -> str:
+    column = f"{words.column}s"
     lines = [
         "# validation: held-out measured runs (never a calibration run)",
         f"{'where':<16} {column:>4} {'nodes':>5} {'measured':>10} {'predicted':>10} {'error%':>7} "

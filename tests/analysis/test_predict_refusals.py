@@ -128,7 +128,7 @@ def test_a_scaled_cpu_calibration_is_labelled_on_every_table_and_in_cell_json(cl
     assert (
         lines[0] == "# ddlbench predict: ddp resnet18 batch 4/GPU 32 px fp32, system=juwels_booster (4 GPUs per node)"
     )
-    assert lines[1].startswith(f"# compute from {CPU.name} (1 rank (CPU), system=local_cpu), scaled x3: fwd ")
+    assert lines[1].startswith(f"# compute from {CPU.name} (1 CPU rank, system=local_cpu), scaled x3: fwd ")
     assert f"# {label}" in lines, lines  # under the table
     cell = json.loads((out / "cell.json").read_text())
     assert cell["image_size"] == 32 and cell["compute"] == label and cell["compute_scale"] == 3.0
@@ -161,11 +161,11 @@ def test_the_figures_name_system_model_batch_image_size_and_calibration():
         {"gpus": [4, 8], "efficiency": [1.0, 0.9], "data_pct": [1, 1], "compute_pct": [90, 80],
          "allreduce_pct": [8, 18], "other_pct": [1, 1]}
     )  # fmt: skip
-    fig = predicted_breakdown(table, about=title, devices="GPUs")
+    fig = predicted_breakdown(table, about=title)
     assert title in "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
     compared = table.assign(
         allreduce_pct_ref=1.0, allreduce_pct_pred=1.0, data_pct_ref=1.0, data_pct_pred=1.0, compute_pct_ref=1.0,
         compute_pct_pred=1.0, held_out=True,
     )  # fmt: skip
-    fig = predicted_vs_reference(compared, about=title, devices="GPUs")
+    fig = predicted_vs_reference(compared, about=title)
     assert title in "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
