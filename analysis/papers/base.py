@@ -30,6 +30,20 @@ class Section:
     missing: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     cells: pd.Series | None = None  # the cell hashes its measured values are of (None: all the study's runs)
+    partial: list[str] = field(default_factory=list)  # what of the study's content it draws without
+
+    def drawn_without(self, what: str) -> None:
+        """Say what of the study's exhibit this section, though drawn, does not show (its state: drawn in part)."""
+        self.partial.append(what)
+
+    def state(self) -> str:
+        """drawn; drawn in part (what is missing); lacks (the cells and the commands that make them)."""
+        missing = [*self.missing, *self.partial]
+        if not missing:
+            return "drawn"
+        if any(b.kind == "figure" for b in self.blocks) or not self.missing:
+            return "drawn in part: without " + "; ".join(missing)
+        return "lacks " + "; ".join(self.missing) + " (make them with: " + " ; ".join(self.commands) + ")"
 
     def text(self, words: str) -> None:
         self.blocks.append(Block("text", words))

@@ -74,6 +74,7 @@ def select_runs(study: Study, campaign: Campaign, runs_dir: Path) -> tuple[Campa
         raise ConfigError(
             f"{runs_dir} holds no run of {study.name} ({len(campaign.runs)} run directories of other campaigns); "
             f"make them with: {study.commands[0]}"
+            + next((f"; on this machine: {c}" for c in study.commands if " campaign run " in c), "")
         )
     return only(campaign, mine), int((owners != study.name).sum())
 
@@ -129,12 +130,7 @@ def assemble(
     blocks.append(Block("table", what_runs_are(paper.analysis)))
     contents = []
     for exhibit, section in sections:
-        if section is None:
-            state = f"cannot be drawn here: {exhibit.why_not}"
-        elif section.missing:
-            state = "lacks " + "; ".join(section.missing)
-        else:
-            state = "drawn"
+        state = f"cannot: {exhibit.why_not}" if section is None else section.state()
         contents.append(
             {"exhibit": exhibit.id, "title": exhibit.title, "shows": ", ".join(exhibit.sources) or "-", "state": state}
         )
@@ -151,6 +147,8 @@ def assemble(
             if not stand_ins.empty:
                 blocks.append(Block("text", "What these runs stand in for (experiment.stand_ins):"))
                 blocks.append(Block("table", stand_ins))
+        if section.partial:
+            blocks.append(Block("text", "Drawn in part, without: " + "; ".join(section.partial) + "."))
         if section.missing:
             blocks.append(
                 Block(

@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.cells import CELL, peak_memory, with_sample_unit
 from analysis.compare import across_systems
-from analysis.device import rank_words, with_device
+from analysis.device import GPU, rank_words, run_devices, with_device
 from analysis.figures import distinct_labels, shared_parts
 from analysis.interconnect import p2p_heatmap
 from analysis.modes import (
@@ -93,6 +93,11 @@ def relative_time(paper: PaperInput) -> Section:
     )
     shown = ["model", "framework", "precision", "variant", "world_size", "system", "throughput_img_s", "relative_time"]
     section.table(paired.sort_values(["model", "framework", "precision", "variant", "system"])[shown].round(3))
+    if set(run_devices(paper.analysis.counted())) != {GPU}:
+        section.drawn_without(
+            "switched and hybrid GPUs: these runs are CPU ranks under two profile names on one machine, an A/A "
+            "comparison whose relative times show the comparison's noise floor"
+        )
     alone = int((systems == 1).sum())
     if alone:
         section.text(
@@ -146,9 +151,18 @@ def utilisation(paper: PaperInput) -> Section:
     if table.empty:
         section.lacks("utilisation: runs with telemetry (run.telemetry_hz > 0)", CAMPAIGN)
         return section
+    if not any(c.startswith("gpu_") and table[c].notna().any() for c in table):
+        section.drawn_without(
+            "GPU utilisation, GPU memory utilisation and memory-access time (these runs are on CPU ranks: "
+            "host CPU % and memory only)"
+        )
     shown = [c for c in [*CELL, "variant", *UTILISATION] if c in table and table[c].notna().any()]
     section.table(table[shown].round(1))  # cell_labels name the ranks for their device
-    section.figure("utilisation", lambda: utilisation_bars(table), "Utilisation per cell (measured).")
+    section.figure(
+        "utilisation",
+        lambda: utilisation_bars(table),
+        "Utilisation per cell (measured; the study's only value, 'higher than 80%', is quoted above).",
+    )
     return section
 
 
@@ -166,6 +180,8 @@ def timeline(paper: PaperInput) -> Section:
     section.figure(
         "timeline", lambda: telemetry_timeline(telemetry, run_id=run_id), f"Telemetry of {run_id} (measured)."
     )
+    if set(run_devices(runs)) != {GPU}:
+        section.drawn_without("GPU utilisation over the run (these runs are on CPU ranks: host telemetry only)")
     return section
 
 
@@ -276,7 +292,7 @@ def modes(paper: PaperInput) -> Section:
         section.figure(
             f"modes_{k}",
             lambda rows=rows, title=title: mode_bars(rows, title=title),
-            f"Modes and precisions, {title} (measured).",
+            f"Modes and precisions, {title} (measured; the study's bounds, quoted above, are not plotted).",
         )
     speedups = amp_speedups(table)
     if not speedups.empty:

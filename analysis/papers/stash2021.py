@@ -52,6 +52,17 @@ def _labels(table: pd.DataFrame, columns: list[str]) -> pd.Series:
     return label
 
 
+def _partial_runs(section: Section, table: pd.DataFrame) -> None:
+    """What of a stall or cost figure's content the runs do not have: the study's AWS instance types, and
+    its mini-batches 32 and 128."""
+    systems = sorted(set(table["system"].dropna().astype(str)))
+    if not any(s.startswith(("p2", "p3")) for s in systems):
+        section.drawn_without(f"the study's P2/P3 instance types (these runs: system {', '.join(systems) or '?'})")
+    batches = {int(b) for b in table["per_gpu_batch"].dropna()}
+    if not batches & {32, 128}:
+        section.drawn_without(f"its mini-batches 32 and 128 (these runs: {', '.join(map(str, sorted(batches)))})")
+
+
 def _stalls(exhibit: str, title: str, kinds: tuple[str, ...], published: tuple[str, ...]) -> Exhibit:
     """A stall figure of the study in its own reading: CPU and disk stalls in % of the total training time,
     interconnect and network stalls against the paired baseline (with the study's 500% beside the network's)."""
@@ -77,6 +88,7 @@ def _stall_section(kinds: tuple[str, ...], *, reading: str, what: str, published
         if table.empty:
             section.lacks(f"{' and '.join(kinds)} stalls: paired Stash runs (see `ddlbench stash plan`)", STUDY_RUNS)
             return section
+        _partial_runs(section, table)
         shown = table[["stall", "system", "model", "per_gpu_batch", "world_size", "num_nodes", "stall_s", reading]]
         section.table(shown.round(2))
         if (shown["stall_s"] < 0).any():
@@ -132,6 +144,7 @@ def _per_instance(what: str, published: tuple[str, ...]) -> callable:
         shown = (real if not real.empty else costs).sort_values(["system", "model", "world_size", "num_nodes"])
         shown = shown[shown["world_size"] == shown.groupby("system")["world_size"].transform("max")]
         section.table(shown.round(4))
+        _partial_runs(section, shown)
         if costs["system"].nunique() < 2:
             section.lacks("time and cost per instance: runs on two or more system profiles", STUDY_RUNS)
         labelled = shown.assign(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.papers import STUDIES
 from analysis.papers.build import REFERENCE_DIR, build_paper, load_claims
 from analysis.papers.common import NO_GPU, recorded_versions
 from analysis.papers.stash2021 import instance_facts
@@ -110,3 +111,36 @@ def test_a_users_own_runs_get_what_they_are_too(tmp_path):
     text = (tmp_path / "out" / "paper.md").read_text()
     runs = _section(text, "What these runs are")
     assert "| aach2023_scaling |" in runs and "synthetic tensors" in runs and "resnet50" in runs
+
+
+STATES = ("drawn", "drawn in part: without ", "lacks ", "cannot: ")
+
+
+@pytest.mark.parametrize("name", list(SEED_FILES))
+def test_each_gallery_exhibits_state_is_what_its_section_holds(name):
+    page = (PAPERS / f"{name}.md").read_text()
+    contents = _section(page, "Contents")
+    for exhibit in STUDIES[name].exhibits:
+        (row,) = [line for line in contents.splitlines() if line.startswith(f"| {exhibit.id} |")]
+        state = row.rsplit(" | ", 1)[1].rstrip(" |")
+        body = _section(page, f"{exhibit.id}: ")
+        drew = "![" in body or "\n| --- |" in body
+        assert state == "drawn" or state.startswith(STATES[1:]), (exhibit.id, state)
+        if state.startswith("cannot: "):
+            assert exhibit.build is None and "Not drawn:" in body
+        elif state.startswith("lacks "):
+            assert "Make them with:" in body and "(make them with: " in state, exhibit.id
+        elif state.startswith("drawn in part"):
+            assert drew and ("Drawn in part, without:" in body or "Missing cells:" in body), exhibit.id
+        else:  # drawn: what its row says it shows is there, and nothing is missing
+            assert drew and "Missing cells" not in body and "Drawn in part" not in body, exhibit.id
+            if "published" in exhibit.sources:
+                assert 'The study: "' in body or "Published:" in body, exhibit.id
+        if "published" in exhibit.sources and "![" in body:  # its figure says where the study's values are
+            captions = [line for line in body.splitlines() if line.startswith("![")]
+            assert any("published" in c or "the study" in c for c in captions), exhibit.id
+
+
+def test_the_cpu_miniature_is_named_where_the_scaling_cells_lack():
+    page = (PAPERS / "aach2023.md").read_text()
+    assert "experiment=aach2023_scaling_cpu" in _section(page, "Breakdown table (b)")
