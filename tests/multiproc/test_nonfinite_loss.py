@@ -31,6 +31,17 @@ def test_a_diverged_run_completes_and_names_its_first_nonfinite_step(tmp_path, d
     step, phase = summary["nonfinite_loss_step"], summary["nonfinite_loss_phase"]
     assert step >= 0 and phase in ("warm-up", "measured")
     assert f"the loss went non-finite at step {step} ({phase} phase)" in result.stderr
+    # `results` marks the cell in its table and says why under it (before: a Python warning only)
+    shown = ddlbench("results", str(tmp_path))
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    header = next(line for line in shown.stdout.splitlines() if "img/s" in line)
+    assert "marks" in header.split(), shown.stdout
+    assert any(line.split()[-1:] == ["diverged"] for line in shown.stdout.splitlines()), shown.stdout
+    said = " ".join(shown.stdout.split())
+    assert (
+        f"diverged: loss non-finite from step {step} ({phase} phase): the training diverged; the throughput stands"
+        in said
+    ), shown.stdout
 
 
 def test_stop_on_nan_ends_the_run_failed_at_that_step(tmp_path, ddlbench):
