@@ -9,7 +9,15 @@ from analysis.accuracy import top1_vs_global_batch
 from analysis.load import load_reference
 from analysis.papers import figures
 from analysis.papers.base import Exhibit, PaperInput, Section, Study
-from analysis.papers.common import evaluated_cells, guesses_table, predicted_cells, scaling_cells, software_stack
+from analysis.papers.common import (
+    NO_LOADER,
+    evaluated_cells,
+    guesses_table,
+    predicted_cells,
+    predictions_table,
+    scaling_cells,
+    software_stack,
+)
 from analysis.reference_overlay import reference_breakdown, reference_comparison
 from analysis.scaling import efficiency_vs_gpus, throughput_vs_gpus
 
@@ -48,10 +56,50 @@ def _scaling_section(paper: PaperInput) -> Section:
     return Section(cells=cells["cell_hash"] if "cell_hash" in cells else None)
 
 
+def study_predictions(predicted: pd.DataFrame) -> pd.DataFrame:
+    """The predictions at the study's GPU counts: from its smallest (4, its breakdown tables' first row) up,
+    each one's efficiency against its own value there (the predictor's is against the 1-GPU calibration)."""
+    if predicted.empty:
+        return predicted
+    first = int(load_reference("aach2023")["gpus"].min())
+    rows = predicted[predicted["gpus"] >= first].copy()
+    base = rows.sort_values("gpus").groupby("source")["per_gpu"].transform("first")
+    rows["efficiency"] = rows["per_gpu"] / base
+    return rows.reset_index(drop=True)
+
+
+def prediction_notes(section: Section, predicted: pd.DataFrame) -> None:
+    """Each prediction's calibration run, its device and the compute's scaling, and what its data share
+    models; a JUWELS prediction whose compute is an unscaled other GPU's says so."""
+    table = predictions_table(predicted)
+    section.text(
+        "Predicted: each prediction's calibration run, the device it ran on, how its compute was scaled to the "
+        "system predicted (ddlbench predict --compute-scale; docs/predict.md) and what its data share models:"
+    )
+    section.table(table)
+    unscaled = table[
+        (table["system"] == "juwels_booster")
+        & table["compute"].str.endswith("unscaled")
+        & ~table["calibrated on"].str.contains("A100")
+    ]
+    if (table["loader"] != "synthetic").any():
+        section.ours(
+            "a modelled loader's data share comes from its pace where it was measured (loaderbench on its machine, "
+            "or the calibration run fed by it), not on JUWELS Booster's nodes and file system."
+        )
+    for _, row in unscaled.iterrows():
+        section.ours(
+            f"{row['prediction']}'s compute is its calibration's on {row['calibrated on']}, unscaled: JUWELS Booster's GPUs are A100s, "
+            "about 3x slower than an H200 (docs/predict.md: --compute-scale 3), or give a calibration run on "
+            "an A100 (--from)."
+        )
+
+
 def throughput(paper: PaperInput) -> Section:
     section = _scaling_section(paper)
     measured = scaling_cells(paper.analysis)
-    predicted = predicted_cells(paper.predicted)
+    chosen = study_predictions(paper.predicted)
+    predicted = predicted_cells(chosen)
     _need_scaling(section, measured, "throughput")
     cells = pd.concat([measured, predicted], ignore_index=True) if not predicted.empty else measured
     if cells.empty:
@@ -60,22 +108,35 @@ def throughput(paper: PaperInput) -> Section:
     section.text(
         "Measured: throughput (img/s) per framework and loader against the GPU count, one panel per model, as "
         "the study plots it; dotted: ideal linear scaling from each curve's smallest GPU count. Predicted: the "
-        "curves labelled 'predicted for <system>' (ddlbench predict, from the calibration run its table names)."
+        "curves labelled 'predicted for <system> from <device> compute <scaling>' (ddlbench predict), from the "
+        "study's smallest GPU count (4) up."
     )
     section.ours("the study's throughput values are not in its text, so none is drawn beside these.")
-    if not predicted.empty:
+    if not chosen.empty:
+        prediction_notes(section, chosen)
         section.table(
-            paper.predicted[
-                ["model", "loader", "system", "calibration", "fitted_to", "gpus", "throughput", "efficiency"]
-            ]
-            .rename(columns={"throughput": "throughput_img_s (predicted)", "efficiency": "efficiency (predicted)"})
+            chosen[["source", "model", "loader", "gpus"]]
+            .rename(columns={"source": "prediction"})
+            .assign(
+                **{
+                    "throughput_img_s (predicted)": chosen["throughput"],
+                    "efficiency vs 4 GPUs (predicted)": chosen["efficiency"],
+                }
+            )
             .round(3)
         )
-    section.figure(
-        "throughput",
-        lambda: throughput_vs_gpus(cells),
-        "Throughput vs GPUs: measured, and predicted where a curve's label says so.",
-    )
+    caption = "Throughput vs GPUs: measured, and predicted where a curve's label says so"
+    if not chosen.empty:
+        caption += (
+            " ("
+            + "; ".join(
+                f"{r['prediction']}: calibration {r['calibration run']} on {r['calibrated on']}, {r['compute']}"
+                + (f", {NO_LOADER}" if r["loader"] == "synthetic" else "")
+                for _, r in predictions_table(chosen).iterrows()
+            )
+            + ")"
+        )
+    section.figure("throughput", lambda: throughput_vs_gpus(cells), caption + ".")
     return section
 
 
@@ -117,12 +178,14 @@ def breakdown_layout(
     """The study's breakdown table for one model: a row per GPU count (the study's, this campaign's and the
     predictions', and per matching configuration), for DALI then native the published AllReduce / data /
     cuDNN % beside this campaign's, defined as report.reference_comparison defines them (exposed allreduce,
-    data, compute), then each prediction's shares (common.load_predictions), named by the loader it was
-    calibrated with."""
+    data, compute), then each prediction's shares (common.load_predictions) from the study's smallest GPU count
+    up, named by the loader predicted; a synthetic one's data share is common.NO_LOADER, not a number."""
     ref = reference[reference["model"] == model]
     predicted = pd.DataFrame() if predicted is None or predicted.empty else predicted
     if not predicted.empty:
-        predicted = predicted[(predicted["model"] == model) & (predicted["framework"] == "ddp")]
+        predicted = predicted[
+            (predicted["model"] == model) & (predicted["framework"] == "ddp") & (predicted["gpus"] >= ref["gpus"].min())
+        ]
     side = side[side["model"] == model] if not side.empty else side
     sizes = set(ref["gpus"]) | (set(side["gpus"]) if not side.empty else set())
     sizes |= set(predicted["gpus"]) if not predicted.empty else set()
@@ -146,8 +209,10 @@ def breakdown_layout(
             for loader in sorted(set(predicted["loader"])) if not predicted.empty else []:
                 guess = predicted[(predicted["gpus"] == gpus) & (predicted["loader"] == loader)]
                 for part, _ in parts:
-                    row[f"{part} % predicted ({loader} calibration)"] = (
-                        float(guess[f"{part}_pct"].iloc[0]) if not guess.empty else float("nan")
+                    value = float(guess[f"{part}_pct"].iloc[0]) if not guess.empty else float("nan")
+                    # a synthetic calibration's data share is the handover of a batch made on the GPU: no loader
+                    row[f"{part} % predicted (loader={loader})"] = (
+                        NO_LOADER if part == "data" and loader == "synthetic" and not guess.empty else value
                     )
             rows.append(row)
     return pd.DataFrame(rows)
@@ -183,7 +248,7 @@ def _breakdown(panel: str) -> callable:
             f"Published: the study's PyTorch-DDP table of {model}, its columns 'AllReduce [%] (Communication)', "
             "'data [%] (I/O)' and 'cuDNN [%] (Computation)' for DALI and native, per GPU count. Measured: this "
             "campaign's DDP cells of the model and loader at each GPU count it ran (the study's or not). Predicted: "
-            "ddlbench predict's shares, named by the loader of its calibration run."
+            "ddlbench predict's shares, named by the loader predicted (loader=synthetic: no loader modelled)."
         )
         section.ours(
             "we set exposed allreduce beside the study's AllReduce, waiting for data beside its data, and compute "
@@ -191,6 +256,10 @@ def _breakdown(panel: str) -> callable:
             "study's text does not define its three columns beyond those headings."
         )
         section.table(table.round(2))
+        mine = study_predictions(paper.predicted)
+        mine = mine[(mine["model"] == model) & (mine["framework"] == "ddp")] if not mine.empty else mine
+        if not mine.empty:
+            prediction_notes(section, mine)
         if not paper.predicted.empty and paper.predicted["fitted_to"].astype(bool).any():
             section.text(
                 "A prediction fitted to the study (fitted_to) took its data, other and jitter times from the study's "

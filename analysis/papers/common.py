@@ -204,7 +204,12 @@ PREDICTION_COLUMNS = [
     "system",
     "fitted_to",
     "calibration",
+    "calibration_system",
+    "calibration_device",
+    "compute_scale",
 ]
+# a prediction of loader=synthetic models no loader: its data share is the handover of a batch made on the GPU
+NO_LOADER = "no loader modelled"
 
 
 def load_predictions(root: Path) -> pd.DataFrame:
@@ -219,10 +224,53 @@ def load_predictions(root: Path) -> pd.DataFrame:
         what = json.loads(cell.read_text())
         rows = pd.read_csv(table)
         for column in PREDICTION_COLUMNS:
-            rows[column] = what.get(column, "")
+            value = what.get(column)
+            rows[column] = "" if value is None else value  # an older cell.json: not recorded
         rows["source"] = table.parent.name
         frames.append(rows)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*PREDICTION_COLUMNS, "gpus"])
+
+
+def compute_words(row) -> str:
+    """How a prediction's compute was obtained: the calibration's device and its scaling (cell.json's
+    calibration_device, compute_scale), e.g. 'NVIDIA H200 compute x3' or 'NVIDIA H200 compute unscaled'."""
+    device = str(row.get("calibration_device") or "") or "device not recorded"
+    scale = pd.to_numeric(pd.Series([row.get("compute_scale")]), errors="coerce").iloc[0]
+    return f"{device} compute " + (f"x{scale:g}" if pd.notna(scale) else "unscaled")
+
+
+def loader_words(loader: str) -> str:
+    """What a prediction's data share is: no loader modelled (synthetic), or the loader's measured pace."""
+    if str(loader) == "synthetic":
+        return f"{NO_LOADER}: calibrated on synthetic data, its data share is the handover alone"
+    return f"loader={loader} modelled from its measured pace (loaderbench, or a calibration run fed by it)"
+
+
+def predictions_table(predicted: pd.DataFrame) -> pd.DataFrame:
+    """One row per prediction (`ddlbench predict --out` folder): the system and configuration predicted, the
+    calibration run, its device and system, the compute's scaling and what its data share models."""
+    columns = ["prediction", "system", "framework", "model", "loader", "calibration run", "calibrated on", "compute"]
+    if predicted.empty:
+        return pd.DataFrame(columns=[*columns, "data"])
+    rows = []
+    for source, group in predicted.groupby("source", sort=True):
+        row = group.iloc[0]
+        where = str(row.get("calibration_system") or "")
+        rows.append(
+            {
+                "prediction": source,
+                "system": row["system"],
+                "framework": row["framework"],
+                "model": row["model"],
+                "loader": row["loader"],
+                "calibration run": str(row["calibration"]).split(", compute x")[0],  # the scaling: its own column
+                "calibrated on": (str(row.get("calibration_device") or "") or "not recorded")
+                + (f" (system={where})" if where else ""),
+                "compute": compute_words(row),
+                "data": loader_words(row["loader"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*columns, "data"])
 
 
 def predicted_cells(predicted: pd.DataFrame) -> pd.DataFrame:
@@ -230,8 +278,11 @@ def predicted_cells(predicted: pd.DataFrame) -> pd.DataFrame:
     that the throughput and efficiency figures draw them beside the measured curves, labelled."""
     if predicted.empty:
         return pd.DataFrame()
-    label = predicted["system"].astype(str).radd("predicted for ") + predicted["fitted_to"].map(
-        lambda f: f", fitted to {f}" if f else ""
+    label = (
+        predicted["system"].astype(str).radd("predicted for ")
+        + predicted.apply(lambda r: f" from {compute_words(r)}", axis=1)
+        + predicted["loader"].map(lambda loader: f", {NO_LOADER}" if loader == "synthetic" else "")
+        + predicted["fitted_to"].map(lambda f: f", fitted to {f}" if f else "")
     )
     return pd.DataFrame(
         {

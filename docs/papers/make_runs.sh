@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The runs behind the papers' gallery (docs/papers/<study>.md): CPU miniatures of each seed study that a
-# 2-core machine makes in minutes, the committed 1-GPU H200 run of docs/results, and predictions from it
+# 2-core machine makes in minutes, the committed 1-GPU H200 runs of docs/results, and predictions from them
 # for the GPU counts we cannot run. `make papers-runs` calls this; `make papers` draws the gallery.
 #   PY=python bash docs/papers/make_runs.sh docs/papers/runs
 # Nothing is overwritten: a study whose folder exists is skipped (remove it to make it anew).
@@ -10,7 +10,7 @@ PY=${PY:-python}
 DDL=("$PY" -m ddlbench)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-H200_RUN=docs/results/2026-12-02-h200-predict/resnet50-b64-g1
+H200_LOADERS=docs/results/2026-12-04-h200-loader-predict
 
 "${DDL[@]}" data synth --out "$WORK/images" --classes 10 --per-class 30 --width 32 --height 32 --quiet
 "${DDL[@]}" data convert --from "$WORK/images" --out "$WORK/tfrecord" --quiet
@@ -29,10 +29,14 @@ if fresh aach2023; then
   # the learning-rate study: three schedules x 1 and 2 ranks, 3 epochs
   "${DDL[@]}" campaign run experiment=aach2023_lr_cpu "data.path=$WORK/images" "run.root=$OUT/aach2023" \
     'campaign.gpus=[1,2]' run.epochs=3
-  # JUWELS Booster's 4 to 1024 GPUs, predicted from the 1-GPU H200 run (calibrated on synthetic data)
-  "${DDL[@]}" predict precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=64 loader=synthetic \
-    --system juwels_booster --from "$H200_RUN" --gpus 4,8,16,32,64,128,256,512,1024 \
-    --out "$OUT/aach2023/predicted-juwels_booster"
+  # JUWELS Booster's 4 to 1024 GPUs (the study's), predicted per loader from the 1-GPU H200 run (synthetic
+  # data), its compute scaled x3 to an A100 (docs/predict.md), each loader's pace from loaderbench on that H200
+  for loader in dali native; do
+    "${DDL[@]}" predict precision=amp_bf16 model=resnet model.depth=50 run.per_gpu_batch=64 "loader=$loader" \
+      --system juwels_booster --from "$H200_LOADERS/calibration" --compute-scale 3 \
+      --loader-capacity "$H200_LOADERS/loaderbench/loaderbench.json" --gpus 4,8,16,32,64,128,256,512,1024 \
+      --out "$OUT/aach2023/predicted-juwels_booster-$loader"
+  done
 fi
 
 if fresh stash2021; then

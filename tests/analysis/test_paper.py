@@ -45,7 +45,28 @@ def study_a(tmp_path_factory):
     ).to_csv(predicted / "prediction.csv", index=False)
     (predicted / "cell.json").write_text(
         '{"framework": "ddp", "loader": "dali", "model": "resnet50", "per_gpu_batch": 64, "precision": "amp_bf16",'
-        ' "system": "juwels_booster", "calibration": "resnet50-b64-g1", "fitted_to": ""}'
+        ' "system": "juwels_booster", "calibration": "synthetic-r0, compute x 3", "calibration_system": "h200",'
+        ' "calibration_device": "NVIDIA H200", "compute_scale": 3.0, "fitted_to": ""}'
+    )
+    # a synthetic calibration's, its compute unscaled, from 1 GPU on: no loader modelled, drawn from 4 GPUs
+    unscaled = root / "predicted-juwels-synthetic"
+    unscaled.mkdir()
+    pd.DataFrame(
+        {
+            "gpus": [1, 4, 512],
+            "nodes": [1, 1, 128],
+            "throughput": [2150.0, 7600.0, 760000.0],
+            "per_gpu": [2150.0, 1900.0, 1484.0],
+            "efficiency": [1.0, 0.88, 0.69],
+            "allreduce_pct": [0.0, 12.1, 30.4],
+            "data_pct": [0.07, 0.07, 0.05],
+            "compute_pct": [99.9, 87.8, 69.6],
+        }
+    ).to_csv(unscaled / "prediction.csv", index=False)
+    (unscaled / "cell.json").write_text(
+        '{"framework": "ddp", "loader": "synthetic", "model": "resnet50", "per_gpu_batch": 64, "precision": '
+        '"amp_bf16", "system": "juwels_booster", "calibration": "resnet50-b64-g1", "calibration_system": "h200",'
+        ' "calibration_device": "NVIDIA H200", "compute_scale": null, "fitted_to": ""}'
     )
     return root
 
@@ -83,9 +104,9 @@ def test_study_a_draws_its_figures_beside_the_published_table(cli, study_a, tmp_
     assert "| 64 | cosine |" not in text or "best schedule" in text
     # a prediction is drawn and labelled as one, beside the measured and published values
     breakdown = text.split("## Breakdown table (a)")[1].split("## Breakdown table (b)")[0]
-    assert "allreduce % predicted (dali calibration)" in breakdown and "| 30.3 |" in breakdown
+    assert "allreduce % predicted (loader=dali)" in breakdown and "| 30.3 |" in breakdown
     throughput = text.split("## Throughput vs GPUs")[1].split("## Speedup")[0]
-    assert "| resnet50 | dali | juwels_booster | resnet50-b64-g1 |" in throughput
+    assert "| predicted-juwels | juwels_booster | ddp | resnet50 | dali | synthetic-r0 |" in throughput
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"speedup_speedup.png", "throughput_vs_gpus_throughput.png", "lr_annealing_accuracy_top1.png"} <= figures
     # what these runs are, the contents, a section per exhibit
@@ -165,3 +186,28 @@ def test_stalls_are_read_against_the_baseline_and_against_the_training_time():
     cpu = stash_stalls(per_run).set_index("stall").loc["cpu"]
     assert cpu["stall_pct"] == pytest.approx(25.0)  # 2.5 s of the synthetic run's 10 s
     assert cpu["stall_pct_of_training"] == pytest.approx(20.0)  # 2.5 s of the stalled run's 12.5 s
+
+
+def test_a_prediction_names_its_calibration_device_and_scaling_and_starts_where_the_study_does(cli, study_a, tmp_path):
+    out = tmp_path / "paper"
+    assert cli("paper", "aach2023", str(study_a), "--out", str(out), "--jobs", "1").returncode == 0
+    text = (out / "paper.md").read_text()
+    throughput = text.split("## Throughput vs GPUs")[1].split("## Speedup")[0]
+    # the calibration run, its device and system, and the compute's scaling, in the table and the caption
+    assert "| NVIDIA H200 (system=h200) | NVIDIA H200 compute x3 |" in throughput
+    assert "| NVIDIA H200 (system=h200) | NVIDIA H200 compute unscaled |" in throughput
+    caption = next(line for line in throughput.splitlines() if line.startswith("!["))
+    assert "predicted-juwels: calibration synthetic-r0 on NVIDIA H200 (system=h200), NVIDIA H200 compute x3" in caption
+    assert "NVIDIA H200 compute unscaled, no loader modelled" in caption
+    # an unscaled compute on JUWELS says what the documented scaling is
+    assert "Ours: predicted-juwels-synthetic's compute is its calibration's on NVIDIA H200" in throughput
+    assert "--compute-scale 3" in throughput
+    # from the study's 4 GPUs: no 1-GPU row, and each curve's efficiency against its 4 GPUs
+    assert "| predicted-juwels-synthetic | resnet50 | synthetic | 1 |" not in throughput
+    assert "| predicted-juwels-synthetic | resnet50 | synthetic | 4 | 7,600 | 1.0 |" in throughput
+    assert "| predicted-juwels-synthetic | resnet50 | synthetic | 512 | 760,000 | 0.781 |" in throughput
+    # a synthetic calibration's data share is no loader's
+    breakdown = text.split("## Breakdown table (a)")[1].split("## Breakdown table (b)")[0]
+    assert "data % predicted (loader=synthetic)" in breakdown
+    row_4 = next(line for line in breakdown.splitlines() if line.startswith("| 4 |"))
+    assert "| no loader modelled |" in row_4 and "| 0.07 |" not in row_4
