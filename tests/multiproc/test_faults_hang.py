@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,31 +19,9 @@ import pytest
 
 from benchmarks import rundir, watchdog
 from tests.conftest import REPO
+from tests.longrun import LONG, start, wait_for_steps
 
-LONG = ["model=simple_cnn", "run.steps=1000000", "run.warmup_steps=1", "run.per_gpu_batch=2", "run.log_every=0"]
 HANG_LIMIT_S = 3
-
-
-def start(root: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ddlbench.cli", "run", *LONG, f"run.root={root}", *overrides],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for_steps(root: Path, *, ranks: int = 2, timeout_s: float = 120) -> Path:
-    """The run directory once every rank has logged a step."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for run_dir in (root / "default").glob("*-r0"):
-            logs = [run_dir / f"rank{r}.jsonl" for r in range(ranks)]
-            if all(p.exists() and '"step_s"' in p.read_text() for p in logs):
-                return run_dir
-        time.sleep(0.2)
-    raise AssertionError(f"no steps in {root} after {timeout_s} s")
 
 
 def rank_pid(run_dir: Path, rank: int) -> int:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from benchmarks import liveness, rundir
 from tests.conftest import REPO
+from tests.longrun import LONG
 
-LONG = ["model=simple_cnn", "run.steps=1000000", "run.warmup_steps=1", "run.per_gpu_batch=2", "run.log_every=0"]
 SHORT = ["model=simple_cnn", "run.steps=2", "run.warmup_steps=1", "run.log_every=0", "run.per_gpu_batch=2"]
 
 
