@@ -31,14 +31,23 @@ class Section:
     commands: list[str] = field(default_factory=list)
     cells: pd.Series | None = None  # the cell hashes its measured values are of (None: all the study's runs)
     partial: list[str] = field(default_factory=list)  # what of the study's content it draws without
+    only_text: str = ""  # why no run of this suite gives the claim: the section is its quote alone
 
     def drawn_without(self, what: str) -> None:
         """Say what of the study's exhibit this section, though drawn, does not show (its state: drawn in part)."""
         self.partial.append(what)
 
+    def text_only(self, why: str) -> None:
+        """A claim of the study's text that no run of this suite can give: the section is its quote (and the
+        published numbers), and its state says why ('text only: why')."""
+        self.only_text = why
+
     def state(self) -> str:
-        """drawn; drawn in part (what is missing); lacks (the cells and the commands that make them)."""
+        """drawn; drawn in part (what is missing); lacks (the cells and the commands that make them); text
+        only (why no run gives it)."""
         missing = [*self.missing, *self.partial]
+        if self.only_text and not missing:
+            return f"text only: {self.only_text}"
         if not missing:
             return "drawn"
         if any(b.kind == "figure" for b in self.blocks) or not self.missing:
@@ -64,6 +73,11 @@ class Section:
     def ours(self, words: str) -> None:
         """Our words (a reading, a method, what the runs are), marked as such."""
         self.blocks.append(Block("text", f"Ours: {words}"))
+
+    def published(self, paper: PaperInput, *keys: str) -> None:
+        """The study's numbers for these keys (claims.csv) as a table: value, unit, place."""
+        rows = paper.claims.set_index("key").loc[list(keys)].reset_index()
+        self.table(rows[["key", "value", "unit", "place"]].rename(columns={"value": "value (published)"}))
 
     def lacks(self, cells: str, command: str) -> None:
         """Say which cells this exhibit needs and the runs lack, and the command that makes them."""

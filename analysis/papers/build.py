@@ -147,6 +147,8 @@ def assemble(
             if not stand_ins.empty:
                 blocks.append(Block("text", "What these runs stand in for (experiment.stand_ins):"))
                 blocks.append(Block("table", stand_ins))
+        if section.only_text:
+            blocks.append(Block("text", f"Text only: {section.only_text}."))
         if section.partial:
             blocks.append(Block("text", "Drawn in part, without: " + "; ".join(section.partial) + "."))
         if section.missing:

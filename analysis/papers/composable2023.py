@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.cells import CELL, peak_memory, with_sample_unit
+from analysis.cells import CELL, MEMORY, peak_memory, with_sample_unit
 from analysis.compare import across_systems
 from analysis.device import GPU, rank_words, run_devices, with_device
 from analysis.figures import distinct_labels, shared_parts
@@ -162,6 +162,40 @@ def utilisation(paper: PaperInput) -> Section:
         "utilisation",
         lambda: utilisation_bars(table),
         "Utilisation per cell (measured; the study's only value, 'higher than 80%', is quoted above).",
+    )
+    return section
+
+
+def gpu_memory(paper: PaperInput) -> Section:
+    """The text's GPU memory: 16 GB per V100, BERT's need of it; beside each GPU cell's peak (summary.json)."""
+    section = Section()
+    section.says(paper, "gpu_memory_gb_falcon_v100", "bert_memory", "memory_bound")
+    counted = paper.analysis.counted()
+    cells = with_device(paper.analysis.cells(), counted)
+    memory = peak_memory(counted) if "cell_hash" in counted else pd.DataFrame()
+    table = cells.merge(memory, on="cell_hash") if not memory.empty and not cells.empty else pd.DataFrame()
+    if not table.empty:
+        table = table[table["device"] == GPU].dropna(subset=[MEMORY[0]])
+    section.text(
+        "Measured: each GPU cell's peak GPU memory (torch's peak allocated and reserved, summary.json) beside the "
+        f"study's {paper.claim('gpu_memory_gb_falcon_v100'):g} GB per V100 (published)."
+    )
+    if table.empty:
+        section.lacks("GPU memory: cells on GPUs (these runs are on CPU ranks, which record no GPU memory)", CAMPAIGN)
+        return section
+    shown = [c for c in ["model", "world_size", "framework", "precision", "per_gpu_batch", *MEMORY] if c in table]
+    out = table[shown].copy()
+    out["GPU memory GB (published, V100)"] = paper.claim("gpu_memory_gb_falcon_v100")
+    section.table(out.round(2))
+    return section
+
+
+def memory_access(paper: PaperInput) -> Section:
+    section = Section()
+    section.says(paper, "memory_access_measured", "falcon_utilisation_higher")
+    section.text_only(
+        "the share of time spent accessing GPU memory (NVML's memory utilisation); this suite's telemetry records "
+        "GPU utilisation and GPU memory used, not that share"
     )
     return section
 
@@ -351,6 +385,20 @@ STUDY = Study(
         ),
         Exhibit(
             "Figure (software optimizations)", "DP, DDP, AMP and sharded training", ("measured", "published"), modes
+        ),
+        Exhibit(
+            "GPU memory use",
+            "GPU memory per model and mode (text)",
+            ("measured", "published"),
+            gpu_memory,
+            from_text=True,
+        ),
+        Exhibit(
+            "GPU memory-access time",
+            "Share of time spent accessing GPU memory (text)",
+            ("published",),
+            memory_access,
+            from_text=True,
         ),
     ),
 )

@@ -271,6 +271,70 @@ def parameters(paper: PaperInput) -> Section:
     return section
 
 
+def bert_24xlarge(paper: PaperInput) -> Section:
+    section = Section()
+    section.says(
+        paper, "batch_size_bert_24xlarge", "time_improvement_pct_bert_24xlarge_batch8", "price_usd_bert_16xlarge_batch4"
+    )
+    section.published(
+        paper,
+        "batch_size_bert_24xlarge",
+        "time_improvement_pct_bert_24xlarge_batch8",
+        "price_usd_bert_24xlarge_batch8",
+        "price_usd_bert_16xlarge_batch4",
+        "batch_size_ratio_bert_16xlarge_vs_24xlarge",
+    )
+    section.text_only(
+        "BERT on a p3.24xlarge at batch 8 against a p3.16xlarge at batch 4, priced by AWS: runs on those two "
+        "instance types give its time (ddlbench stash run system=<p3.24xlarge profile> model=bert "
+        "run.per_gpu_batch=8, and system=<p3.16xlarge profile> run.per_gpu_batch=4), the price is AWS's"
+    )
+    return section
+
+
+def p3_cost_ranking(paper: PaperInput) -> Section:
+    section = Section()
+    section.says(paper, *P3_COST)
+    section.text_only(
+        "a ranking of AWS's P3 instance types by cost; Figures 13 and 15's sections draw each instance's cost "
+        f"and time from runs on them ({STUDY_RUNS})"
+    )
+    return section
+
+
+def vgg_vs_resnet(paper: PaperInput) -> Section:
+    """The text's argument (its Section 6.1): VGG sends more gradient bytes in fewer layers than ResNet, so
+    NVLink's latency costs ResNet more, and the network's bandwidth VGG; its two terms as this suite builds
+    the two models."""
+    from analysis.stash import model_view
+
+    section = Section()
+    section.says(paper, "vgg_per_sync_point", "deep_vs_shallow", "params_million_vgg16", "nvlink_bandwidth_gbit_s_min")
+    rows = []
+    for model, arch, depth in (("vgg16", "vgg", 16), ("resnet152", "resnet", 152)):
+        view = model_view(arch, depth, 1000)
+        rows.append(
+            {
+                "model": model,
+                "gradient MB (G, measured)": view["grad_bytes"] / 1e6,
+                "parameters (M, measured)": view["grad_bytes"] / 4 / 1e6,
+                "parameters (M, published)": paper.claim(f"params_million_{model}"),
+                "gradient tensors (L, measured)": view["num_layers"],
+            }
+        )
+    section.text(
+        "Measured: the argument's two terms, the gradient bytes G and the layers L whose gradients are sent, of "
+        "VGG16 and ResNet152 as ddlbench builds them (1000 classes, fp32 gradients), beside the parameters the "
+        "text gives."
+    )
+    section.table(pd.DataFrame(rows).round(1))
+    section.ours(
+        "the stalls the argument explains are Figures 19 and 20's sections (interconnect and network stall vs "
+        "model depth, VGG and ResNet)."
+    )
+    return section
+
+
 # Table 1's facts as the text gives them: (instance, GPUs, per-GPU memory GB, claims.csv key of the quote);
 # a value the text gives as a ratio to another instance is worked out from it, and the row says so
 INSTANCE_FACTS = (
@@ -410,5 +474,20 @@ STUDY = Study(
         Exhibit("Figure 18", "(not cited in the text we have)", (), why_not=NOT_IN_TEXT),
         Exhibit("Figure 19", "Interconnect stall vs model depth", ("measured",), depth_section("interconnect")),
         Exhibit("Figure 20", "Network stall vs model depth", ("measured",), depth_section("network")),
+        Exhibit(
+            "BERT on p3.24xlarge",
+            "BERT at batch 8 on the p3.24xlarge against batch 4 on the p3.16xlarge (text)",
+            ("published",),
+            bert_24xlarge,
+            from_text=True,
+        ),
+        Exhibit("P3 cost ranking", "P3 instance types by cost (text)", ("published",), p3_cost_ranking, from_text=True),
+        Exhibit(
+            "VGG vs ResNet",
+            "Why VGG has low interconnect and high network stalls: gradient bytes against layers (text)",
+            ("measured", "published"),
+            vgg_vs_resnet,
+            from_text=True,
+        ),
     ),
 )

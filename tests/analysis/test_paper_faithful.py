@@ -113,7 +113,7 @@ def test_a_users_own_runs_get_what_they_are_too(tmp_path):
     assert "| aach2023_scaling |" in runs and "synthetic tensors" in runs and "resnet50" in runs
 
 
-STATES = ("drawn", "drawn in part: without ", "lacks ", "cannot: ")
+STATES = ("drawn", "drawn in part: without ", "lacks ", "cannot: ", "text only: ")
 
 
 @pytest.mark.parametrize("name", list(SEED_FILES))
@@ -128,6 +128,8 @@ def test_each_gallery_exhibits_state_is_what_its_section_holds(name):
         assert state == "drawn" or state.startswith(STATES[1:]), (exhibit.id, state)
         if state.startswith("cannot: "):
             assert exhibit.build is None and "Not drawn:" in body
+        elif state.startswith("text only: "):  # a claim of the text no run gives: its quote, and why
+            assert exhibit.from_text and 'The study: "' in body and "Text only: " in body, exhibit.id
         elif state.startswith("lacks "):
             assert "Make them with:" in body and "(make them with: " in state, exhibit.id
         elif state.startswith("drawn in part"):
@@ -144,3 +146,46 @@ def test_each_gallery_exhibits_state_is_what_its_section_holds(name):
 def test_the_cpu_miniature_is_named_where_the_scaling_cells_lack():
     page = (PAPERS / "aach2023.md").read_text()
     assert "experiment=aach2023_scaling_cpu" in _section(page, "Breakdown table (b)")
+
+
+# the text's claims that had no section (issue 52): (study, section, its state's start, words it must hold)
+TEXT_CLAIMS = [
+    (
+        "stash2021",
+        "BERT on p3.24xlarge",
+        "text only: ",
+        ("12.8% improvement in training time", "2.1 cost of running", "| 2.37 |"),
+    ),
+    ("stash2021", "P3 cost ranking", "text only: ", ("the 2xlarge is the most cost optimal", "least cost-optimal")),
+    ("stash2021", "VGG vs ResNet", "drawn", ("| vgg16 |", "| resnet152 |", "per synchronization point")),
+    ("aach2023", "DALI speed-up", "drawn", ("speed-up between 20-40%", "DALI speed-up % (measured)", "(predicted)")),
+    ("aach2023", "Dataset sizes", "text only: ", ("ImageNet dataset (144 GB) and the raw JPG data (154 GB)",)),
+    ("aach2023", "Frameworks by scale", "drawn in part", ("DeepSpeed shows the best", "fastest (measured)")),
+    ("composable2023", "GPU memory use", "lacks ", ("massive amounts of GPU memory", "16 GB")),
+    ("composable2023", "GPU memory-access time", "text only: ", ("percentage of time the model spent accessing GPU",)),
+]
+
+
+@pytest.mark.parametrize(("name", "exhibit", "state", "words"), TEXT_CLAIMS)
+def test_the_texts_claims_have_their_sections_with_quote_and_place(name, exhibit, state, words):
+    page = (PAPERS / f"{name}.md").read_text()
+    (row,) = [line for line in _section(page, "Contents").splitlines() if line.startswith(f"| {exhibit} |")]
+    assert row.rsplit(" | ", 1)[1].startswith(state), row
+    body = _section(page, f"{exhibit}: ")
+    assert 'The study: "' in body, exhibit
+    for word in words:
+        assert word in body, (exhibit, word)
+
+
+def test_gpu_memory_use_sets_each_gpu_cells_peak_beside_the_studys_16_gb(tmp_path):
+    import json
+
+    cells = [SynthCell("ddp", "synthetic", "resnet50", 2, 1)]
+    write_campaign(tmp_path / "runs", cells, steps=12, warmup_steps=2, campaign="composable_2023")
+    for summary in (tmp_path / "runs").rglob("summary.json"):  # what a GPU run records (torch's peaks)
+        data = json.loads(summary.read_text())
+        summary.write_text(json.dumps({**data, "peak_allocated_bytes": 5 * 2**30, "peak_reserved_bytes": 6 * 2**30}))
+    build_paper("composable2023", tmp_path / "runs", tmp_path / "out", jobs=1, draw=False)
+    body = _section((tmp_path / "out" / "paper.md").read_text(), "GPU memory use: ")
+    assert "peak_allocated_gib" in body and "GPU memory GB (published, V100)" in body
+    assert "| 5.0 | 6.0 | 16.0 |" in body and "Missing cells" not in body
