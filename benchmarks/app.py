@@ -184,6 +184,46 @@ def _summary(
     )
 
 
+def _window_energy(framework, meter: telemetry.EnergyMeter | None, *, env: distenv.DistEnv) -> dict:
+    """The measured window's energy summed over the ranks (every rank calls it: all-reduces): GPU joules where
+    every rank read its counter, host joules where every host's reading rank read RAPL, and why not."""
+    window = meter.result if meter is not None else telemetry.WindowEnergy(None, None, "not metered")
+    gpu_all = framework.all_reduce_scalar(0.0 if window.gpu_j is None else 1.0, "min")
+    gpu_j = framework.all_reduce_scalar(window.gpu_j or 0.0, "sum")
+    reads_host = env.local_rank == 0
+    host_missing = framework.all_reduce_scalar(1.0 if reads_host and window.host_j is None else 0.0, "max")
+    host_j = framework.all_reduce_scalar(window.host_j or 0.0, "sum")
+    return {
+        "gpu_j": gpu_j if gpu_all >= 1.0 else None,
+        "host_j": host_j if host_missing == 0.0 else None,
+        "note": window.note,  # rank 0's: the ranks of a run are alike
+    }
+
+
+def _efficiency(cfg: DictConfig, *, device: torch.device, task, per_gpu_samples_s: float | None) -> dict:
+    """model_flops_per_sample (benchmarks/flops.py, on the meta device), the achieved TFLOPS per GPU and MFU
+    against the GPU's peak for the run's math (benchmarks/peaks.py); rank 0, once, after the measured steps."""
+    from benchmarks import flops, peaks
+
+    counted = flops.model_flops_per_sample(OmegaConf.to_container(cfg.model, resolve=True), task)
+    if device.type == "cuda":
+        tf32 = torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32
+        math = peaks.math_of(cfg.precision.amp_dtype, tf32=tf32)
+        peak = peaks.peak(torch.cuda.get_device_name(device), math)
+    else:
+        peak = peaks.peak(None, "fp32")
+    achieved, mfu = peaks.mfu(
+        flops_per_sample=counted.flops, per_gpu_samples_s=per_gpu_samples_s, peak_tflops=peak.tflops
+    )
+    return {
+        "model_flops_per_sample": counted.flops,
+        "achieved_tflops_per_gpu": achieved,
+        "peak_tflops": peak.tflops,
+        "mfu": mfu,
+        "mfu_note": peak.reason if counted.flops is not None else counted.reason,
+    }
+
+
 def _target_text(target: dict) -> str:
     """One line on run.target_top1: reached after how long and how many samples, or not reached."""
     if not target["target_reached"]:
@@ -263,8 +303,11 @@ class _Opened:
     sampler: object | None = None
     events: MlLog | None = None
     watchdog: watchdog.Watchdog | None = None
+    meter: telemetry.EnergyMeter | None = None
 
     def close(self) -> None:
+        if self.meter is not None:
+            self.meter.close()
         if self.watchdog is not None:
             self.watchdog.stop()
         if self.profiler is not None:
@@ -402,6 +445,7 @@ def _conclude(
     wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
     runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
     nonfinite_step = first_nonfinite_step(framework, result.nonfinite_step)
+    energy = _window_energy(framework, opened.meter, env=env)
     target = validation.target_fields() if validation is not None else {}
     if opened.events is not None:
         opened.events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
@@ -425,6 +469,8 @@ def _conclude(
         sample_unit=task.sample_unit,
         target=target,
     )
+    summary |= _efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
+    summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
@@ -525,7 +571,9 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         plan = _loop_plan(
             cfg, warmup=warmup, measured=measured, window=window, amp_dtype=amp_dtype, steps_per_epoch=steps_per_epoch
         )
+        opened.meter = telemetry.energy_meter(device, host=env.local_rank == 0)
         result = train(
+            meter=opened.meter,
             framework=framework,
             model=model,
             loader=loader,

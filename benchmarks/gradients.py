@@ -7,7 +7,7 @@ device (no memory, no real compute, the same on any machine):
 - a leaf module's parameters get their gradients once backward has passed that module, and backward
   visits leaf modules in the reverse order of their first forward call (forward hooks record it);
 - backward time is spread over the modules in proportion to their backward FLOPs
-  (torch.utils.flop_counter, forward + backward minus forward alone). Layers without FLOPs
+  (benchmarks/flops.py, forward + backward minus forward alone). Layers without FLOPs
   (BatchNorm, ReLU) take no time in this model: that is the approximation.
 
 `buckets` then groups the gradients in ready order; how each framework groups them (DDP's buckets,
@@ -105,7 +105,7 @@ def _by_bytes(model) -> list[Gradient]:
 
 
 def _traced(model, images) -> list[Gradient]:
-    from torch.utils.flop_counter import FlopCounterMode
+    from benchmarks.flops import counted
 
     leaves = {module: name for name, module in model.named_modules() if not list(module.children())}
     order: list[str] = []
@@ -113,13 +113,10 @@ def _traced(model, images) -> list[Gradient]:
         module.register_forward_hook(lambda m, _i, _o: order.append(leaves[m]) if leaves[m] not in order else None)
         for module in leaves
     ]
-    with FlopCounterMode(display=False, depth=None) as forward_only:
-        model(images)
+    _, forward = counted(lambda: model(images))
     for hook in hooks:
         hook.remove()
-    with FlopCounterMode(display=False, depth=None) as both:
-        model(images).sum().backward()
-    forward, total = forward_only.get_flop_counts(), both.get_flop_counts()
+    _, total = counted(lambda: model(images).sum().backward())
 
     def backward_flops(name: str) -> float:
         key = f"{type(model).__name__}.{name}"

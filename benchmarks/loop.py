@@ -28,6 +28,7 @@ from benchmarks.optim import LrSchedule
 from benchmarks.profiling import StepProfiler
 from benchmarks.runlog import RankLog
 from benchmarks.tasks.base import Task
+from benchmarks.telemetry import EnergyMeter
 from benchmarks.timing import make_step_timer, synchronize
 from benchmarks.watchdog import Watchdog
 
@@ -253,13 +254,15 @@ def train(
     evaluation: Evaluation | None = None,
     events: MlLog | None = None,
     watchdog: Watchdog | None = None,
+    meter: EnergyMeter | None = None,
 ) -> LoopResult:
     """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
     with it: LossReader). lr_schedule sets optimizer's learning rate before each step; evaluation runs
     where evaluates_after() says and after the last step, between steps, its time taken out of the
     measured wall time; when it returns True after the warm-up, the run stops there (run.target_top1).
     events (rank 0): the MLLOG run_start and epoch_start / epoch_stop. task: what a batch is, its loss and
-    its samples (benchmarks/tasks/)."""
+    its samples (benchmarks/tasks/). meter: start() and stop() at the measured window's ends, each rank's
+    device idle (telemetry.EnergyMeter)."""
     losses = LossReader(device)
     timer = make_step_timer(device)
     if watchdog is not None:  # told each step's phases as the timer marks them (run.hang_timeout_s)
@@ -302,9 +305,13 @@ def train(
                 synchronize(device)
                 framework.barrier()
                 t_start = time.perf_counter()
+                if meter is not None:
+                    meter.start()
             if step == measured_end and wall_s is None:  # the steps after it (a trace window) are not in its wall time
                 synchronize(device)
                 wall_s = time.perf_counter() - t_start
+                if meter is not None:
+                    meter.stop()
             lr = lr_schedule.apply(optimizer, step) if lr_schedule is not None else None
             done = _one_step(
                 batches,
@@ -365,6 +372,8 @@ def train(
     synchronize(device)
     if wall_s is None:
         wall_s = time.perf_counter() - t_start
+        if meter is not None:
+            meter.stop()
     records.write(timer.flush())
     if plan.stop_on_nan:
         _stop_on_nan(framework, records.nonfinite_step, plan)

@@ -396,7 +396,35 @@ SUMMARY_FIELDS: dict[str, str] = {
     # measured, trace window): absent (or null) when every loss was finite, and in older summaries
     "nonfinite_loss_step": "count",
     "nonfinite_loss_phase": "text",
+    # how close to the hardware (app._efficiency): forward + backward FLOPs of one sample (benchmarks/flops.py),
+    # FLOPs x per_gpu_img_s in TFLOPS, the GPU's peak for the run's math (benchmarks/peaks.py) and their ratio;
+    # null with mfu_note saying why (a CPU, a GPU or math without a peak row, a model not countable)
+    "model_flops_per_sample": "number",
+    "achieved_tflops_per_gpu": "number",
+    "peak_tflops": "number",
+    "mfu": "number",
+    "mfu_note": "text",
+    # the measured window's energy (energy_fields): GPUs summed over ranks (NVML), the hosts' RAPL packages;
+    # null with energy_note saying why
+    "energy_j": "number",
+    "energy_j_per_sample": "number",
+    "avg_power_w": "number",
+    "host_energy_j": "number",
+    "energy_note": "text",
 }
+
+
+def energy_fields(energy: Mapping[str, Any], *, measured_samples: int | None, wall_s: float | None) -> dict:
+    """summary.json's energy of the measured window from its summed joules (`energy`: gpu_j, host_j, note):
+    joules per sample (global samples) and the GPUs' average watts together."""
+    gpu_j, host_j = energy.get("gpu_j"), energy.get("host_j")
+    return {
+        "energy_j": gpu_j,
+        "energy_j_per_sample": gpu_j / measured_samples if gpu_j is not None and measured_samples else None,
+        "avg_power_w": gpu_j / wall_s if gpu_j is not None and wall_s else None,
+        "host_energy_j": host_j,
+        "energy_note": energy.get("note") or None,
+    }
 
 
 def now_iso() -> str:

@@ -226,3 +226,78 @@ def telemetry_path(run_dir: Path, rank: int) -> Path:
 def start_sampler(run_dir: Path, *, rank: int, hz: float, gpu: GpuIdentity | None) -> Sampler:
     """Start sampling this rank (and its GPU where NVML is there) at `hz` samples per second."""
     return Sampler(telemetry_path(run_dir, rank), rank=rank, hz=hz, nvml=open_nvml(gpu)).start()
+
+
+# --- energy over the measured window -------------------------------------------------------------------
+
+POWERCAP = Path("/sys/class/powercap")
+
+
+def rapl_packages_uj(root: Path = POWERCAP) -> dict[str, tuple[int, int]] | None:
+    """Each RAPL package zone's (energy_uj, max_energy_range_uj) (intel-rapl:N, not its core/dram subzones,
+    which the package includes); None where the host has no readable powercap (no zone, or root-only)."""
+    zones = {}
+    for zone in sorted(root.glob("intel-rapl:*")):
+        if zone.name.count(":") != 1:
+            continue
+        try:
+            zones[zone.name] = (int((zone / "energy_uj").read_text()), int((zone / "max_energy_range_uj").read_text()))
+        except (OSError, ValueError):
+            return None
+    return zones or None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEnergy:
+    gpu_j: float | None  # this rank's GPU over the window (NVML's total-energy counter); None: not read
+    host_j: float | None  # the host's RAPL packages (read by one rank per host); None: not read
+    note: str  # why a figure is missing ("" when both are there)
+
+
+class EnergyMeter:
+    """NVML's total-energy counter of the rank's GPU (millijoules since the driver loaded) and the host's RAPL
+    packages, read at the measured window's start() and stop(): the energy of the window, as MLPerf's power
+    rules measure it. `host`: whether this rank reads RAPL (one rank per host: the counter is the host's)."""
+
+    def __init__(self, nvml: _Nvml | None, *, host: bool, powercap: Path = POWERCAP) -> None:
+        self.nvml, self.host, self.powercap = nvml, host, powercap
+        self._gpu0: int | None = None
+        self._rapl0: dict[str, tuple[int, int]] | None = None
+        self.result = WindowEnergy(None, None, "the measured window did not end")
+
+    def _gpu_mj(self) -> int | None:
+        if self.nvml is None:
+            return None
+        try:
+            return int(self.nvml.nv.nvmlDeviceGetTotalEnergyConsumption(self.nvml.handle))
+        except self.nvml.nv.NVMLError:  # before Volta: no energy counter
+            return None
+
+    def start(self) -> None:
+        self._gpu0 = self._gpu_mj()
+        self._rapl0 = rapl_packages_uj(self.powercap) if self.host else None
+
+    def stop(self) -> WindowEnergy:
+        gpu1 = self._gpu_mj()
+        gpu_j = (gpu1 - self._gpu0) / 1e3 if gpu1 is not None and self._gpu0 is not None else None
+        host_j = None
+        rapl1 = rapl_packages_uj(self.powercap) if self.host and self._rapl0 is not None else None
+        if rapl1 is not None and self._rapl0 is not None and rapl1.keys() == self._rapl0.keys():
+            # a counter wraps at its max_energy_range_uj
+            host_j = sum((rapl1[z][0] - self._rapl0[z][0]) % (self._rapl0[z][1] + 1) for z in rapl1) / 1e6
+        notes = []
+        if gpu_j is None:
+            notes.append("GPU: no NVML energy counter" if self.nvml is not None else "GPU: none (no NVML)")
+        if self.host and host_j is None:
+            notes.append(f"host: no readable RAPL ({self.powercap}/intel-rapl:*/energy_uj)")
+        self.result = WindowEnergy(gpu_j, host_j, "; ".join(notes))
+        return self.result
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            self.nvml.close()
+
+
+def energy_meter(device, *, host: bool) -> EnergyMeter:
+    """An EnergyMeter for the rank's device (NVML where there is one) and, where `host`, its host's RAPL."""
+    return EnergyMeter(open_nvml(gpu_identity(device)), host=host)
