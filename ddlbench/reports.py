@@ -88,11 +88,13 @@ def cmd_paper(args: argparse.Namespace) -> int:
         jobs=args.jobs,
     )
     contents = result["contents"]
-    drawn = int((contents["state"] == "drawn").sum())
-    lacking = int(contents["state"].str.startswith("lacks").sum())
+    states = contents["state"]
+    drawn, part = int((states == "drawn").sum()), int(states.str.startswith("drawn in part").sum())
+    lacking, text = int(states.str.startswith("lacks").sum()), int(states.str.startswith("text only").sum())
     print(
-        f"[ddlbench] paper {args.study}: {len(contents)} figures and tables of the study from {result['num_runs']} runs: "
-        f"{drawn} drawn, {lacking} lacking cells, {len(contents) - drawn - lacking} not drawable here "
+        f"[ddlbench] paper {args.study}: {len(contents)} figures, tables and claims of the study from "
+        f"{result['num_runs']} runs: {drawn} drawn, {part} drawn in part, {lacking} lacking cells, {text} text only, "
+        f"{len(contents) - drawn - part - lacking - text} not drawable here "
         f"({result['num_figures']} figures) -> {Path(args.out) / 'paper.md'} and paper.html"
     )
     for exhibit, cells, commands in result["lacking"]:
