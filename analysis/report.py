@@ -19,6 +19,7 @@ import pandas as pd
 from analysis import (
     accuracy,
     commbench,
+    efficiency,
     excluded,
     hosts,
     interconnect,
@@ -51,6 +52,7 @@ FORMATS = ("png", "svg", "pdf")
 SECTIONS: tuple[Callable[[Report], None], ...] = (
     overview.draw,
     scaling.draw,
+    efficiency.draw,
     modes.draw,
     time_shares.draw,
     accuracy.draw,

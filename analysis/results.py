@@ -19,6 +19,7 @@ import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
+from analysis.efficiency import why_none, with_efficiency
 from analysis.marks import notes, short, with_marks
 from benchmarks.errors import ConfigError
 
@@ -48,6 +49,8 @@ COLUMNS = {
     "num_repeats": "repeats",
     "efficiency": "{mode} eff.",
     "baseline_gpus": "vs {per}s",
+    "mfu": "MFU",
+    "energy_j_per_sample": "J/sample",
     "marks": "marks",
     "variant": "variant",
 }
@@ -78,8 +81,10 @@ def results_table(
     scaled = analysis.scaling(mode)
     if scaled.empty:
         names = column_names(mode, WORDS[GPU])
-        return pd.DataFrame(columns=[v for k, v in names.items() if k not in ("device", "interval")]), excluded
+        hidden = ("device", "interval", "mfu", "energy_j_per_sample")
+        return pd.DataFrame(columns=[v for k, v in names.items() if k not in hidden]), excluded
     scaled = with_marks(with_device(scaled, analysis.counted()), analysis.marks())
+    scaled = with_efficiency(scaled, analysis.counted())
     words = rank_words(scaled)
     if device_of(scaled) == MIXED:
         scaled["device"] = scaled["device"].map(lambda d: DEVICE_NAMES.get(d, d))
@@ -100,6 +105,12 @@ def results_table(
         table = table.drop(columns="variant")  # every cell differs in a shown column already
     if not table["marks"].astype(bool).any():
         table = table.drop(columns="marks")  # nothing to read the figures with
+    for column in ("mfu", "energy_j_per_sample"):  # narrow: only where some cell has one
+        if names[column] in table and table[names[column]].isna().all():
+            table = table.drop(columns=names[column])
+    table.attrs["none_because"] = {
+        f: r for f in ("mfu", "energy_j_per_sample") if (r := why_none(analysis.counted(), f))
+    }
     return table, excluded
 
 
@@ -140,6 +151,15 @@ def format_results(
             f"{words.many} (the smallest count of its curve); '-': no smaller count to compare with",
             width=None if long else width,
         )
+        if "MFU" in table or "J/sample" in table:
+            text += "\n" + _fill(
+                "MFU: model FLOPs per sample x samples/s per GPU over the GPU's dense peak (benchmarks/peaks.py); "
+                "J/sample: the GPUs' energy over the measured window (NVML) per sample; '-': none for that cell",
+                width=None if long else width,
+            )
+        for figure, reason in table.attrs.get("none_because", {}).items():
+            what = "MFU" if figure == "mfu" else "energy"
+            text += "\n" + _fill(f"no {what}: {reason}", width=None if long else width)
         for line in notes(table.get("marks", [])):
             text += "\n" + _fill(line, width=None if long else width)
         if "repeats" in table and (pd.to_numeric(table["repeats"], errors="coerce") < 2).all():
@@ -161,6 +181,8 @@ def _render(table: pd.DataFrame, *, mode: str) -> list[str]:
         formatters={
             **{c: "{:,.1f}".format for c in rates},
             f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
+            "MFU": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
+            "J/sample": lambda v: "-" if pd.isna(v) else f"{v:.3g}",
             "marks": short,  # the words; notes() spells them out under the table
         },
     )
@@ -184,7 +206,7 @@ def _cells_text(table: pd.DataFrame, *, mode: str, width: int | None) -> str:
     if max(map(len, lines)) > width:
         names = column_names(mode, table_words(table))
         figures = {names[k] for k in ("throughput_img_s", "interval", "per_gpu_img_s", "num_repeats", "efficiency")}
-        figures |= {names["baseline_gpus"], "variant", "marks"}
+        figures |= {names["baseline_gpus"], names["mfu"], names["energy_j_per_sample"], "variant", "marks"}
         same = [c for c in table if c not in figures and table[c].astype("string").nunique(dropna=False) == 1]
         if same and len(same) < len(table.columns):
             above = [_fill("every row: " + ", ".join(f"{c} {table[c].iloc[0]}" for c in same), width=width), ""]

@@ -197,6 +197,8 @@ def _window_energy(framework, meter: telemetry.EnergyMeter | None, *, env: diste
         "gpu_j": gpu_j if gpu_all >= 1.0 else None,
         "host_j": host_j if host_missing == 0.0 else None,
         "note": window.note,  # rank 0's: the ranks of a run are alike
+        "window_start_t_s": window.start_t_s,
+        "window_end_t_s": window.end_t_s,
     }
 
 
@@ -471,6 +473,7 @@ def _conclude(
     )
     summary |= _efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
     summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
+    summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)

@@ -27,6 +27,30 @@ def counted(fn: Callable[[], Any]) -> tuple[int, dict[str, dict]]:
     return int(counter.get_total_flops()), counter.get_flop_counts()
 
 
+def meta_model(model_cfg: Mapping[str, Any]):
+    """The configured model on torch's meta device: its shapes, no memory."""
+    import dataclasses
+
+    import torch
+
+    from benchmarks.models import build_model
+    from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, ModelConfig
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
+    options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
+    # a run's config.yaml has its number; a model section composed for a prediction may say auto, which
+    # has no data set here to count: the model without one
+    classes = model_cfg.get("num_classes")
+    with torch.device("meta"):
+        return build_model(
+            arch=str(model_cfg["arch"]),
+            depth=model_cfg.get("depth"),
+            num_classes=NUM_CLASSES_WITHOUT_DATA if classes in (None, AUTO) else int(classes),
+            seed=0,
+            **options,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class _MetaContext:  # tasks.base.SampleContext on the meta device
     device: Any
@@ -46,8 +70,6 @@ def model_flops_per_sample(model_cfg: Mapping[str, Any], task, *, batch: int = C
     """Forward + backward FLOPs of one training sample of the configured model and its task (benchmarks/tasks):
     the task's loss on a synthetic batch, on the meta device, over the batch's samples."""
     import torch
-
-    from benchmarks.gradients import meta_model
 
     model = meta_model(model_cfg)
     model.train()

@@ -54,35 +54,13 @@ def _safe(module) -> bool:
     return isinstance(module, tuple(getattr(torch.nn, name) for name in LOWER_PRECISION_SAFE))
 
 
-def meta_model(model_cfg: Mapping[str, Any]):
-    """The configured model on torch's meta device: its shapes, no memory."""
-    import dataclasses
-
-    import torch
-
-    from benchmarks.models import build_model
-    from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, ModelConfig
-
-    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
-    options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
-    # a run's config.yaml has its number; a model section composed for a prediction may say auto, which
-    # has no data set here to count: the model without one
-    classes = model_cfg.get("num_classes")
-    with torch.device("meta"):
-        return build_model(
-            arch=str(model_cfg["arch"]),
-            depth=model_cfg.get("depth"),
-            num_classes=NUM_CLASSES_WITHOUT_DATA if classes in (None, AUTO) else int(classes),
-            seed=0,
-            **options,
-        )
-
-
 def layout(model_cfg: Mapping[str, Any], *, image_size: int, batch: int = 2) -> Layout:
     """Every trainable gradient of the configured model, in the order backward completes them, and the
     bytes of its buffers. For a model that takes no image batch (BERT, detection) the FLOPs are not
     traced: gradients complete in the reverse order of the parameters, backward spread over them by bytes."""
     import torch
+
+    from benchmarks.flops import meta_model
 
     model = meta_model(model_cfg)
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())

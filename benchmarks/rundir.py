@@ -411,6 +411,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "avg_power_w": "number",
     "host_energy_j": "number",
     "energy_note": "text",
+    # the measured window's start and end on rank 0, Unix time: the report cuts telemetry samples to it
+    "window_start_t_s": "number",
+    "window_end_t_s": "number",
 }
 
 

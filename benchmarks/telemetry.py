@@ -252,6 +252,8 @@ class WindowEnergy:
     gpu_j: float | None  # this rank's GPU over the window (NVML's total-energy counter); None: not read
     host_j: float | None  # the host's RAPL packages (read by one rank per host); None: not read
     note: str  # why a figure is missing ("" when both are there)
+    start_t_s: float | None = None  # the window's ends, Unix time (where telemetry samples are cut)
+    end_t_s: float | None = None
 
 
 class EnergyMeter:
@@ -263,6 +265,7 @@ class EnergyMeter:
         self.nvml, self.host, self.powercap = nvml, host, powercap
         self._gpu0: int | None = None
         self._rapl0: dict[str, tuple[int, int]] | None = None
+        self._t0: float | None = None
         self.result = WindowEnergy(None, None, "the measured window did not end")
 
     def _gpu_mj(self) -> int | None:
@@ -274,6 +277,7 @@ class EnergyMeter:
             return None
 
     def start(self) -> None:
+        self._t0 = time.time()
         self._gpu0 = self._gpu_mj()
         self._rapl0 = rapl_packages_uj(self.powercap) if self.host else None
 
@@ -290,7 +294,7 @@ class EnergyMeter:
             notes.append("GPU: no NVML energy counter" if self.nvml is not None else "GPU: none (no NVML)")
         if self.host and host_j is None:
             notes.append(f"host: no readable RAPL ({self.powercap}/intel-rapl:*/energy_uj)")
-        self.result = WindowEnergy(gpu_j, host_j, "; ".join(notes))
+        self.result = WindowEnergy(gpu_j, host_j, "; ".join(notes), self._t0, time.time())
         return self.result
 
     def close(self) -> None:

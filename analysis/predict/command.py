@@ -112,13 +112,13 @@ def _plan(
 def _shard_owners(model: dict[str, Any], shard_unit: str, *, cache: dict) -> tuple[dict[str, int], int]:
     """Each parameter's FSDP2 group (the first of fsdp.shard_groups, inner first, that holds it) and the index
     of the model's own group: the groups the adapter builds, on the meta device."""
-    from benchmarks import gradients
+    from benchmarks import flops
     from benchmarks.frameworks.configs import ShardUnit
     from benchmarks.frameworks.fsdp import shard_groups
 
     key = json.dumps(["fsdp", model, shard_unit], sort_keys=True, default=str)
     if key not in cache:
-        built = gradients.meta_model(model)
+        built = flops.meta_model(model)
         names = {id(p): name for name, p in built.named_parameters()}
         groups = shard_groups(built, ShardUnit(shard_unit))
         owner: dict[str, int] = {}

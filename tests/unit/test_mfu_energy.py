@@ -51,8 +51,7 @@ def test_math_and_mfu_arithmetic():
 
 
 def _counted(arch: str, **fields):
-    from benchmarks.flops import model_flops_per_sample
-    from benchmarks.gradients import meta_model
+    from benchmarks.flops import meta_model, model_flops_per_sample
     from benchmarks.models.configs import ModelConfig
     from benchmarks.tasks import build_task
 

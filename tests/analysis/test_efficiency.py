@@ -1,0 +1,107 @@
+"""MFU and energy in the tables (analysis/efficiency.py): `results` shows the MFU and J/sample columns where
+some cell has a value and otherwise hides them and says why; the report's section has the table and the
+figure; runs as the app writes them (tests/analysis/test_cells.py write_run) with the fields it adds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.campaign_analysis import CampaignAnalysis
+from analysis.results import format_results, results_table
+from benchmarks import rundir
+from tests.analysis.test_cells import write_run
+
+pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
+
+GPU_FIELDS = {
+    "model_flops_per_sample": 2.4e10,
+    "achieved_tflops_per_gpu": 400.0,
+    "peak_tflops": 989.5,
+    "mfu": 400.0 / 989.5,
+    "mfu_note": "H200 SXM bf16 989.5 TFLOPS dense (https://www.nvidia.com/en-us/data-center/h200/)",
+    "energy_j": 1200.0,
+    "energy_j_per_sample": 0.25,
+    "avg_power_w": 600.0,
+    "host_energy_j": None,
+    "energy_note": "host: no readable RAPL",
+}
+CPU_FIELDS = {
+    "model_flops_per_sample": 1.0e8,
+    "achieved_tflops_per_gpu": 0.002,
+    "peak_tflops": None,
+    "mfu": None,
+    "mfu_note": "CPU: no peak table",
+    "energy_j": None,
+    "energy_j_per_sample": None,
+    "avg_power_w": None,
+    "host_energy_j": None,
+    "energy_note": "GPU: none (no NVML); host: no readable RAPL",
+}
+
+
+def _with(root, fields: dict) -> None:
+    for path in root.rglob(rundir.SUMMARY):
+        summary = json.loads(path.read_text())
+        rundir.write_json_atomic(path, summary | fields)
+
+
+def test_results_show_mfu_and_energy_where_measured(tmp_path, compose):
+    write_run(tmp_path, compose, [], world_size=1)
+    write_run(tmp_path, compose, [], world_size=2)
+    _with(tmp_path, GPU_FIELDS)
+    table, excluded = results_table(tmp_path)
+    assert list(table["MFU"]) == pytest.approx([400.0 / 989.5] * 2)
+    assert list(table["J/sample"]) == [0.25, 0.25]
+    text = format_results(table, excluded)
+    assert "40.4%" in text and "0.25" in text and "no MFU" not in text
+
+
+def test_results_hide_the_columns_and_say_why_on_cpus(tmp_path, compose):
+    write_run(tmp_path, compose, [], world_size=2)
+    _with(tmp_path, CPU_FIELDS)
+    table, excluded = results_table(tmp_path)
+    assert "MFU" not in table and "J/sample" not in table
+    text = format_results(table, excluded)
+    assert "no MFU: CPU: no peak table" in text
+    assert "no energy: GPU: none (no NVML); host: no readable RAPL" in text
+
+
+def test_older_summaries_say_nothing(tmp_path, compose):
+    write_run(tmp_path, compose, [], world_size=2)
+    table, excluded = results_table(tmp_path)
+    assert "MFU" not in table and "no MFU" not in format_results(table, excluded)
+
+
+def test_report_section_has_the_table_and_figure(tmp_path, compose):
+    from analysis.efficiency import draw
+    from analysis.section import Report
+
+    write_run(tmp_path, compose, [], world_size=1)
+    write_run(tmp_path, compose, [], world_size=2)
+    _with(tmp_path, GPU_FIELDS)
+    analysis = CampaignAnalysis(tmp_path)
+    report = Report(analysis.campaign, analysis)
+    draw(report)
+    kinds = [block.kind for block in report.blocks]
+    assert kinds[:2] == ["heading", "table"] and "efficiency_vs_gpus" in report.figures
+    table = report.blocks[1].content
+    assert list(table["mfu_pct"]) == [40.4, 40.4] and "energy_j_per_sample" in table
+    report.figures["efficiency_vs_gpus"]()  # draws
+
+
+def test_report_section_says_why_none_on_cpus(tmp_path, compose):
+    from analysis.efficiency import draw
+    from analysis.section import Report
+
+    write_run(tmp_path, compose, [], world_size=2)
+    _with(tmp_path, CPU_FIELDS)
+    analysis = CampaignAnalysis(tmp_path)
+    report = Report(analysis.campaign, analysis)
+    draw(report)
+    texts = [block.content for block in report.blocks if block.kind == "text"]
+    assert texts == [
+        "No MFU figure: CPU: no peak table.",
+        "No energy figure: GPU: none (no NVML); host: no readable RAPL.",
+    ]
