@@ -75,12 +75,33 @@ def telemetry_timeline(telemetry: pd.DataFrame, *, run_id: str, max_metrics: int
     return finish(fig, axes, title=f"Telemetry: {run_id}")
 
 
+def measured_window(telemetry: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The telemetry samples inside their run's measured window (summary.json window_start_t_s ..
+    window_end_t_s, Unix time); a run without the window (older summaries) keeps every sample."""
+    if "window_start_t_s" not in runs or "window_end_t_s" not in runs or "t_s" not in telemetry:
+        return telemetry
+    ends = runs.set_index("run_id")[["window_start_t_s", "window_end_t_s"]].astype("float64")
+    start = telemetry["run_id"].map(ends["window_start_t_s"])
+    end = telemetry["run_id"].map(ends["window_end_t_s"])
+    t = telemetry["t_s"].astype("float64")
+    return telemetry[start.isna() | end.isna() | ((t >= start) & (t <= end))]
+
+
 MAX_TELEMETRY_FIGURES = 2  # a timeline per run: a few are readable, hundreds are not
+
+
+def _has_window(runs: pd.DataFrame, run_id: str) -> bool:
+    if "window_start_t_s" not in runs:
+        return False
+    return bool(runs.loc[runs["run_id"] == run_id, "window_start_t_s"].notna().any())
 
 
 def draw(report: Report) -> None:
     telemetry, runs = report.campaign.telemetry, report.campaign.runs
     if telemetry.empty or "t_s" not in telemetry:
+        return
+    telemetry = measured_window(telemetry, runs)
+    if telemetry.empty:
         return
     report.blocks.append(Block("heading", "Telemetry"))
     # the runs with the most GPUs first: that is where stragglers and stalls show
@@ -100,5 +121,10 @@ def draw(report: Report) -> None:
             report.figures,
             f"telemetry_{i}",
             lambda run_id=run_id: telemetry_timeline(telemetry, run_id=run_id),
-            f"Telemetry of {run_id}.",
+            f"Telemetry of {run_id}"
+            + (
+                ", its measured steps only."
+                if _has_window(runs, run_id)
+                else " (no measured window recorded: every sample)."
+            ),
         )

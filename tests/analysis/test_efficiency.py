@@ -105,3 +105,14 @@ def test_report_section_says_why_none_on_cpus(tmp_path, compose):
         "No MFU figure: CPU: no peak table.",
         "No energy figure: GPU: none (no NVML); host: no readable RAPL.",
     ]
+
+
+def test_telemetry_is_cut_to_the_measured_window():
+    import pandas as pd
+
+    from analysis.telemetry import measured_window
+
+    telemetry = pd.DataFrame({"run_id": ["a"] * 5 + ["old"] * 2, "t_s": [9.0, 10.0, 11.0, 12.0, 13.0, 1.0, 2.0]})
+    runs = pd.DataFrame({"run_id": ["a", "old"], "window_start_t_s": [10.0, None], "window_end_t_s": [12.0, None]})
+    cut = measured_window(telemetry, runs)
+    assert list(cut["t_s"]) == [10.0, 11.0, 12.0, 1.0, 2.0]  # a run without a window keeps its samples
