@@ -286,6 +286,11 @@ class CampaignAnalysis:
             devices = pd.Series(run_devices(counted).to_numpy(), index=counted_key.to_numpy())
             shown["device"] = devices[devices.index.notna()].groupby(level=0).first()  # what its ranks ran on
             shown["marks"] = marks.cell_marks(counted, counted_key, analysis.problems())  # oversubscribed, diverged
+            for figure in compare.EFFICIENCY_COMPARED:  # MFU, J/sample (analysis.efficiency): the runs' mean
+                values = pd.to_numeric(
+                    counted.get(figure, pd.Series(index=counted.index, dtype="float64")), errors="coerce"
+                )
+                shown[figure] = values.groupby(counted_key.to_numpy()).mean()
             tables.append(stats.merge(shown.reset_index(), on="match_key") if not stats.empty else stats)
             accuracies.append(compare.accuracy_by_key(analysis.accuracy_runs(), analysis.counted(), key_of))
         a_cells, b_cells = (t.rename(columns={"throughput_img_s_median": "throughput_img_s"}) for t in tables)

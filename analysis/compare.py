@@ -19,6 +19,8 @@ from benchmarks.rundir import is_identity_key
 
 CAMPAIGN = "config.run.campaign"  # which campaign a run belongs to: never what a comparison pairs on
 SIZE = ["world_size", "num_nodes"]
+# per cell beside the throughput, as `results` shows them (analysis/efficiency.py): mfu_a/_b, energy_j_per_sample_a/_b
+EFFICIENCY_COMPARED = ["mfu", "energy_j_per_sample"]
 
 
 def identity_settings(runs: pd.DataFrame) -> list[str]:
@@ -210,6 +212,7 @@ def compare(
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
     shown = [c for c in [*CELL, "device", "variant"] if c in a or c in b]
     stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats", "marks"]
+    stats += [c for c in EFFICIENCY_COMPARED if c in a or c in b]
 
     def side(cells: pd.DataFrame, tag: str) -> pd.DataFrame:
         cells = cells.reindex(columns=["match_key", *shown, *stats])

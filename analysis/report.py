@@ -425,6 +425,8 @@ COMPARE_ACCURACY = {
     "top1": ["top1_pct_a", "top1_pct_b", "top1_delta_pp"],
     "target": ["time_to_target_s_a", "time_to_target_s_b", "time_to_target_rel_delta"],
 }
+# shown where some cell has them (analysis/efficiency.py: a GPU with a peak row; NVML's energy counter)
+COMPARE_EFFICIENCY = {"mfu": ["mfu_a", "mfu_b"], "energy": ["energy_j_per_sample_a", "energy_j_per_sample_b"]}
 FAILING_FLAGS = ("regression", "missing in B", "incomplete in B")
 
 
@@ -439,6 +441,9 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     }
     for both in compared_accuracy.values():
         columns[columns.index("flag") : columns.index("flag")] = both
+    for both in COMPARE_EFFICIENCY.values():
+        if all(c in table for c in both) and table[both].notna().any(axis=None):
+            columns[columns.index("flag") : columns.index("flag")] = both
     if "regressed" in table and (table["regressed"] != "").any():
         columns.insert(columns.index("flag") + 1, "regressed")
     words = rank_words(table)  # GPUs, or ranks (CPU): analysis.device, as `results` heads them
@@ -458,6 +463,12 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     for column in ("top1_pct_a", "top1_pct_b", "time_to_target_s_a", "time_to_target_s_b"):
         if column in shown:
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:,.2f}")
+    for column in ("mfu_a", "mfu_b"):
+        if column in shown:
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.1%}")
+    for column in ("energy_j_per_sample_a", "energy_j_per_sample_b"):
+        if column in shown:
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
     if "top1_delta_pp" in shown:
         shown["top1_delta_pp"] = shown["top1_delta_pp"].map(lambda v: "" if pd.isna(v) else f"{v:+.2f}")
     if "time_to_target_rel_delta" in shown:
@@ -478,6 +489,10 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
             "time_to_target_s_a": "to target s A",
             "time_to_target_s_b": "to target s B",
             "time_to_target_rel_delta": "to target",
+            "mfu_a": "MFU A",
+            "mfu_b": "MFU B",
+            "energy_j_per_sample_a": "J/sample A",
+            "energy_j_per_sample_b": "J/sample B",
         }
     )
     counts = table["flag"].value_counts()

@@ -116,3 +116,26 @@ def test_telemetry_is_cut_to_the_measured_window():
     runs = pd.DataFrame({"run_id": ["a", "old"], "window_start_t_s": [10.0, None], "window_end_t_s": [12.0, None]})
     cut = measured_window(telemetry, runs)
     assert list(cut["t_s"]) == [10.0, 11.0, 12.0, 1.0, 2.0]  # a run without a window keeps its samples
+
+
+def test_compare_shows_mfu_and_energy_of_both_sides(tmp_path, compose):
+    from analysis.report import format_compare
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_run(a, compose, [], world_size=2)
+    write_run(b, compose, [], world_size=2)
+    _with(a, GPU_FIELDS)
+    _with(b, GPU_FIELDS | {"mfu": 0.5, "energy_j_per_sample": 0.2})
+    table = CampaignAnalysis(a).compare(CampaignAnalysis(b))
+    assert list(table["mfu_a"]) == pytest.approx([400.0 / 989.5]) and list(table["mfu_b"]) == [0.5]
+    text = format_compare(table, threshold=0.05)
+    assert "MFU A" in text and "50.0%" in text and "J/sample B" in text and "0.2" in text
+
+
+def test_compare_hides_them_on_cpus(tmp_path, compose):
+    from analysis.report import format_compare
+
+    write_run(tmp_path / "a", compose, [], world_size=2)
+    write_run(tmp_path / "b", compose, [], world_size=2)
+    table = CampaignAnalysis(tmp_path / "a").compare(CampaignAnalysis(tmp_path / "b"))
+    assert "MFU" not in format_compare(table, threshold=0.05)
