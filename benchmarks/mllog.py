@@ -1,18 +1,20 @@
-"""MLPerf-style `:::MLLOG` events of a run, in <run dir>/mllog.txt (rank 0), beside the JSONL logs.
-
-One line per event, in the format MLPerf's logging package (mlperf-logging) writes and its parser reads:
+"""MLPerf-style `:::MLLOG` events of a run, in <run dir>/mllog.txt (rank 0), beside the JSONL logs, written by
+MLPerf's own logger (mlperf_logging.mllog, package mlperf-logging: the `mllog` extra), so the file is what its
+parser and compliance checker read (`ddlbench results --check-mllog`):
     :::MLLOG {"namespace": "", "time_ms": 1764625200123, "event_type": "INTERVAL_START",
-              "key": "run_start", "value": null, "metadata": {"file": "benchmarks/loop.py", "lineno": 0}}
+              "key": "run_start", "value": null, "metadata": {"file": "benchmarks/loop.py", "lineno": 305}}
 Events: init_start / init_stop, the run's settings (global_batch_size, opt_name, ...), run_start at the
 first training step, epoch_start / epoch_stop, eval_start / eval_stop / eval_accuracy (top-1 as a
 fraction, metadata.epoch_num), run_stop with metadata.status (success, or aborted when a target top-1
 was set and not reached) and time_to_train (seconds from run_start to run_stop). Epochs count from 1,
-as MLPerf's do. Written by ddlbench itself: the package is not needed to run, only to check the file.
+as MLPerf's do. Without the package the run goes on without the file and says so once.
 """
 
 from __future__ import annotations
 
-import json
+import logging
+import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,36 +23,52 @@ from benchmarks.rundir import MLLOG_FILE
 
 TOKEN = ":::MLLOG"
 INTERVAL_START, INTERVAL_END, POINT_IN_TIME = "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME"
+MISSING = "no mllog.txt: the mlperf-logging package is not installed (pip install 'ddlbench[mllog]')"
 
 
 class MlLog:
-    """Appends events to <run dir>/mllog.txt, each line flushed (a killed run keeps what it logged)."""
+    """Appends events to <run dir>/mllog.txt through an MLLogger of its own (a logging.Logger named for the
+    run, one file handler, flushed per event: a killed run keeps what it logged)."""
 
     def __init__(self, run_dir: Path, *, clock=time.time) -> None:
-        self._file = open(Path(run_dir) / MLLOG_FILE, "a")
         self._clock = clock
         self.run_start_s: float | None = None
+        self._mllogger = self._handler = None
+        try:
+            from mlperf_logging.mllog.mllog import MLLogger
+        except ImportError:
+            print(f"[ddlbench] {MISSING}", file=sys.stderr, flush=True)
+            return
+        path = Path(run_dir) / MLLOG_FILE
+        logger = logging.getLogger(f"ddlbench.mllog.{path}")  # not mllog's shared default logger (stdout)
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+        self._handler = logging.FileHandler(path, mode="a")
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(self._handler)
+        self._logger = logger
+        # the call site in metadata: the caller of event()/start()/end() (MlLog's own frames skipped)
+        self._mllogger = MLLogger(logger=logger, root_dir=re.escape(str(Path(__file__).parents[1])))
 
     def event(self, key: str, value: Any = None, *, event_type: str = POINT_IN_TIME, **metadata: Any) -> float:
         """Write one event; returns its time (seconds since the epoch)."""
+        return self._log(key, value, event_type=event_type, frames=0, **metadata)
+
+    def _log(self, key: str, value: Any, *, event_type: str, frames: int, **metadata: Any) -> float:
+        # frames: MlLog's own frames between the caller and event() (start, end: one more)
         now = self._clock()
-        record = {
-            "namespace": "",
-            "time_ms": int(round(now * 1000)),
-            "event_type": event_type,
-            "key": key,
-            "value": value,
-            "metadata": {"file": "ddlbench", "lineno": 0, **metadata},
-        }
-        self._file.write(f"{TOKEN} {json.dumps(record)}\n")
-        self._file.flush()
+        if self._mllogger is not None:
+            log = {INTERVAL_START: self._mllogger.start, INTERVAL_END: self._mllogger.end}.get(
+                event_type, self._mllogger.event
+            )
+            log(key, value, metadata=metadata or None, time_ms=int(round(now * 1000)), stack_offset=2 + frames)
         return now
 
     def start(self, key: str, **metadata: Any) -> float:
-        return self.event(key, event_type=INTERVAL_START, **metadata)
+        return self._log(key, None, event_type=INTERVAL_START, frames=1, **metadata)
 
     def end(self, key: str, **metadata: Any) -> float:
-        return self.event(key, event_type=INTERVAL_END, **metadata)
+        return self._log(key, None, event_type=INTERVAL_END, frames=1, **metadata)
 
     def run_start(self) -> None:
         self.end("init_stop")
@@ -64,7 +82,10 @@ class MlLog:
         return time_to_train_s
 
     def close(self) -> None:
-        self._file.close()
+        if self._handler is not None:
+            self._logger.removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
 
 
 def settings_events(log: MlLog, *, cfg, global_batch: int, train_samples: int | None, eval_samples: int | None) -> None:

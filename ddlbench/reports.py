@@ -22,6 +22,10 @@ def cmd_results(args: argparse.Namespace) -> int:
     analysis = CampaignAnalysis(root)
     long = getattr(args, "long", False)
     print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode, long=long))
+    if getattr(args, "check_mllog", False):
+        from analysis.mllog_check import check_runs, format_checks
+
+        print("\n" + format_checks(check_runs(analysis.counted())))
     for fmt in ("csv", "parquet"):
         if getattr(args, fmt, None):
             written = export_tables(analysis, Path(getattr(args, fmt)), fmt=fmt)
@@ -184,6 +188,12 @@ def add_parser(sub) -> None:
         "--long",
         action="store_true",
         help="every variant in its column and every reason and error in full (default: fit 120 columns)",
+    )
+    p.add_argument(
+        "--check-mllog",
+        action="store_true",
+        help="run MLPerf's compliance checker (mlperf-logging) on the mllog.txt of each run with a target "
+        "(run.target_top1) and print what it says",
     )
     p.set_defaults(func=cmd_results)
 
