@@ -30,6 +30,12 @@ def test_two_rank_run_writes_a_complete_run_directory(tmp_path, ddlbench):
     assert run_dir.name.split("-")[-2] == summary["cell_hash"]  # the directory is named by its run key
     assert (summary["world_size"], summary["measured_steps"], summary["measured_samples"]) == (2, 3, 2 * 3 * 4)
     assert summary["wall_s"] > 0  # still recorded, no longer the throughput's denominator
+    # MFU and energy (issue 53): FLOPs counted, no peak on a CPU, no NVML or RAPL here: null, each with its reason
+    assert summary["model_flops_per_sample"] > 0 and summary["achieved_tflops_per_gpu"] > 0
+    assert (summary["mfu"], summary["peak_tflops"], summary["mfu_note"]) == (None, None, "CPU: no peak table")
+    assert summary["energy_j"] is None and summary["energy_j_per_sample"] is None and summary["avg_power_w"] is None
+    assert "GPU: none (no NVML)" in summary["energy_note"]
+    assert summary["window_start_t_s"] < summary["window_end_t_s"]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["world_size"] == 2 and meta["framework"]["backend"] == "gloo" and "git_sha" in meta
     # the host's load, from the CPUs of the launcher that started the ranks (issue 49: more ranks than CPUs)
