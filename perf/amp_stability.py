@@ -1,8 +1,8 @@
 """Does a task train as stably under mixed precision as in float32? (issue 48)
 
 Runs `ddlbench run` for each framework x precision on 2 CPU ranks (RetinaNet by default, 30 steps at lr 0.01)
-and prints, side by side, each run's first non-finite step and its loss trend: the mean loss of the last
-third of the steps over that of the first third, and that trend against float32's of the same framework.
+and prints, side by side, each run's first non-finite step, its trend (the mean loss of the last third of the
+steps over that of the first third) and its last third's mean loss against float32's of the same framework.
 
     python perf/amp_stability.py --out /tmp/amp_stability            # RetinaNet at 64 px, ddp and fsdp
     python perf/amp_stability.py --image-size 32 --frameworks ddp     # 32 px: float32 itself diverges
@@ -28,11 +28,10 @@ def losses_of(run_dir: Path) -> list[float]:
     ]
 
 
-def trend(losses: list[float]) -> float:
-    """Mean loss of the last third of the steps over that of the first third (NaN if any is not finite)."""
+def thirds(losses: list[float]) -> tuple[float, float]:
+    """Mean loss of the first and of the last third of the steps (NaN if any is not finite)."""
     third = max(1, len(losses) // 3)
-    first, last = losses[:third], losses[-third:]
-    return (sum(last) / len(last)) / (sum(first) / len(first))
+    return sum(losses[:third]) / third, sum(losses[-third:]) / third
 
 
 def main() -> int:
@@ -65,12 +64,12 @@ def main() -> int:
                     continue
             losses = losses_of(run_dir)
             bad = next((i for i, x in enumerate(losses) if not math.isfinite(x)), None)
-            ratio = trend(losses)
-            reference = ratio if precision == "fp32" else reference
-            versus = "-" if reference is None or precision == "fp32" else f"{ratio / reference - 1:+.1%}"
-            rows.append((framework, precision, "-" if bad is None else str(bad), f"{ratio:.3f}", versus,
-                         " ".join(f"{x:.2f}" for x in losses[:3]) + " ... " + " ".join(f"{x:.2f}" for x in losses[-3:])))  # fmt: skip
-    header = ("framework", "precision", "non-finite from", "trend (last/first third)", "trend vs fp32", "losses")
+            first, last = thirds(losses)
+            reference = last if precision == "fp32" else reference
+            versus = "-" if reference is None or precision == "fp32" else f"{last / reference - 1:+.1%}"
+            shown = " ".join(f"{x:.2f}" for x in losses[:3]) + " ... " + " ".join(f"{x:.2f}" for x in losses[-3:])
+            rows.append((framework, precision, "-" if bad is None else str(bad), f"{last / first:.3f}", versus, shown))
+    header = ("framework", "precision", "non-finite from", "trend (last/first third)", "last third vs fp32", "losses")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
