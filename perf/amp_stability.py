@@ -6,6 +6,7 @@ steps over that of the first third) and its last third's mean loss against float
 
     python perf/amp_stability.py --out /tmp/amp_stability            # RetinaNet at 64 px, ddp and fsdp
     python perf/amp_stability.py --image-size 32 --frameworks ddp     # 32 px: float32 itself diverges
+    python perf/amp_stability.py --image-size 800 --frameworks ddp --steps 50 system=h200 system.ranks_per_node=1 optim.lr=0.1
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ def main() -> int:
     parser.add_argument("--frameworks", default="ddp,fsdp")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("overrides", nargs="*", help="more overrides for every run, e.g. system=h200 optim.lr=0.1")
     args = parser.parse_args()
     model = ["model=retinanet", f"model.image_size={args.image_size}", "model.num_classes=5", "run.per_gpu_batch=2"]
     common = [*model, "optim.lr=0.01", "run.warmup_steps=0", f"run.steps={args.steps}", "run.log_every=0",
-              "system.ranks_per_node=2", f"run.root={args.out}", f"run.campaign=px{args.image_size}"]  # fmt: skip
+              "system.ranks_per_node=2", f"run.root={args.out}", f"run.campaign=px{args.image_size}",
+              *args.overrides]  # fmt: skip
     rows = []
     for framework in args.frameworks.split(","):
         reference = None
