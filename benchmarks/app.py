@@ -193,10 +193,13 @@ def _window_energy(framework, meter: telemetry.EnergyMeter | None, *, env: diste
     reads_host = env.local_rank == 0
     host_missing = framework.all_reduce_scalar(1.0 if reads_host and window.host_j is None else 0.0, "max")
     host_j = framework.all_reduce_scalar(window.host_j or 0.0, "sum")
+    note = window.note  # rank 0's: the ranks of a run are alike
+    if env.num_devices != env.world_size:  # DataParallel: one process, several GPUs; the meter reads one
+        gpu_all, note = 0.0, "GPU: a process drives several GPUs and reads one GPU's counter: not summed"
     return {
         "gpu_j": gpu_j if gpu_all >= 1.0 else None,
         "host_j": host_j if host_missing == 0.0 else None,
-        "note": window.note,  # rank 0's: the ranks of a run are alike
+        "note": note,
         "window_start_t_s": window.start_t_s,
         "window_end_t_s": window.end_t_s,
     }
