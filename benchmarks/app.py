@@ -432,6 +432,7 @@ def _conclude(
     plan: LoopPlan,
     opened: _Opened,
     started_s: float | None,
+    startup_local_s: float,
 ) -> None:
     """After the last step: the trace window reduced, the end records, and rank 0's summary once every rank
     is done."""
@@ -449,6 +450,7 @@ def _conclude(
     # the slowest rank's wall time of the measured window (for reference: throughput comes from the logs)
     wall_s = framework.all_reduce_scalar(result.wall_s_local, "max")
     runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
+    startup_s = framework.all_reduce_scalar(startup_local_s, "max")
     nonfinite_step = first_nonfinite_step(framework, result.nonfinite_step)
     energy = _window_energy(framework, opened.meter, env=env)
     target = validation.target_fields() if validation is not None else {}
@@ -477,6 +479,7 @@ def _conclude(
     summary |= _efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
     summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
     summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
+    summary["startup_s"] = startup_s
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
@@ -578,6 +581,8 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             cfg, warmup=warmup, measured=measured, window=window, amp_dtype=amp_dtype, steps_per_epoch=steps_per_epoch
         )
         opened.meter = telemetry.energy_meter(device, host=env.local_rank == 0)
+        began_s = psutil.Process().create_time() if started_s is None else started_s
+        startup_local_s = time.time() - began_s  # to the first training step: train() starts it
         result = train(
             meter=opened.meter,
             framework=framework,
@@ -616,6 +621,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             plan=plan,
             opened=opened,
             started_s=started_s,
+            startup_local_s=startup_local_s,
         )
         return 0
     except BaseException as error:

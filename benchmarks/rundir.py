@@ -392,6 +392,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "time_to_target_s": "seconds",
     "samples_to_target": "count",
     "steps_to_target": "count",
+    # the slowest rank's seconds from its process start (run_here: its call) to its first training step: imports,
+    # data staging (data.cache=cold), process group, model and loader builds; time to train = this + time_to_target_s
+    "startup_s": "seconds",
     # the first step whose loss was NaN or infinite on any rank and the part of the run it was in (warm-up,
     # measured, trace window): absent (or null) when every loss was finite, and in older summaries
     "nonfinite_loss_step": "count",

@@ -139,3 +139,17 @@ def test_compare_hides_them_on_cpus(tmp_path, compose):
     write_run(tmp_path / "b", compose, [], world_size=2)
     table = CampaignAnalysis(tmp_path / "a").compare(CampaignAnalysis(tmp_path / "b"))
     assert "MFU" not in format_compare(table, threshold=0.05)
+
+
+def test_time_to_train_shows_startup_apart(tmp_path, compose):
+    """MLPerf HPC's time to train: start-up (staging included) + the training clock to the target."""
+    write_run(tmp_path, compose, [], world_size=2)
+    _with(tmp_path, {"target_top1": 0.5, "target_reached": True, "time_to_target_s": 30.0, "startup_s": 12.5})
+    write_run(tmp_path, compose, [], world_size=1)  # an older summary: no startup_s
+    _older = next(p for p in (tmp_path / "default").iterdir() if "-g1-" in p.name) / rundir.SUMMARY
+    rundir.write_json_atomic(
+        _older, json.loads(_older.read_text()) | {"target_top1": 0.5, "target_reached": True, "time_to_target_s": 40.0}
+    )
+    table = CampaignAnalysis(tmp_path).time_to_accuracy().set_index("world_size")
+    assert (table.loc[2, "startup_s"], table.loc[2, "time_to_train_s"]) == (12.5, 42.5)
+    assert table.loc[1, "time_to_target_s"] == 40.0 and table[["startup_s", "time_to_train_s"]].loc[1].isna().all()

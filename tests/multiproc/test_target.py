@@ -60,6 +60,8 @@ def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data, ddl
     assert summary["measured_steps"] == evals[-1]["step"] - 2  # the steps after the warm-up, up to the stop
     assert summary["samples_to_target"] == evals[-1]["train_samples"] == 16 * evals[-1]["step"]
     assert summary["time_to_target_s"] == pytest.approx(evals[-1]["train_s"]) and summary["time_to_target_s"] > 0
+    # start-up apart (MLPerf HPC's time to train adds it): before the first step, inside the run's runtime
+    assert 0 < summary["startup_s"] < summary["runtime_s"]
     assert [e["epochs"] for e in evals] == [float(i + 1) for i in range(len(evals))]  # every epoch's end
     assert "reached after" in result.stdout
 
