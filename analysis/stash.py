@@ -155,8 +155,12 @@ def stall_table(per_run: pd.DataFrame) -> pd.DataFrame:
 
 def cost_table(per_run: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, epoch_samples: int) -> pd.DataFrame:
     """Per configuration (median over repeats): $ per run (GPUs x measured wall time x price) and $ per
-    epoch (GPUs x epoch_samples / throughput x price)."""
-    info = runs[["run_id", "wall_s", "config.system.name"]].rename(columns={"config.system.name": "system"})
+    epoch (GPUs x epoch_samples / throughput x price); where the runs measured their energy (summary.json's
+    energy_j_per_sample: NVML over the measured steps), kWh per epoch (epoch_samples x J/sample) and, with the
+    system's price_per_kwh_usd, its $ per epoch."""
+    energy = "energy_j_per_sample" in runs and runs["energy_j_per_sample"].notna().any()
+    columns = ["run_id", "wall_s", "config.system.name", *(["energy_j_per_sample"] if energy else [])]
+    info = runs[columns].rename(columns={"config.system.name": "system"})
     table = per_run.merge(info.astype({"run_id": str}), on="run_id", how="left")
     table["cache"] = table["cache"].fillna("warm") if "cache" in table else "warm"
     key = ["system", "model", "loader", "cache", "per_gpu_batch", "world_size", "num_nodes"]
@@ -166,6 +170,7 @@ def cost_table(per_run: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, epoch
             num_repeats=("run_id", "size"),
             wall_s=("wall_s", "median"),
             throughput_img_s=("throughput_img_s", "median"),
+            **({"energy_j_per_sample": ("energy_j_per_sample", "median")} if energy else {}),
         )
         .reset_index()
     )
@@ -174,6 +179,10 @@ def cost_table(per_run: pd.DataFrame, runs: pd.DataFrame, prices: dict, *, epoch
     out["usd_per_run"] = price * out["world_size"] * out["wall_s"] / 3600
     out["epoch_h"] = epoch_samples / out["throughput_img_s"] / 3600
     out["usd_per_epoch"] = price * out["world_size"] * out["epoch_h"]
+    if energy:
+        out["kwh_per_epoch"] = out.pop("energy_j_per_sample").astype("float64") * epoch_samples / 3.6e6
+        per_kwh = out["system"].map(lambda s: (prices.get(s) or {}).get("price_per_kwh_usd", np.nan))
+        out["usd_energy_per_epoch"] = out["kwh_per_epoch"] * per_kwh.astype("float64")
     return out
 
 

@@ -86,7 +86,7 @@ def test_study_a_draws_its_figures_beside_the_published_table(cli, study_a, tmp_
     out = tmp_path / "paper"
     result = cli("paper", "aach2023", str(study_a), "--out", str(out), "--jobs", "1")
     assert result.returncode == 0, result.stderr
-    assert "13 figures and tables of the study" in result.stdout
+    assert "13 figures, tables and claims of the study" in result.stdout
     # what the runs lack, and the command that makes it, on the terminal too
     assert "  Breakdown table (b) ResNet101 lacks breakdown of resnet101" in result.stdout
     assert "    make them with: ddlbench campaign submit experiment=aach2023_scaling" in result.stdout

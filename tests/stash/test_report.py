@@ -92,6 +92,20 @@ def test_cost_per_run_and_epoch(study):
     assert cold["usd_per_run"] == pytest.approx(0.008) and cold["usd_per_epoch"] == pytest.approx(0.5)
     unpriced = report.cost_table(per_run, campaign.counted, {}, epoch_samples=1000)
     assert unpriced["usd_per_run"].isna().all()
+    assert "kwh_per_epoch" not in costs  # no run measured its energy (CPU runs)
+
+
+def test_cost_per_epoch_uses_the_measured_energy(study):
+    """Runs that measured their energy (NVML, summary.json's energy_j_per_sample) get kWh per epoch and, with the
+    system's price per kWh, its dollars."""
+    campaign, per_run = study
+    runs = campaign.counted.assign(energy_j_per_sample=2.0)
+    costs = report.cost_table(
+        per_run, runs, {"local_cpu": {"price_per_gpu_hour_usd": 3.6, "price_per_kwh_usd": 0.3}}, epoch_samples=1_800_000
+    )
+    # 1.8 M samples x 2 J = 3.6 MJ = 1 kWh; x $0.3
+    assert costs["kwh_per_epoch"].to_numpy() == pytest.approx(1.0)
+    assert costs["usd_energy_per_epoch"].to_numpy() == pytest.approx(0.3)
 
 
 def test_report_text_and_cli(cli):
