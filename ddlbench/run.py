@@ -33,7 +33,6 @@ class HeldElsewhere(ConfigError):
 
 def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
-
     repeat = int(cfg.run.repeat)
     while rundir.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
         repeat += 1
