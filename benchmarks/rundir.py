@@ -58,7 +58,11 @@ NOT_IDENTITY = (
     "system.network",  # a description of the machine for `ddlbench predict`, not a setting of the run
     "system.hosts",  # which machines ran it: the run key holds how many (num_nodes), as under Slurm
     "system.hostfile",
+    "system.python",  # which interpreter path started the ranks: where the software is, not what was run
     "run.hang_timeout_s",  # when a stuck run is stopped: not what it measures
+    # the image the ranks ran in is their software environment, as the package versions are: recorded in meta.json
+    # (`container`: runtime, its version, image, digest) and compared from there, not a setting that parts cells
+    "system.container",
 )
 # settings added after runs were recorded without them, each with the value at which a run runs as those did:
 # at that value the setting is left out of the run key (and of the tables' settings: analysis/load/runs.py), so a

@@ -59,6 +59,33 @@ class PrecisionConfig:
     channels_last: bool = False
 
 
+class ContainerRuntime(Choice):
+    """system.container.runtime: what the ranks run inside (launchers/container.py); none: the host's own Python."""
+
+    none = "none"
+    apptainer = "apptainer"
+    singularity = "singularity"
+    pyxis = "pyxis"
+    podman = "podman"
+
+
+@dataclass
+class ContainerConfig:
+    """system.container: the image every rank runs in (docs/containers.md). The software environment, like the
+    package versions: recorded in meta.json (`container`), never part of a run's identity (rundir.NOT_IDENTITY)."""
+
+    runtime: ContainerRuntime = ContainerRuntime.none
+    # apptainer, singularity: a .sif file; podman: an image reference (localhost/ddlbench:25.01); pyxis: an enroot
+    # URI (nvcr.io#nvidia/pytorch:25.01-py3) or a .sqsh file
+    image: str | None = None
+    # host[:container[:opts]] paths besides the ones bound for the run (the run root, the project, data.path)
+    binds: list[str] = field(default_factory=list)
+    # names of the launching environment's variables passed in (podman passes none unless named; `NAME*` a prefix)
+    env: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # extra flags of the runtime's run command (apptainer exec, ...)
+    python: str = "python3"  # the Python inside the image that runs the launcher and the ranks
+
+
 @dataclass
 class SystemConfig:
     name: str = MISSING
@@ -71,8 +98,13 @@ class SystemConfig:
     account: str | None = None  # sbatch --account
     account_required: bool = False  # the site bills every job to a project: campaign submit refuses without account
     prelude: list[str] = field(default_factory=list)  # shell lines a batch job runs before ddlbench (module load ...)
+    # the Python a batch job's step (and, without a container, its ranks) runs on the nodes: a path they see
+    # (a venv on a shared file system); None: the submitting interpreter (launchers/node_python.py warns when
+    # that lies on the submitting host's own disk)
+    python: str | None = None
     exclusive: bool = False  # sbatch --exclusive: whole nodes for each job
     env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
+    container: ContainerConfig = field(default_factory=ContainerConfig)  # the image the ranks run in
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
     launcher: SlurmLauncher = SlurmLauncher.srun  # how ranks start in a Slurm job (benchmarks/launch/): srun, one
     # task per rank, or mpirun
