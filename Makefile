@@ -4,7 +4,12 @@
 SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ddlbench
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
-VENV ?= $(CACHE)/venv-py311-torch2.14.1
+# torch's CUDA build: PyPI's (CUDA 13.0, driver >= 580) by default. Nodes with an older driver (`ddlbench doctor
+# system=<profile>` on a compute node names the build that fits) take one of PyTorch's own builds, in a venv of
+# their own: make venv TORCH_CUDA=cu126 (cu118 ... cu130; cpu for no CUDA)
+TORCH_CUDA ?=
+VENV ?= $(CACHE)/venv-py311-torch2.14.1$(if $(TORCH_CUDA),-$(TORCH_CUDA))
+TORCH_INDEX := $(if $(TORCH_CUDA),--index-url https://download.pytorch.org/whl/$(TORCH_CUDA))
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
@@ -13,7 +18,7 @@ PIP := $(PY) -m pip
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH_PIN)
+	$(PIP) install -q $(TORCH_INDEX) $(TORCH_PIN)
 	touch $@
 
 venv: $(VENV)/.ok
@@ -75,7 +80,7 @@ deepspeed: venv
 
 # DALI's wheel must match torch's CUDA: cuda130 for CUDA 13 (CI's torch, the H200);
 # CUDA 12 machines: make dali DALI_EXTRA=dali. tfrecord: crc32c, to write TFRecords fast
-DALI_EXTRA ?= dali-cuda130
+DALI_EXTRA ?= $(if $(filter cu11% cu12%,$(TORCH_CUDA)),dali,dali-cuda130)
 dali: venv
 	$(PIP) install -q -e '.[$(DALI_EXTRA),tfrecord]'
 

@@ -121,6 +121,9 @@ class Installation:
     ok: bool
     detail: str
     fix: str = ""
+    # what a run on GPUs needs beyond `ok` (Horovod: its NCCL operations); gpu_fix says how to get it
+    gpu_ok: bool = True
+    gpu_fix: str = ""
 
 
 def adapter_config(node: Any) -> AdapterConfig:

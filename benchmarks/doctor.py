@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.launch import LAUNCHERS
@@ -20,6 +20,9 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warn: bool = False  # usable, but worth a look (printed WARN; not counted as missing)
+    gpu_ok: bool = True  # what a GPU run needs beyond ok (Installation.gpu_ok)
+    gpu_fix: str = ""
 
 
 def torch() -> Check:
@@ -36,7 +39,7 @@ def _adapter(group: str, option: str) -> Callable[[], Check]:
         from benchmarks.components import adapter_class
 
         found = adapter_class(group, option).installation()
-        return Check(f"{group}={option}", found.ok, found.detail, found.fix)
+        return Check(f"{group}={option}", found.ok, found.detail, found.fix, gpu_ok=found.gpu_ok, gpu_fix=found.gpu_fix)
 
     check.__name__ = f"{group}={option}"
     return check
@@ -113,6 +116,72 @@ def gpu_check(cfg) -> Check:
     return Check("gpus", ok, detail, "" if ok else fix)
 
 
+def for_gpus(check: Check) -> Check:
+    """The check as a GPU run reads it: an adapter that lacks what GPUs need (gpu_ok) is missing."""
+    if check.gpu_ok or not check.ok:
+        return check
+    return replace(check, ok=False, fix=check.gpu_fix)
+
+
+# The oldest driver that runs any toolkit of a CUDA major release (NVIDIA's CUDA Compatibility guide, "minor
+# version compatibility": 11.x needs >= 450.80.02, 12.x >= 525.60.13, 13.x >= 580.65.06). torch's wheels carry
+# their CUDA runtime, so the node's driver is what decides.
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# the CUDA builds PyTorch publishes wheels for (its own package index: make venv TORCH_CUDA=<tag>)
+TORCH_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def driver_of_this_host() -> tuple[str, str] | None:
+    """(driver version, the CUDA version it supports) as nvidia-smi says them; None without a driver here."""
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("Driver Version", "CUDA Version") and value.strip():
+            found.setdefault(key.strip(), value.strip())
+    if "Driver Version" not in found:
+        return None
+    return found["Driver Version"], found.get("CUDA Version", "")
+
+
+def cuda_fit(torch_version: str, torch_cuda: str | None, driver: tuple[str, str] | None, *, where: str) -> Check:
+    """Whether this torch's CUDA runs on the node's driver; the fix names the TORCH_CUDA build that would.
+    `driver`: (driver version, its CUDA version), None where this host has none; `where`: how to run the
+    doctor on a compute node instead."""
+    if not torch_cuda:
+        return Check(
+            "cuda driver", False, f"torch {torch_version} is a CPU build", "make venv TORCH_CUDA=cu130 (or cu126, ...)"
+        )
+    major = _version(torch_cuda)[0]
+    needs = f"torch {torch_version} needs a driver for CUDA {major}.x (>= {MIN_DRIVER.get(major, '?')})"
+    if driver is None:
+        return Check(
+            "cuda driver", True, f"{needs}; no NVIDIA driver on this host: check a node with {where}", warn=True
+        )
+    version, driver_cuda = driver
+    supported = _version(driver_cuda) if driver_cuda else ()
+    ok = _version(version) >= _version(MIN_DRIVER.get(major, "0")) and (not supported or supported[0] >= major)
+    detail = f"{needs}; this node: driver {version} (CUDA {driver_cuda or '?'})"
+    if ok:
+        return Check("cuda driver", True, detail)
+    fitting = [t for t in TORCH_CUDA_TAGS if supported and _version(f"{t[2:-1]}.{t[-1]}") <= supported[:2]]
+    build = f"make venv TORCH_CUDA={fitting[-1]}" if fitting else "a torch build for this driver's CUDA"
+    return Check(
+        "cuda driver", False, detail, f"{build}, or a container built on CUDA <= {driver_cuda} (docs/containers.md)"
+    )
+
+
 def run_checks(only: set[str] | None = None) -> list[Check]:
     """Every check, or those named in `only` (Check.name)."""
     results = []
@@ -129,6 +198,6 @@ def run_checks(only: set[str] | None = None) -> list[Check]:
 def format_checks(checks: list[Check]) -> str:
     lines = []
     for c in checks:
-        mark = "ok  " if c.ok else "MISS"
+        mark = "MISS" if not c.ok else "WARN" if c.warn else "ok  "
         lines.append(f"{mark} {c.name:<22} {c.detail}" + (f"   -> fix: {c.fix}" if c.fix else ""))
     return "\n".join(lines)

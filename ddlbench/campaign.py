@@ -150,12 +150,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def warn_node_python(cfg) -> None:
+    """One warning line when the compute nodes may not see the Python the jobs run (launchers/node_python.py)."""
+    from launchers import scheduler
+    from launchers.node_python import python_warning
+
+    nodes = scheduler.partition_nodes(cfg.system.partition) if scheduler.available() else None
+    warning = python_warning(cfg.system, nodes=nodes)
+    if warning:
+        print(f"[ddlbench] warning: {warning}", file=sys.stderr)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit the missing and failed cells: one job each, at most --max-jobs of this campaign queued at
     once; or, with --array, one job array per shape that Slurm throttles to --max-jobs running tasks."""
     cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):
         return 2
+    warn_node_python(cfg)
     rows = submit.cell_states(cfg, cells, strict=not args.dry_run)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))

@@ -8,7 +8,7 @@ import sys
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
-    from benchmarks.doctor import format_checks, gpu_check, needed_by, run_checks
+    from benchmarks.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
 
     if args.overrides:
         from benchmarks.config import compose
@@ -16,7 +16,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         cfg = compose(args.overrides)
         checks = run_checks(needed_by(cfg))
         if cfg.system.device == "cuda":
-            checks.append(gpu_check(cfg))
+            checks = [*map(for_gpus, checks), gpu_check(cfg), _cuda_driver(cfg, args.overrides)]
+        checks += _node_python(cfg)
     else:
         checks = run_checks()
     print(format_checks(checks))
@@ -24,6 +25,42 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if missing:  # a script (or CI) can tell a machine that lacks parts
         print(f"ddlbench: {len(missing)} missing: {', '.join(missing)}; the fix is on each line", file=sys.stderr)
     return 1 if missing else 0
+
+
+def _cuda_driver(cfg, overrides: list[str]):
+    """Whether the installed torch's CUDA runs on this node's driver (on a login node without one: how to ask a
+    compute node)."""
+    import shlex
+
+    import torch
+
+    from benchmarks.doctor import cuda_fit, driver_of_this_host
+    from launchers.node_python import node_python
+
+    doctor = shlex.join([node_python(cfg.system), "-m", "ddlbench", "doctor", *overrides])
+    partition = cfg.system.get("partition")
+    where = f"srun -N1 -p {partition} {doctor}" if partition else doctor
+    return cuda_fit(torch.__version__, torch.version.cuda, driver_of_this_host(), where=where)
+
+
+def _node_python(cfg) -> list:
+    """A warning when the system runs ranks on other hosts (a Slurm partition, system.hosts) that may not see
+    the Python the job runs (launchers/node_python.py); nothing for a run on this machine."""
+    from benchmarks.doctor import Check
+    from launchers import scheduler
+    from launchers.node_python import filesystem_of, node_python, python_warning
+
+    system = cfg.system
+    if system.get("hosts"):
+        nodes = [str(h) for h in system.hosts]
+    elif system.get("partition") or system.get("account_required"):
+        nodes = scheduler.partition_nodes(system.get("partition")) if scheduler.available() else None
+    else:
+        return []
+    python = node_python(system)
+    warning = python_warning(system, nodes=nodes)
+    fstype, mount_point = filesystem_of(python)
+    return [Check("python on the nodes", True, warning or f"{python} ({fstype} at {mount_point})", warn=bool(warning))]
 
 
 def add_parser(sub) -> None:

@@ -281,6 +281,7 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     from benchmarks.launch.base import LOCAL
     from launchers import hosts as several
     from launchers.local import local_command, ranks_may_fork
+    from launchers.node_python import node_python
     from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
     num_nodes = len(spread.hosts) if spread else 1
@@ -288,7 +289,8 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     overrides = [*args.overrides, *taken_repeat, f"run.dir={run_dir.resolve()}"]
     fork_ranks, hostfile = spread is None and ranks_may_fork(cfg), None
     if spread:
-        several.check(spread, run_dir=run_dir)
+        python = node_python(cfg.system)
+        several.check(spread, run_dir=run_dir, python=python)
         across = several.plan(
             spread,
             launcher=str(cfg.framework.local_launcher),
@@ -297,6 +299,7 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
             overrides=overrides,
             run_dir=run_dir.resolve(),
             env=cfg.system.env,
+            python=python,
         )
         argv, shown, hostfile = across.argv, across.shown, across.hostfile
     else:

@@ -193,8 +193,10 @@ def plan(
     overrides: Sequence[str],
     run_dir: Path,
     env: Mapping[str, str],
+    python: str = sys.executable,
 ) -> Launch:
-    """The launch of a training run over `hosts`; env: what every host's launcher is given (system.env)."""
+    """The launch of a training run over `hosts`; env: what every host's launcher is given (system.env);
+    python: what the ranks run (system.python, launchers/node_python.py)."""
     written = None
     hostfile = hosts.hostfile
     if hostfile is None and launch.get(launcher, LOCAL).reads_hostfile:
@@ -208,7 +210,7 @@ def plan(
         interfaces=interfaces_of(env),
     )
     try:
-        launches = local.hosts_commands(launcher, shape, training(overrides))
+        launches = local.hosts_commands(launcher, shape, training(overrides, python=python))
     except NotImplementedError:
         raise ConfigError(
             f"framework.local_launcher={launcher} does not start ranks across hosts; choose one of "

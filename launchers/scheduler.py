@@ -86,3 +86,10 @@ def sacct_state(job_id: str) -> str | None:
 def final_state(job_id: str) -> str | None:
     """A finished job's final state (COMPLETED, FAILED, TIMEOUT, ...), or None where nobody remembers it."""
     return scontrol_state(job_id) or sacct_state(job_id)
+
+
+def partition_nodes(partition: str | None) -> list[str] | None:
+    """The node names of a partition (the default one where None), as sinfo lists them; None where Slurm
+    does not answer (off a cluster)."""
+    out = _query(["sinfo", "-h", "-N", "-o", "%N", *(["-p", partition] if partition else [])])
+    return sorted(set(out.split())) or None

@@ -99,9 +99,10 @@ def prelude_file(cfg, *, write: bool) -> Path | None:
 def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -> list[str]:
     """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags."""
     from launchers import slurm
+    from launchers.node_python import node_python
 
     system = cfg.system
-    export = {"DDLBENCH_PYTHON": sys.executable}
+    export = {"DDLBENCH_PYTHON": node_python(system)}
     prelude = prelude_file(cfg, write=False)
     if prelude is not None:
         export["DDLBENCH_PRELUDE"] = str(prelude)

@@ -54,8 +54,15 @@ if [[ -z "$OPS" ]]; then
         OPS=nccl
     else
         OPS=gloo-mpi
+        # a GPU machine that lacks a part gets a build without NCCL: say which part (ddlbench doctor says it too)
+        if nvidia-smi -L >/dev/null 2>&1; then
+            [[ -n "$CUDA_ROOT" ]] || log "no NCCL operations: nvcc not found (set CUDA_HOME to the CUDA toolkit)"
+            [[ -n "$NCCL_DIR" ]] || log "no NCCL operations: nccl.h not found (set HOROVOD_NCCL_HOME)"
+            [[ "$CUDA_TAG" != cpu ]] || log "no NCCL operations: $PY's torch is a CPU build"
+        fi
     fi
 fi
+log "operations: $OPS"
 [[ "$OPS" == gloo-mpi || "$OPS" == nccl ]] || die "HOROVOD_OPS=$OPS is not allowed; use gloo-mpi or nccl"
 
 KEY="horovod${HOROVOD_VERSION}-torch${TORCH_VER}-${CUDA_TAG}-${PYTAG}-${OPS}"

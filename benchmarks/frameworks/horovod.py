@@ -87,7 +87,16 @@ class Horovod:
         # horovodrun --gloo needs Gloo, mpirun/srun MPI: a build with neither runs nothing
         ok = built["gloo"] or built["mpi"]
         detail = f"{horovod.__version__}: " + ", ".join(f"{op} {'yes' if yes else 'no'}" for op, yes in built.items())
-        return Installation(ok=ok, detail=detail, fix="" if ok else "make horovod")
+        # without NCCL operations a GPU run's tensors are reduced through host memory over Gloo or MPI
+        gpu_fix = (
+            ""
+            if built["nccl"]
+            else "built without NCCL: on a machine with a GPU, CUDA's nvcc and torch's NCCL, run make horovod "
+            "(HOROVOD_OPS=nccl forces it; docs/horovod.md)"
+        )
+        return Installation(
+            ok=ok, detail=detail, fix="" if ok else "make horovod", gpu_ok=built["nccl"], gpu_fix=gpu_fix
+        )
 
     @classmethod
     def commbench_join(cls) -> tuple[int, int, int]:

@@ -1,0 +1,95 @@
+"""The Python that a job runs on the nodes (system.python), and whether the nodes can see it.
+
+A batch job's step and its ranks run `system.python`, or, where it is unset, the interpreter that submitted
+the job (`sys.executable`): a virtual environment on the submitting host. On a cluster that path must be on a
+file system the compute nodes mount too (NFS, Lustre, GPFS, BeeGFS, ...). One on the login node's own disk
+(ext4, xfs, tmpfs, an overlay) is not seen there, and the job would fail at its first line; `ddlbench doctor`
+and `campaign submit` warn before anything is queued. The file system type is read from /proc/self/mountinfo:
+the mount that holds the path, by the longest mount point above it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+# file system types that several hosts mount at once: a path on one of them is seen by the compute nodes
+SHARED_FS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "cifs",
+        "smb3",
+        "ceph",
+        "cephfs",
+        "panfs",
+        "wekafs",
+        "glusterfs",
+        "fuse.glusterfs",
+        "fuse.sshfs",
+        "cvmfs",
+        "fuse.cvmfs",
+        "fuse.gcsfuse",
+        "orangefs",
+        "pvfs2",
+        "quobyte",
+        "fuse.quobyte",
+    }
+)
+
+
+def node_python(system) -> str:
+    """What the job's step and ranks run: system.python, or this interpreter."""
+    return str(system.get("python") or sys.executable)
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes (\\040 ...)."""
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def filesystem_of(path: str, *, mountinfo: str | None = None) -> tuple[str, str]:
+    """(file system type, mount point) of the mount that holds `path` (resolved); ("unknown", "") where
+    /proc/self/mountinfo cannot be read (not Linux)."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return "unknown", ""
+    target = os.path.realpath(path)
+    best = ("unknown", "")
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        mount_point = _unescape(fields[4])
+        fstype = line.split(" - ", 1)[1].split()[0]
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best[1]):
+            best = (fstype, mount_point)
+    return best
+
+
+def python_warning(system, *, nodes: list[str] | None, mountinfo: str | None = None) -> str | None:
+    """One line when the nodes may not see the job's Python: it lies on this host's own file system and the
+    job may run on another host. `nodes`: the hosts the job may run on, where known (a list of this host's
+    name alone: no warning); None: unknown. No line for a shared file system, or inside a container image
+    (the ranks run the image's Python; the job's step still runs this one, which is checked all the same)."""
+    python = node_python(system)
+    fstype, mount_point = filesystem_of(python, mountinfo=mountinfo)
+    if fstype in SHARED_FS:
+        return None
+    if nodes is not None and set(nodes) <= {socket.gethostname(), socket.gethostname().split(".")[0]}:
+        return None  # every node is this host (a single-machine cluster)
+    key = "system.python" if system.get("python") else "the job's Python (system.python unset: this interpreter)"
+    where = f"{fstype} at {mount_point}" if mount_point else fstype
+    return (
+        f"{key} {python} lies on this host's own file system ({where}): compute nodes may not see it; "
+        "set system.python=<a Python on a file system the nodes mount, e.g. a venv in your project folder> "
+        "or system.container.image=<an image> (docs/slurm.md, a campaign at a centre)"
+    )

@@ -1,0 +1,57 @@
+"""`ddlbench doctor` on a GPU profile: whether the installed torch's CUDA runs on the node's driver, and the build
+that would (benchmarks/doctor.py cuda_fit), and an adapter that lacks what GPU runs need (Horovod's NCCL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.doctor import Check, cuda_fit, for_gpus, format_checks
+
+WHERE = "srun -N1 -p booster python -m ddlbench doctor system=juwels_booster"
+
+
+def test_a_driver_new_enough_for_torchs_cuda_passes():
+    check = cuda_fit("2.14.1+cu130", "13.0", ("580.95.05", "13.0"), where=WHERE)
+    assert check.ok and not check.warn
+    assert check.detail == (
+        "torch 2.14.1+cu130 needs a driver for CUDA 13.x (>= 580.65.06); this node: driver 580.95.05 (CUDA 13.0)"
+    )
+    # minor version compatibility: a 12.8 build runs on a 12.4 driver
+    assert cuda_fit("2.9.0+cu128", "12.8", ("550.54.15", "12.4"), where=WHERE).ok
+
+
+def test_an_older_driver_is_missing_with_the_build_that_fits():
+    check = cuda_fit("2.14.1+cu130", "13.0", ("550.54.15", "12.4"), where=WHERE)
+    assert not check.ok
+    assert check.fix.startswith("make venv TORCH_CUDA=cu124, or a container built on CUDA <= 12.4")
+    check = cuda_fit("2.14.1+cu130", "13.0", ("570.86.10", "12.8"), where=WHERE)
+    assert check.fix.startswith("make venv TORCH_CUDA=cu128")
+
+
+def test_without_a_driver_here_it_says_where_to_ask():
+    check = cuda_fit("2.14.1+cu130", "13.0", None, where=WHERE)
+    assert check.ok and check.warn
+    assert check.detail.endswith(f"no NVIDIA driver on this host: check a node with {WHERE}")
+    assert format_checks([check]).startswith("WARN cuda driver")
+
+
+def test_a_cpu_build_of_torch_cannot_run_gpu_ranks():
+    check = cuda_fit("2.14.1+cpu", None, ("580.95.05", "13.0"), where=WHERE)
+    assert not check.ok and "CPU build" in check.detail and "TORCH_CUDA" in check.fix
+
+
+def test_an_adapter_lacking_what_gpus_need_is_missing_for_a_gpu_run_only():
+    hvd = Check("framework=horovod", True, "0.28.1: gloo yes, mpi yes, nccl no", gpu_ok=False, gpu_fix="make horovod")
+    assert hvd.ok  # a CPU run is served
+    gpu = for_gpus(hvd)
+    assert not gpu.ok and gpu.fix == "make horovod"
+    assert for_gpus(Check("x", True, "fine")).ok
+
+
+@pytest.mark.horovod
+def test_horovod_built_here_says_it_lacks_nccl_for_gpu_runs(horovod):
+    from benchmarks.frameworks.horovod import Horovod
+
+    found = Horovod.installation()
+    assert found.ok  # Gloo and MPI on this CPU machine
+    assert not found.gpu_ok and "make horovod" in found.gpu_fix and "NCCL" in found.gpu_fix

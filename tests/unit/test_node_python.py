@@ -1,0 +1,70 @@
+"""The Python a job runs on the nodes (system.python): where it is, and the warning when the nodes may not see
+it (launchers/node_python.py); the submit and doctor lines that carry it."""
+
+from __future__ import annotations
+
+import socket
+
+from omegaconf import OmegaConf
+
+from launchers.node_python import filesystem_of, node_python, python_warning
+
+MOUNTINFO = "\n".join(
+    [
+        "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw",
+        "30 22 0:40 / /p/project rw,relatime - lustre 10.0.0.1@o2ib:/fs rw",
+        "31 22 0:41 / /home rw,relatime - nfs4 nfs:/home rw",
+        r"32 22 0:42 / /scratch\040space rw,relatime - gpfs scratch rw",
+        "33 22 0:43 / /tmp rw,relatime - tmpfs tmpfs rw",
+    ]
+)
+
+
+def _system(**keys):
+    return OmegaConf.create({"python": None, **keys})
+
+
+def test_the_mount_holding_a_path_is_the_longest_above_it():
+    assert filesystem_of("/p/project/venv/bin/python", mountinfo=MOUNTINFO) == ("lustre", "/p/project")
+    assert filesystem_of("/home/me/venv/bin/python", mountinfo=MOUNTINFO) == ("nfs4", "/home")
+    assert filesystem_of("/scratch space/x", mountinfo=MOUNTINFO) == ("gpfs", "/scratch space")
+    assert filesystem_of("/opt/venv/bin/python", mountinfo=MOUNTINFO) == ("ext4", "/")
+    assert filesystem_of("/homework/python", mountinfo=MOUNTINFO) == ("ext4", "/")  # not under /home
+
+
+def test_a_python_on_a_shared_file_system_draws_no_warning():
+    system = _system(python="/p/project/venv/bin/python")
+    assert python_warning(system, nodes=None, mountinfo=MOUNTINFO) is None
+
+
+def test_a_python_on_the_login_nodes_own_disk_is_warned_about_with_the_fix():
+    line = python_warning(_system(python="/opt/venv/bin/python"), nodes=["jwb0001", "jwb0002"], mountinfo=MOUNTINFO)
+    assert line is not None and "\n" not in line
+    assert line.startswith("system.python /opt/venv/bin/python lies on this host's own file system (ext4 at /)")
+    assert "set system.python=" in line and "system.container" in line
+    unset = python_warning(_system(), nodes=None, mountinfo=MOUNTINFO.replace("ext4", "tmpfs", 1))
+    assert unset is not None and "system.python unset: this interpreter" in unset
+
+
+def test_no_warning_when_every_node_is_this_host():
+    system = _system(python="/opt/venv/bin/python")
+    assert python_warning(system, nodes=[socket.gethostname()], mountinfo=MOUNTINFO) is None
+    assert python_warning(system, nodes=None, mountinfo=MOUNTINFO) is not None  # nodes unknown: warned
+
+
+def test_node_python_is_system_python_or_this_interpreter():
+    import sys
+
+    assert node_python(_system(python="/p/project/venv/bin/python")) == "/p/project/venv/bin/python"
+    assert node_python(_system()) == sys.executable
+
+
+def test_submit_exports_system_python_to_the_job():
+    from launchers.campaign import plan
+    from launchers.submit import sbatch_command
+
+    overrides = ["experiment=slurm_smoke", "system=slurm_cpu", "system.python=/p/project/venv/bin/python"]
+    cfg, cells = plan(overrides)
+    argv = sbatch_command(cfg, cells[0], overrides)
+    export = next(a for a in argv if a.startswith("--export="))
+    assert "DDLBENCH_PYTHON=/p/project/venv/bin/python" in export.split(",")
