@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import affinity, components, distenv, mllog, rundir, runlog, telemetry, watchdog
-from benchmarks.data import coldcache
+from benchmarks.data import coldcache, staging
 from benchmarks.errors import ConfigError
 from benchmarks.evaluate import Validation
 from benchmarks.frameworks.configs import node_layout
@@ -34,6 +34,7 @@ from benchmarks.validate import (
     oversubscription,
     resolve_run_dir,
     settings,
+    staged_sources,
     validate,
 )
 
@@ -98,6 +99,7 @@ def _write_provenance(
     task,
     classes: dict,
     cache_evict: dict | None = None,
+    staged: staging.NodeStaging | None = None,
 ) -> None:
     """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
     OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
@@ -120,6 +122,8 @@ def _write_provenance(
             "task": task.describe(),
             "num_classes": classes,
             **({"cache_evict": cache_evict} if cache_evict else {}),
+            # data.stage=node_local: where rank 0's node read the data set from (config.yaml keeps data.path)
+            **({"staging": dataclasses.asdict(staged)} if staged is not None else {}),
             # more ranks on this host than CPUs; its launcher's CPUs: this rank may have bound itself to its share
             **oversubscription(ranks=env.local_world_size, cores=host_cpus(pid=os.getppid())),
             "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
@@ -250,6 +254,7 @@ def _announce(
     task,
     asked_classes: int | str,
     cache_evict,
+    staged: staging.NodeStaging | None,
 ) -> None:
     """Rank 0, once everything is built: meta.json (what ran, with what), then the start lines on stderr (an
     auto class count, a short last step, where the run writes)."""
@@ -263,6 +268,7 @@ def _announce(
         task=task,
         classes=classes,
         cache_evict=cache_evict,
+        staged=staged,
     )
     if asked_classes == AUTO and classes["data"] is not None:
         print(
@@ -347,8 +353,9 @@ def _place(cfg: DictConfig) -> tuple[distenv.DistEnv, list[int], int | str, Path
     return env, cpus, asked_classes, run_dir
 
 
-def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.device, task):
-    """The training loader and the validation one (None without data.val_path or data.val_split)."""
+def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.device, task, read_from: dict[str, str]):
+    """The training loader and the validation one (None without data.val_path or data.val_split). read_from: the
+    node's staged copy of each data folder (data.stage=node_local; {}: the folders themselves)."""
     context = LoaderContext(
         rank=env.rank,
         world_size=env.world_size,
@@ -358,7 +365,7 @@ def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.dev
         num_classes=cfg.model.num_classes,
         image_size=cfg.model.image_size,
         channels_last=cfg.precision.channels_last,
-        data_path=cfg.data.path,
+        data_path=read_from.get(cfg.data.path, cfg.data.path),
         holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
         task=task,
     )
@@ -366,14 +373,13 @@ def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.dev
     if not (cfg.data.val_path or cfg.data.val_split):
         return loader, None
     # the held-out folder, or the held-out part of data.path
-    held_out = dataclasses.replace(context, data_path=cfg.data.val_path or cfg.data.path, validation=True)
+    held_out_path = read_from.get(cfg.data.val_path or cfg.data.path, cfg.data.val_path or cfg.data.path)
+    held_out = dataclasses.replace(context, data_path=held_out_path, validation=True)
     return loader, option.build(held_out)
 
 
-def _start_events(cfg: DictConfig, run_dir: Path, *, global_batch: int, loader, val_loader) -> MlLog:
-    """Rank 0's MLLOG file, opened with the run's settings."""
-    events = MlLog(run_dir)
-    events.start("init_start")
+def _settings_events(cfg: DictConfig, events: MlLog, *, global_batch: int, loader, val_loader) -> None:
+    """Rank 0's MLLOG file gets the run's settings."""
     mllog.settings_events(
         events,
         cfg=cfg,
@@ -381,7 +387,40 @@ def _start_events(cfg: DictConfig, run_dir: Path, *, global_batch: int, loader, 
         train_samples=loader.num_samples,
         eval_samples=None if val_loader is None else val_loader.num_samples,
     )
-    return events
+
+
+def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, events: MlLog | None):
+    """data.stage=node_local: each node's copy of the data set (benchmarks/data/staging.py; every rank waits for
+    every node's), logged as MLPerf HPC logs it (staging_start / staging_stop, inside init); None otherwise."""
+    if cfg.data.stage != "node_local":
+        return None
+    if events is not None:
+        events.start("staging_start")
+    staged = staging.stage(
+        staged_sources(cfg),
+        local_scratch=cfg.system.local_scratch,
+        run_dir=run_dir,
+        node=env.rank // max(1, env.local_world_size),
+        local_rank=env.local_rank,
+        reduce=framework.all_reduce_scalar,
+    )
+    if events is not None:
+        events.end("staging_stop", staging_bytes=staged.staged_bytes, num_files=staged.num_files)
+    if env.rank == 0:
+        print(
+            f"[ddlbench] data staged to {staged.root} on each node: {staged.staged_bytes / staging.GB:.3f} GB in "
+            f"{staged.staging_s:.2f} s ({staged.gb_s:.2f} GB/s on rank 0's node)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return staged
+
+
+def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
+    """Local rank 0 deletes its node's staged copy when the run ends, whatever happened (docs/staging.md)."""
+    if cfg.data.stage == "node_local" and env.local_rank == 0:
+        with contextlib.suppress(staging.StagingError, ConfigError, OSError):
+            staging.remove(staging.scratch_root(cfg.system.local_scratch), run_dir.name)
 
 
 def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:
@@ -479,7 +518,9 @@ def _conclude(
     summary |= _efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
     summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
     summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
-    summary["startup_s"] = startup_s
+    summary["startup_s"] = startup_s  # data.stage=node_local: the copy is inside it, as in the time to train
+    if cfg.data.stage == "node_local":
+        summary |= staging.summary_fields(staging.read_records(run_dir, env.num_nodes))
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
@@ -524,18 +565,23 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         # data.cache=cold: local rank 0 of each node evicts data.path; the barrier keeps every rank from reading first
         cache_evict = coldcache.prepare(cfg.data, needs_data=cfg.loader.needs_data, local_rank=env.local_rank)
         framework.barrier()  # the directory exists before any rank opens its log
+        if env.rank == 0:
+            opened.events = MlLog(run_dir)
+            opened.events.start("init_start")
+        staged = _stage(cfg, run_dir, env=env, framework=framework, events=opened.events)
         opened.log = runlog.RankLog(run_dir, env.rank)
         if hang_limits is not None:
             opened.watchdog = watchdog.Watchdog(run_dir, rank=env.rank, limits=hang_limits).start()
-        loader, val_loader = _loaders(cfg, loader_option, env=env, device=device, task=task)
+        read_from = staged.paths if staged is not None else {}
+        loader, val_loader = _loaders(cfg, loader_option, env=env, device=device, task=task, read_from=read_from)
         global_batch = cfg.run.per_gpu_batch * env.num_devices
         model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
         amp_dtype = components.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
             model = torch.compile(model)
-        if env.rank == 0:
-            opened.events = _start_events(cfg, run_dir, global_batch=global_batch, loader=loader, val_loader=val_loader)
+        if opened.events is not None:
+            _settings_events(cfg, opened.events, global_batch=global_batch, loader=loader, val_loader=val_loader)
         steps_per_epoch = len(loader)
         warmup, measured = plan_steps(
             warmup_steps=cfg.run.warmup_steps,
@@ -555,6 +601,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 task=task,
                 asked_classes=asked_classes,
                 cache_evict=cache_evict,
+                staged=staged,
             )
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
         opened.profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)
@@ -629,6 +676,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         raise
     finally:
         opened.close()
+        _unstage(cfg, run_dir, env=env)
         # the wrapped model (DDP's reducer, a DeepSpeed engine) holds the process group: it goes first
         model = optimizer = loader = None  # noqa: F841
         framework.shutdown()

@@ -63,17 +63,25 @@ NOT_IDENTITY = (
     # the image the ranks ran in is their software environment, as the package versions are: recorded in meta.json
     # (`container`: runtime, its version, image, digest) and compared from there, not a setting that parts cells
     "system.container",
+    # where a node's staged copy goes and how large that disk is (data.stage=node_local): where, not what; the
+    # cell holds data.stage itself
+    "system.local_scratch",
+    "system.local_scratch_gb",
 )
 # settings added after runs were recorded without them, each with the value at which a run runs as those did:
 # at that value the setting is left out of the run key (and of the tables' settings: analysis/load/runs.py), so a
 # run made before the setting existed and one made with it at that value are one cell; any other value is a cell
 # of its own (run.stop_on_nan=true all-reduces a flag every step, which costs throughput)
-AS_BEFORE: dict[str, Any] = {"run.stop_on_nan": False}
+AS_BEFORE: dict[str, Any] = {
+    "run.stop_on_nan": False,
+    "data.stage": "none",  # reading data.path itself, as every run did before node-local staging
+}
 
 
 def as_before(key: str, value: Any) -> bool:
     """Whether `key` is a setting added later (AS_BEFORE) holding the value that runs as before it existed."""
-    return key in AS_BEFORE and type(value) is type(AS_BEFORE[key]) and value == AS_BEFORE[key]
+    # isinstance: a Choice (a str Enum) of a composed config is its value's str, as config.yaml has it
+    return key in AS_BEFORE and isinstance(value, type(AS_BEFORE[key])) and value == AS_BEFORE[key]
 
 
 # keys of the run key that are not config settings
@@ -418,6 +426,12 @@ SUMMARY_FIELDS: dict[str, str] = {
     "avg_power_w": "number",
     "host_energy_j": "number",
     "energy_note": "text",
+    # data.stage=node_local (benchmarks/data/staging.py): the slowest node's copy in seconds (in startup_s), the
+    # bytes each node copied, the slowest node's GB/s and every node's seconds in node order; absent otherwise
+    "staging_s": "seconds",
+    "staging_bytes": "count",
+    "staging_gb_s_per_node": "number",
+    "staging_s_by_node": "numbers",
     # the measured window's start and end on rank 0, Unix time: the report cuts telemetry samples to it
     "window_start_t_s": "number",
     "window_end_t_s": "number",

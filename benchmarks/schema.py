@@ -19,6 +19,7 @@ from omegaconf import MISSING, OmegaConf
 
 from benchmarks.adapter_config import Choice
 from benchmarks.data.coldcache import CacheEvict, CacheState
+from benchmarks.data.staging import Stage
 from benchmarks.frameworks import configs as framework_configs
 from benchmarks.launch import SlurmLauncher
 from benchmarks.loaders import configs as loader_configs
@@ -119,6 +120,11 @@ class SystemConfig:
     # --- several hosts without a scheduler (`ddlbench run` on the first; launchers/hosts.py) ---
     hosts: list[str] = field(default_factory=list)  # ranks_per_node ranks on each, e.g. [node1,node2]
     hostfile: str | None = None  # or the hosts as lines '<host> slots=<ranks per host>'
+    # --- node-local staging (data.stage=node_local; benchmarks/data/staging.py) ---
+    # the node's own disk the data set is copied to: a path, or an environment variable expanded on the node
+    # ('$SLURM_TMPDIR', '$TMPDIR'); null: data.stage=node_local is refused
+    local_scratch: str | None = None
+    local_scratch_gb: float | None = None  # its size per node, for planning (campaign plan refuses what won't fit)
     # the network, for `ddlbench predict` where no commbench file is given (analysis/predict/network.py): per level
     # (intra: one node, inter: across nodes) the bus bandwidth and the latency of one latency step, as
     # {intra,inter}_busbw_gb_s and {intra,inter}_latency_us; never part of a run's identity
@@ -141,6 +147,9 @@ class DataConfig:
     cache: CacheState = CacheState.warm
     # how a cold cache is made: auto (drop_caches where permitted, else fadvise) | drop_caches | fadvise
     cache_evict: CacheEvict = CacheEvict.auto
+    # where the loaders read it: none (data.path) | node_local (each node's copy on system.local_scratch, made
+    # at the run's start and counted in its startup_s: docs/staging.md)
+    stage: Stage = Stage.none
     # validation (benchmarks/evaluate.py): a held-out folder of the same layout, or a share of data.path
     # held out by a fixed permutation (the same split in every run); one of the two, or neither
     val_path: str | None = None

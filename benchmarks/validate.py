@@ -82,6 +82,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
             raise ConfigError(
                 f"data.path={path!r} is not a directory; check the path or run 'ddlbench data synth --out {path}'"
             )
+    _check_staging(cfg)
     resolve_num_classes(cfg)
     if check_device and cfg.system.device == "cuda":
         import torch
@@ -96,6 +97,37 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
                 f"system.ranks_per_node={cfg.system.ranks_per_node} but this node has {available} GPU(s); "
                 f"use system.ranks_per_node={available} or fewer"
             )
+
+
+def _check_staging(cfg: DictConfig) -> None:
+    """data.stage=node_local needs data to copy and a place on the node to copy it to."""
+    if cfg.data.stage != "node_local":
+        return
+    if not cfg.loader.needs_data:
+        raise ConfigError(
+            f"data.stage=node_local but loader={cfg.loader.name} reads no data set; drop data.stage or pick a "
+            "loader that reads data.path (loader=native, loader=dali)"
+        )
+    if not cfg.system.local_scratch:
+        raise ConfigError(
+            f"data.stage=node_local but system={cfg.system.name} names no system.local_scratch; pass "
+            "system.local_scratch='$TMPDIR' (or '$SLURM_TMPDIR', or a folder on the node's own disk) or data.stage=none"
+        )
+
+
+def staged_sources(cfg: DictConfig) -> list[str]:
+    """The folders data.stage=node_local copies to each node: data.path, and data.val_path where set."""
+    return [str(p) for p in (cfg.data.path, cfg.data.val_path) if p]
+
+
+def check_staging_fits(cfg: DictConfig) -> None:
+    """What the submit host can tell before a staged run starts (campaign plan and submit): its data set fits
+    system.local_scratch_gb (walked once per folder; not checked where the size is null)."""
+    if cfg.data.stage != "node_local":
+        return
+    from benchmarks.data.staging import check_fits
+
+    check_fits(staged_sources(cfg), local_scratch_gb=cfg.system.local_scratch_gb)
 
 
 def _env_variable(node: DictConfig, key: str) -> str | None:

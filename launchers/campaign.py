@@ -63,7 +63,7 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
-    from benchmarks.validate import check_data, validate
+    from benchmarks.validate import check_data, check_staging_fits, validate
 
     if not any(o.startswith("experiment=") for o in overrides):
         raise ConfigError(f"campaign needs experiment=<name>; choose one of: {', '.join(options('experiment'))}")
@@ -86,6 +86,7 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
         try:
             cell_cfg = _cell_config(job_overrides(overrides), choices)
             validate(cell_cfg, check_device=False)
+            check_staging_fits(cell_cfg)  # the data set against the nodes' scratch, for data.stage=node_local
         except ConfigError as error:
             problem = str(error)
         single_process = cell_cfg is not None and FRAMEWORKS[cell_cfg.framework.name].SINGLE_PROCESS

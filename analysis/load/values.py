@@ -118,6 +118,11 @@ def _is_counts(value: Any) -> bool:
     return type(value) is list and len(value) <= MAX_VALUES and all(v is None or is_count(v) for v in value)
 
 
+def _is_numbers(value: Any) -> bool:
+    # a per-node list of seconds (summary.json's staging_s_by_node): finite numbers >= 0, or null
+    return type(value) is list and len(value) <= MAX_VALUES and all(v is None or is_seconds(v) for v in value)
+
+
 def is_name(value: Any) -> bool:
     # a name Hydra may have written as a number (run.campaign=2026) is that number's text
     return (type(value) is str and value.strip() != "") or is_count(value)
@@ -134,6 +139,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "text": (is_text, "a string", valid_text),
     "name": (is_name, "a non-empty string", lambda v: valid_text(str(v))),
     "counts": (_is_counts, "a list of integers >= 0 or null", lambda v: _json_text(v)),
+    "numbers": (_is_numbers, "a list of numbers >= 0 or null", lambda v: _json_text(v)),
 }
 
 

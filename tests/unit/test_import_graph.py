@@ -40,6 +40,7 @@ CORE = {
     "benchmarks.collective",
     "benchmarks.config",
     "benchmarks.data.coldcache",
+    "benchmarks.data.staging",
     "benchmarks.errors",
     "benchmarks.flops",
     "benchmarks.frameworks.configs",

@@ -1,0 +1,276 @@
+"""Node-local staging (data.stage=node_local): before the loaders are built, one process per node (local rank 0)
+copies the data set from the shared file system to the node's own disk (system.local_scratch), and the loaders read
+that copy. As MLPerf HPC counts it, the copy is part of the time to train: it happens inside the rank's startup.
+
+Where the copy goes: <scratch>/ddlbench-<run directory's name>/<data.path's name> (and data.val_path's beside it),
+the same name on every node, so no node needs to tell another. The copy is a pool of STREAMS threads over the files
+(shutil.copyfile: sendfile(2) on Linux), then a marker file (MARKER) holding what was copied, written last: a
+directory without it is no finished copy. `remove` deletes the run's folder at its end, success or failure.
+
+The plan-time check (`check_fits`, from `campaign plan|submit` through validate.check_staging) compares the data
+set's bytes (walked once per folder) with system.local_scratch_gb. Torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks.adapter_config import Choice
+from benchmarks.errors import ConfigError
+
+STREAMS = 8  # parallel copies per node: enough to keep a parallel file system's servers busy, few enough for its MDS
+MARKER = ".ddlbench-staged.json"
+PREFIX = "ddlbench-"
+GB = 1e9
+
+
+class Stage(Choice):
+    """data.stage: where the loaders read the data set from."""
+
+    none = "none"  # data.path itself (the shared file system)
+    node_local = "node_local"  # a copy on each node's local scratch, made at the run's start
+
+
+class StagingError(RuntimeError):
+    """A node's copy failed (its disk filled up, a file could not be read): the run stops, every rank with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStaging:
+    """What one node copied: the staged folders (source -> copy), files, bytes and seconds (copy and marker)."""
+
+    node: int
+    host: str
+    root: str
+    paths: dict[str, str]
+    num_files: int
+    staged_bytes: int
+    staging_s: float
+
+    @property
+    def gb_s(self) -> float:
+        return self.staged_bytes / GB / self.staging_s if self.staging_s > 0 else 0.0
+
+
+def scratch_root(local_scratch: str | None, *, environ: dict[str, str] | None = None) -> Path:
+    """system.local_scratch with its environment variables ($SLURM_TMPDIR, ${TMPDIR}) expanded on this node."""
+    environ = os.environ if environ is None else environ
+    if not local_scratch:
+        raise ConfigError(
+            "data.stage=node_local needs system.local_scratch (the node's own disk); pass e.g. "
+            "system.local_scratch='$TMPDIR' or system.local_scratch=/tmp, or data.stage=none"
+        )
+    unset = [name for name in _variables(local_scratch) if not environ.get(name)]
+    if unset:
+        raise StagingError(
+            f"system.local_scratch={local_scratch}: ${unset[0]} is not set on {socket.gethostname()}; set it in "
+            "the job or pass system.local_scratch=<a folder on the node's own disk>"
+        )
+    expanded = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: environ[m[1] or m[2]], local_scratch)
+    return Path(os.path.expanduser(expanded))
+
+
+def _variables(text: str) -> list[str]:
+    return [a or b for a, b in re.findall(r"\$\{(\w+)\}|\$(\w+)", text)]
+
+
+def run_folder(scratch: Path, run_name: str) -> Path:
+    """The run's own folder on a node's scratch: the same name on every node of the run."""
+    return scratch / f"{PREFIX}{run_name}"
+
+
+def staged_paths(sources: list[str], folder: Path) -> dict[str, str]:
+    """Each source folder -> where its copy goes under `folder` (its name; a repeated name gets its index)."""
+    out, names = {}, set()
+    for i, source in enumerate(sources):
+        name = Path(source).resolve().name or "data"
+        name = name if name not in names else f"{name}-{i}"
+        names.add(name)
+        out[source] = str(folder / name)
+    return out
+
+
+def copy_tree(source: Path, dest: Path, *, streams: int = STREAMS) -> tuple[int, int]:
+    """Copy the tree at `source` to `dest` (which must not exist) with `streams` files in flight; (files, bytes).
+    The folders are made first, then the files are copied in parallel; the first failure cancels the rest and is
+    raised as a StagingError naming the file."""
+    files: list[tuple[Path, Path]] = []
+    for folder, subfolders, names in os.walk(source, followlinks=True):
+        subfolders.sort()
+        target = dest / Path(folder).relative_to(source)
+        target.mkdir(parents=True, exist_ok=target != dest)
+        files += [(Path(folder) / name, target / name) for name in sorted(names)]
+    if not files and not dest.exists():
+        raise StagingError(f"data staging: {source} is not a folder the node can read")
+
+    def one(pair: tuple[Path, Path]) -> int:
+        shutil.copyfile(*pair)
+        return pair[1].stat().st_size
+
+    with ThreadPoolExecutor(max_workers=max(1, streams), thread_name_prefix="ddlbench-stage") as pool:
+        futures = {pool.submit(one, pair): pair for pair in files}
+        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in pending:
+            future.cancel()
+        for future in done:
+            if (error := future.exception()) is not None:
+                src, dst = futures[future]
+                said = getattr(error, "strerror", None) or str(error)
+                raise StagingError(
+                    f"data staging on {socket.gethostname()}: copying {src} to {dst} failed ({said})"
+                ) from error
+    return len(files), sum(f.result() for f in futures)
+
+
+def stage_node(sources: list[str], *, scratch: Path, run_name: str, node: int, streams: int = STREAMS) -> NodeStaging:
+    """This node's copy of every source folder under its run folder, then the marker (local rank 0 calls it). A
+    folder left by an earlier, killed attempt of the same run is removed first: it is this run's own."""
+    folder = run_folder(scratch, run_name)
+    began = time.perf_counter()
+    try:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        paths = staged_paths(sources, folder)
+        num_files = staged_bytes = 0
+        for source, copy in paths.items():
+            files, size = copy_tree(Path(source), Path(copy), streams=streams)
+            num_files, staged_bytes = num_files + files, staged_bytes + size
+    except OSError as error:
+        raise StagingError(
+            f"data staging to {folder} on {socket.gethostname()} failed: {error.strerror or error}; check "
+            "system.local_scratch (it must be a writable folder on the node with room for the data set)"
+        ) from error
+    record = NodeStaging(
+        node=node,
+        host=socket.gethostname(),
+        root=str(folder),
+        paths=paths,
+        num_files=num_files,
+        staged_bytes=staged_bytes,
+        staging_s=time.perf_counter() - began,
+    )
+    (folder / MARKER).write_text(json.dumps(asdict(record)))
+    return record
+
+
+def stage(
+    sources: list[str],
+    *,
+    local_scratch: str | None,
+    run_dir: Path,
+    node: int,
+    local_rank: int,
+    reduce,
+    streams: int = STREAMS,
+) -> NodeStaging:
+    """Every rank calls it, once its process group is up: local rank 0 of each node copies, then one all-reduce
+    (`reduce`: the framework's all_reduce_scalar) is the wait of every rank and says whether any node failed. A
+    failed copy raises on every rank (on its own node with its cause, elsewhere naming that node): no node waits
+    for a copy that will never come. The node's record goes to the run directory (record_name) for the summary."""
+    error: BaseException | None = None
+    if local_rank == 0:
+        try:
+            scratch = scratch_root(local_scratch)
+            record = stage_node(sources, scratch=scratch, run_name=run_dir.name, node=node, streams=streams)
+            (run_dir / record_name(node)).write_text(json.dumps(asdict(record)))
+        except (StagingError, ConfigError, OSError) as raised:
+            error = raised
+    failed = int(reduce(float(node + 1) if error is not None else 0.0, "max"))
+    if error is not None:
+        raise error
+    if failed:
+        raise StagingError(f"data staging failed on node {failed - 1} (its local rank 0 says why); every rank stops")
+    return read_marker(scratch_root(local_scratch), run_dir.name)
+
+
+def read_marker(scratch: Path, run_name: str) -> NodeStaging:
+    """The node's finished copy (every rank reads it once the copies are done), or StagingError: no marker."""
+    marker = run_folder(scratch, run_name) / MARKER
+    try:
+        return NodeStaging(**json.loads(marker.read_text()))
+    except (OSError, ValueError, TypeError) as error:
+        raise StagingError(
+            f"data staging: {marker} is missing on {socket.gethostname()}: local rank 0 of this node did not "
+            "finish its copy (do the node's ranks see one system.local_scratch?)"
+        ) from error
+
+
+def remove(scratch: Path, run_name: str) -> None:
+    """Delete the run's folder on this node's scratch (local rank 0, at the run's end, whatever happened)."""
+    shutil.rmtree(run_folder(scratch, run_name), ignore_errors=True)
+
+
+def record_name(node: int) -> str:
+    """The run directory's file of one node's staging (its local rank 0 writes it; rank 0 sums them up)."""
+    return f"staging_node{node}.json"
+
+
+def summary_fields(records: list[NodeStaging]) -> dict:
+    """summary.json's staging fields (rundir.SUMMARY_FIELDS) from every node's record: the slowest node's
+    seconds (the ranks all wait for it), the bytes per node, the slowest node's GB/s and each node's seconds."""
+    if not records:
+        return {}
+    slowest = max(records, key=lambda r: r.staging_s)
+    return {
+        "staging_s": slowest.staging_s,
+        "staging_bytes": slowest.staged_bytes,
+        "staging_gb_s_per_node": slowest.gb_s,
+        "staging_s_by_node": [r.staging_s for r in sorted(records, key=lambda r: r.node)],
+    }
+
+
+def read_records(run_dir: Path, num_nodes: int) -> list[NodeStaging]:
+    """Every node's record in the run directory (rank 0, after the last barrier)."""
+    return [NodeStaging(**json.loads((run_dir / record_name(n)).read_text())) for n in range(num_nodes)]
+
+
+def dataset_bytes(path: str) -> int:
+    """The bytes of every file under `path`, walked once per folder and modification time (a campaign asks for
+    one data set in many cells)."""
+    root = os.path.abspath(path)
+    try:
+        changed_ns = os.stat(root).st_mtime_ns
+    except OSError:
+        changed_ns = None
+    return _walk_bytes(root, changed_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _walk_bytes(root: str, _changed_ns: int | None) -> int:
+    total = 0
+    for folder, _, names in os.walk(root, followlinks=True):
+        for name in names:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def check_fits(sources: list[str], *, local_scratch_gb: float | None) -> None:
+    """ConfigError when the data set (every staged folder) is larger than the profile's scratch per node."""
+    if local_scratch_gb is None:
+        return
+    missing = [s for s in sources if not os.path.isdir(s)]
+    if missing:
+        raise ConfigError(
+            f"data.stage=node_local: data.path={missing[0]} does not exist here, so its size cannot be checked "
+            f"against system.local_scratch_gb={local_scratch_gb:g}; plan where the data set is, or fix data.path"
+        )
+    size_gb = sum(dataset_bytes(s) for s in sources) / GB
+    if size_gb > local_scratch_gb:
+        raise ConfigError(
+            f"data.stage=node_local: the data set ({', '.join(sources)}) is {size_gb:.2f} GB but "
+            f"system.local_scratch_gb={local_scratch_gb:g} GB per node; use data.stage=none, a smaller data set "
+            "or a profile with more local scratch"
+        )

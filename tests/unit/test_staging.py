@@ -1,0 +1,136 @@
+"""Node-local staging (benchmarks/data/staging.py): the copy (parallel, the exact tree, its marker), a failed copy
+as one error on every node, the scratch path's variables, and the plan's refusal of a data set that does not fit."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from benchmarks.data import staging
+from benchmarks.errors import ConfigError
+
+
+def _tree(root, *, files: int = 24):
+    """A small ImageFolder-like tree with a nested folder and files of varied sizes."""
+    for i in range(files):
+        path = root / f"class{i % 3}" / ("deep" if i % 5 == 0 else "") / f"img{i}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes([i]) * (100 + 37 * i))
+    (root / "train-0.idx").write_text("0 10\n")  # a DALI index beside the records is copied too
+    return root
+
+
+def _listing(root):
+    return sorted((p.relative_to(root).as_posix(), p.read_bytes()) for p in root.rglob("*") if p.is_file())
+
+
+def test_the_copy_is_the_exact_tree_made_by_several_streams(tmp_path, monkeypatch):
+    source = _tree(tmp_path / "data")
+    threads: set[str] = set()
+    copy = staging.shutil.copyfile
+
+    def seen(src, dst):
+        threads.add(threading.current_thread().name)
+        return copy(src, dst)
+
+    monkeypatch.setattr(staging.shutil, "copyfile", seen)  # only to see which threads copy
+    record = staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", node=0, streams=4)
+    staged = tmp_path / "scratch" / "ddlbench-r0" / "data"
+    assert record.paths == {str(source): str(staged)}
+    assert _listing(staged) == _listing(source)
+    assert (record.num_files, record.staged_bytes) == (25, sum(len(b) for _, b in _listing(source)))
+    assert len(threads) > 1 and all(t.startswith("ddlbench-stage") for t in threads)
+    assert staging.read_marker(tmp_path / "scratch", "r0") == record  # the marker, written last
+    staging.remove(tmp_path / "scratch", "r0")
+    assert not (tmp_path / "scratch" / "ddlbench-r0").exists() and _listing(source)  # the original stays
+
+
+def test_a_failed_copy_is_one_line_on_its_node_and_names_it_on_the_others(tmp_path):
+    source = _tree(tmp_path / "data", files=6)
+    os.mkfifo(source / "class0" / "stuck.jpg")  # shutil.copyfile refuses a named pipe: a real failure mid-copy
+    nodes = {0: 0.0, 1: 0.0}
+
+    def reduce(value, op):  # the all-reduce over the two nodes' local rank 0 (max), as the framework does it
+        assert op == "max"
+        return max(value, *nodes.values())
+
+    nodes[1] = 2.0  # node 1 failed (node + 1)
+    with pytest.raises(staging.StagingError) as error:
+        staging.stage(
+            [str(source)],
+            local_scratch=str(tmp_path / "scratch1"),
+            run_dir=tmp_path,
+            node=1,
+            local_rank=0,
+            reduce=reduce,
+        )
+    said = str(error.value)
+    assert "\n" not in said and "stuck.jpg" in said and "named pipe" in said, said
+    with pytest.raises(staging.StagingError, match=r"data staging failed on node 1 "):
+        staging.stage(
+            [str(source)],
+            local_scratch=str(tmp_path / "scratch0"),
+            run_dir=tmp_path,
+            node=0,
+            local_rank=1,  # not the copying rank: it only waits, and learns node 1 failed
+            reduce=reduce,
+        )
+
+
+def test_the_summary_takes_the_slowest_node(tmp_path):
+    records = [
+        staging.NodeStaging(node=n, host="h", root="/s", paths={}, num_files=2, staged_bytes=2_000_000_000, staging_s=s)
+        for n, s in ((1, 4.0), (0, 2.0))
+    ]
+    assert staging.summary_fields(records) == {
+        "staging_s": 4.0,
+        "staging_bytes": 2_000_000_000,
+        "staging_gb_s_per_node": 0.5,
+        "staging_s_by_node": [2.0, 4.0],
+    }
+    assert staging.summary_fields([]) == {}
+
+
+def test_the_scratch_path_expands_the_nodes_variables():
+    assert str(staging.scratch_root("$SLURM_TMPDIR/x", environ={"SLURM_TMPDIR": "/local/job1"})) == "/local/job1/x"
+    assert str(staging.scratch_root("${TMPDIR}", environ={"TMPDIR": "/tmp/j"})) == "/tmp/j"
+    with pytest.raises(staging.StagingError, match=r"\$SLURM_TMPDIR is not set on "):
+        staging.scratch_root("$SLURM_TMPDIR", environ={})
+    with pytest.raises(ConfigError, match="needs system.local_scratch"):
+        staging.scratch_root(None)
+
+
+def test_a_staged_run_needs_data_and_a_scratch(compose, tmp_path):
+    from benchmarks.validate import validate
+
+    source = _tree(tmp_path / "data")
+    with pytest.raises(ConfigError, match="names no system.local_scratch; pass"):
+        validate(compose(["loader=native", f"data.path={source}", "data.stage=node_local"]), check_device=False)
+    with pytest.raises(ConfigError, match="loader=synthetic reads no data set"):
+        validate(compose(["data.stage=node_local", "system.local_scratch=/tmp"]), check_device=False)
+
+
+def test_a_campaign_refuses_a_data_set_larger_than_the_scratch(no_slurm, tmp_path, monkeypatch):
+    """The plan (campaign plan and submit) lists the cells whose data set would not fit, with both sizes."""
+    from benchmarks.data.synth import synth_imagefolder
+    from launchers.campaign import plan, reasons
+
+    data = tmp_path / "data"
+    synth_imagefolder(data, num_classes=2, images_per_class=4, width=32, height=24, quality=90, seed=0, progress=False)
+    size_gb = staging.dataset_bytes(str(data)) / 1e9
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "tiny.yaml").write_text(
+        "# @package _global_\nmodel:\n  arch: simple_cnn\nrun:\n  campaign: tiny\n  per_gpu_batch: 2\n"
+        "campaign:\n  gpus: [1]\n  repeats: 1\n  axes:\n    data.stage: [none, node_local]\n"
+    )
+    monkeypatch.setenv("DDLBENCH_CONFIG", str(tmp_path))
+    base = ["experiment=tiny", "system=slurm_cpu", "loader=native", f"data.path={data}"]
+    _, cells = plan([*base, "system.local_scratch_gb=0.000001"])
+    assert [c.problem is None for c in cells] == [True, False]
+    [(count, reason)] = reasons(cells)
+    assert count == 1 and f"is {size_gb:.2f} GB but system.local_scratch_gb=1e-06 GB per node" in reason, reason
+    _, cells = plan([*base, "system.local_scratch_gb=1"])  # it fits
+    assert [c.problem for c in cells] == [None, None]
+    assert len({c.run_dir for c in cells}) == 2  # data.stage is part of the cell
