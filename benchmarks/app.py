@@ -115,6 +115,7 @@ def _write_provenance(
             "num_nodes": env.num_nodes,
             **runlog.git_provenance(REPO_DIR),
             "versions": runlog.package_versions(),
+            **runlog.container_provenance(),  # the image the ranks ran in (launchers/container.py)
             "hardware": runlog.hardware_provenance(),
             "env": runlog.environment_provenance(),
             "framework": framework.describe(),

@@ -140,3 +140,17 @@ def hardware_provenance() -> dict[str, Any]:
 
 def environment_provenance() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(PROVENANCE_ENV_PREFIXES)}
+
+
+# the image the ranks run in, as the launching host saw it (launchers/container.py: runtime, its version, image,
+# digest), handed to the ranks as JSON in this variable: inside the container the runtime is not visible
+CONTAINER_ENV = "DDLBENCH_CONTAINER"
+
+
+def container_provenance() -> dict[str, Any]:
+    """meta.json's `container`: what the launcher recorded of the image; {} for a run outside a container."""
+    try:
+        record = json.loads(os.environ.get(CONTAINER_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {"container": record} if isinstance(record, dict) and record else {}

@@ -279,6 +279,7 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     from benchmarks import launch
     from benchmarks.freshstart import import_what_ranks_import_late
     from benchmarks.launch.base import LOCAL
+    from launchers import container as image
     from launchers import hosts as several
     from launchers.local import local_command, ranks_may_fork
     from launchers.node_python import node_python
@@ -287,10 +288,19 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     num_nodes = len(spread.hosts) if spread else 1
     taken_repeat = [] if repeat == int(cfg.run.repeat) else [f"run.repeat={repeat}"]  # a live run held the asked one
     overrides = [*args.overrides, *taken_repeat, f"run.dir={run_dir.resolve()}"]
-    fork_ranks, hostfile = spread is None and ranks_may_fork(cfg), None
+    inside = run_container(cfg, run_dir=run_dir.resolve())  # None: the ranks run on the host's own Python
+    image.check(inside, launcher=str(cfg.framework.local_launcher))
+    # a container's ranks are its launcher's children inside the image: never forks of this process
+    fork_ranks, hostfile = spread is None and inside is None and ranks_may_fork(cfg), None
+    wrap, cleanup = image.prefix(inside), image.stop_argv(inside)
+    if inside is not None and inside.runtime == "pyxis":
+        raise ConfigError(
+            "system.container.runtime=pyxis runs through srun inside a Slurm job, not `ddlbench run`; submit with "
+            "`ddlbench campaign submit`, or run here with system.container.runtime=podman or apptainer"
+        )
     if spread:
-        python = node_python(cfg.system)
-        several.check(spread, run_dir=run_dir, python=python)
+        python = inside.python if inside else node_python(cfg.system)
+        several.check(spread, run_dir=run_dir, python=python if inside is None else None)
         across = several.plan(
             spread,
             launcher=str(cfg.framework.local_launcher),
@@ -298,8 +308,10 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
             master_port=free_port(),
             overrides=overrides,
             run_dir=run_dir.resolve(),
-            env=cfg.system.env,
+            env={**cfg.system.env, **image.environment(inside)},
             python=python,
+            container=wrap,
+            cleanup=cleanup,
         )
         argv, shown, hostfile = across.argv, across.shown, across.hostfile
     else:
@@ -309,9 +321,12 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
             master_port=free_port(),
             overrides=overrides,
             fork_ranks=fork_ranks,
+            **({"python": inside.python, "container": wrap} if inside else {}),
         )
         shown = None
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
+    if not args.dry_run:
+        env.update(image.environment(inside))  # what rank 0 records of the image (meta.json `container`)
     if not getattr(args, "quiet", False):
         if shown is None:
             announce(argv, dry_run=args.dry_run)
@@ -325,13 +340,30 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
         path.write_text(text)
     if fork_ranks:
         import_what_ranks_import_late(type(framework))
-    forks = spread is None and launch.get(cfg.framework.local_launcher, LOCAL).forks
+    forks = spread is None and inside is None and launch.get(cfg.framework.local_launcher, LOCAL).forks
     name = f"{cfg.framework.local_launcher} on {num_nodes} hosts" if spread else None
-    code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name)
+    code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name, cleanup=cleanup)
     if code not in (0, INTERRUPTED_EXIT) and not run_dir.is_dir():
         # with a run directory the supervisor has said what failed where, in its one error line
         print(f"ddlbench: error: the run failed with exit code {code} before it made {run_dir}", file=sys.stderr)
     return code
+
+
+def run_container(cfg, *, run_dir: Path):
+    """The container of system.container for this run (launchers/container.py), None for none: the run root
+    bound read-write (the run directory where run.dir lies outside it), the project, the working directory and
+    the data read-only."""
+    from launchers import container
+
+    root = Path(str(cfg.run.root)).resolve()
+    writable = root if run_dir.is_relative_to(root) else run_dir
+    project = Path(__file__).resolve().parents[1]
+    return container.of(
+        cfg.system,
+        run_root=writable,
+        readable=[project, cfg.data.path, cfg.data.val_path],
+        token=f"{run_dir.name}-{os.getpid()}",
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

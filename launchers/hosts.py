@@ -115,9 +115,10 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def check(hosts: Hosts, *, run_dir: Path, python: str = sys.executable, cwd: str | None = None) -> None:
+def check(hosts: Hosts, *, run_dir: Path, python: str | None = sys.executable, cwd: str | None = None) -> None:
     """ConfigError naming the host and the fix, before anything starts: the first host is not this machine, or
-    another host does not answer over ssh or lacks this Python, the working directory or the run's folder."""
+    another host does not answer over ssh or lacks this Python (None: the ranks run an image's), the working
+    directory or the run's folder."""
     first = hosts.hosts[0]
     if not is_this_machine(first):
         raise ConfigError(
@@ -127,8 +128,9 @@ def check(hosts: Hosts, *, run_dir: Path, python: str = sys.executable, cwd: str
     cwd = cwd or os.getcwd()
     folder = _existing(run_dir)
     probe = (
-        f"cd {shlex.quote(cwd)} || exit 11; test -x {shlex.quote(python)} || exit 12; "
-        f"test -d {shlex.quote(str(folder))} || exit 13"
+        f"cd {shlex.quote(cwd)} || exit 11; "
+        + (f"test -x {shlex.quote(python)} || exit 12; " if python else "")
+        + f"test -d {shlex.quote(str(folder))} || exit 13"
     )
     others = hosts.hosts[1:]
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(others)))) as pool:
@@ -194,9 +196,19 @@ def plan(
     run_dir: Path,
     env: Mapping[str, str],
     python: str = sys.executable,
+    container: Sequence[str] = (),
+    cleanup: Sequence[str] | None = None,
 ) -> Launch:
     """The launch of a training run over `hosts`; env: what every host's launcher is given (system.env);
-    python: what the ranks run (system.python, launchers/node_python.py)."""
+    python: what the ranks run (system.python, launchers/node_python.py; in a container, the image's);
+    container: the prefix that runs each host's launcher inside an image, cleanup what removes a host's
+    containers once its launcher is stopped (launchers/container.py)."""
+    if container and not launch.get(launcher, LOCAL).runs_on_every_host:
+        raise ConfigError(
+            f"system.container with system.hosts needs a launcher that runs on every host, inside its container "
+            f"(torchrun, deepspeed); framework.local_launcher={launcher} would start the other hosts' ranks over ssh "
+            "from inside the image: choose framework.local_launcher=torchrun, or submit through Slurm"
+        )
     written = None
     hostfile = hosts.hostfile
     if hostfile is None and launch.get(launcher, LOCAL).reads_hostfile:
@@ -211,6 +223,7 @@ def plan(
     )
     try:
         launches = local.hosts_commands(launcher, shape, training(overrides, python=python))
+        launches = [(host, [*container, *argv]) for host, argv in launches]
     except NotImplementedError:
         raise ConfigError(
             f"framework.local_launcher={launcher} does not start ranks across hosts; choose one of "
@@ -223,6 +236,7 @@ def plan(
     spec = {
         "cwd": os.getcwd(),
         "env": forwarded,
+        "cleanup": list(cleanup or ()),
         "launches": [
             {"host": host, "argv": argv, "pidfile": _pidfile(token, i)} for i, (host, argv) in enumerate(launches)
         ],
@@ -307,8 +321,11 @@ def fan_out(spec: Mapping) -> int:
         _stop_all(procs, others)
         return 130
     finally:
+        # a host's container outlives its launcher killed by SIGKILL: removed by its label (launchers/container.py)
+        cleanup = f"; {shlex.join(spec['cleanup'])} >/dev/null 2>&1" if spec.get("cleanup") else ""
         for item in others:
-            subprocess.run([*SSH, item["host"], f"rm -f {shlex.quote(item['pidfile'])}"], capture_output=True)
+            command = f"rm -f {shlex.quote(item['pidfile'])}{cleanup}"
+            subprocess.run([*SSH, item["host"], command], capture_output=True)
 
 
 def _stop_all(procs: list[tuple[str, subprocess.Popen]], others: Sequence[Mapping]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -50,11 +51,15 @@ def local_command(
     overrides: Sequence[str],
     as_root: bool | None = None,
     fork_ranks: bool = False,
+    python: str = sys.executable,
+    container: Sequence[str] = (),
 ) -> list[str]:
     """The argv that starts `nproc` local training ranks with the launcher named by framework.local_launcher;
-    fork_ranks: a CPU run, whose ranks may start as forks of the launcher (JobShape.fork_ranks)."""
+    fork_ranks: a CPU run, whose ranks may start as forks of the launcher (JobShape.fork_ranks); container: the
+    prefix that runs the launcher and its ranks inside an image (launchers/container.py), `python` the image's."""
+    assert not (fork_ranks and container), "a container's ranks never fork from ddlbench run"
     shape = local_shape(nproc=nproc, master_port=master_port, as_root=as_root, fork_ranks=fork_ranks)
-    return launch.get(launcher, LOCAL).one_host(shape, training(overrides))
+    return [*container, *launch.get(launcher, LOCAL).one_host(shape, training(overrides, python=python))]
 
 
 # --- several hosts, no scheduler ---------------------------------------------------------------

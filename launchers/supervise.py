@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import runpy
@@ -214,13 +215,16 @@ def run_launcher(
     fork: bool = False,
     grace_s: float = 10.0,
     name: str | None = None,
+    cleanup: Sequence[str] | None = None,
     **summary_extra,
 ) -> int:
     """Run `argv` to its end; the exit code (INTERRUPTED_EXIT after an interruption). own_group: the
     launcher and its ranks get a process group of their own, which this process signals (local
     launchers); else only the launcher is signalled (srun passes signals on to its tasks). fork: the
     launcher may run as a fork of this process (Launcher.forks; see the module's docstring). name: how a
-    failure's summary names the launcher (default: argv[0]'s file name)."""
+    failure's summary names the launcher (default: argv[0]'s file name). cleanup: a command run once the launcher
+    is gone, however it went (by the reaper too): what removes a container its killed client left running
+    (launchers/container.py stop_argv)."""
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh session went away
     previous = {s: signal.getsignal(s) for s in stopping}
     interrupted, process, output, reaper = None, None, None, None
@@ -231,7 +235,9 @@ def run_launcher(
         for s in stopping:
             signal.signal(s, _raise_on)
         process = _start(argv, env=env, own_group=own_group, fork=fork)
-        reaper = _reaper(process.pid) if own_group else None  # started after the fork: the launcher holds no pipe
+        reaper = (
+            _reaper(process.pid, cleanup=cleanup) if own_group else None
+        )  # started after the fork: the launcher holds no pipe
         heartbeat.start()
         output = _Output(process.stderr, run_dir)
         code, hang = _wait(process, run_dir=run_dir, own_group=own_group, output=output)
@@ -246,6 +252,8 @@ def run_launcher(
     finally:
         if process is not None and own_group:
             _kill_group(process.pid)  # no rank outlives its launcher
+        if process is not None and cleanup:
+            _clean_up(cleanup)  # nor its container
         _stop_reaper(reaper)
         heartbeat.stop()
         for s, handler in previous.items():
@@ -468,18 +476,30 @@ def _rank_errors(run_dir: Path) -> dict[str, str]:
 
 
 # the reaper: reads its stdin to the end (this process gone: the pipe's only writer closed), then kills the group
+# and runs the clean-up command, if any (its argv as JSON)
 _REAPER = (
-    "import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\nexcept OSError:\n    pass\n"
+    "import os, sys, json, subprocess\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\n"
+    "except OSError:\n    pass\nif len(sys.argv) > 2:\n    try:\n        subprocess.run(json.loads(sys.argv[2]), "
+    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)\n    except (OSError, subprocess.SubprocessError):\n"
+    "        pass\n"
 )
 
 
-def _reaper(pgid: int) -> subprocess.Popen | None:
+def _clean_up(argv: Sequence[str]) -> None:
+    """Run the clean-up command (its output and failure ignored: nothing may be left to remove)."""
+    try:
+        subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def _reaper(pgid: int, *, cleanup: Sequence[str] | None = None) -> subprocess.Popen | None:
     """A process in a session of its own that kills the launcher's process group `pgid` once this process is
     gone, however it went (kill -9 of ddlbench's process group included: the pipe it waits on closes), so
     that no launcher or rank trains on without its owner. None where it cannot start (the run goes on)."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER, str(pgid)],
+            [sys.executable, "-I", "-S", "-c", _REAPER, str(pgid), *([json.dumps(list(cleanup))] if cleanup else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

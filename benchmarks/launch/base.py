@@ -36,6 +36,7 @@ class JobShape:
     mpi: str | None = None  # srun --mpi=<plugin>
     cpu_bind: str | None = None  # srun --cpu-bind=<value>
     mpirun_args: tuple[str, ...] = ()  # extra mpirun flags
+    srun_args: tuple[str, ...] = ()  # extra srun flags (a pyxis container's --container-image, ...)
     # several hosts without a scheduler: one address or name per node, hosts[0] holds the rendezvous (at
     # master_port); node_rank is the host an argv is for, where the launcher runs on every host (torchrun,
     # deepspeed --no_ssh); hostfile is the "<host> slots=<ranks per node>" file some launchers read
@@ -72,14 +73,16 @@ class JobShape:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankProgram:
-    """What every rank runs: `python -m <module> <args>`."""
+    """What every rank runs: `python -m <module> <args>`, inside a container where `container` is its prefix
+    (`apptainer exec ... IMAGE`: launchers/container.py; each rank of an srun or mpirun step in one of its own)."""
 
     module: str
     args: tuple[str, ...] = ()
     python: str = sys.executable
+    container: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
-        return [self.python, "-m", self.module, *self.args]
+        return [*self.container, self.python, "-m", self.module, *self.args]
 
     def main_file(self) -> str:
         """The file `python -m <module>` runs (a package's __main__.py), as this interpreter finds it."""
@@ -93,9 +96,9 @@ class RankProgram:
         return spec.origin
 
 
-def training(overrides: Sequence[str], *, python: str = sys.executable) -> RankProgram:
-    """The training rank: `python -m benchmarks OVERRIDES`."""
-    return RankProgram(module=TRAINING_MODULE, args=tuple(overrides), python=python)
+def training(overrides: Sequence[str], *, python: str = sys.executable, container: Sequence[str] = ()) -> RankProgram:
+    """The training rank: `python -m benchmarks OVERRIDES` (in a container: behind its prefix)."""
+    return RankProgram(module=TRAINING_MODULE, args=tuple(overrides), python=python, container=tuple(container))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

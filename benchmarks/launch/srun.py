@@ -28,6 +28,7 @@ class Srun(Launcher):
             *cpus,
             "--kill-on-bad-exit=1",
             *bind,
+            *shape.srun_args,
             *program.argv(),
         ]
 
