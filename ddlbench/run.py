@@ -357,11 +357,10 @@ def run_container(cfg, *, run_dir: Path):
 
     root = Path(str(cfg.run.root)).resolve()
     writable = root if run_dir.is_relative_to(root) else run_dir
-    project = Path(__file__).resolve().parents[1]
     return container.of(
         cfg.system,
         run_root=writable,
-        readable=[project, cfg.data.path, cfg.data.val_path],
+        readable=[cfg.data.path, cfg.data.val_path],
         token=f"{run_dir.name}-{os.getpid()}",
     )
 

@@ -34,6 +34,7 @@ from benchmarks.errors import ConfigError
 from benchmarks.runlog import CONTAINER_ENV
 
 RUNTIMES = ("apptainer", "singularity", "pyxis", "podman")
+PROJECT = Path(__file__).resolve().parents[1]  # the code the ranks run (`python -m benchmarks` from here)
 LABEL = "ddlbench.run"
 # what a rank reads of its launcher's environment: podman passes in only the variables it is told (apptainer and
 # pyxis pass the whole environment); NAME* passes every variable of that prefix
@@ -66,7 +67,8 @@ class Container:
     runtime: str
     image: str
     binds: tuple[str, ...]  # host:container[:opts], the run's own first
-    env: tuple[str, ...]  # variable names passed in (podman)
+    env: tuple[str, ...]  # variable names passed in (podman): PASSED, system.env's and system.container.env
+    named: tuple[str, ...]  # system.container.env alone: pyxis passes the task's environment, these over the image's
     args: tuple[str, ...]
     python: str
     workdir: str
@@ -99,8 +101,8 @@ def of(
     workdir: str | Path | None = None,
     token: str = "",
 ) -> Container | None:
-    """The container of system.container, with the run root bound read-write and `readable` (the project,
-    the working directory, data.path) read-only; None where system.container.runtime is none."""
+    """The container of system.container, with the run root bound read-write and the project, the working
+    directory and `readable` (data.path) read-only; None where system.container.runtime is none."""
     spec = system["container"]
     runtime = str(spec["runtime"])
     if runtime == "none":
@@ -111,7 +113,7 @@ def of(
             "reference for podman, an enroot URI or .sqsh for pyxis); set it, or system.container.runtime=none"
         )
     workdir = str(Path(workdir or os.getcwd()).resolve())
-    binds = _run_binds(writable=[str(run_root)], readable=[str(p) for p in (*readable, workdir) if p])
+    binds = _run_binds(writable=[str(run_root)], readable=[str(p) for p in (PROJECT, *readable, workdir) if p])
     return Container(
         runtime=runtime,
         image=str(spec["image"]),
@@ -119,6 +121,7 @@ def of(
         env=tuple(
             dict.fromkeys([*PASSED, *(str(k) for k in system.get("env") or {}), *map(str, spec.get("env") or ())])
         ),
+        named=tuple(str(n) for n in spec.get("env") or ()),
         args=tuple(str(a) for a in spec.get("args") or ()),
         python=str(spec.get("python") or "python3"),
         workdir=workdir,
@@ -165,7 +168,7 @@ def srun_flags(container: Container | None) -> list[str]:
     """pyxis's srun flags (the image, its mounts, the working directory); [] for every other runtime."""
     if container is None or container.runtime != "pyxis":
         return []
-    env = [f"--container-env={','.join(n for n in container.env if not n.endswith('*'))}"] if container.env else []
+    env = [f"--container-env={','.join(container.named)}"] if container.named else []
     return [
         f"--container-image={container.image}",
         f"--container-mounts={','.join(container.binds)}",

@@ -23,6 +23,8 @@ from benchmarks.config import check_override
 from benchmarks.errors import ConfigError
 from benchmarks.launch import get as launcher_named
 from benchmarks.launch.base import SLURM, JobShape, first_host, training
+from launchers import container as image
+from launchers.container import Container
 from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
 
 RUN_SCRIPT = resources.slurm_script()
@@ -37,8 +39,9 @@ def checked(overrides: Sequence[str]) -> list[str]:
     return list(overrides)
 
 
-def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int) -> JobShape:
-    """The job's ranks as the allocation lays them out, with the system profile's launcher flags."""
+def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int, srun_args: Sequence[str] = ()) -> JobShape:
+    """The job's ranks as the allocation lays them out, with the system profile's launcher flags (and a pyxis
+    container's srun flags)."""
     return JobShape(
         nproc=ntasks,
         num_nodes=ntasks // ntasks_per_node,
@@ -46,17 +49,27 @@ def step_shape(system: Mapping, *, ntasks: int, ntasks_per_node: int) -> JobShap
         mpi=system["mpi"],
         cpu_bind=system["cpu_bind"],
         mpirun_args=tuple(system["mpirun_args"]),
+        srun_args=tuple(srun_args),
     )
 
 
 def step_command(
-    system: Mapping, *, ntasks: int, ntasks_per_node: int, overrides: Sequence[str], python: str = sys.executable
+    system: Mapping,
+    *,
+    ntasks: int,
+    ntasks_per_node: int,
+    overrides: Sequence[str],
+    python: str = sys.executable,
+    container: Container | None = None,
 ) -> list[str]:
-    """The argv that starts every training rank of the job, per the system profile's `launcher`."""
+    """The argv that starts every training rank of the job, per the system profile's `launcher`; in a container
+    (launchers/container.py) each rank runs the image's Python behind its prefix (apptainer, podman) or srun
+    starts the tasks in it (pyxis). The launcher itself stays on the batch host."""
     launcher = launcher_named(str(system["launcher"]), SLURM)
-    return launcher.in_allocation(
-        step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node), training(checked(overrides), python=python)
-    )
+    shape = step_shape(system, ntasks=ntasks, ntasks_per_node=ntasks_per_node, srun_args=image.srun_flags(container))
+    if container is not None:
+        python = container.python
+    return launcher.in_allocation(shape, training(checked(overrides), python=python, container=image.prefix(container)))
 
 
 def sbatch(
@@ -231,10 +244,21 @@ def launch(
     if environ.get("SLURM_CPUS_PER_TASK"):
         # the allocation's --cpus-per-task wins: srun may not ask for more than sbatch got
         system["cpus_per_rank"] = int(environ["SLURM_CPUS_PER_TASK"])
-    argv = step_command(system, ntasks=ntasks, ntasks_per_node=per_node, overrides=[*overrides, f"run.dir={run_dir}"])
+    inside = image.of(
+        cfg.system,
+        run_root=Path(str(cfg.run.root)).resolve()
+        if run_dir.is_relative_to(Path(str(cfg.run.root)).resolve())
+        else run_dir,
+        readable=[cfg.data.path, cfg.data.val_path],
+        token=f"slurm-{job_id}",
+    )
+    image.check(inside, launcher=str(cfg.system.launcher), binaries=not dry_run)
+    argv = step_command(
+        system, ntasks=ntasks, ntasks_per_node=per_node, overrides=[*overrides, f"run.dir={run_dir}"], container=inside
+    )
     env = rank_environment(
         environ,
-        system_env=cfg.system.env,
+        system_env={**cfg.system.env, **(image.environment(inside) if not dry_run else {})},
         addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix),
         port=master_port(job_id),
     )
@@ -248,7 +272,9 @@ def launch(
     if dry_run:
         return 0
     # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/supervise.py)
-    code = run_launcher(argv, env=env, run_dir=run_dir, own_group=False, slurm_job_id=job_id)
+    code = run_launcher(
+        argv, env=env, run_dir=run_dir, own_group=False, cleanup=image.stop_argv(inside), slurm_job_id=job_id
+    )
     if code == INTERRUPTED_EXIT:
         return code
     status = _summary_status(run_dir / rundir.SUMMARY)
