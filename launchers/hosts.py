@@ -231,6 +231,19 @@ def plan(
         ) from None
     if len(launches) == 1:
         return Launch(argv=launches[0][1], shown=[(launches[0][0], shlex.join(launches[0][1]))], hostfile=written)
+    return spread(launches, master_port=master_port, env=env, cleanup=cleanup, hostfile=written)
+
+
+def spread(
+    launches: Sequence[tuple[str, list[str]]],
+    *,
+    master_port: int,
+    env: Mapping[str, str],
+    cleanup: Sequence[str] | None = None,
+    hostfile: tuple[Path, str] | None = None,
+) -> Launch:
+    """The fan-out of (host, argv) launches, the first here and the others over ssh (`python -m launchers.hosts`):
+    a training run's launchers (plan), or any program with one process per host (`ddlbench preflight`)."""
     forwarded = {**{k: os.environ[k] for k in FORWARDED if k in os.environ}, **{k: str(v) for k, v in env.items()}}
     token = f"{master_port}-{os.getpid()}"
     spec = {
@@ -245,7 +258,7 @@ def plan(
     shown += [
         (item["host"], shlex.join(_remote(item, cwd=spec["cwd"], env=forwarded))) for item in spec["launches"][1:]
     ]
-    return Launch(argv=[sys.executable, "-m", "launchers.hosts", json.dumps(spec)], shown=shown, hostfile=written)
+    return Launch(argv=[sys.executable, "-m", "launchers.hosts", json.dumps(spec)], shown=shown, hostfile=hostfile)
 
 
 def interfaces_of(env: Mapping[str, str]) -> tuple[str, ...]:
