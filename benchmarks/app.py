@@ -421,7 +421,7 @@ def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
     """Local rank 0 deletes its node's staged copy when the run ends, whatever happened (docs/staging.md)."""
     if cfg.data.stage == "node_local" and env.local_rank == 0:
         with contextlib.suppress(staging.StagingError, ConfigError, OSError):
-            staging.remove(staging.scratch_root(cfg.system.local_scratch), run_dir.name)
+            staging.remove(staging.scratch_root(cfg.system.local_scratch), staging.run_name(run_dir))
 
 
 def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:

@@ -2,7 +2,7 @@
 copies the data set from the shared file system to the node's own disk (system.local_scratch), and the loaders read
 that copy. As MLPerf HPC counts it, the copy is part of the time to train: it happens inside the rank's startup.
 
-Where the copy goes: <scratch>/ddlbench-<run directory's name>/<data.path's name> (and data.val_path's beside it),
+Where the copy goes: <scratch>/ddlbench-[<Slurm job id>-]<run directory's name>/<data.path's name> (and data.val_path's beside it),
 the same name on every node, so no node needs to tell another. The copy is a pool of STREAMS threads over the files
 (shutil.copyfile: sendfile(2) on Linux), then a marker file (MARKER) holding what was copied, written last: a
 directory without it is no finished copy. `remove` deletes the run's folder at its end, success or failure.
@@ -81,6 +81,13 @@ def scratch_root(local_scratch: str | None, *, environ: dict[str, str] | None = 
 
 def _variables(text: str) -> list[str]:
     return [a or b for a, b in re.findall(r"\$\{(\w+)\}|\$(\w+)", text)]
+
+
+def run_name(run_dir: Path, *, environ: dict[str, str] | None = None) -> str:
+    """The run's name on the nodes' scratch: its directory's name, after the Slurm job's id where there is one (two
+    campaigns may run one cell on one node at once; /tmp is shared by every job there)."""
+    job = (os.environ if environ is None else environ).get("SLURM_JOB_ID")
+    return f"{job}-{run_dir.name}" if job else run_dir.name
 
 
 def run_folder(scratch: Path, run_name: str) -> Path:
@@ -181,7 +188,7 @@ def stage(
     if local_rank == 0:
         try:
             scratch = scratch_root(local_scratch)
-            record = stage_node(sources, scratch=scratch, run_name=run_dir.name, node=node, streams=streams)
+            record = stage_node(sources, scratch=scratch, run_name=run_name(run_dir), node=node, streams=streams)
             (run_dir / record_name(node)).write_text(json.dumps(asdict(record)))
         except (StagingError, ConfigError, OSError) as raised:
             error = raised
@@ -190,7 +197,7 @@ def stage(
         raise error
     if failed:
         raise StagingError(f"data staging failed on node {failed - 1} (its local rank 0 says why); every rank stops")
-    return read_marker(scratch_root(local_scratch), run_dir.name)
+    return read_marker(scratch_root(local_scratch), run_name(run_dir))
 
 
 def read_marker(scratch: Path, run_name: str) -> NodeStaging:
