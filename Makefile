@@ -13,7 +13,7 @@ TORCH_INDEX := $(if $(TORCH_CUDA),--index-url https://download.pytorch.org/whl/$
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test test-fast test-matrix papers papers-runs docs-cli lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down clean-demo
+.PHONY: demo test test-fast test-matrix papers papers-runs docs-cli lint browser venv deepspeed dali horovod mpi nlp slurm-up slurm-down podman clean-demo
 
 $(VENV)/.ok:
 	python3 -m venv $(VENV)
@@ -36,9 +36,9 @@ demo: venv
 # (pytest's rewritten test modules) would otherwise compile the project's sources anew (collection 10.9 -> 7.0 s)
 unexport PYTHONDONTWRITEBYTECODE
 PYTEST := $(PY) -m pytest -q --durations=25 -n 2 --dist loadgroup
-FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or slow or heavy or matrix)
+FAST_TIER := not (multiproc or slurm or horovod or deepspeed or dali or browser or netns or container or slow or heavy or matrix)
 
-test: lint deepspeed dali horovod mpi nlp slurm-up browser
+test: lint deepspeed dali horovod mpi nlp slurm-up browser podman
 	$(PYTEST) -m "not matrix" tests
 
 # after every change: no subprocess, no training run, no Slurm; Hypothesis at a quarter of its examples.
@@ -97,6 +97,17 @@ mpi: venv
 # transformers (pure python; a few binary wheels), for model=bert: BERT is built from a config, nothing downloaded
 nlp: venv
 	$(PIP) install -q -e '.[nlp]'
+
+# podman (Debian's) for the container tests (docs/containers.md): runc, because the default crun cannot set
+# RLIMIT_NOFILE in these machines' containers, and ulimits below the host's (podman refuses to raise them to
+# them); a containers.conf is written only where the machine has none of its own. busybox-static: the test
+# image's root file system (tests/conftest.py podman_image)
+podman:
+	command -v podman >/dev/null && command -v runc >/dev/null && test -x /bin/busybox || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman runc busybox-static)
+	test -e /etc/containers/containers.conf || printf '%s\n' '[containers]' \
+		'default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]' '' '[engine]' 'runtime = "runc"' \
+		> /etc/containers/containers.conf
 
 # a real single-node Slurm (slurmctld, slurmd, munge) + OpenMPI; state in $(CACHE)/slurm
 slurm-up:

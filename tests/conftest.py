@@ -69,6 +69,13 @@ def _netns() -> str | None:
     return None
 
 
+def _podman() -> str | None:
+    missing = [p for p in ("podman", "runc") if shutil.which(p) is None]
+    if not os.access("/bin/busybox", os.X_OK):
+        missing.append("busybox")
+    return f"no {', '.join(missing)}: run 'make podman'" if missing else None
+
+
 @dataclass(frozen=True, slots=True)
 class Need:
     """A fixture's marker (None: no marker of its own) and why it cannot run here (None: it can)."""
@@ -90,6 +97,7 @@ NEEDS: dict[str, Need] = {
     "chromium": Need("browser", lambda: None if CHROMIUM else "no chromium: run 'make browser'"),
     "slurm_up": Need("slurm", _slurm),
     "netns_hosts": Need("netns", _netns),
+    "podman_image": Need("container", _podman),
 }
 # a parametrized case whose parameters hold one of these overrides needs that fixture's component
 OVERRIDE_NEEDS = {
@@ -195,6 +203,27 @@ def chromium() -> str:
 @pytest.fixture(scope="session")
 def slurm_up() -> None:
     """The local Slurm cluster answers (slurm/local_cluster.sh up; `make slurm-up`)."""
+
+
+# the container tests' image: a busybox root file system (with /tmp), the rest bound from the host (tests/multiproc/
+# test_container.py); built once per machine, as podman keeps it
+PODMAN_IMAGE = "localhost/ddlbench-test:busybox-1"
+
+
+@pytest.fixture(scope="session")
+def podman_image(tmp_path_factory) -> str:
+    """A local podman image (no registry): busybox and an empty /tmp, imported when podman has none (make podman)."""
+    if subprocess.run(["podman", "image", "exists", PODMAN_IMAGE]).returncode != 0:
+        root = tmp_path_factory.mktemp("rootfs")
+        (root / "bin").mkdir()
+        shutil.copy("/bin/busybox", root / "bin" / "busybox")
+        (root / "bin" / "sh").symlink_to("busybox")
+        (root / "tmp").mkdir(mode=0o1777)
+        (root / "tmp").chmod(0o1777)
+        tar = root.parent / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
+        subprocess.run(["podman", "import", "-q", str(tar), PODMAN_IMAGE], check=True, capture_output=True)
+    return PODMAN_IMAGE
 
 
 @pytest.fixture(scope="session")
