@@ -1,0 +1,124 @@
+"""launchers/container.py: each runtime's exact argv (apptainer exec, podman run, pyxis's srun flags), the Slurm
+step's rank line inside a container, and the one-line refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from benchmarks.errors import ConfigError
+from launchers import container
+from launchers.slurm import step_command
+
+
+def system(runtime: str, image: str | None, *, device: str = "cpu", **spec) -> dict:
+    return {
+        "device": device,
+        "env": {"OMP_NUM_THREADS": "1"},
+        "container": {"runtime": runtime, "image": image, "binds": [], "env": [], "args": [], "python": "python3"}
+        | spec,
+        "launcher": "srun",
+        "mpi": "pmix",
+        "cpus_per_rank": 1,
+        "cpu_bind": None,
+        "mpirun_args": [],
+    }
+
+
+def made(runtime: str, image: str | None = "/img/ddlbench.sif", **kw) -> container.Container:
+    return container.of(
+        system(runtime, image, **kw), run_root="/scratch/runs", readable=["/data/imagenet"], workdir="/scratch"
+    )
+
+
+P = str(container.PROJECT)
+
+
+def test_apptainer_exec_binds_the_run_root_read_write_and_the_rest_read_only_and_nv_only_on_cuda():
+    # parents first (a read-write run root inside a read-only working directory is mounted over it)
+    binds = sorted(
+        ["/scratch:/scratch:ro", "/data/imagenet:/data/imagenet:ro", "/scratch/runs:/scratch/runs", f"{P}:{P}:ro"],
+        key=lambda b: (b.split(":")[0].count("/"), b),
+    )
+    assert container.prefix(made("apptainer", device="cuda")) == [
+        "apptainer",
+        "exec",
+        "--nv",
+        *(a for b in binds for a in ("--bind", b)),
+        "/img/ddlbench.sif",
+    ]
+    assert "--nv" not in container.prefix(made("singularity"))
+    assert container.prefix(made("singularity"))[:2] == ["singularity", "exec"]
+
+
+def test_pyxis_is_srun_flags_and_no_prefix():
+    c = made("pyxis", "/sq/pytorch.sqsh", env=["WANDB_MODE"])
+    assert container.prefix(c) == []
+    mounts = ",".join(c.binds)
+    assert container.srun_flags(c) == [
+        "--container-image=/sq/pytorch.sqsh",
+        f"--container-mounts={mounts}",
+        "--container-workdir=/scratch",
+        "--container-env=WANDB_MODE",
+    ]
+
+
+def test_podman_run_passes_the_launchers_variables_and_is_removed_by_its_label():
+    c = container.of(system("podman", "localhost/ddlbench:1"), run_root="/r", workdir="/r", token="t1")
+    argv = container.prefix(c)
+    assert argv[:7] == ["podman", "run", "--rm", "--init", "--network=host", "--ipc=host", "--label=ddlbench.run=t1"]
+    assert argv[-2:] == ["--workdir=/r", "localhost/ddlbench:1"]
+    assert ["-e", "OMPI_*"] == argv[argv.index("OMPI_*") - 1 : argv.index("OMPI_*") + 1]
+    assert ["-e", "OMP_NUM_THREADS"] == argv[argv.index("OMP_NUM_THREADS") - 1 : argv.index("OMP_NUM_THREADS") + 1]
+    assert container.stop_argv(c) == ["podman", "rm", "--force", "--time=0", "--filter=label=ddlbench.run=t1"]
+    assert container.stop_argv(made("apptainer")) is None
+
+
+def test_none_is_no_container():
+    assert container.of(system("none", None), run_root="/r") is None
+    assert container.prefix(None) == [] and container.srun_flags(None) == []
+
+
+def test_the_slurm_step_runs_each_rank_inside_the_image():
+    c = made("apptainer")
+    argv = step_command(system("apptainer", c.image), ntasks=4, ntasks_per_node=2, overrides=["a=1"], container=c)
+    assert argv == [
+        "srun",
+        "--mpi=pmix",
+        "--ntasks=4",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=1",
+        "--kill-on-bad-exit=1",
+        *container.prefix(c),
+        "python3",
+        "-m",
+        "benchmarks",
+        "a=1",
+    ]
+    pyxis = made("pyxis", "/sq/x.sqsh")
+    argv = step_command(system("pyxis", pyxis.image), ntasks=2, ntasks_per_node=2, overrides=[], container=pyxis)
+    assert argv[6:9] == container.srun_flags(pyxis)[:3] and argv[-3:] == ["python3", "-m", "benchmarks"]
+
+
+def test_refusals_name_the_key_and_the_fix(tmp_path):
+    with pytest.raises(ConfigError, match=r"system.container.image"):
+        made("podman", None)
+    with pytest.raises(ConfigError, match=r"system.container.image=/no/such.sif is no file"):
+        container.check(made("apptainer", "/no/such.sif"), launcher="srun", binaries=False)
+    with pytest.raises(ConfigError, match=r"pyxis .* set system.launcher=srun"):
+        container.check(made("pyxis", "/sq/x.sqsh"), launcher="mpirun")
+    sif = tmp_path / "x.sif"
+    sif.write_bytes(b"sif")
+    with pytest.raises(ConfigError, match=r"`nosuchruntime` is not installed"):
+        container.check(replace(made("apptainer", str(sif)), runtime="nosuchruntime"), launcher="srun")
+
+
+def test_an_image_files_digest_is_computed_once(tmp_path):
+    image = tmp_path / "x.sif"
+    image.write_bytes(b"image")
+    first = container.file_sha256(image, cache_dir=tmp_path / "cache")
+    assert first == "sha256:" + __import__("hashlib").sha256(b"image").hexdigest()
+    (cached,) = (tmp_path / "cache").iterdir()
+    cached.write_text("sha256:cached\n")  # same path, size and mtime: read from the cache
+    assert container.file_sha256(image, cache_dir=tmp_path / "cache") == "sha256:cached"
