@@ -111,7 +111,8 @@ def _check_staging(cfg: DictConfig) -> None:
     if not cfg.system.local_scratch:
         raise ConfigError(
             f"data.stage=node_local but system={cfg.system.name} names no system.local_scratch; pass "
-            "system.local_scratch='$TMPDIR' (or '$SLURM_TMPDIR', or a folder on the node's own disk) or data.stage=none"
+            "system.local_scratch=<a folder on the node's own disk> (a system profile may say local_scratch: $TMPDIR, "
+            "expanded on the node) or data.stage=none"
         )
 
 

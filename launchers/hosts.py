@@ -36,8 +36,9 @@ from launchers import local
 # ssh never prompts: a host that asks for a password is a host we cannot reach
 SSH = ("ssh", "-o", "BatchMode=yes")
 CONNECT_TIMEOUT_S = 10
-# what the other hosts' launchers need from here besides system.env: the same code on the path
-FORWARDED = ("PYTHONPATH",)
+# what the other hosts' launchers need from here besides system.env: the same code on the path, and the user's own
+# config options (a system profile of DDLBENCH_CONFIG: every host's ranks compose the same config)
+FORWARDED = ("PYTHONPATH", "DDLBENCH_CONFIG")
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 HOSTFILE = "hostfile"  # written into the run directory for launchers that read one (deepspeed, mpirun)
 STOP_GRACE_S = (3.0, 2.0, 2.0)  # SIGINT, SIGTERM, SIGKILL: within supervise.run_launcher's 10 s grace

@@ -66,8 +66,8 @@ def scratch_root(local_scratch: str | None, *, environ: dict[str, str] | None = 
     environ = os.environ if environ is None else environ
     if not local_scratch:
         raise ConfigError(
-            "data.stage=node_local needs system.local_scratch (the node's own disk); pass e.g. "
-            "system.local_scratch='$TMPDIR' or system.local_scratch=/tmp, or data.stage=none"
+            "data.stage=node_local needs system.local_scratch (the node's own disk); pass "
+            "system.local_scratch=/tmp (or in the system profile local_scratch: $TMPDIR), or data.stage=none"
         )
     unset = [name for name in _variables(local_scratch) if not environ.get(name)]
     if unset:
