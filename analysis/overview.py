@@ -41,6 +41,10 @@ def provenance(runs: pd.DataFrame) -> pd.DataFrame:
         "meta.launcher",
         "meta.git_sha",
         "meta.git_dirty",
+        # the image the ranks ran in (docs/containers.md): runs of one campaign in two images show both
+        "meta.container.image",
+        "meta.container.digest",
+        "meta.container.runtime_version",
     ]
     wanted += sorted(c for c in runs.columns if c.startswith("meta.versions."))
     for column in wanted:
