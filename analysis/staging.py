@@ -1,0 +1,79 @@
+"""Node-local staging (data.stage=node_local, docs/staging.md): how long each node count's runs spent copying the data
+set to the nodes' scratch and at what rate per node (summary.json: staging_s, the slowest node's; staging_bytes;
+staging_gb_s_per_node), its table and, over several node counts, its figure. Shown only when the campaign has staged
+runs. The copy is part of each run's startup_s and so of the time to train (analysis/accuracy.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.figures import finish, panels, paper_style
+from analysis.section import Block, Report, add_figure
+
+FIELDS = ["staging_s", "staging_gb_s_per_node", "staging_bytes", "startup_s"]
+COLUMNS = ["num_nodes", "num_runs", "staging_s", "staging_max_s", "staging_gb_s_per_node", "staged_gb", "startup_s"]
+
+
+def staging_by_nodes(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per node count, over the staged runs (staging_s present): how many, the mean and largest staging_s (each the
+    slowest node's), the mean GB/s per node (the slowest node's), the data set's GB per node and the mean startup_s
+    that holds the copy. Empty (COLUMNS) without staged runs."""
+    if "staging_s" not in runs or "num_nodes" not in runs:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = runs.reindex(columns=["num_nodes", *FIELDS]).copy()
+    for column in FIELDS:
+        rows[column] = pd.to_numeric(rows[column], errors="coerce").astype("float64")
+    rows = rows[rows["staging_s"].notna()]
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    grouped = rows.groupby("num_nodes", observed=True)
+    out = pd.DataFrame(
+        {
+            "num_runs": grouped["staging_s"].size(),
+            "staging_s": grouped["staging_s"].mean(),
+            "staging_max_s": grouped["staging_s"].max(),
+            "staging_gb_s_per_node": grouped["staging_gb_s_per_node"].mean(),
+            "staged_gb": grouped["staging_bytes"].mean() / 1e9,
+            "startup_s": grouped["startup_s"].mean(),
+        }
+    ).reset_index()
+    return out[COLUMNS]
+
+
+@paper_style
+def staging_vs_nodes(table: pd.DataFrame) -> Figure:
+    """Staging seconds and GB/s per node against the node count."""
+    fig, axes = panels(2, ncols=2)
+    for ax, column, title in zip(
+        axes, ("staging_s", "staging_gb_s_per_node"), ("staging time (s, slowest node)", "GB/s per node")
+    ):
+        ax.plot(table["num_nodes"], table[column], marker="o")
+        ax.set_xlabel("nodes")
+        ax.set_xscale("log", base=2)
+        ax.set_title(title)
+        ax.set_ylim(bottom=0)
+    return finish(fig, axes, title="Node-local staging")
+
+
+def draw(report: Report) -> None:
+    table = staging_by_nodes(report.counted)
+    if table.empty:
+        return
+    report.blocks.append(Block("heading", "Node-local staging"))
+    note = (
+        "data.stage=node_local: at each run's start one process per node copied the data set to the node's "
+        "system.local_scratch and every rank waited for the slowest node. staging_s: that node's seconds (mean over "
+        "the runs; staging_max_s the largest); staging_gb_s_per_node: its rate; staged_gb: the data set per node. "
+        "The copy is inside startup_s, and so inside the time to train (startup_s + time_to_target_s), as MLPerf "
+        "HPC counts staging."
+    )
+    report.blocks.append(Block("table", table.round(3), note=note, key=("num_nodes", "staging_s")))
+    if len(table) > 1:
+        add_figure(
+            report.blocks,
+            report.figures,
+            "staging_vs_nodes",
+            lambda: staging_vs_nodes(table),
+            "Staging time (the slowest node) and GB/s per node against the node count.",
+        )

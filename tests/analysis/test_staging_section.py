@@ -1,0 +1,34 @@
+"""analysis/staging.py: staging time and GB/s per node count, only over the staged runs."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.staging import COLUMNS, staging_by_nodes
+
+
+def test_staging_per_node_count_over_the_staged_runs_only():
+    runs = pd.DataFrame(
+        {
+            "num_nodes": [1, 1, 2, 2],
+            "staging_s": [2.0, 4.0, 5.0, None],  # the last run read data.path itself
+            "staging_gb_s_per_node": [1.0, 0.5, 0.4, None],
+            "staging_bytes": [2e9, 2e9, 2e9, None],
+            "startup_s": [10.0, 12.0, 15.0, 3.0],
+        }
+    )
+    table = staging_by_nodes(runs)
+    assert list(table.columns) == COLUMNS
+    assert table.to_dict("list") == {
+        "num_nodes": [1, 2],
+        "num_runs": [2, 1],
+        "staging_s": [3.0, 5.0],
+        "staging_max_s": [4.0, 5.0],
+        "staging_gb_s_per_node": [0.75, 0.4],
+        "staged_gb": [2.0, 2.0],
+        "startup_s": [11.0, 15.0],
+    }
+    assert staging_by_nodes(runs.assign(staging_s=math.nan)).empty  # no staged run: no section
+    assert staging_by_nodes(runs.drop(columns="staging_s")).empty  # summaries from before the field
