@@ -277,7 +277,7 @@ def check_fits(sources: list[str], *, local_scratch_gb: float | None) -> None:
     size_gb = sum(dataset_bytes(s) for s in sources) / GB
     if size_gb > local_scratch_gb:
         raise ConfigError(
-            f"data.stage=node_local: the data set ({', '.join(sources)}) is {size_gb:.2f} GB but "
+            f"data.stage=node_local: the data set ({', '.join(sources)}) is {size_gb:.3g} GB but "
             f"system.local_scratch_gb={local_scratch_gb:g} GB per node; use data.stage=none, a smaller data set "
             "or a profile with more local scratch"
         )

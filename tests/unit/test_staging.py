@@ -130,7 +130,7 @@ def test_a_campaign_refuses_a_data_set_larger_than_the_scratch(no_slurm, tmp_pat
     _, cells = plan([*base, "system.local_scratch_gb=0.000001"])
     assert [c.problem is None for c in cells] == [True, False]
     [(count, reason)] = reasons(cells)
-    assert count == 1 and f"is {size_gb:.2f} GB but system.local_scratch_gb=1e-06 GB per node" in reason, reason
+    assert count == 1 and f"is {size_gb:.3g} GB but system.local_scratch_gb=1e-06 GB per node" in reason, reason
     _, cells = plan([*base, "system.local_scratch_gb=1"])  # it fits
     assert [c.problem for c in cells] == [None, None]
     assert len({c.run_dir for c in cells}) == 2  # data.stage is part of the cell
