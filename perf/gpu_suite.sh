@@ -24,7 +24,7 @@
 #   carry []                                 command: SRC_COMMIT=<sha> bash perf/gpu_suite.sh x2b
 # Back to back: the machine keeps /tmp (the staged sets, /tmp/site, the runs) only while it stays warm.
 # Each measuring call leaves in $OUT: suite_call<N>.json (its records), <date>-<kind>-suite.md (the results of
-# this call and the earlier ones on the same machine), logs/ (each command's output), and prints which README
+# this call and the earlier ones on the same machine), logs_call<N>.tgz (each command's output), and prints which README
 # "Headline figures" rows changed. Here, after the calls: python perf/gpu_suite.py report <the records> --out
 # docs/results/<date>-h200-suite.md. The run directories stay on the device.
 # Knobs: PYTHON (python3) SITE (/tmp/site) STEPS (a comma list: only these steps of the call).
@@ -96,3 +96,7 @@ echo "setup: $((SECONDS - start)) s"
 "$PY" perf/gpu_suite.py run --call "$call" --out "$OUT" --commit "${SRC_COMMIT:-unknown}" --steps "${STEPS:-}" \
     --spent-s "$SECONDS" 2>&1 \
     | tee "$OUT/suite_call$call.log"
+rc=$?
+# the device brings back at most 8 files from $OUT (a call leaves 15 or more logs): the logs go as one tarball
+(cd "$OUT" && logs=$(ls -d logs setup_*.log 2>/dev/null) && tar czf "logs_call$call.tgz" $logs && rm -rf $logs)
+exit $rc
