@@ -1,6 +1,6 @@
 """The `ddlbench` command: its parser, built from each command group's module (ddlbench/<group>.py: run and
 demo, data, maxbatch, loaderbench, results/report/compare/paper/synthlogs, predict, doctor, campaign,
-commbench, stash, completion), and `main`."""
+preflight, commbench, stash, completion), and `main`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,20 @@ import sys
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from ddlbench import campaign, commbench, completion, data, doctor, loaderbench, maxbatch, predict, reports, run, stash
+from ddlbench import (
+    campaign,
+    commbench,
+    completion,
+    data,
+    doctor,
+    loaderbench,
+    maxbatch,
+    predict,
+    preflight,
+    reports,
+    run,
+    stash,
+)
 
 EPILOG = """examples:
   ddlbench data synth --out data/synth --classes 10 --per-class 64
@@ -55,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print ddlbench's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # each command group registers itself from its module (ddlbench/<group>.py), in the order `--help` lists them
-    for group in (run, data, maxbatch, loaderbench, reports, predict, doctor, campaign, commbench, stash):
+    for group in (run, data, maxbatch, loaderbench, reports, predict, doctor, campaign, preflight, commbench, stash):
         group.add_parser(sub)
     completion.add_parser(sub, commands=sorted(sub.choices))  # ddlbench completion bash (every command above)
     return parser

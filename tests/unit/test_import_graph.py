@@ -57,7 +57,7 @@ CORE = {
     "benchmarks.schema",
     "benchmarks.tracereduce",
 }
-TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench", "benchmarks.doctor")
+TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench", "benchmarks.doctor", "benchmarks.preflight")
 TORCH_FREE = [
     *sorted(CORE),
     "benchmarks.validate",
@@ -77,6 +77,9 @@ TORCH_FREE = [
     "benchmarks.commbench",
     "launchers.commbench",
     "benchmarks.distenv",
+    "benchmarks.preflight",
+    "launchers.preflight",
+    "ddlbench.preflight",
 ]
 
 

@@ -1,0 +1,350 @@
+"""`ddlbench preflight`'s launch and record: start one `python -m benchmarks.preflight` per node, where the nodes
+are, within the time budget; judge what they measured (benchmarks/preflight) and write it to the campaign.
+
+Where it runs, in this order (`where` says which):
+- across system.hosts / system.hostfile: one process per host, the first here, the others over ssh
+  (launchers/hosts.py's fan-out); rank i is the i-th host;
+- inside a Slurm allocation (SLURM_JOB_ID set): `srun --nodes=<n> --ntasks-per-node=1` over its nodes;
+- outside one, with --nodes N: `srun --nodes=N --ntasks-per-node=1 --time=<the budget>`, which asks Slurm
+  for N nodes (it may wait in the queue first: that wait is Slurm's, not the budget's);
+- else on this machine alone (its GEMM rate only).
+
+Every preflight is kept: runs/<campaign>/preflight/<UTC time>.csv (the per-node table) and .json (the
+settings, the nodes, the links, the slow ones and the list `campaign submit` excludes), never over an earlier.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks import preflight
+from benchmarks.errors import ConfigError
+from benchmarks.launch.base import RankProgram
+
+MODULE = "benchmarks.preflight"
+DEFAULT_BUDGET_S = 60
+MAX_BUDGET_S = 120  # at most 2 minutes of a campaign's time
+# the nodes measure for this share of the budget; the rest starts the processes (a torch import each) and joins them
+MEASURE_SHARE = 0.5
+FOLDER = "preflight"
+# the variables of another launch that would make the node program read the wrong place in the job
+_FOREIGN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def check_budget(budget_s: float) -> None:
+    if not 10 <= budget_s <= MAX_BUDGET_S:
+        raise ConfigError(
+            f"--budget-s {budget_s:g} is outside 10..{MAX_BUDGET_S} (a preflight takes at most 2 minutes of a "
+            f"campaign); pass e.g. --budget-s {DEFAULT_BUDGET_S}"
+        )
+
+
+def folder_of(cfg) -> Path:
+    """Where a campaign's preflights are kept."""
+    return (Path(cfg.run.root) / str(cfg.run.campaign) / FOLDER).resolve()
+
+
+def new_stem(folder: Path, now: float | None = None) -> Path:
+    """<folder>/<UTC time>, or <UTC time>-<k>: a name no earlier preflight's files hold."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    stem, k = folder / stamp, 1
+    while any(stem.with_name(stem.name + suffix).exists() for suffix in (".csv", ".json", ".nodes.json")):
+        k += 1
+        stem = folder / f"{stamp}-{k}"
+    return stem
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How a preflight starts: `argv` here, `where` said to the user, `shown` (host, command) of each host's
+    launch; timeout_s: when it is stopped (None under an srun that asks for nodes: its --time bounds it)."""
+
+    argv: list[str]
+    where: str
+    shown: list[tuple[str, str]]
+    timeout_s: float | None
+    env: dict[str, str]
+
+
+def node_program(
+    cfg, *, out: Path, budget_s: float, python: str = sys.executable, extra: Sequence[str] = ()
+) -> RankProgram:
+    """`python -m benchmarks.preflight` with this profile's threads and the budget's measuring time."""
+    threads = int(cfg.system.cpus_per_rank) * int(cfg.system.ranks_per_node)
+    args = [
+        "--out",
+        str(out),
+        "--measure-s",
+        f"{budget_s * MEASURE_SHARE:g}",
+        "--threads",
+        str(threads),
+        "--timeout-s",
+        f"{budget_s:g}",
+        *(["--device", "cpu"] if str(cfg.system.device) == "cpu" else []),
+        *(["--master-addr-suffix", cfg.system.master_addr_suffix] if cfg.system.master_addr_suffix else []),
+        *extra,
+    ]
+    return RankProgram(module=MODULE, args=tuple(args), python=python)
+
+
+def srun_argv(
+    system: Mapping, *, nodes: int, program: RankProgram, time_min: int | None = None, job_name: str | None = None
+) -> list[str]:
+    """srun of one task per node over `nodes` nodes, each with the node's CPUs (and GPUs) of the profile;
+    outside an allocation (time_min set) with the profile's partition and account, and that time limit."""
+    cpus = int(system["cpus_per_rank"]) * int(system["ranks_per_node"])
+    gpus = int(system.get("gpus_per_node") or 0) if str(system["device"]) == "cuda" else 0
+    outside: list[str] = []
+    if time_min is not None:
+        for flag, value in (("partition", system.get("partition")), ("account", system.get("account"))):
+            if value:
+                outside.append(f"--{flag}={value}")
+        outside += [f"--time={time_min}", *([f"--job-name={job_name}"] if job_name else [])]
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={cpus}",
+        *([f"--gres=gpu:{gpus}"] if gpus else []),
+        *outside,
+        "--kill-on-bad-exit=1",
+        *program.argv(),
+    ]
+
+
+def plan(
+    cfg, *, out: Path, budget_s: float, nodes: int | None, environ: Mapping[str, str], python: str = sys.executable
+) -> Plan:
+    """Where and how this preflight runs (module docstring); ConfigError before anything starts."""
+    from launchers import hosts as several
+
+    env = {k: v for k, v in environ.items() if k not in _FOREIGN}
+    env.update({k: str(v) for k, v in cfg.system.env.items()})
+    spread = several.hosts_of(cfg.system)
+    if spread is not None:
+        if nodes is not None and nodes != len(spread.hosts):
+            raise ConfigError(
+                f"--nodes {nodes} but system.hosts names {len(spread.hosts)} hosts; the preflight measures every "
+                "host named: leave out --nodes"
+            )
+        several.check(spread, run_dir=out.parent, python=python)
+        port = _free_port()
+        launches = [
+            (
+                host,
+                node_program(
+                    cfg,
+                    out=out,
+                    budget_s=budget_s,
+                    python=python,
+                    extra=[
+                        *("--rank", str(i), "--world-size", str(len(spread.hosts))),
+                        *("--master-addr", spread.hosts[0], "--master-port", str(port), "--node", host),
+                    ],
+                ).argv(),
+            )
+            for i, host in enumerate(spread.hosts)
+        ]
+        launch = several.spread(launches, master_port=port, env=cfg.system.env)
+        where = f"across system.hosts: one process on each of {len(spread.hosts)} hosts, the others over ssh"
+        return Plan(launch.argv, where, launch.shown, budget_s, env)
+    program = node_program(cfg, out=out, budget_s=budget_s, python=python)
+    if environ.get("SLURM_JOB_ID"):
+        job_nodes = int(environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or 1)
+        count = nodes or job_nodes
+        if count > job_nodes:
+            raise ConfigError(
+                f"--nodes {count} but this Slurm job {environ['SLURM_JOB_ID']} holds {job_nodes} node(s); "
+                f"pass --nodes {job_nodes} or fewer, or leave it out"
+            )
+        argv = srun_argv(cfg.system, nodes=count, program=program)
+        where = f"inside Slurm job {environ['SLURM_JOB_ID']}: srun over {count} of its {job_nodes} node(s)"
+        return Plan(argv, where, [], budget_s, env)
+    if nodes is not None:
+        import shutil
+
+        if shutil.which("srun") is None:
+            raise ConfigError(
+                f"--nodes {nodes} asks Slurm for nodes, but srun is not on this machine; run on the cluster's "
+                "login node, inside an allocation (salloc), or name the hosts with system.hosts=[...]"
+            )
+        time_min = math.ceil(budget_s / 60)
+        name = f"ddlbench/{cfg.run.campaign}/preflight"
+        argv = srun_argv(cfg.system, nodes=nodes, program=program, time_min=time_min, job_name=name)
+        where = (
+            f"outside an allocation: srun asks Slurm for {nodes} node(s) for at most {time_min} min "
+            "(it may wait in the queue first)"
+        )
+        return Plan(argv, where, [], None, env)
+    where = "on this machine alone (no system.hosts, no Slurm allocation, no --nodes): its GEMM rate only"
+    return Plan(program.argv(), where, [], budget_s, env)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def run(launch: Plan) -> int:
+    """Run the plan; past its timeout it is stopped (SIGTERM, then SIGKILL) and 124 returned."""
+    proc = subprocess.Popen(launch.argv, env=launch.env, start_new_session=True)
+    try:
+        return proc.wait(timeout=launch.timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the hosts' fan-out stops every host's process; srun its tasks
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return 124
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
+
+
+class Failed(Exception):
+    """The preflight failed or ran past its budget; the message is the one line the CLI says."""
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """A preflight's outcome: its table, the nodes named slow, and the files that keep it."""
+
+    table: str
+    slow_nodes: tuple[str, ...]
+    slow_links: tuple[tuple[str, str], ...]
+    csv_path: Path
+    json_path: Path
+    spent_s: float
+
+
+def links_of(measured: Mapping) -> list[dict]:
+    """Every pair's all-reduce, merged from its two members (the slower member's median time); algbw = size /
+    time and busbw = algbw x 2(n-1)/n, which for a pair (n = 2) is algbw (nccl-tests' definitions)."""
+    names = {node["rank"]: node["node"] for node in measured["nodes"]}
+    merged: dict[tuple[int, int], dict] = {}
+    for node in measured["nodes"]:
+        for link in node["links"]:
+            pair = tuple(link["ranks"])
+            seen = merged.setdefault(pair, {"round": link["round"], "time_s": 0.0, "calls": link["calls"]})
+            seen["time_s"] = max(seen["time_s"], link["time_s"])
+            seen["size_bytes"] = node["size_bytes"]
+    out = []
+    for (a, b), link in sorted(merged.items(), key=lambda item: (item[1]["round"], item[0])):
+        algbw = link["size_bytes"] / link["time_s"] / 1e9
+        out.append({"a": names[a], "b": names[b], **link, "algbw_gb_s": algbw, "busbw_gb_s": algbw * 2 * (2 - 1) / 2})
+    return out
+
+
+def record(measured: Mapping, *, stem: Path, settings: Mapping, spent_s: float) -> Screen:
+    """Judge the nodes' figures, write <stem>.csv and <stem>.json (exclusive create) and return the Screen."""
+    gemm = {node["node"]: min(node["gemm_tflops"]) for node in measured["nodes"]}
+    links = links_of(measured)
+    bandwidth = {(link["a"], link["b"]): link["busbw_gb_s"] for link in links}
+    judged = preflight.verdict(gemm, bandwidth)
+    node_rows = preflight.rows(gemm, bandwidth, judged)
+    text = preflight.table(node_rows, judged)
+    with open(stem.with_suffix(".csv"), "x", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(asdict(node_rows[0])))
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in node_rows)
+    by_node = {node["node"]: node for node in measured["nodes"]}
+    document = {
+        **settings,
+        "spent_s": spent_s,
+        "measured_s": max(node["measure_s"] for node in measured["nodes"]),
+        "slow_fraction": preflight.SLOW_FRACTION,
+        "gemm_median_tflops": judged.gemm_median_tflops,
+        "link_reference_gb_s": judged.link_reference_gb_s,
+        "nodes": [{**asdict(row), "measured": by_node[row.node]} for row in node_rows],
+        "links": [{**link, "slow": (link["a"], link["b"]) in judged.slow_links} for link in links],
+        "slow_nodes": list(judged.slow_nodes),
+        "slow_links": [list(pair) for pair in judged.slow_links],
+        "exclude": list(judged.slow_nodes),  # what `campaign submit` passes to sbatch --exclude, unless --keep-slow
+    }
+    with open(stem.with_suffix(".json"), "x") as f:
+        json.dump(document, f, indent=1)
+    return Screen(
+        text, judged.slow_nodes, judged.slow_links, stem.with_suffix(".csv"), stem.with_suffix(".json"), spent_s
+    )
+
+
+def screen(
+    cfg,
+    *,
+    budget_s: float,
+    nodes: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    python: str = sys.executable,
+    dry_run: bool = False,
+) -> Screen | None:
+    """Run a preflight and record it; None for a dry run (which prints each launch). Failed where it failed or
+    ran past the budget."""
+    check_budget(budget_s)
+    folder = folder_of(cfg)
+    stem = new_stem(folder)
+    measured_path = stem.with_name(stem.name + ".nodes.json")
+    launch = plan(
+        cfg,
+        out=measured_path,
+        budget_s=budget_s,
+        nodes=nodes,
+        environ=os.environ if environ is None else environ,
+        python=python,
+    )
+    print(f"[ddlbench] preflight {launch.where}", file=sys.stderr, flush=True)
+    for host, line in launch.shown or [("", shlex.join(launch.argv))]:
+        print(
+            line if dry_run else f"[ddlbench] {host + ': ' if host else ''}{line}",
+            file=sys.stdout if dry_run else sys.stderr,
+            flush=True,
+        )
+    if dry_run:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    code = run(launch)
+    spent_s = time.monotonic() - started
+    if code == 124:
+        raise Failed(
+            f"preflight did not finish within --budget-s {budget_s:g} (stopped after {spent_s:.0f} s); a node that "
+            "never joined is the first suspect: see the output above"
+        )
+    if code != 0 or not measured_path.exists():
+        raise Failed(f"preflight failed (exit code {code}) after {spent_s:.0f} s; see the output above")
+    measured = json.loads(measured_path.read_text())
+    settings = {
+        "when_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "campaign": str(cfg.run.campaign),
+        "system": str(cfg.system.name),
+        "where": launch.where,
+        "budget_s": budget_s,
+        "measure_s": budget_s * MEASURE_SHARE,
+        "argv": launch.argv,
+    }
+    return record(measured, stem=stem, settings=settings, spent_s=spent_s)
+
+
+def newest(cfg) -> tuple[Path, dict] | None:
+    """The campaign's newest preflight (its .json and what it holds), or None."""
+    found = sorted(folder_of(cfg).glob("*Z*.json"), key=lambda p: p.stat().st_mtime)
+    found = [p for p in found if not p.name.endswith(".nodes.json")]
+    if not found:
+        return None
+    return found[-1], json.loads(found[-1].read_text())
