@@ -21,8 +21,10 @@ import argparse
 import shlex
 import sys
 
+from ddlbench.preflight import add_budget
 from launchers import scheduler, submit
 from launchers.campaign import Cell, plan, reasons
+from launchers.preflight import Failed
 
 
 def format_table(rows: list[tuple[Cell, str, str]]) -> str:
@@ -170,13 +172,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
     warn_node_python(cfg)
     rows = submit.cell_states(cfg, cells, strict=not args.dry_run)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]
+    try:
+        exclude = screened(cfg, cells, args) if args.preflight and todo else []
+    except Failed as error:
+        print(
+            f"ddlbench: error: preflight: {error}; nothing was submitted (submit without --preflight to skip it)",
+            file=sys.stderr,
+        )
+        return 1
     queued = sum(1 for _, s, _ in rows if s in ("pending", "running"))
     # --max-jobs is one limit for the campaign, jobs already queued included
     free = None if args.max_jobs is None else max(0, args.max_jobs - queued)
     room = len(todo) if free is None or args.array else free
     try:
         submitted = submit.submit_cells(
-            cfg, todo[:room], overrides=args.overrides, array=args.array, max_jobs=free, dry_run=args.dry_run
+            cfg,
+            todo[:room],
+            overrides=args.overrides,
+            array=args.array,
+            max_jobs=free,
+            dry_run=args.dry_run,
+            exclude=exclude,
         )
     except submit.Refused as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
@@ -191,6 +207,40 @@ def cmd_submit(args: argparse.Namespace) -> int:
         + (f", {left} held back by --max-jobs {args.max_jobs} (run submit again later)" if left else "")
     )
     return 0
+
+
+def screened(cfg, cells: list[Cell], args: argparse.Namespace) -> list[str]:
+    """The nodes the campaign's jobs exclude (sbatch --exclude): --preflight screens them now, before anything is
+    queued; a dry run starts nothing and takes the newest preflight kept in the campaign (or none);
+    --keep-slow records the slow nodes and excludes none."""
+    from ddlbench.preflight import say
+    from launchers import preflight
+
+    campaign = cfg.run.campaign
+    if args.dry_run:
+        found = preflight.newest(cfg)
+        if found is None:
+            print(
+                f"[ddlbench] --preflight --dry-run starts nothing, and campaign {campaign} has no preflight yet: "
+                f"the jobs below exclude no node (ddlbench preflight run.campaign={campaign} ... screens them)",
+                file=sys.stderr,
+            )
+            return []
+        path, document = found
+        slow = list(document["exclude"])
+        print(
+            f"[ddlbench] --preflight --dry-run starts nothing: campaign {campaign}'s newest preflight, {path} "
+            f"({document['when_utc']}), names slow: {','.join(slow) or 'none'}",
+            file=sys.stderr,
+        )
+    else:
+        screen = preflight.screen(cfg, budget_s=args.preflight_budget_s, nodes=preflight.campaign_nodes(cfg, cells))
+        say(screen, kept=args.keep_slow)
+        slow = list(screen.slow_nodes)
+    if args.keep_slow and slow:
+        print(f"[ddlbench] --keep-slow: {','.join(slow)} stay(s) in the jobs' reach", file=sys.stderr)
+        return []
+    return slow
 
 
 def cmd_run_here(args: argparse.Namespace) -> int:
@@ -277,4 +327,12 @@ def add_parser(sub) -> None:
                 action="store_true",
                 help="submit cells of the same shape as one Slurm job array (throttled by --max-jobs)",
             )
+            a.add_argument(
+                "--preflight",
+                action="store_true",
+                help="screen the nodes first (ddlbench preflight) and keep the jobs off the slow ones (sbatch "
+                "--exclude); a dry run takes the campaign's newest preflight",
+            )
+            a.add_argument("--keep-slow", action="store_true", help="with --preflight: name slow nodes, exclude none")
+            add_budget(a, flag="--preflight-budget-s")
         a.set_defaults(func=func)

@@ -41,6 +41,7 @@ def add_budget(p: argparse.ArgumentParser, *, flag: str = "--budget-s") -> None:
         flag,
         type=float,
         default=preflight.DEFAULT_BUDGET_S,
+        metavar="SECONDS",
         help=f"the preflight's whole time, starting included (at most {preflight.MAX_BUDGET_S}); half of it measures",
     )
 

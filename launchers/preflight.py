@@ -348,3 +348,17 @@ def newest(cfg) -> tuple[Path, dict] | None:
     if not found:
         return None
     return found[-1], json.loads(found[-1].read_text())
+
+
+MIN_NODES = 3  # a median over fewer nodes tells little
+
+
+def campaign_nodes(cfg, cells, *, environ: Mapping[str, str] | None = None) -> int | None:
+    """How many nodes `campaign submit --preflight` screens: the campaign's largest job's, at least MIN_NODES,
+    at most system.max_nodes; None where the nodes are given (system.hosts, or the allocation it runs in)."""
+    environ = os.environ if environ is None else environ
+    if cfg.system.get("hosts") or cfg.system.get("hostfile") or environ.get("SLURM_JOB_ID"):
+        return None
+    largest = max((c.num_nodes for c in cells if not c.problem and c.num_nodes), default=1)
+    wanted = max(MIN_NODES, largest)
+    return min(wanted, int(cfg.system.max_nodes)) if cfg.system.max_nodes else wanted

@@ -96,8 +96,11 @@ def prelude_file(cfg, *, write: bool) -> Path | None:
 # ---- sbatch argvs ----
 
 
-def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -> list[str]:
-    """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags."""
+def _sbatch_for_shape(
+    cfg, cell: Cell, *, extra: Sequence[str] = (), exclude: Sequence[str] = (), **kwargs
+) -> list[str]:
+    """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags; exclude: the
+    nodes a preflight named slow (sbatch --exclude, launchers/preflight.py)."""
     from launchers import slurm
     from launchers.node_python import node_python
 
@@ -115,13 +118,21 @@ def _sbatch_for_shape(cfg, cell: Cell, *, extra: Sequence[str] = (), **kwargs) -
         partition=system.partition,
         account=system.account,
         time_limit=system.time_limit,
-        extra=[f"--chdir={os.getcwd()}", *exclusive, *extra, *system.sbatch_args],
+        extra=[
+            f"--chdir={os.getcwd()}",
+            *exclusive,
+            *([f"--exclude={','.join(exclude)}"] if exclude else []),
+            *extra,
+            *system.sbatch_args,
+        ],
         export=export,
         **kwargs,
     )
 
 
-def sbatch_command(cfg, cell: Cell, base: list[str], *, name: str | None = None) -> list[str]:
+def sbatch_command(
+    cfg, cell: Cell, base: list[str], *, name: str | None = None, exclude: Sequence[str] = ()
+) -> list[str]:
     """The exact sbatch argv of one cell (slurm/run.sh with the cell's overrides); name: the job's
     name if not job_name(campaign, cell)."""
     return _sbatch_for_shape(
@@ -130,10 +141,13 @@ def sbatch_command(cfg, cell: Cell, base: list[str], *, name: str | None = None)
         overrides=cell.overrides(job_overrides(base)),
         job_name=name or job_name(cfg.run.campaign, cell),
         output=str(slurm_dir(cfg) / f"{cell.name}-%j.out"),
+        exclude=exclude,
     )
 
 
-def array_sbatch_command(cfg, cells: list[Cell], *, cells_file: Path, max_jobs: int | None) -> list[str]:
+def array_sbatch_command(
+    cfg, cells: list[Cell], *, cells_file: Path, max_jobs: int | None, exclude: Sequence[str] = ()
+) -> list[str]:
     """One sbatch of a job array over cells of one shape; task k runs line k of cells_file."""
     throttle = f"%{max_jobs}" if max_jobs else ""
     name = array_name(cfg.run.campaign, cells[0])
@@ -145,6 +159,7 @@ def array_sbatch_command(cfg, cells: list[Cell], *, cells_file: Path, max_jobs: 
         cells_file=str(cells_file),
         output=str(slurm_dir(cfg) / f"{name.rsplit('/', 1)[1]}-%A_%a.out"),
         extra=[f"--array=0-{len(cells) - 1}{throttle}"],
+        exclude=exclude,
     )
 
 
@@ -288,11 +303,18 @@ def array_throttles(sizes: list[int], max_jobs: int | None) -> list[int | None]:
 
 
 def submit_cells(
-    cfg, todo: list[tuple[Cell, str]], *, overrides: list[str], array: bool, max_jobs: int | None, dry_run: bool
+    cfg,
+    todo: list[tuple[Cell, str]],
+    *,
+    overrides: list[str],
+    array: bool,
+    max_jobs: int | None,
+    dry_run: bool,
+    exclude: Sequence[str] = (),
 ) -> int:
-    """Submit these (cell, run-directory state) pairs, one job each or one array per shape; the number
-    submitted (dry run: the argvs are printed instead). Refused, naming the cell and the command, when
-    sbatch says no."""
+    """Submit these (cell, run-directory state) pairs, one job each or one array per shape, none on the nodes
+    of `exclude`; the number submitted (dry run: the argvs are printed instead). Refused, naming the cell and
+    the command, when sbatch says no."""
     check_account(cfg)
     if not dry_run and shutil.which("sbatch") is None:
         raise ConfigError(
@@ -324,9 +346,9 @@ def submit_cells(
         batch_cells = [cell for cell, _ in batch]
         if array:
             cells_file = new_cells_file(logs, batch_cells[0])
-            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=throttle)
+            argv = array_sbatch_command(cfg, batch_cells, cells_file=cells_file, max_jobs=throttle, exclude=exclude)
         else:
-            argv = sbatch_command(cfg, batch_cells[0], overrides)
+            argv = sbatch_command(cfg, batch_cells[0], overrides, exclude=exclude)
         if dry_run:
             print(shlex.join(argv))
             continue
