@@ -8,11 +8,14 @@ command line:
   passes in by default, and $HOME, /tmp and the working directory are bound by default);
 - pyxis: no prefix, srun flags `--container-image=IMAGE --container-mounts=SRC:DST[:FLAGS],...
   --container-workdir=PATH` (NVIDIA/pyxis wiki, "Usage"; the task's environment passes in);
-- podman: `podman run --rm --init --network host --ipc host --label ddlbench.run=TOKEN -e NAME... -v
+- podman: `podman run --rm --network host --ipc host --pid host --label ddlbench.run=TOKEN -e NAME... -v
   src:dst[:ro]... -w DIR IMAGE CMD` (podman-run(1); `-e NAME` passes the variable's value from the
-  environment, `-e NAME*` every variable of that prefix). `--init`: signals reach the launcher, zombies are
-  reaped; the label lets the stop path remove every container of the run (`stop_argv`) when the podman
-  client was killed and its container would live on.
+  environment, `-e NAME*` every variable of that prefix). `--pid host`: the pid a rank logs (its log's header)
+  is its pid on the host, which is what tells a dead run from a live one (benchmarks/liveness.py: in a pid
+  namespace of its own, rank pid 15 would be the host's pid 15, alive); the launcher is no PID 1 then, so its
+  signals act as on the host (podman refuses `--init` there: none is needed); the label lets the stop path
+  remove every container of the run (`stop_argv`) when the podman client was killed and its container would
+  live on.
 
 Where the wrap goes: a launcher that starts its ranks as Python children of its own agent (torchrun,
 deepspeed) runs inside one container; a launcher that starts each rank as a program (srun, mpirun,
@@ -151,9 +154,9 @@ def prefix(container: Container | None) -> list[str]:
         "podman",
         "run",
         "--rm",
-        "--init",
         "--network=host",
         "--ipc=host",
+        "--pid=host",
         f"--label={LABEL}={container.token}",
         *(["--device=nvidia.com/gpu=all"] if container.gpus else []),
         *env,
