@@ -20,6 +20,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -79,9 +80,16 @@ class Plan:
 
 
 def node_program(
-    cfg, *, out: Path, budget_s: float, python: str = sys.executable, extra: Sequence[str] = ()
+    cfg,
+    *,
+    out: Path,
+    budget_s: float,
+    python: str = sys.executable,
+    extra: Sequence[str] = (),
+    container: Sequence[str] = (),
 ) -> RankProgram:
-    """`python -m benchmarks.preflight` with this profile's threads and the budget's measuring time."""
+    """`python -m benchmarks.preflight` with this profile's threads and the budget's measuring time (behind
+    `container`, the image's prefix, where system.container names one: launchers/container.py)."""
     threads = int(cfg.system.cpus_per_rank) * int(cfg.system.ranks_per_node)
     args = [
         "--out",
@@ -96,14 +104,21 @@ def node_program(
         *(["--master-addr-suffix", cfg.system.master_addr_suffix] if cfg.system.master_addr_suffix else []),
         *extra,
     ]
-    return RankProgram(module=MODULE, args=tuple(args), python=python)
+    return RankProgram(module=MODULE, args=tuple(args), python=python, container=tuple(container))
 
 
 def srun_argv(
-    system: Mapping, *, nodes: int, program: RankProgram, time_min: int | None = None, job_name: str | None = None
+    system: Mapping,
+    *,
+    nodes: int,
+    program: RankProgram,
+    time_min: int | None = None,
+    job_name: str | None = None,
+    srun_flags: Sequence[str] = (),
 ) -> list[str]:
     """srun of one task per node over `nodes` nodes, each with the node's CPUs (and GPUs) of the profile;
-    outside an allocation (time_min set) with the profile's partition and account, and that time limit."""
+    outside an allocation (time_min set) with the profile's partition and account, and that time limit;
+    srun_flags: a pyxis container's (--container-image, ...)."""
     cpus = int(system["cpus_per_rank"]) * int(system["ranks_per_node"])
     gpus = int(system.get("gpus_per_node") or 0) if str(system["device"]) == "cuda" else 0
     outside: list[str] = []
@@ -121,6 +136,7 @@ def srun_argv(
         *([f"--gres=gpu:{gpus}"] if gpus else []),
         *outside,
         "--kill-on-bad-exit=1",
+        *srun_flags,
         *program.argv(),
     ]
 
@@ -128,12 +144,21 @@ def srun_argv(
 def plan(
     cfg, *, out: Path, budget_s: float, nodes: int | None, environ: Mapping[str, str], python: str = sys.executable
 ) -> Plan:
-    """Where and how this preflight runs (module docstring); ConfigError before anything starts."""
+    """Where and how this preflight runs (module docstring), in system.container's image where it names one
+    (the campaign's folder bound read-write); ConfigError before anything starts."""
+    from launchers import container as image
     from launchers import hosts as several
 
     env = {k: v for k, v in environ.items() if k not in _FOREIGN}
     env.update({k: str(v) for k, v in cfg.system.env.items()})
     spread = several.hosts_of(cfg.system)
+    slurm = spread is None and (bool(environ.get("SLURM_JOB_ID")) or nodes is not None)
+    inside = image.of(cfg.system, run_root=out.parent, token=f"preflight-{os.getpid()}")
+    # under Slurm the runtime runs on the nodes, which this host may not be
+    image.check(inside, launcher="srun" if slurm else "ssh" if spread else "python", binaries=not slurm)
+    if inside is not None:
+        python = inside.python
+    wrap, flags = image.prefix(inside), image.srun_flags(inside)
     if spread is not None:
         if nodes is not None and nodes != len(spread.hosts):
             raise ConfigError(
@@ -150,6 +175,7 @@ def plan(
                     out=out,
                     budget_s=budget_s,
                     python=python,
+                    container=wrap,
                     extra=[
                         *("--rank", str(i), "--world-size", str(len(spread.hosts))),
                         *("--master-addr", spread.hosts[0], "--master-port", str(port), "--node", host),
@@ -158,10 +184,10 @@ def plan(
             )
             for i, host in enumerate(spread.hosts)
         ]
-        launch = several.spread(launches, master_port=port, env=cfg.system.env)
+        launch = several.spread(launches, master_port=port, env=cfg.system.env, cleanup=image.stop_argv(inside))
         where = f"across system.hosts: one process on each of {len(spread.hosts)} hosts, the others over ssh"
         return Plan(launch.argv, where, launch.shown, budget_s, env)
-    program = node_program(cfg, out=out, budget_s=budget_s, python=python)
+    program = node_program(cfg, out=out, budget_s=budget_s, python=python, container=wrap)
     if environ.get("SLURM_JOB_ID"):
         job_nodes = int(environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or 1)
         count = nodes or job_nodes
@@ -170,12 +196,10 @@ def plan(
                 f"--nodes {count} but this Slurm job {environ['SLURM_JOB_ID']} holds {job_nodes} node(s); "
                 f"pass --nodes {job_nodes} or fewer, or leave it out"
             )
-        argv = srun_argv(cfg.system, nodes=count, program=program)
+        argv = srun_argv(cfg.system, nodes=count, program=program, srun_flags=flags)
         where = f"inside Slurm job {environ['SLURM_JOB_ID']}: srun over {count} of its {job_nodes} node(s)"
         return Plan(argv, where, [], budget_s, env)
     if nodes is not None:
-        import shutil
-
         if shutil.which("srun") is None:
             raise ConfigError(
                 f"--nodes {nodes} asks Slurm for nodes, but srun is not on this machine; run on the cluster's "
@@ -183,7 +207,7 @@ def plan(
             )
         time_min = math.ceil(budget_s / 60)
         name = f"ddlbench/{cfg.run.campaign}/preflight"
-        argv = srun_argv(cfg.system, nodes=nodes, program=program, time_min=time_min, job_name=name)
+        argv = srun_argv(cfg.system, nodes=nodes, program=program, time_min=time_min, job_name=name, srun_flags=flags)
         where = (
             f"outside an allocation: srun asks Slurm for {nodes} node(s) for at most {time_min} min "
             "(it may wait in the queue first)"

@@ -14,7 +14,7 @@ from benchmarks.errors import ConfigError
 from benchmarks.preflight import below, ring_rounds, verdict
 from launchers import campaign, preflight, submit
 from launchers.slurm import RUN_SCRIPT
-from tests.conftest import run_main
+from tests.conftest import REPO, run_main
 
 
 @pytest.mark.parametrize("n", range(1, 10))
@@ -147,3 +147,47 @@ def test_a_dry_run_takes_the_newest_preflight_and_shows_the_exclude(tmp_path, mo
     assert "newest preflight" in done.stderr and "names slow: n3" in done.stderr
     kept = run_main("campaign", "submit", *base, "--preflight", "--keep-slow", "--dry-run")
     assert kept.returncode == 0 and "--exclude" not in kept.stdout and "--keep-slow: n3" in kept.stderr
+
+
+def test_srun_asks_for_the_nodes_and_runs_the_node_program_in_the_profiles_image(tmp_path, monkeypatch):
+    from benchmarks.config import compose
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: f"/usr/bin/{name}")
+    sif = tmp_path / "ddlbench.sif"
+    sif.touch()
+    cfg = compose(
+        [
+            "system=slurm_cpu",
+            f"run.root={tmp_path / 'runs'}",
+            "run.campaign=c",
+            "system.container.runtime=apptainer",
+            f"system.container.image={sif}",
+        ]
+    )
+    out = preflight.folder_of(cfg) / "20261205T000000Z.nodes.json"
+    plan = preflight.plan(cfg, out=out, budget_s=90, nodes=3, environ={"MASTER_ADDR": "stale", "PATH": "/bin"})
+    assert plan.argv == [
+        "srun",
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=4",  # slurm_cpu: 4 ranks per node x 1 CPU each, one GEMM thread each
+        "--time=2",
+        "--job-name=ddlbench/c/preflight",
+        "--kill-on-bad-exit=1",
+        "apptainer",
+        "exec",
+        "--bind",
+        f"{REPO}:{REPO}:ro",  # the project, the working folder (read-only) and the campaign's preflight/ (read-write)
+        "--bind",
+        f"{tmp_path}:{tmp_path}:ro",
+        "--bind",
+        f"{preflight.folder_of(cfg)}:{preflight.folder_of(cfg)}",
+        str(sif),
+        "python3",
+        "-m",
+        "benchmarks.preflight",
+        *("--out", str(out), "--measure-s", "45", "--threads", "4", "--timeout-s", "90", "--device", "cpu"),
+    ]
+    assert plan.timeout_s is None and "MASTER_ADDR" not in plan.env  # Slurm bounds it; the task finds rank 0
