@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -155,3 +156,33 @@ def test_shell_code_in_an_override_never_runs(slurm_up, tmp_path, attack):
     assert log.count("ddlbench: error:") == 1 and "not allowed" in log
     assert not marker.exists()
     assert not (tmp_path / "runs").exists()
+
+
+def test_each_rank_of_the_step_runs_inside_podman_and_meta_json_names_the_image(slurm_up, podman_image, tmp_path):
+    """system.container on the real local cluster: srun starts 2 tasks, each `podman run ... python -m benchmarks`
+    (launchers/slurm.py step_command); the run directory is written through the bind mount, meta.json holds the
+    image the batch step recorded, and the job's containers are gone by their label."""
+    from launchers.container import LABEL
+    from tests.multiproc.test_container import containers, in_podman
+
+    job = sbatch(
+        "framework=ddp",
+        *SMALL,
+        *in_podman(podman_image),
+        f"run.root={tmp_path}/runs",
+        "run.campaign=t",
+        cwd=tmp_path,
+    )
+    info = wait_for(job)
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log
+    assert "--kill-on-bad-exit=1 podman run --rm --network=host --ipc=host --pid=host" in log
+    assert f"--label={LABEL}=slurm-{job}" in log
+    run_dir = find_run(tmp_path / "runs" / "t", "ddp-synthetic-simple_cnn-g2-n1-b8-r0")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    record = json.loads((run_dir / "meta.json").read_text())["container"]
+    image_id = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", podman_image], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert record["runtime"] == "podman" and record["image"] == podman_image and record["digest"] == image_id
+    assert not containers(f"slurm-{job}")
