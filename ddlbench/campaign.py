@@ -3,6 +3,7 @@ launchers/submit.py (sbatch and the ledger) and launchers/scheduler.py (what Slu
 
     ddlbench campaign plan   experiment=aach2023_scaling system=juwels_booster [--dry-run]
     ddlbench campaign submit experiment=slurm_smoke system=slurm_cpu [--max-jobs 8] [--array] [--dry-run]
+    ddlbench campaign submit ... --preflight [--keep-slow]     # screen nodes first, exclude the slow (docs/preflight.md)
     ddlbench campaign run    experiment=aach2023_lr_cpu data.path=data/learn     # here, no Slurm
     ddlbench campaign status experiment=slurm_smoke system=slurm_cpu
 
