@@ -25,6 +25,7 @@ from analysis import (
     accuracy,
     cells,
     compare,
+    images,
     interconnect,
     marks,
     scaling,
@@ -286,6 +287,7 @@ class CampaignAnalysis:
             devices = pd.Series(run_devices(counted).to_numpy(), index=counted_key.to_numpy())
             shown["device"] = devices[devices.index.notna()].groupby(level=0).first()  # what its ranks ran on
             shown["marks"] = marks.cell_marks(counted, counted_key, analysis.problems())  # oversubscribed, diverged
+            shown["image"] = images.cell_images(counted, counted_key)  # what its runs ran in (meta.json container)
             for figure in compare.EFFICIENCY_COMPARED:  # MFU, J/sample (analysis.efficiency): the runs' mean
                 values = pd.to_numeric(
                     counted.get(figure, pd.Series(index=counted.index, dtype="float64")), errors="coerce"

@@ -207,11 +207,12 @@ def compare(
     'regression' (B worse), 'improvement', 'ok'; a cell of A that B lacks is 'missing in B', or
     'incomplete in B' when B has runs of it but none counted (keys in `incomplete_in_b`); 'only in B'.
     A side's `device` (analysis.device) is carried as a cell's column, its `marks` (analysis.marks) as
-    marks_a / marks_b; num_repeats_a / _b are integers, null where the cell is on one side only."""
+    marks_a / marks_b, its `image` (analysis.images) as image_a / image_b ('' where the cell is not on that
+    side); num_repeats_a / _b are integers, null where the cell is on one side only."""
     if not 0 <= threshold < 1 or math.isnan(threshold):
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")
     shown = [c for c in [*CELL, "device", "variant"] if c in a or c in b]
-    stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats", "marks"]
+    stats = [value, f"{value}_ci_low", f"{value}_ci_high", "num_repeats", "marks", "image"]
     stats += [c for c in EFFICIENCY_COMPARED if c in a or c in b]
 
     def side(cells: pd.DataFrame, tag: str) -> pd.DataFrame:
@@ -225,6 +226,7 @@ def compare(
     for tag in ("a", "b"):  # a cell on one side only leaves the other's count null, not a float
         out[f"num_repeats_{tag}"] = pd.to_numeric(out[f"num_repeats_{tag}"], errors="coerce").astype("Int64")
         out[f"marks_{tag}"] = out[f"marks_{tag}"].astype("object").fillna("")
+        out[f"image_{tag}"] = out[f"image_{tag}"].astype("object").fillna("")
     out["delta"] = out[f"{value}_b"] - out[f"{value}_a"]
     out["rel_delta"] = out["delta"] / out[f"{value}_a"]
     signed = out["rel_delta"] if higher_is_better else -out["rel_delta"]

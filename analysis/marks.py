@@ -1,8 +1,9 @@
 """What a cell's figures must be read with, said once: its ranks were **oversubscribed** (more ranks on a
-host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`), or its training
+host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`), its training
 **diverged** (a loss went NaN or infinite: summary.json's `nonfinite_loss_step` and `nonfinite_loss_phase`,
-or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems). A cell is
-marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
+or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
+repeats ran in **mixed images** (meta.json's `container`: analysis.images; repeats must be one
+configuration, and the image is no setting that parts cells). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
 
 A cell's marks are one text, "word: detail" parts joined by "; " (`cell_marks`), so that a table carries
@@ -16,14 +17,20 @@ from collections.abc import Iterable
 import pandas as pd
 
 from analysis.cells import CELL
+from analysis.images import differ, run_images
 from analysis.section import Block
 
-OVERSUBSCRIBED, DIVERGED = "oversubscribed", "diverged"
+OVERSUBSCRIBED, DIVERGED, MIXED_IMAGES = "oversubscribed", "diverged", "mixed images"
 # what each mark means for the cell's figures: the end of its line under a table
 EXPLAINED = {
     OVERSUBSCRIBED: "the ranks shared cores, so the step times measure the sharing as well as the training",
     DIVERGED: "the training diverged; the throughput stands",
+    MIXED_IMAGES: (
+        "repeats must be one configuration, so the median and interval mix the images' difference with the "
+        "run-to-run noise; run the cell again in one image"
+    ),
 }
+IMAGE_DIFFERS = "image differs"  # compare: a paired cell whose two sides ran in different images
 PARTS, WORD = "; ", ": "  # a marks text: "oversubscribed: 3 ranks on 2 CPUs; diverged: loss non-finite from ..."
 # analysis.load.ranklogs' problem for a step whose loss was not finite (a summary from before the field)
 _DIVERGED_PROBLEM = "the training diverged"
@@ -31,7 +38,8 @@ _DIVERGED_PROBLEM = "the training diverged"
 
 def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run (the runs table's rows, by run_id): `oversubscribed` (False where unknown), `host_ranks`,
-    `host_cores`; `diverged`, and where the summary names it, `nonfinite_loss_step` and `_phase`."""
+    `host_cores`; `diverged`, and where the summary names it, `nonfinite_loss_step` and `_phase`; `image`
+    (analysis.images)."""
     index = runs.index
     absent = pd.Series(pd.NA, index=index, dtype="object")
     logged = set()
@@ -48,6 +56,7 @@ def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.Da
             DIVERGED: step.notna() | runs.get("run_id", absent).astype(str).isin(logged),
             "nonfinite_loss_step": step,
             "nonfinite_loss_phase": runs.get("nonfinite_loss_phase", absent),
+            "image": run_images(runs),
         },
         index=index,
     )
@@ -90,6 +99,10 @@ def _text(runs: pd.DataFrame) -> str:
         if len(bad) < len(runs):
             detail += f" in {len(bad)} of {len(runs)} repeats"
         parts.append(f"{DIVERGED}{WORD}{detail}")
+    images = runs["image"].value_counts()
+    if len(images) > 1:
+        said = ", ".join(f"{image} in {n}" for image, n in sorted(images.items()))
+        parts.append(f"{MIXED_IMAGES}{WORD}{said} of {len(runs)} repeats")
     return PARTS.join(parts)
 
 
@@ -151,7 +164,8 @@ def mark_tables(blocks: list[Block], cells: pd.DataFrame, marks: pd.Series) -> N
 
 def compared_marks(table: pd.DataFrame) -> pd.Series:
     """Per row of a comparison, its cells' marks (analysis.marks) as words and the side that has them:
-    'oversubscribed in B', 'diverged in A and B'."""
+    'oversubscribed in B', 'diverged in A and B'; 'image differs' where a paired cell's sides ran in different
+    images (analysis.images: compare's line under the table names them)."""
     if "marks_a" not in table:
         return pd.Series("", index=table.index, dtype="object")
 
@@ -161,4 +175,6 @@ def compared_marks(table: pd.DataFrame) -> pd.Series:
         sides = {w: " and ".join(t for t, ws in (("A", words_a), ("B", words_b)) if w in ws) for w in both}
         return ", ".join(f"{w} in {side}" for w, side in sides.items())
 
-    return pd.Series([said(a, b) for a, b in zip(table["marks_a"], table["marks_b"])], index=table.index)
+    words = [said(a, b) for a, b in zip(table["marks_a"], table["marks_b"])]
+    words = [", ".join(filter(None, [w, IMAGE_DIFFERS if d else ""])) for w, d in zip(words, differ(table))]
+    return pd.Series(words, index=table.index, dtype="object")

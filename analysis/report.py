@@ -39,6 +39,7 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
 from analysis.device import MIXED, device_of, rank_columns, rank_words
+from analysis.images import compared_lines
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
 from analysis.marks import compared_marks, mark_tables, notes
 from analysis.palette import PAPER_RC
@@ -505,5 +506,6 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
     lines = notes([*table["marks_a"], *table["marks_b"]]) if "marks_a" in table else []
+    lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.images)
     under = "\n\n" + "\n".join(lines) if lines else ""
     return shown.to_string(index=False, na_rep="") + under + f"\n\n{said} ({rules})"
