@@ -72,6 +72,19 @@ def step_command(
     return launcher.in_allocation(shape, training(checked(overrides), python=python, container=image.prefix(container)))
 
 
+def job_container(cfg, *, run_dir: Path, job_id: int | str) -> Container | None:
+    """The container each rank of a job runs in (system.container; None for none): the run root bound read-write
+    (the run directory where it lies outside it), the data read-only, labelled by the job (`campaign submit
+    --dry-run` shows it with job_id '%j', sbatch's own placeholder)."""
+    root = Path(str(cfg.run.root)).resolve()
+    return image.of(
+        cfg.system,
+        run_root=root if run_dir.is_relative_to(root) else run_dir,
+        readable=[cfg.data.path, cfg.data.val_path],
+        token=f"slurm-{job_id}",
+    )
+
+
 def sbatch(
     *,
     overrides: Sequence[str],
@@ -244,14 +257,7 @@ def launch(
     if environ.get("SLURM_CPUS_PER_TASK"):
         # the allocation's --cpus-per-task wins: srun may not ask for more than sbatch got
         system["cpus_per_rank"] = int(environ["SLURM_CPUS_PER_TASK"])
-    inside = image.of(
-        cfg.system,
-        run_root=Path(str(cfg.run.root)).resolve()
-        if run_dir.is_relative_to(Path(str(cfg.run.root)).resolve())
-        else run_dir,
-        readable=[cfg.data.path, cfg.data.val_path],
-        token=f"slurm-{job_id}",
-    )
+    inside = job_container(cfg, run_dir=run_dir, job_id=job_id)
     image.check(inside, launcher=str(cfg.system.launcher), binaries=not dry_run)
     argv = step_command(
         system, ntasks=ntasks, ntasks_per_node=per_node, overrides=[*overrides, f"run.dir={run_dir}"], container=inside

@@ -302,6 +302,28 @@ def array_throttles(sizes: list[int], max_jobs: int | None) -> list[int | None]:
     return shares
 
 
+def container_step(cfg, cell: Cell, overrides: list[str]) -> list[str] | None:
+    """The step a cell's job runs where system.container is set, as the job builds it (launchers/slurm.py
+    job_container and step_command; the job's id as sbatch's '%j'): srun or mpirun, each rank inside the image.
+    None without a container; ConfigError for a container the job would refuse (pyxis with mpirun, a .sif that
+    is no file)."""
+    from launchers import container as image
+    from launchers import slurm
+
+    if str(cfg.system.container.runtime) == "none" or cell.run_dir is None:
+        return None
+    run_dir = cell.run_dir.resolve()
+    inside = slurm.job_container(cfg, run_dir=run_dir, job_id="%j")
+    image.check(inside, launcher=str(cfg.system.launcher), binaries=False)  # the runtime is the nodes'
+    return slurm.step_command(
+        cfg.system,
+        ntasks=cell.num_nodes * cell.ranks_per_node,
+        ntasks_per_node=cell.ranks_per_node,
+        overrides=[*cell.overrides(job_overrides(overrides)), f"run.dir={run_dir}"],
+        container=inside,
+    )
+
+
 def submit_cells(
     cfg,
     todo: list[tuple[Cell, str]],
@@ -330,6 +352,8 @@ def submit_cells(
     prelude = prelude_file(cfg, write=not dry_run)
     if prelude is not None:
         print(f"[ddlbench] the jobs source {prelude} first: {'; '.join(cfg.system.prelude)}", file=sys.stderr)
+    # a container refused here, before anything is queued (the job would refuse it in its batch step)
+    inside = container_step(cfg, todo[0][0], overrides) if todo else None
     for batch, throttle in zip(batches, throttles):
         if throttle == 0:
             print(
@@ -365,4 +389,6 @@ def submit_cells(
         for cell, cell_job in zip(batch_cells, ids):
             print(f"[ddlbench] submitted {cell.name}: job {cell_job}")
         submitted += len(batch_cells)
+    if dry_run and inside is not None:
+        print(f"[ddlbench] each rank runs (the job step of {todo[0][0].name}): {shlex.join(inside)}")
     return submitted

@@ -131,3 +131,58 @@ def test_an_image_files_digest_is_computed_once(tmp_path):
     (cached,) = (tmp_path / "cache").iterdir()
     cached.write_text("sha256:cached\n")  # same path, size and mtime: read from the cache
     assert container.file_sha256(image, cache_dir=tmp_path / "cache") == "sha256:cached"
+
+
+def test_a_dry_run_submit_shows_the_step_each_rank_runs_inside_the_image(cli, no_slurm, tmp_path, monkeypatch):
+    """After the sbatch lines, the job step the first cell's job runs (launchers/slurm.py job_container and
+    step_command, as the job builds them), the job's id as sbatch's %j; a container the job would refuse is
+    refused before anything is queued."""
+    monkeypatch.chdir(tmp_path)
+    sif, runs = tmp_path / "ddlbench.sif", tmp_path / "runs"
+    sif.touch()
+    asked = [
+        "experiment=slurm_smoke",
+        "system=slurm_cpu",
+        "system.container.runtime=apptainer",
+        f"system.container.image={sif}",
+        f"run.root={runs}",
+    ]
+    done = cli("campaign", "submit", *asked, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    *sbatch_lines, line, total = done.stdout.strip().splitlines()
+    assert len(sbatch_lines) == 2 and all(s.startswith("sbatch --parsable") for s in sbatch_lines)
+    cell = "ddp-synthetic-simple_cnn-fp32-g1-n1-b8-75bcce07-r0"
+    mounts = sorted([f"{tmp_path}:{tmp_path}:ro", f"{P}:{P}:ro", f"{runs}:{runs}"], key=lambda b: (b.count("/"), b))
+    binds = " ".join(f"--bind {b}" for b in mounts)  # parents first, as the job binds them
+    assert line == (
+        f"[ddlbench] each rank runs (the job step of {cell}): srun --mpi=pmix --ntasks=1 --ntasks-per-node=1 "
+        f"--cpus-per-task=1 --kill-on-bad-exit=1 apptainer exec {binds} {sif} python3 -m benchmarks "
+        f"{' '.join(asked)} framework=ddp loader=synthetic run.repeat=0 run.dir={runs}/slurm_smoke/{cell}"
+    ), line
+    assert total.startswith("campaign slurm_smoke: would submit 2")
+    # podman: the job's label, with sbatch's %j for the id the job gets
+    podman = cli(
+        "campaign",
+        "submit",
+        *asked[:2],
+        "system.container.runtime=podman",
+        "system.container.image=x:1",
+        f"run.root={runs}",
+        "--dry-run",
+    )
+    assert "podman run --rm --network=host --ipc=host --pid=host --label=ddlbench.run=slurm-%j " in podman.stdout
+    # none: no line
+    assert "each rank runs" not in cli("campaign", "submit", *asked[:2], f"run.root={runs}", "--dry-run").stdout
+    refused = cli(
+        "campaign",
+        "submit",
+        *asked[:2],
+        "system.launcher=mpirun",
+        "system.container.runtime=pyxis",
+        "system.container.image=/sq/x.sqsh",
+        f"run.root={runs}",
+        "--dry-run",
+    )
+    assert refused.returncode == 2 and refused.stdout == ""
+    (error,) = [line for line in refused.stderr.splitlines() if line.startswith("ddlbench: error:")]
+    assert error.startswith("ddlbench: error: system.container.runtime=pyxis runs through srun's --container-image")
