@@ -206,7 +206,7 @@ def slurm_up() -> None:
 
 
 # the container tests' image: a busybox root file system (with /tmp), the rest bound from the host (tests/multiproc/
-# test_container.py); built once per machine, as podman keeps it
+# test_podman.py); built once per machine, as podman keeps it
 PODMAN_IMAGE = "localhost/ddlbench-test:busybox-1"
 
 

@@ -163,7 +163,7 @@ def test_each_rank_of_the_step_runs_inside_podman_and_meta_json_names_the_image(
     (launchers/slurm.py step_command); the run directory is written through the bind mount, meta.json holds the
     image the batch step recorded, and the job's containers are gone by their label."""
     from launchers.container import LABEL
-    from tests.multiproc.test_container import containers, in_podman
+    from tests.multiproc.test_podman import containers, in_podman
 
     job = sbatch(
         "framework=ddp",
