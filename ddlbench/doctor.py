@@ -17,7 +17,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         checks = run_checks(needed_by(cfg))
         if cfg.system.device == "cuda":
             checks = [*map(for_gpus, checks), gpu_check(cfg), _cuda_driver(cfg, args.overrides)]
-        checks += _node_python(cfg)
+        checks += _node_python(cfg) + _container(cfg)
     else:
         checks = run_checks()
     print(format_checks(checks))
@@ -44,8 +44,9 @@ def _cuda_driver(cfg, overrides: list[str]):
 
 
 def _node_python(cfg) -> list:
-    """A warning when the system runs ranks on other hosts (a Slurm partition, system.hosts) that may not see
-    the Python the job runs (launchers/node_python.py); nothing for a run on this machine."""
+    """The Python the jobs run on the nodes, with a warning where they may not see it (launchers/node_python.py):
+    for system.hosts, and for Slurm (a submit host, or a profile with a partition or an account); nothing for a
+    run on this machine alone."""
     from benchmarks.doctor import Check
     from launchers import scheduler
     from launchers.node_python import filesystem_of, node_python, python_warning
@@ -53,7 +54,8 @@ def _node_python(cfg) -> list:
     system = cfg.system
     if system.get("hosts"):
         nodes = [str(h) for h in system.hosts]
-    elif system.get("partition") or system.get("account_required"):
+    elif scheduler.available() or system.get("partition") or system.get("account_required"):
+        # a Slurm submit host, or a profile for one: the jobs run on the partition's nodes
         nodes = scheduler.partition_nodes(system.get("partition")) if scheduler.available() else None
     else:
         return []
@@ -61,6 +63,27 @@ def _node_python(cfg) -> list:
     warning = python_warning(system, nodes=nodes)
     fstype, mount_point = filesystem_of(python)
     return [Check("python on the nodes", True, warning or f"{python} ({fstype} at {mount_point})", warn=bool(warning))]
+
+
+def _container(cfg) -> list:
+    """The image the ranks run in (system.container): its runtime here, the image and its digest; nothing
+    without one. A runtime not installed here is a warning on a Slurm profile (the nodes have it, the login
+    node may not), missing elsewhere."""
+    from benchmarks.doctor import Check
+    from benchmarks.errors import ConfigError
+    from launchers import container as images
+
+    try:
+        found = images.of(cfg.system, run_root=cfg.run.root)
+        if found is None:
+            return []
+        images.check(found, launcher=str(cfg.system.launcher))
+    except ConfigError as error:
+        remote = bool(cfg.system.get("partition") or cfg.system.get("account_required"))
+        return [Check("container", remote, str(error), "" if remote else "see docs/containers.md", warn=remote)]
+    record = images.provenance(found)
+    digest = record.get("digest") or "no digest (the image is not on this host)"
+    return [Check("container", True, f"{record['runtime_version'] or found.runtime}: {found.image} ({digest})")]
 
 
 def add_parser(sub) -> None:

@@ -88,8 +88,10 @@ def python_warning(system, *, nodes: list[str] | None, mountinfo: str | None = N
         return None  # every node is this host (a single-machine cluster)
     key = "system.python" if system.get("python") else "the job's Python (system.python unset: this interpreter)"
     where = f"{fstype} at {mount_point}" if mount_point else fstype
+    contained = str((system.get("container") or {}).get("runtime", "none")) != "none"
+    other = " (it runs the job's step; the ranks run in the image)" if contained else " or run the ranks in an image"
     return (
         f"{key} {python} lies on this host's own file system ({where}): compute nodes may not see it; "
-        "set system.python=<a Python on a file system the nodes mount, e.g. a venv in your project folder> "
-        "or system.container.image=<an image> (docs/slurm.md, a campaign at a centre)"
+        f"set system.python=<a Python on a file system the nodes mount, e.g. a venv in your project folder>{other} "
+        "(docs/slurm.md, a campaign at a centre)"
     )

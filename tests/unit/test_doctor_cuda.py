@@ -55,3 +55,14 @@ def test_horovod_built_here_says_it_lacks_nccl_for_gpu_runs(horovod):
     found = Horovod.installation()
     assert found.ok  # Gloo and MPI on this CPU machine
     assert not found.gpu_ok and "make horovod" in found.gpu_fix and "NCCL" in found.gpu_fix
+
+
+def test_doctor_names_the_image_and_its_runtime_or_why_not(capsys):
+    """`ddlbench doctor` with a container: a line for the image; an apptainer image that is no file is a
+    warning on a Slurm profile (the login node may lack what the nodes have)."""
+    from ddlbench.cli import main
+
+    main(["doctor", "system=juwels_booster", "system.container.runtime=apptainer", "system.container.image=/p/no.sif"])
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("WARN container"))
+    assert "system.container.image=/p/no.sif is no file" in line

@@ -41,7 +41,9 @@ def test_a_python_on_the_login_nodes_own_disk_is_warned_about_with_the_fix():
     line = python_warning(_system(python="/opt/venv/bin/python"), nodes=["jwb0001", "jwb0002"], mountinfo=MOUNTINFO)
     assert line is not None and "\n" not in line
     assert line.startswith("system.python /opt/venv/bin/python lies on this host's own file system (ext4 at /)")
-    assert "set system.python=" in line and "system.container" in line
+    assert "set system.python=" in line and "run the ranks in an image" in line
+    contained = _system(python="/opt/venv/bin/python", container={"runtime": "apptainer"})
+    assert "the ranks run in the image" in python_warning(contained, nodes=None, mountinfo=MOUNTINFO)
     unset = python_warning(_system(), nodes=None, mountinfo=MOUNTINFO.replace("ext4", "tmpfs", 1))
     assert unset is not None and "system.python unset: this interpreter" in unset
 
