@@ -350,19 +350,10 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
 
 
 def run_container(cfg, *, run_dir: Path):
-    """The container of system.container for this run (launchers/container.py), None for none: the run root
-    bound read-write (the run directory where run.dir lies outside it), the project, the working directory and
-    the data read-only."""
+    """The container of system.container for this run (launchers/container.py for_run), None for none."""
     from launchers import container
 
-    root = Path(str(cfg.run.root)).resolve()
-    writable = root if run_dir.is_relative_to(root) else run_dir
-    return container.of(
-        cfg.system,
-        run_root=writable,
-        readable=[cfg.data.path, cfg.data.val_path],
-        token=f"{run_dir.name}-{os.getpid()}",
-    )
+    return container.for_run(cfg, run_dir=run_dir, token=f"{run_dir.name}-{os.getpid()}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

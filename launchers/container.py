@@ -100,6 +100,7 @@ def of(
     system: Mapping,
     *,
     run_root: str | Path,
+    writable: Sequence[str | Path] = (),
     readable: Sequence[str | Path | None] = (),
     workdir: str | Path | None = None,
     token: str = "",
@@ -116,7 +117,9 @@ def of(
             "reference for podman, an enroot URI or .sqsh for pyxis); set it, or system.container.runtime=none"
         )
     workdir = str(Path(workdir or os.getcwd()).resolve())
-    binds = _run_binds(writable=[str(run_root)], readable=[str(p) for p in (PROJECT, *readable, workdir) if p])
+    binds = _run_binds(
+        writable=[str(p) for p in (run_root, *writable)], readable=[str(p) for p in (PROJECT, *readable, workdir) if p]
+    )
     return Container(
         runtime=runtime,
         image=str(spec["image"]),
@@ -129,6 +132,24 @@ def of(
         python=str(spec.get("python") or "python3"),
         workdir=workdir,
         gpus=str(system.get("device")) == "cuda",
+        token=token,
+    )
+
+
+def for_run(cfg, *, run_dir: Path, token: str) -> Container | None:
+    """The container a run's ranks run in (None for none): the run root bound read-write (the run directory where
+    run.dir lies outside it), the node-local scratch too where the run stages its data (data.stage=node_local:
+    a node's ranks must see the one copy its first rank makes), the project, the working directory and the data
+    read-only; `token` labels its containers (podman)."""
+    from benchmarks.data.staging import scratch_mount
+
+    root = Path(str(cfg.run.root)).resolve()
+    scratch = scratch_mount(cfg.system.get("local_scratch")) if str(cfg.data.get("stage")) == "node_local" else None
+    return of(
+        cfg.system,
+        run_root=root if run_dir.is_relative_to(root) else run_dir,
+        writable=[scratch] if scratch else [],
+        readable=[cfg.data.path, cfg.data.val_path],
         token=token,
     )
 

@@ -76,13 +76,7 @@ def job_container(cfg, *, run_dir: Path, job_id: int | str) -> Container | None:
     """The container each rank of a job runs in (system.container; None for none): the run root bound read-write
     (the run directory where it lies outside it), the data read-only, labelled by the job (`campaign submit
     --dry-run` shows it with job_id '%j', sbatch's own placeholder)."""
-    root = Path(str(cfg.run.root)).resolve()
-    return image.of(
-        cfg.system,
-        run_root=root if run_dir.is_relative_to(root) else run_dir,
-        readable=[cfg.data.path, cfg.data.val_path],
-        token=f"slurm-{job_id}",
-    )
+    return image.for_run(cfg, run_dir=run_dir, token=f"slurm-{job_id}")
 
 
 def sbatch(

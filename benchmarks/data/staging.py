@@ -79,6 +79,20 @@ def scratch_root(local_scratch: str | None, *, environ: dict[str, str] | None = 
     return Path(os.path.expanduser(expanded))
 
 
+def scratch_mount(local_scratch: str | None, *, environ: dict[str, str] | None = None) -> Path | None:
+    """The folder a container binds so that a node's ranks share its copy (each rank of a Slurm step runs in a
+    container of its own, with its own /tmp): system.local_scratch expanded here, or, where it names a variable
+    set on the nodes only, the fixed folder above the first variable; None where nothing is fixed ($TMPDIR)."""
+    if not local_scratch:
+        return None
+    try:
+        return scratch_root(local_scratch, environ=environ)
+    except StagingError:
+        fixed = local_scratch.split("$", 1)[0]
+        folder = fixed if fixed.endswith("/") else os.path.dirname(fixed)
+        return Path(folder) if folder.strip("/") else None
+
+
 def _variables(text: str) -> list[str]:
     return [a or b for a, b in re.findall(r"\$\{(\w+)\}|\$(\w+)", text)]
 

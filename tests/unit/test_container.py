@@ -186,3 +186,33 @@ def test_a_dry_run_submit_shows_the_step_each_rank_runs_inside_the_image(cli, no
     assert refused.returncode == 2 and refused.stdout == ""
     (error,) = [line for line in refused.stderr.splitlines() if line.startswith("ddlbench: error:")]
     assert error.startswith("ddlbench: error: system.container.runtime=pyxis runs through srun's --container-image")
+
+
+def test_a_staged_run_binds_the_node_local_scratch_read_write(tmp_path):
+    """Each rank of a Slurm step runs in a container of its own (podman, pyxis: its own /tmp): a node's ranks
+    share the copy its first rank stages only where system.local_scratch is bound from the host."""
+    from benchmarks.config import compose
+
+    base = ["system=slurm_cpu", "system.container.runtime=podman", "system.container.image=localhost/x:1"]
+    base += [f"run.root={tmp_path / 'runs'}", f"data.path={tmp_path / 'data'}"]
+    run_dir = tmp_path / "runs" / "c" / "cell"
+    staged = container.for_run(
+        compose([*base, "data.stage=node_local", f"system.local_scratch={tmp_path / 'scratch'}"]),
+        run_dir=run_dir,
+        token="t",
+    )
+    assert f"{tmp_path / 'scratch'}:{tmp_path / 'scratch'}" in staged.binds
+    plain = container.for_run(compose(base), run_dir=run_dir, token="t")
+    assert not any("scratch" in b for b in plain.binds)
+
+
+def test_the_scratch_folder_bound_is_the_fixed_part_where_a_variable_is_set_on_the_nodes_only():
+    from pathlib import Path
+
+    from benchmarks.data.staging import scratch_mount
+
+    assert scratch_mount("/tmp/node$GROUP_RANK", environ={}) == Path("/tmp")
+    assert scratch_mount("/scratch/${SLURM_JOB_ID}/data", environ={}) == Path("/scratch")
+    assert scratch_mount("$SLURM_TMPDIR", environ={"SLURM_TMPDIR": "/local/job7"}) == Path("/local/job7")
+    assert scratch_mount("$TMPDIR", environ={}) is None
+    assert scratch_mount(None) is None
