@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.cells import CELL, setting_text
 from benchmarks.errors import ConfigError
-from benchmarks.rundir import is_identity_key
+from benchmarks.rundir import AS_BEFORE, is_identity_key
 
 CAMPAIGN = "config.run.campaign"  # which campaign a run belongs to: never what a comparison pairs on
 SIZE = ["world_size", "num_nodes"]
@@ -26,6 +26,38 @@ EFFICIENCY_COMPARED = ["mfu", "energy_j_per_sample"]
 def identity_settings(runs: pd.DataFrame) -> list[str]:
     """The config.* columns of runs that are settings of the run key (benchmarks/rundir.py)."""
     return sorted(c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :]))
+
+
+def as_recorded(runs: pd.DataFrame) -> pd.DataFrame:
+    """runs with each later-added setting (benchmarks/rundir.py AS_BEFORE) that a run leaves out filled in with
+    the value it ran as: analysis.load drops it at that value, so that runs from before the setting and after it
+    are one cell within a campaign; across two campaigns where one side set it (data.stage=node_local) and the
+    other did not, the comparison must see it on both sides to tell the cells apart and to pair --by it."""
+    filled = runs.copy()
+    configured = runs[CAMPAIGN].notna() if CAMPAIGN in runs else pd.Series(False, index=runs.index)  # has config.yaml
+    for key, value in AS_BEFORE.items():
+        column = f"config.{key}"
+        recorded = runs[column] if column in runs else pd.Series(pd.NA, index=runs.index, dtype=object)
+        filled[column] = recorded.astype(object).where(recorded.notna() | ~configured, value)
+    return filled
+
+
+def _completed(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[runs["status"] == "completed"] if "status" in runs else runs
+
+
+def differing_settings(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> list[str]:
+    """The settings whose values differ between A's and B's completed runs, as `KEY (A: values; B: values)`: why
+    no cell of one is a cell of the other."""
+    a_runs, b_runs = (as_recorded(_completed(r)) for r in (a_runs, b_runs))
+    common = sorted((set(identity_settings(a_runs)) & set(identity_settings(b_runs))) - {CAMPAIGN})
+    said = []
+    for column in common:
+        values_a = sorted({v for v in setting_text(a_runs[column]).dropna() if v != ""})
+        values_b = sorted({v for v in setting_text(b_runs[column]).dropna() if v != ""})
+        if values_a != values_b:
+            said.append(f"{_said(column)} (A: {', '.join(values_a)}; B: {', '.join(values_b)})")
+    return said
 
 
 def configurations(runs: pd.DataFrame, settings: list[str]) -> pd.Series:
@@ -84,6 +116,7 @@ def match_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[pd.Series, p
     setting added by a newer ddlbench does not part every cell) except run.campaign, plus world_size and
     num_nodes. A cell whose configuration is several cells' on a side (they differ in a setting the other
     campaign does not record) stands alone. Returns (A keys, B keys, the settings compared on)."""
+    a_runs, b_runs = as_recorded(a_runs), as_recorded(b_runs)
     common = sorted((set(identity_settings(a_runs)) & set(identity_settings(b_runs))) - {CAMPAIGN})
     key_a, key_b = _pair_runs(a_runs, b_runs, common)
     return key_a, key_b, [*common, *SIZE]
@@ -141,6 +174,7 @@ def by_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame, by: tuple[str, str, str]
     with KEY=B (NA for the others), cells compared on every setting both record but KEY's settings and
     run.campaign (`pair`). A and B may be one campaign. Raises ConfigError, naming what the runs hold,
     where KEY or a value matches no run."""
+    a_runs, b_runs = (as_recorded(a_runs), as_recorded(b_runs)) if a_runs is not b_runs else (as_recorded(a_runs),) * 2
     key, value_a, value_b = by
     sides = []
     for option, runs, value in (("A", a_runs, value_a), ("B", b_runs, value_b)):
@@ -167,7 +201,9 @@ def by_keys(a_runs: pd.DataFrame, b_runs: pd.DataFrame, by: tuple[str, str, str]
 def by_hint(a_runs: pd.DataFrame, b_runs: pd.DataFrame) -> tuple[str, str, str] | None:
     """Where two campaigns share no cell but all of A has one value of a setting, all of B another, and
     the cells pair once that setting is left out: (KEY, A's value, B's value), for `compare A B --by`.
-    Single settings are tried before whole groups; None unless exactly one fits."""
+    Single settings are tried before whole groups; None unless exactly one fits. Completed runs only: a run that
+    failed before it wrote its config records no setting."""
+    a_runs, b_runs = (as_recorded(_completed(r)) for r in (a_runs, b_runs))
     common = sorted((set(identity_settings(a_runs)) & set(identity_settings(b_runs))) - {CAMPAIGN})
     leaves = [_said(c) for c in common]
     groups = sorted({c.split(".")[1] for c in common} - set(leaves))

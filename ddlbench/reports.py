@@ -110,7 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Exit 1 on a regression, or on cells of A that B lacks or did not complete (unless --allow-missing).
     With --by KEY=A,B, the cells of one folder (or A's against B's) that differ only in KEY."""
     from analysis.campaign_analysis import CampaignAnalysis
-    from analysis.compare import TOP1_DROP_PP, by_hint, parse_by
+    from analysis.compare import TOP1_DROP_PP, by_hint, differing_settings, parse_by
     from analysis.report import FAILING_FLAGS, format_compare
 
     one_line_warnings()
@@ -145,6 +145,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"\nNo cell of B is a cell of A: all of A has {key}={value_a}, all of B {key}={value_b}. To compare "
             f"them cell by cell on every other setting: ddlbench compare {args.a} {args.b} "
             f"--by {key}={value_a},{value_b}"
+        )
+    elif by is None and not paired.any() and (differ := differing_settings(analyses[0].runs(), analyses[1].runs())):
+        print(
+            f"\nNo cell of B is a cell of A: they differ in {'; '.join(differ)}. `--by KEY=A,B` pairs the cells "
+            "that differ in one setting only"
         )
     failing = FAILING_FLAGS[:1] if args.allow_missing else FAILING_FLAGS
     return 1 if table["flag"].isin(failing).any() else 0

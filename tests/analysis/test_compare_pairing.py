@@ -213,3 +213,33 @@ def test_baseline_system_pairs_through_the_same_pairing(tmp_path):
     assert len(table) == 3
     assert table.loc[table["system"] == "switched", "relative_time"].isna().all()
     assert (table.loc[table["system"] == "local", "relative_time"] == 1).all()
+
+
+def _staged(root: Path, framework: str = "ddp", *, stage: str | None) -> Path:
+    """A campaign whose runs set data.stage (stage None: runs from before the setting, which record none)."""
+    cells = [SynthCell(framework, "native", "resnet50", gpus, 1) for gpus in (1, 2)]
+    write_campaign(root, cells, steps=6, warmup_steps=1, campaign=root.name, commbench=False)
+    if stage is not None:
+        for config in root.glob("*/*/config.yaml"):
+            config.write_text(config.read_text().replace("data:\n", f"data:\n  stage: {stage}\n", 1))
+    return root
+
+
+def test_a_later_setting_one_side_records_at_its_old_value_tells_cells_apart_and_pairs_by_it(tmp_path, capsys):
+    """data.stage=none is left out of a run (rundir.AS_BEFORE: older runs stay their cell); a campaign staged
+    to node-local disk against one that read the shared file system differs in it all the same."""
+    a, b = _staged(tmp_path / "staged", stage="node_local"), _staged(tmp_path / "shared", stage=None)
+    assert by_hint(CampaignAnalysis(a).runs(), CampaignAnalysis(b).runs()) == ("data.stage", "node_local", "none")
+    assert main(["compare", str(a), str(b)]) == 1
+    assert f"ddlbench compare {a} {b} --by data.stage=node_local,none" in capsys.readouterr().out
+    assert main(["compare", str(a), str(b), "--by", "data.stage=node_local,none"]) == 0
+    assert "0 regression, 0 missing in B" in capsys.readouterr().out
+
+
+def test_campaigns_that_differ_in_two_settings_say_both(tmp_path, capsys):
+    a = _staged(tmp_path / "staged", "ddp", stage="node_local")
+    b = _staged(tmp_path / "shared", "horovod", stage=None)
+    assert main(["compare", str(a), str(b)]) == 1
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("No cell of B is a cell of A: they differ in data.stage (A: node_local; B: none); ")
+    assert "framework (A: ddp; B: horovod)" in line
