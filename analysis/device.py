@@ -109,8 +109,12 @@ def device_names(runs: pd.DataFrame) -> pd.Series:
     gpus = runs.get("meta.hardware.gpus", pd.Series(pd.NA, index=runs.index, dtype="object"))
     model = runs.get("meta.hardware.cpu_model", pd.Series(pd.NA, index=runs.index, dtype="object"))
     cores = runs.get("meta.hardware.cpu_count", pd.Series(pd.NA, index=runs.index, dtype="object"))
+    # a run that stopped before it wrote config.yaml and meta.json (a failed start) says nothing of its device
+    said = runs.get("config.system.device", pd.Series(pd.NA, index=runs.index)).notna() | gpus.notna() | cores.notna()
 
-    def name(device: str, gpu: object, cpu: object, count: object) -> str:
+    def name(device: str, gpu: object, cpu: object, count: object, known: bool) -> str:
+        if not known:
+            return "not recorded (no config.yaml or meta.json)"
         if device == GPU:
             text = str(gpu) if isinstance(gpu, str) and gpu.lower() not in _NO_GPUS else ""
             return f"GPU: {_gpu_list(text)}" if text else "GPU (name not recorded)"
@@ -119,7 +123,9 @@ def device_names(runs: pd.DataFrame) -> pd.Series:
         number = pd.to_numeric(pd.Series([count]), errors="coerce").iloc[0]
         return f"{what}, {int(number)} cores" if pd.notna(number) else what
 
-    return pd.Series([name(*values) for values in zip(devices, gpus, model, cores)], index=runs.index, dtype="object")
+    return pd.Series(
+        [name(*values) for values in zip(devices, gpus, model, cores, said)], index=runs.index, dtype="object"
+    )
 
 
 def _gpu_list(text: str) -> str:

@@ -54,6 +54,9 @@ def test_what_was_run_on_what_names_the_device_profile_and_image_size():
     rows = _rows(pd.DataFrame([cpu, gpu, gpu]))
     assert rows["device"] == "GPU: NVIDIA H200 x2 (2), CPU (model not recorded), 2 cores (1)"
     assert rows["system profile"] == "h200 (2), local_cpu (1)" and rows["image size (px)"] == "224 (2), 64 (1)"
+    # a run that failed before it wrote config.yaml and meta.json is no GPU run
+    rows = _rows(pd.DataFrame([cpu, {"config.system.device": None, "meta.hardware.gpus": None}]))
+    assert rows["device"] == "CPU (model not recorded), 2 cores (1), not recorded (no config.yaml or meta.json) (1)"
 
 
 def _stash_section(root) -> list:
