@@ -485,10 +485,15 @@ def figures(records: list[dict]) -> dict[str, dict]:
     """Every step's figures from the runs' values (the runs of all records: a ratio may cross steps and calls)."""
     values = {label: r["values"] for rec in records for label, r in rec.get("runs", {}).items()}
     out = {}
+
+    def pick(label: str, field: str) -> float | None:  # a parsed run (the bare loops, Horovod's own) has "value" only
+        found = values.get(label, {})
+        return found.get(field, found.get("value"))
+
     for step in STEPS:
         for fig in step.figures:
-            of = values.get(fig.of, {}).get(fig.field)
-            over = values.get(fig.over, {}).get(fig.field) if fig.over else 1.0
+            of = pick(fig.of, fig.field)
+            over = pick(fig.over, fig.field) if fig.over else 1.0
             value = of / over if of is not None and over else None
             out[fig.name] = {"step": step.name, "value": value, "unit": fig.unit, "of": fig.of, "over": fig.over}
     return out
@@ -532,7 +537,11 @@ def headline_changes(found: dict[str, dict], readme: Path = REPO / "README.md") 
             lines.append(f"not measured: {claim[:70]} (README {rows[claim]})")
             continue
         old_numbers = re.findall(r"\d[\d,]*\.?\d*", rows[claim])
-        same = all(v.rstrip("%").replace(",", "") in [o.replace(",", "") for o in old_numbers] for v in new if v != "-")
+        same = all(  # the number alone: "344.6 seq/s" is the README's 344.6
+            v.split()[0].rstrip("%").replace(",", "") in [o.replace(",", "") for o in old_numbers]
+            for v in new
+            if v != "-"
+        )
         lines.append(
             f"{'same   ' if same else 'CHANGED'}: {claim[:70]}: README {rows[claim]} | suite {' / '.join(new)}"
         )

@@ -98,5 +98,5 @@ echo "setup: $((SECONDS - start)) s"
     | tee "$OUT/suite_call$call.log"
 rc=$?
 # the device brings back at most 8 files from $OUT (a call leaves 15 or more logs): the logs go as one tarball
-(cd "$OUT" && logs=$(ls -d logs setup_*.log 2>/dev/null) && tar czf "logs_call$call.tgz" $logs && rm -rf $logs)
+(cd "$OUT" && logs=$(ls -d logs setup_*.log 2>/dev/null; true) && [[ -n $logs ]] && tar czf "logs_call$call.tgz" $logs && rm -rf $logs)
 exit $rc
