@@ -401,7 +401,7 @@ def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, e
         staged_sources(cfg),
         local_scratch=cfg.system.local_scratch,
         run_dir=run_dir,
-        node=env.rank // max(1, env.local_world_size),
+        rank=env.rank,
         local_rank=env.local_rank,
         reduce=framework.all_reduce_scalar,
     )
@@ -521,7 +521,7 @@ def _conclude(
     summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
     summary["startup_s"] = startup_s  # data.stage=node_local: the copy is inside it, as in the time to train
     if cfg.data.stage == "node_local":
-        summary |= staging.summary_fields(staging.read_records(run_dir, env.num_nodes))
+        summary |= staging.summary_fields(staging.read_records(run_dir))
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)

@@ -46,10 +46,10 @@ def _cuda_driver(cfg, overrides: list[str]):
 def _node_python(cfg) -> list:
     """The Python the jobs run on the nodes, with a warning where they may not see it (launchers/node_python.py):
     for system.hosts, and for Slurm (a submit host, or a profile with a partition or an account); nothing for a
-    run on this machine alone."""
+    run on this machine alone, or where every node of the partition is this host."""
     from benchmarks.doctor import Check
     from launchers import scheduler
-    from launchers.node_python import filesystem_of, node_python, python_warning
+    from launchers.node_python import filesystem_of, node_python, only_this_host, python_warning
 
     system = cfg.system
     if system.get("hosts"):
@@ -58,6 +58,8 @@ def _node_python(cfg) -> list:
         # a Slurm submit host, or a profile for one: the jobs run on the partition's nodes
         nodes = scheduler.partition_nodes(system.get("partition")) if scheduler.available() else None
     else:
+        return []
+    if only_this_host(nodes):
         return []
     python = node_python(system)
     warning = python_warning(system, nodes=nodes)

@@ -61,7 +61,9 @@ def filesystem_of(path: str, *, mountinfo: str | None = None) -> tuple[str, str]
             mountinfo = Path("/proc/self/mountinfo").read_text()
         except OSError:
             return "unknown", ""
-    target = os.path.realpath(path)
+    # the folder, resolved: a venv's bin/python is a link to its base interpreter (/usr/bin/python3.11), but the
+    # nodes must see the venv itself (its site-packages)
+    target = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
     best = ("unknown", "")
     for line in mountinfo.splitlines():
         fields = line.split()
@@ -75,6 +77,11 @@ def filesystem_of(path: str, *, mountinfo: str | None = None) -> tuple[str, str]
     return best
 
 
+def only_this_host(nodes: list[str] | None) -> bool:
+    """Whether every node the jobs may run on is this host (known nodes only)."""
+    return nodes is not None and set(nodes) <= {socket.gethostname(), socket.gethostname().split(".")[0]}
+
+
 def python_warning(system, *, nodes: list[str] | None, mountinfo: str | None = None) -> str | None:
     """One line when the nodes may not see the job's Python: it lies on this host's own file system and the
     job may run on another host. `nodes`: the hosts the job may run on, where known (a list of this host's
@@ -84,7 +91,7 @@ def python_warning(system, *, nodes: list[str] | None, mountinfo: str | None = N
     fstype, mount_point = filesystem_of(python, mountinfo=mountinfo)
     if fstype in SHARED_FS:
         return None
-    if nodes is not None and set(nodes) <= {socket.gethostname(), socket.gethostname().split(".")[0]}:
+    if only_this_host(nodes):
         return None  # every node is this host (a single-machine cluster)
     key = "system.python" if system.get("python") else "the job's Python (system.python unset: this interpreter)"
     where = f"{fstype} at {mount_point}" if mount_point else fstype

@@ -331,7 +331,9 @@ def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output
         rank = (own or [int(r) for r in errors])[0]
         what = " ".join(errors[str(rank)].splitlines()[0].split())[:300]
     else:
-        rank = silent[0] if silent else None
+        # several silent: the one killed first, which stopped logging first (the others went on to the step that
+        # waited for it, then their launcher stopped them)
+        rank = min(silent, key=lambda r: _stopped_at(run_dir, r)) if silent else None
         what = "ended without an error of its own (killed: the out-of-memory killer, a signal, or its host went away)"
     who = "the run"
     if rank is not None:
@@ -340,6 +342,16 @@ def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output
     marked = "the run is marked failed" if written else "no summary could be written: the next launch retries the run"
     log = _kept_output(run_dir, output)
     return f"{who}: {what}; {marked}; logs in {run_dir}" + (f" (the ranks' output: {log})" if log else "")
+
+
+def _stopped_at(run_dir: Path, rank: int) -> tuple[int, float]:
+    """When a rank stopped logging: its last logged step (-1: none), then its log's last write."""
+    step = _rank_place(run_dir, rank)[1]
+    try:
+        written = (run_dir / f"rank{rank}.jsonl").stat().st_mtime
+    except OSError:
+        written = 0.0
+    return (-1 if step is None else step, written)
 
 
 def _rank_place(run_dir: Path, rank: int) -> tuple[str | None, int | None]:

@@ -2,8 +2,8 @@
 copies the data set from the shared file system to the node's own disk (system.local_scratch), and the loaders read
 that copy. As MLPerf HPC counts it, the copy is part of the time to train: it happens inside the rank's startup.
 
-Where the copy goes: <scratch>/ddlbench-[<Slurm job id>-]<run directory's name>/<data.path's name> (and data.val_path's beside it),
-the same name on every node, so no node needs to tell another. The copy is a pool of STREAMS threads over the files
+Where the copy goes: <scratch>/ddlbench-[<Slurm job id>-]<run directory's name>-<6 hex of its path>/<data.path's name> (and data.val_path's beside it),
+the same name on every node, so no node needs to tell another. The copy is a pool of NUM_STREAMS threads over the files
 (shutil.copyfile: sendfile(2) on Linux), then a marker file (MARKER) holding what was copied, written last: a
 directory without it is no finished copy. `remove` deletes the run's folder at its end, success or failure.
 
@@ -13,12 +13,15 @@ set's bytes (walked once per folder) with system.local_scratch_gb. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
 import shutil
 import socket
+import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -27,10 +30,13 @@ from pathlib import Path
 from benchmarks.adapter_config import Choice
 from benchmarks.errors import ConfigError
 
-STREAMS = 8  # parallel copies per node: enough to keep a parallel file system's servers busy, few enough for its MDS
+NUM_STREAMS = (
+    8  # parallel copies per node: enough to keep a parallel file system's servers busy, few enough for its MDS
+)
 MARKER = ".ddlbench-staged.json"
 PREFIX = "ddlbench-"
 GB = 1e9
+VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")  # $NAME or ${NAME} in system.local_scratch
 
 
 class Stage(Choice):
@@ -46,9 +52,10 @@ class StagingError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class NodeStaging:
-    """What one node copied: the staged folders (source -> copy), files, bytes and seconds (copy and marker)."""
+    """What one node copied: the rank that copied (the node's local rank 0), the staged folders (source -> copy),
+    files, bytes and seconds (copy and marker)."""
 
-    node: int
+    rank: int
     host: str
     root: str
     paths: dict[str, str]
@@ -75,7 +82,7 @@ def scratch_root(local_scratch: str | None, *, environ: dict[str, str] | None = 
             f"system.local_scratch={local_scratch}: ${unset[0]} is not set on {socket.gethostname()}; set it in "
             "the job or pass system.local_scratch=<a folder on the node's own disk>"
         )
-    expanded = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: environ[m[1] or m[2]], local_scratch)
+    expanded = VARIABLE.sub(lambda m: environ[m[1] or m[2]], local_scratch)
     return Path(os.path.expanduser(expanded))
 
 
@@ -94,14 +101,16 @@ def scratch_mount(local_scratch: str | None, *, environ: dict[str, str] | None =
 
 
 def _variables(text: str) -> list[str]:
-    return [a or b for a, b in re.findall(r"\$\{(\w+)\}|\$(\w+)", text)]
+    return [a or b for a, b in VARIABLE.findall(text)]
 
 
 def run_name(run_dir: Path, *, environ: dict[str, str] | None = None) -> str:
     """The run's name on the nodes' scratch: its directory's name, after the Slurm job's id where there is one (two
     campaigns may run one cell on one node at once; /tmp is shared by every job there)."""
     job = (os.environ if environ is None else environ).get("SLURM_JOB_ID")
-    return f"{job}-{run_dir.name}" if job else run_dir.name
+    # the directory's name is the cell's and its repeat's: two campaigns (run roots) may run one cell at once
+    where = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:6]
+    return f"{job}-{run_dir.name}-{where}" if job else f"{run_dir.name}-{where}"
 
 
 def run_folder(scratch: Path, run_name: str) -> Path:
@@ -120,7 +129,7 @@ def staged_paths(sources: list[str], folder: Path) -> dict[str, str]:
     return out
 
 
-def copy_tree(source: Path, dest: Path, *, streams: int = STREAMS) -> tuple[int, int]:
+def copy_tree(source: Path, dest: Path, *, streams: int = NUM_STREAMS) -> tuple[int, int]:
     """Copy the tree at `source` to `dest` (which must not exist) with `streams` files in flight; (files, bytes).
     The folders are made first, then the files are copied in parallel; the first failure cancels the rest and is
     raised as a StagingError naming the file."""
@@ -152,7 +161,9 @@ def copy_tree(source: Path, dest: Path, *, streams: int = STREAMS) -> tuple[int,
     return len(files), sum(f.result() for f in futures)
 
 
-def stage_node(sources: list[str], *, scratch: Path, run_name: str, node: int, streams: int = STREAMS) -> NodeStaging:
+def stage_node(
+    sources: list[str], *, scratch: Path, run_name: str, rank: int, streams: int = NUM_STREAMS
+) -> NodeStaging:
     """This node's copy of every source folder under its run folder, then the marker (local rank 0 calls it). A
     folder left by an earlier, killed attempt of the same run is removed first: it is this run's own."""
     folder = run_folder(scratch, run_name)
@@ -172,7 +183,7 @@ def stage_node(sources: list[str], *, scratch: Path, run_name: str, node: int, s
             "system.local_scratch (it must be a writable folder on the node with room for the data set)"
         ) from error
     record = NodeStaging(
-        node=node,
+        rank=rank,
         host=socket.gethostname(),
         root=str(folder),
         paths=paths,
@@ -184,34 +195,68 @@ def stage_node(sources: list[str], *, scratch: Path, run_name: str, node: int, s
     return record
 
 
+# how often the ranks ask whether every node's copy is done: one all-reduce per poll, so a copy longer than the
+# process group's timeout (10 minutes: a data set from a busy parallel file system) never times a collective out
+POLL_S = 30.0
+
+
 def stage(
     sources: list[str],
     *,
     local_scratch: str | None,
     run_dir: Path,
-    node: int,
+    rank: int,
     local_rank: int,
     reduce,
-    streams: int = STREAMS,
+    streams: int = NUM_STREAMS,
+    poll_s: float = POLL_S,
 ) -> NodeStaging:
-    """Every rank calls it, once its process group is up: local rank 0 of each node copies, then one all-reduce
-    (`reduce`: the framework's all_reduce_scalar) is the wait of every rank and says whether any node failed. A
-    failed copy raises on every rank (on its own node with its cause, elsewhere naming that node): no node waits
-    for a copy that will never come. The node's record goes to the run directory (record_name) for the summary."""
-    error: BaseException | None = None
+    """Every rank calls it, once its process group is up. Local rank 0 of each node copies (in a thread) while
+    every rank polls: one all-reduce (`reduce`: the framework's all_reduce_scalar) every poll_s, or as soon as
+    this node's copy ends, says whether a node failed or is still copying; the last copy to end completes the last
+    poll, so no rank waits longer than the slowest node. A failed copy raises on every rank (on its own node with
+    its cause, elsewhere naming it); a rank that cannot see its node's copy too. The copying rank's record goes to
+    the run directory (record_name) for the summary."""
+    outcome: dict[str, BaseException] = {}
+    copier = None
     if local_rank == 0:
-        try:
-            scratch = scratch_root(local_scratch)
-            record = stage_node(sources, scratch=scratch, run_name=run_name(run_dir), node=node, streams=streams)
-            (run_dir / record_name(node)).write_text(json.dumps(asdict(record)))
-        except (StagingError, ConfigError, OSError) as raised:
-            error = raised
-    failed = int(reduce(float(node + 1) if error is not None else 0.0, "max"))
-    if error is not None:
-        raise error
-    if failed:
-        raise StagingError(f"data staging failed on node {failed - 1} (its local rank 0 says why); every rank stops")
-    return read_marker(scratch_root(local_scratch), run_name(run_dir))
+
+        def copy() -> None:
+            try:
+                record = stage_node(
+                    sources, scratch=scratch_root(local_scratch), run_name=run_name(run_dir), rank=rank, streams=streams
+                )
+                (run_dir / record_name(rank)).write_text(json.dumps(asdict(record)))
+            except (StagingError, ConfigError, OSError) as raised:
+                outcome["error"] = raised
+
+        copier = threading.Thread(target=copy, name="ddlbench-stage", daemon=True)
+        copier.start()
+    while True:  # every rank takes the same turns: each poll is one collective of all of them
+        if copier is not None:
+            copier.join(timeout=poll_s)
+        copying = copier is not None and copier.is_alive()
+        said = float(rank + 1) if "error" in outcome else 0.5 if copying else 0.0
+        state = reduce(said, "max")  # >= 1: a node failed (its copying rank + 1); 0.5: one still copies
+        if state != 0.5:
+            break
+    if "error" in outcome:
+        raise outcome["error"]
+    if state >= 1:
+        raise StagingError(
+            f"data staging failed on the node of rank {int(state) - 1} (that rank says why); every rank stops"
+        )
+    try:
+        staged, blind = read_marker(scratch_root(local_scratch), run_name(run_dir)), None
+    except (StagingError, ConfigError) as error:
+        staged, blind = None, error
+    unseen = reduce(float(rank + 1) if blind is not None else 0.0, "max")
+    if blind is not None:
+        raise blind
+    if unseen:
+        raise StagingError(f"data staging: rank {int(unseen) - 1} does not see its node's copy (it says why)")
+    assert staged is not None
+    return staged
 
 
 def read_marker(scratch: Path, run_name: str) -> NodeStaging:
@@ -231,9 +276,10 @@ def remove(scratch: Path, run_name: str) -> None:
     shutil.rmtree(run_folder(scratch, run_name), ignore_errors=True)
 
 
-def record_name(node: int) -> str:
-    """The run directory's file of one node's staging (its local rank 0 writes it; rank 0 sums them up)."""
-    return f"staging_node{node}.json"
+def record_name(rank: int) -> str:
+    """The run directory's file of one node's staging, named by the rank that copied (its local rank 0): unique
+    whatever the launcher's placement of ranks on nodes; rank 0 sums them up."""
+    return f"staging_rank{rank}.json"
 
 
 def summary_fields(records: list[NodeStaging]) -> dict:
@@ -246,13 +292,18 @@ def summary_fields(records: list[NodeStaging]) -> dict:
         "staging_s": slowest.staging_s,
         "staging_bytes": slowest.staged_bytes,
         "staging_gb_s_per_node": slowest.gb_s,
-        "staging_s_by_node": [r.staging_s for r in sorted(records, key=lambda r: r.node)],
+        "staging_s_by_node": [r.staging_s for r in sorted(records, key=lambda r: r.rank)],
     }
 
 
-def read_records(run_dir: Path, num_nodes: int) -> list[NodeStaging]:
-    """Every node's record in the run directory (rank 0, after the last barrier)."""
-    return [NodeStaging(**json.loads((run_dir / record_name(n)).read_text())) for n in range(num_nodes)]
+def read_records(run_dir: Path) -> list[NodeStaging]:
+    """Every node's record in the run directory (rank 0, after the last barrier), in the copying ranks' order; a
+    record that cannot be read is left out (the summary then holds the nodes it could read)."""
+    records = []
+    for path in run_dir.glob(record_name(0).replace("0", "*")):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            records.append(NodeStaging(**json.loads(path.read_text())))
+    return sorted(records, key=lambda r: r.rank)
 
 
 def dataset_bytes(path: str) -> int:

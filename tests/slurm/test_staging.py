@@ -6,6 +6,7 @@ import json
 
 import yaml
 
+from benchmarks.data import staging
 from benchmarks.data.synth import synth_imagefolder
 from tests.conftest import find_run
 from tests.slurm.cluster import sbatch, wait_for
@@ -46,10 +47,11 @@ def test_a_staged_run_reads_the_nodes_copy(slurm_up, tmp_path):
     assert summary["staging_s"] > 0 and summary["staging_bytes"] == sum(p.stat().st_size for p in data.rglob("*.jpg"))
     assert summary["staging_s"] <= summary["startup_s"] and len(summary["staging_s_by_node"]) == 1
     staged = json.loads((run_dir / "meta.json").read_text())["staging"]
+    run_name = staging.run_name(run_dir, environ={"SLURM_JOB_ID": str(job)})
     # the loaders were handed the node's copy: <scratch>/ddlbench-<job>-<run>/data
-    assert staged["paths"] == {str(data): f"{scratch}/ddlbench-{job}-{run_dir.name}/data"}, staged
+    assert staged["paths"] == {str(data): f"{scratch}/ddlbench-{run_name}/data"}, staged
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["data"]["path"] == str(data)  # as asked
-    assert f"data staged to {scratch}/ddlbench-{job}-{run_dir.name}" in log
+    assert f"data staged to {scratch}/ddlbench-{run_name}" in log
     assert _listing(data) == before  # the original is untouched
     assert list(scratch.iterdir()) == []  # and the copy is gone at the run's end
     events = [json.loads(line.split(" ", 1)[1])["key"] for line in (run_dir / "mllog.txt").read_text().splitlines()]

@@ -60,7 +60,10 @@ def test_both_hosts_stage_and_the_summary_shows_both(netns_hosts, rank_processes
     assert (summary["status"], summary["num_nodes"]) == ("completed", 2), summary
     assert len(summary["staging_s_by_node"]) == 2 and all(s > 0 for s in summary["staging_s_by_node"]), summary
     assert summary["staging_s"] == max(summary["staging_s_by_node"])
-    records = [json.loads((run_dir / f"staging_node{n}.json").read_text()) for n in (0, 1)]
-    assert [r["root"] for r in records] == [f"{scratch}/node{n}/ddlbench-run" for n in (0, 1)], records
+    records = [json.loads((run_dir / f"staging_rank{n}.json").read_text()) for n in (0, 1)]  # one rank per host
+    name = records[0]["root"].rsplit("/", 1)[1]
+    assert name.startswith("ddlbench-run-") and [r["root"] for r in records] == [
+        f"{scratch}/node{n}/{name}" for n in (0, 1)
+    ], records
     assert sorted(p.name for p in scratch.iterdir()) == ["node0", "node1"]
     assert [list((scratch / f"node{n}").iterdir()) for n in (0, 1)] == [[], []]  # both copies removed at the end

@@ -70,3 +70,12 @@ def test_submit_exports_system_python_to_the_job():
     argv = sbatch_command(cfg, cells[0], overrides)
     export = next(a for a in argv if a.startswith("--export="))
     assert "DDLBENCH_PYTHON=/p/project/venv/bin/python" in export.split(",")
+
+
+def test_a_venvs_python_is_where_the_venv_is_not_where_its_link_points(tmp_path):
+    """bin/python of a venv links to the base interpreter (/usr/bin/python3.11): the nodes must see the venv."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to("/usr/bin/python3")
+    mountinfo = f"22 1 0:21 / / rw - ext4 /dev/vda rw\n30 22 0:40 / {tmp_path} rw - lustre fs rw"
+    assert filesystem_of(str(venv_bin / "python"), mountinfo=mountinfo) == ("lustre", str(tmp_path))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_the_copy_is_the_exact_tree_made_by_several_streams(tmp_path, monkeypatc
         return copy(src, dst)
 
     monkeypatch.setattr(staging.shutil, "copyfile", seen)  # only to see which threads copy
-    record = staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", node=0, streams=4)
+    record = staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", rank=0, streams=4)
     staged = tmp_path / "scratch" / "ddlbench-r0" / "data"
     assert record.paths == {str(source): str(staged)}
     assert _listing(staged) == _listing(source)
@@ -56,32 +57,89 @@ def test_a_failed_copy_is_one_line_on_its_node_and_names_it_on_the_others(tmp_pa
         assert op == "max"
         return max(value, *nodes.values())
 
-    nodes[1] = 2.0  # node 1 failed (node + 1)
+    nodes[1] = 3.0  # the node of rank 2 failed (rank + 1)
     with pytest.raises(staging.StagingError) as error:
         staging.stage(
             [str(source)],
             local_scratch=str(tmp_path / "scratch1"),
             run_dir=tmp_path,
-            node=1,
+            rank=2,
             local_rank=0,
             reduce=reduce,
         )
     said = str(error.value)
     assert "\n" not in said and "stuck.jpg" in said and "named pipe" in said, said
-    with pytest.raises(staging.StagingError, match=r"data staging failed on node 1 "):
+    with pytest.raises(staging.StagingError, match=r"data staging failed on the node of rank 2 "):
         staging.stage(
             [str(source)],
             local_scratch=str(tmp_path / "scratch0"),
             run_dir=tmp_path,
-            node=0,
-            local_rank=1,  # not the copying rank: it only waits, and learns node 1 failed
+            rank=1,
+            local_rank=1,  # not the copying rank: it only waits, and learns the node of rank 2 failed
             reduce=reduce,
         )
 
 
+def test_the_ranks_poll_while_a_long_copy_runs_and_go_on_when_it_ends(tmp_path, monkeypatch):
+    """A copy longer than a collective's timeout never holds a rank in one collective: every poll_s each rank
+    all-reduces whether a node still copies (0.5); the poll the copy's end completes lets every rank go on."""
+    source = _tree(tmp_path / "data", files=4)
+    copy = staging.shutil.copyfile
+
+    def slow(src, dst):
+        time.sleep(0.5)
+        return copy(src, dst)
+
+    monkeypatch.setattr(staging.shutil, "copyfile", slow)
+    said: list[float] = []
+
+    def reduce(value, op):  # one node: the all-reduce is this rank's own value
+        said.append(value)
+        return value
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    staged = staging.stage(
+        [str(source)],
+        local_scratch=str(tmp_path / "s"),
+        run_dir=run_dir,
+        rank=0,
+        local_rank=0,
+        reduce=reduce,
+        poll_s=0.1,
+    )
+    assert said.count(0.5) >= 2 and said[-2:] == [0.0, 0.0], said  # polled while copying, then the visibility check
+    files = sum(1 for p in source.rglob("*") if p.is_file())
+    assert staged.num_files == files and [r.rank for r in staging.read_records(run_dir)] == [0]
+
+
+def test_a_rank_that_cannot_see_its_nodes_copy_stops_every_rank(tmp_path):
+    """Each rank of a node must see the copy its local rank 0 made (one system.local_scratch; containers bind
+    it): a rank that does not says so, and the others name it."""
+    source = _tree(tmp_path / "data", files=2)
+    staging.stage_node([str(source)], scratch=tmp_path / "s", run_name=staging.run_name(tmp_path), rank=0)
+    answers = iter([0.0, 4.0])  # the poll: every copy is done; the visibility check: rank 3 is blind
+    with pytest.raises(staging.StagingError, match=r"rank 3 does not see its node's copy"):
+        staging.stage(
+            ["/nowhere"], local_scratch=str(tmp_path / "s"), run_dir=tmp_path, rank=1, local_rank=1,
+            reduce=lambda value, op: max(value, next(answers)),
+        )  # fmt: skip
+    with pytest.raises(staging.StagingError, match=r"is missing on .*: local rank 0 of this node did not finish"):
+        staging.stage(
+            ["/nowhere"], local_scratch=str(tmp_path / "elsewhere"), run_dir=tmp_path, rank=3, local_rank=1,
+            reduce=lambda value, op: value,
+        )  # fmt: skip
+
+
+def test_the_scratch_name_tells_two_run_roots_apart(tmp_path):
+    one, two = tmp_path / "a" / "c" / "cell-r0", tmp_path / "b" / "c" / "cell-r0"
+    assert staging.run_name(one, environ={}) != staging.run_name(two, environ={})
+    assert staging.run_name(one, environ={"SLURM_JOB_ID": "7"}).startswith("7-cell-r0-")
+
+
 def test_the_summary_takes_the_slowest_node(tmp_path):
     records = [
-        staging.NodeStaging(node=n, host="h", root="/s", paths={}, num_files=2, staged_bytes=2_000_000_000, staging_s=s)
+        staging.NodeStaging(rank=n, host="h", root="/s", paths={}, num_files=2, staged_bytes=2_000_000_000, staging_s=s)
         for n, s in ((1, 4.0), (0, 2.0))
     ]
     assert staging.summary_fields(records) == {
