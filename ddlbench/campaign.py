@@ -155,7 +155,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def warn_node_python(cfg) -> None:
     """One warning line when the compute nodes may not see the Python the jobs run (launchers/node_python.py)."""
-    from launchers import scheduler
     from launchers.node_python import python_warning
 
     nodes = scheduler.partition_nodes(cfg.system.partition) if scheduler.available() else None
@@ -170,6 +169,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):
         return 2
+    if args.keep_slow and not args.preflight:
+        from benchmarks.errors import ConfigError
+
+        raise ConfigError("--keep-slow keeps the slow nodes a preflight names: pass it with --preflight")
+    submit.check_can_submit(cfg, dry_run=args.dry_run)  # before a preflight spends an allocation
     warn_node_python(cfg)
     rows = submit.cell_states(cfg, cells, strict=not args.dry_run)
     todo = [(c, s) for c, s, _ in rows if s in submit.SUBMIT_STATES]

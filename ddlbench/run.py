@@ -289,15 +289,15 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
     taken_repeat = [] if repeat == int(cfg.run.repeat) else [f"run.repeat={repeat}"]  # a live run held the asked one
     overrides = [*args.overrides, *taken_repeat, f"run.dir={run_dir.resolve()}"]
     inside = run_container(cfg, run_dir=run_dir.resolve())  # None: the ranks run on the host's own Python
-    image.check(inside, launcher=str(cfg.framework.local_launcher))
-    # a container's ranks are its launcher's children inside the image: never forks of this process
-    fork_ranks, hostfile = spread is None and inside is None and ranks_may_fork(cfg), None
-    wrap, cleanup = image.prefix(inside), image.stop_argv(inside)
     if inside is not None and inside.runtime == "pyxis":
         raise ConfigError(
             "system.container.runtime=pyxis runs through srun inside a Slurm job, not `ddlbench run`; submit with "
             "`ddlbench campaign submit`, or run here with system.container.runtime=podman or apptainer"
         )
+    image.check(inside, launcher=str(cfg.framework.local_launcher))
+    # a container's ranks are its launcher's children inside the image: never forks of this process
+    fork_ranks, hostfile = spread is None and inside is None and ranks_may_fork(cfg), None
+    wrap, cleanup = image.prefix(inside), image.stop_argv(inside)
     if spread:
         python = inside.python if inside else node_python(cfg.system)
         several.check(spread, run_dir=run_dir, python=python if inside is None else None)

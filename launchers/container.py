@@ -36,7 +36,6 @@ from pathlib import Path
 from benchmarks.errors import ConfigError
 from benchmarks.runlog import CONTAINER_ENV
 
-RUNTIMES = ("apptainer", "singularity", "pyxis", "podman")
 PROJECT = Path(__file__).resolve().parents[1]  # the code the ranks run (`python -m benchmarks` from here)
 LABEL = "ddlbench.run"
 # what a rank reads of its launcher's environment: podman passes in only the variables it is told (apptainer and
@@ -144,7 +143,15 @@ def for_run(cfg, *, run_dir: Path, token: str) -> Container | None:
     from benchmarks.data.staging import scratch_mount
 
     root = Path(str(cfg.run.root)).resolve()
-    scratch = scratch_mount(cfg.system.get("local_scratch")) if str(cfg.data.get("stage")) == "node_local" else None
+    staged = str(cfg.data.get("stage")) == "node_local"
+    scratch = scratch_mount(cfg.system.get("local_scratch")) if staged else None
+    runtime = str(cfg.system.container.runtime)
+    if staged and scratch is None and runtime in ("podman", "pyxis"):  # apptainer binds the host's /tmp itself
+        raise ConfigError(
+            f"data.stage=node_local with system.container.runtime={runtime}: system.local_scratch="
+            f"{cfg.system.get('local_scratch')} names no folder here to bind, and each rank's container has its own "
+            "/tmp; set system.local_scratch to a folder that exists on every node (e.g. /scratch/local)"
+        )
     return of(
         cfg.system,
         run_root=root if run_dir.is_relative_to(root) else run_dir,

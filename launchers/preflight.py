@@ -100,7 +100,8 @@ def node_program(
         str(threads),
         "--timeout-s",
         f"{budget_s:g}",
-        *(["--device", "cpu"] if str(cfg.system.device) == "cpu" else []),
+        "--device",
+        "cpu" if str(cfg.system.device) == "cpu" else "cuda",
         *(["--master-addr-suffix", cfg.system.master_addr_suffix] if cfg.system.master_addr_suffix else []),
         *extra,
     ]
@@ -151,6 +152,11 @@ def plan(
 
     env = {k: v for k, v in environ.items() if k not in _FOREIGN}
     env.update({k: str(v) for k, v in cfg.system.env.items()})
+    if str(cfg.system.device) == "cuda" and not int(cfg.system.get("gpus_per_node") or 0):
+        raise ConfigError(
+            f"system={cfg.system.name} runs on GPUs (system.device=cuda) but system.gpus_per_node=0: the preflight "
+            "would ask Slurm for no GPU; set system.gpus_per_node=<GPUs per node>"
+        )
     spread = several.hosts_of(cfg.system)
     slurm = spread is None and (bool(environ.get("SLURM_JOB_ID")) or nodes is not None)
     inside = image.of(cfg.system, run_root=out.parent, token=f"preflight-{os.getpid()}")
@@ -165,7 +171,8 @@ def plan(
                 f"--nodes {nodes} but system.hosts names {len(spread.hosts)} hosts; the preflight measures every "
                 "host named: leave out --nodes"
             )
-        several.check(spread, run_dir=out.parent, python=python)
+        # inside an image its Python is the image's, which no host has on its own disk: check the folders only
+        several.check(spread, run_dir=out.parent, python=None if inside is not None else python)
         port = _free_port()
         launches = [
             (

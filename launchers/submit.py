@@ -74,6 +74,16 @@ def check_account(cfg) -> None:
         )
 
 
+def check_can_submit(cfg, *, dry_run: bool) -> None:
+    """ConfigError before anything is queued (or screened): no project where the site bills one, no sbatch here."""
+    check_account(cfg)
+    if not dry_run and shutil.which("sbatch") is None:
+        raise ConfigError(
+            "sbatch not found: this machine is not a Slurm submit host; submit on the login node, "
+            "or pass --dry-run to print the sbatch commands here"
+        )
+
+
 def prelude_file(cfg, *, write: bool) -> Path | None:
     """The job's prelude (system.prelude: shell lines such as module loads, sourced by slurm/run.sh before
     ddlbench starts) as runs/<campaign>/slurm/prelude-<hash>.sh; named by its content, so a queued job
@@ -337,12 +347,7 @@ def submit_cells(
     """Submit these (cell, run-directory state) pairs, one job each or one array per shape, none on the nodes
     of `exclude`; the number submitted (dry run: the argvs are printed instead). Refused, naming the cell and
     the command, when sbatch says no."""
-    check_account(cfg)
-    if not dry_run and shutil.which("sbatch") is None:
-        raise ConfigError(
-            "sbatch not found: this machine is not a Slurm submit host; submit on the login node, "
-            "or pass --dry-run to print the sbatch commands here"
-        )
+    check_can_submit(cfg, dry_run=dry_run)
     logs = slurm_dir(cfg)
     base = job_overrides(overrides)
     submitted = 0

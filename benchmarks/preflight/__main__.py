@@ -114,7 +114,10 @@ def measure(args: argparse.Namespace) -> int:
     world = env.world_size if args.world_size is None else args.world_size
     addr = args.master_addr or env.master_addr + args.master_addr_suffix
     port = args.master_port or env.master_port
-    cuda = torch.cuda.is_available() and args.device != "cpu"
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        # a GPU profile's node that shows no GPU: named, not measured on its CPU (its peers would start NCCL)
+        raise SystemExit(f"ddlbench: error: preflight: node {args.node or socket.gethostname()} sees no GPU")
     devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] if cuda else [torch.device("cpu")]
     if not cuda:
         torch.set_num_threads(args.threads)
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="JSON of every node's figures, written by rank 0")
     p.add_argument("--measure-s", type=float, required=True, help="seconds of measuring (GEMM and all-reduce)")
     p.add_argument("--threads", type=int, default=1, help="CPU nodes: the GEMM's threads")
-    p.add_argument("--device", choices=("auto", "cpu"), default="auto", help="cpu: the CPU even where GPUs are")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cpu", help="the profile's: every GPU, or the CPU")
     p.add_argument("--node", default=None, help="this node's name (default: SLURMD_NODENAME or the host name)")
     p.add_argument("--rank", type=int, default=None, help="without a launcher's variables: this node's rank")
     p.add_argument("--world-size", type=int, default=None, help="... and the number of nodes")
