@@ -12,29 +12,41 @@ from analysis.figures import finish, panels, paper_style
 from analysis.section import Block, Report, add_figure
 
 FIELDS = ["staging_s", "staging_gb_s_per_node", "staging_bytes", "startup_s"]
-COLUMNS = ["num_nodes", "num_runs", "staging_s", "staging_max_s", "staging_gb_s_per_node", "staged_gb", "startup_s"]
+DATA_SET = "config.data.path"  # the staged folder: runs of two data sets are never averaged together
+COLUMNS = [
+    "data_set",
+    "num_nodes",
+    "num_runs",
+    "staging_s",
+    "staging_max_s",
+    "staging_gb_s_per_node",
+    "staged_gb",
+    "startup_s",
+]
+GB = 1e9
 
 
 def staging_by_nodes(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per node count, over the staged runs (staging_s present): how many, the mean and largest staging_s (each the
-    slowest node's), the mean GB/s per node (the slowest node's), the data set's GB per node and the mean startup_s
-    that holds the copy. Empty (COLUMNS) without staged runs."""
+    """Per data set (data.path) and node count, over the staged runs (staging_s present): how many, the mean and
+    largest staging_s (each the slowest node's), the mean GB/s per node (the slowest node's), the data set's GB per
+    node and the mean startup_s that holds the copy. Empty (COLUMNS) without staged runs."""
     if "staging_s" not in runs or "num_nodes" not in runs:
         return pd.DataFrame(columns=COLUMNS)
     rows = runs.reindex(columns=["num_nodes", *FIELDS]).copy()
+    rows["data_set"] = runs[DATA_SET].astype("string").fillna("?") if DATA_SET in runs else "?"
     for column in FIELDS:
         rows[column] = pd.to_numeric(rows[column], errors="coerce").astype("float64")
     rows = rows[rows["staging_s"].notna()]
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
-    grouped = rows.groupby("num_nodes", observed=True)
+    grouped = rows.groupby(["data_set", "num_nodes"], observed=True)
     out = pd.DataFrame(
         {
             "num_runs": grouped["staging_s"].size(),
             "staging_s": grouped["staging_s"].mean(),
             "staging_max_s": grouped["staging_s"].max(),
             "staging_gb_s_per_node": grouped["staging_gb_s_per_node"].mean(),
-            "staged_gb": grouped["staging_bytes"].mean() / 1e9,
+            "staged_gb": grouped["staging_bytes"].mean() / GB,
             "startup_s": grouped["startup_s"].mean(),
         }
     ).reset_index()
@@ -45,10 +57,12 @@ def staging_by_nodes(runs: pd.DataFrame) -> pd.DataFrame:
 def staging_vs_nodes(table: pd.DataFrame) -> Figure:
     """Staging seconds and GB/s per node against the node count."""
     fig, axes = panels(2, ncols=2)
+    several = table["data_set"].nunique() > 1
     for ax, column, title in zip(
         axes, ("staging_s", "staging_gb_s_per_node"), ("staging time (s, slowest node)", "GB/s per node")
     ):
-        ax.plot(table["num_nodes"], table[column], marker="o")
+        for data_set, rows in table.groupby("data_set", sort=False):
+            ax.plot(rows["num_nodes"], rows[column], marker="o", label=str(data_set) if several else None)
         ax.set_xlabel("nodes")
         ax.set_xscale("log", base=2)
         ax.set_title(title)
@@ -69,7 +83,7 @@ def draw(report: Report) -> None:
         "HPC counts staging."
     )
     report.blocks.append(Block("table", table.round(3), note=note, key=("num_nodes", "staging_s")))
-    if len(table) > 1:
+    if table.groupby("data_set")["num_nodes"].nunique().max() > 1:
         add_figure(
             report.blocks,
             report.figures,

@@ -279,7 +279,9 @@ def links_of(measured: Mapping) -> list[dict]:
     out = []
     for (a, b), link in sorted(merged.items(), key=lambda item: (item[1]["round"], item[0])):
         algbw = link["size_bytes"] / link["time_s"] / 1e9
-        out.append({"a": names[a], "b": names[b], **link, "algbw_gb_s": algbw, "busbw_gb_s": algbw * 2 * (2 - 1) / 2})
+        out.append(
+            {"a": names[a], "b": names[b], **link, "algbw_gb_s": algbw, "busbw_gb_s": algbw}
+        )  # a pair: 2(n-1)/n = 1
     return out
 
 

@@ -22,6 +22,7 @@ def test_staging_per_node_count_over_the_staged_runs_only():
     table = staging_by_nodes(runs)
     assert list(table.columns) == COLUMNS
     assert table.to_dict("list") == {
+        "data_set": ["?", "?"],
         "num_nodes": [1, 2],
         "num_runs": [2, 1],
         "staging_s": [3.0, 5.0],
@@ -32,3 +33,22 @@ def test_staging_per_node_count_over_the_staged_runs_only():
     }
     assert staging_by_nodes(runs.assign(staging_s=math.nan)).empty  # no staged run: no section
     assert staging_by_nodes(runs.drop(columns="staging_s")).empty  # summaries from before the field
+
+
+def test_two_data_sets_are_never_averaged_together():
+    runs = pd.DataFrame(
+        {
+            "config.data.path": ["/p/imagenet", "/p/tiny"],
+            "num_nodes": [1, 1],
+            "staging_s": [100.0, 1.0],
+            "staging_gb_s_per_node": [1.4, 0.1],
+            "staging_bytes": [140e9, 1e8],
+            "startup_s": [110.0, 5.0],
+        }
+    )
+    table = staging_by_nodes(runs)
+    assert table[["data_set", "staging_s", "staged_gb"]].to_dict("list") == {
+        "data_set": ["/p/imagenet", "/p/tiny"],
+        "staging_s": [100.0, 1.0],
+        "staged_gb": [140.0, 0.1],
+    }
