@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 
@@ -85,7 +86,12 @@ def _container(cfg) -> list:
         return [Check("container", remote, str(error), "" if remote else "see docs/containers.md", warn=remote)]
     record = images.provenance(found)
     digest = record.get("digest") or "no digest (the image is not on this host)"
-    return [Check("container", True, f"{record['runtime_version'] or found.runtime}: {found.image} ({digest})")]
+    run = {"pyxis": ["srun", f"--container-image={found.image}"], "podman": ["podman", "run", "--rm", found.image]}
+    command = [*run.get(found.runtime, [found.runtime, "exec", found.image]), found.python, "-m", "ddlbench", "doctor"]
+    said = f"{record['runtime_version'] or found.runtime}: {found.image} ({digest})"
+    # the lines above are this host's software; the ranks run the image's
+    said += f"; the ranks run the image's torch and libraries: check them with {shlex.join(command)} <overrides>"
+    return [Check("container", True, said)]
 
 
 def add_parser(sub) -> None:
