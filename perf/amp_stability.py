@@ -54,7 +54,9 @@ def main() -> int:
             run_dir = args.out / f"px{args.image_size}" / f"{framework}-{precision}"
             if not (run_dir / "summary.json").exists():
                 argv = [
-                    sys.executable, "-m", "ddlbench",
+                    sys.executable,
+                    "-m",
+                    "ddlbench",
                     "run",
                     *common,
                     f"framework={framework}",
