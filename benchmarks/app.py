@@ -393,7 +393,7 @@ def _settings_events(cfg: DictConfig, events: MlLog, *, global_batch: int, loade
 def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, events: MlLog | None):
     """data.stage=node_local: each node's copy of the data set (benchmarks/data/staging.py; every rank waits for
     every node's), logged as MLPerf HPC logs it (staging_start / staging_stop, inside init); None otherwise."""
-    if cfg.data.stage != "node_local":
+    if not staging.enabled(cfg.data):
         return None
     if events is not None:
         events.start("staging_start")
@@ -419,7 +419,7 @@ def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, e
 
 def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
     """Local rank 0 deletes its node's staged copy when the run ends, whatever happened (docs/staging.md)."""
-    if cfg.data.stage == "node_local" and env.local_rank == 0:
+    if staging.enabled(cfg.data) and env.local_rank == 0:
         with contextlib.suppress(staging.StagingError, ConfigError, OSError):
             staging.remove(staging.scratch_root(cfg.system.local_scratch), staging.run_name(run_dir))
 
@@ -520,7 +520,7 @@ def _conclude(
     summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
     summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
     summary["startup_s"] = startup_s  # data.stage=node_local: the copy is inside it, as in the time to train
-    if cfg.data.stage == "node_local":
+    if staging.enabled(cfg.data):
         summary |= staging.summary_fields(staging.read_records(run_dir))
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import optim_configs, rundir
 from benchmarks.adapter_config import adapter_config
+from benchmarks.data import staging
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import framework_config, node_layout
 from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, TaskKind, task_of
@@ -101,7 +102,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
 
 def _check_staging(cfg: DictConfig) -> None:
     """data.stage=node_local needs data to copy and a place on the node to copy it to."""
-    if cfg.data.stage != "node_local":
+    if not staging.enabled(cfg.data):
         return
     if not cfg.loader.needs_data:
         raise ConfigError(
@@ -124,11 +125,9 @@ def staged_sources(cfg: DictConfig) -> list[str]:
 def check_staging_fits(cfg: DictConfig) -> None:
     """What the submit host can tell before a staged run starts (campaign plan and submit): its data set fits
     system.local_scratch_gb (walked once per folder; not checked where the size is null)."""
-    if cfg.data.stage != "node_local":
+    if not staging.enabled(cfg.data):
         return
-    from benchmarks.data.staging import check_fits
-
-    check_fits(staged_sources(cfg), local_scratch_gb=cfg.system.local_scratch_gb)
+    staging.check_fits(staged_sources(cfg), local_scratch_gb=cfg.system.local_scratch_gb)
 
 
 def _env_variable(node: DictConfig, key: str) -> str | None:

@@ -140,10 +140,10 @@ def for_run(cfg, *, run_dir: Path, token: str) -> Container | None:
     run.dir lies outside it), the node-local scratch too where the run stages its data (data.stage=node_local:
     a node's ranks must see the one copy its first rank makes), the project, the working directory and the data
     read-only; `token` labels its containers (podman)."""
-    from benchmarks.data.staging import scratch_mount
+    from benchmarks.data.staging import enabled, scratch_mount
 
     root = Path(str(cfg.run.root)).resolve()
-    staged = str(cfg.data.get("stage")) == "node_local"
+    staged = enabled(cfg.data)
     scratch = scratch_mount(cfg.system.get("local_scratch")) if staged else None
     runtime = str(cfg.system.container.runtime)
     if staged and scratch is None and runtime in ("podman", "pyxis"):  # apptainer binds the host's /tmp itself

@@ -46,6 +46,11 @@ class Stage(Choice):
     node_local = "node_local"  # a copy on each node's local scratch, made at the run's start
 
 
+def enabled(data) -> bool:
+    """Whether a run stages its data (data.stage=node_local): the one test of it."""
+    return str(data.get("stage", Stage.none)) == Stage.node_local
+
+
 class StagingError(RuntimeError):
     """A node's copy failed (its disk filled up, a file could not be read): the run stops, every rank with it."""
 
