@@ -31,16 +31,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _cuda_driver(cfg, overrides: list[str]):
     """Whether the installed torch's CUDA runs on this node's driver (on a login node without one: how to ask a
     compute node)."""
-    import shlex
-
     import torch
 
     from benchmarks.doctor import cuda_fit, driver_of_this_host
     from launchers.node_python import node_python
 
     doctor = shlex.join([node_python(cfg.system), "-m", "ddlbench", "doctor", *overrides])
-    partition = cfg.system.get("partition")
-    where = f"srun -N1 -p {partition} {doctor}" if partition else doctor
+    system = cfg.system
+    account = system.get("account") or ("<project>" if system.get("account_required") else None)
+    srun = ["srun", "-N1", *([f"-p {system.partition}"] if system.get("partition") else [])]
+    srun += [f"--account={account}"] if account else []
+    where = f"{' '.join(srun)} {doctor}" if len(srun) > 2 else doctor
     return cuda_fit(torch.__version__, torch.version.cuda, driver_of_this_host(), where=where)
 
 
