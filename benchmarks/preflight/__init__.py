@@ -3,7 +3,7 @@
 Before a campaign spends its allocation, every node is measured once: its GEMM rate (TFLOP/s) on every GPU,
 or on its CPU, and the all-reduce bandwidth between it and two partners (ring pairs (i, i+1), in rounds). A
 node 5% or more below the median GEMM rate is slow; so is a link 5% or more below the reference bandwidth,
-and a node whose every link is slow. The measurement itself is `python -m benchmarks.preflight` (one
+and a node whose every link to a partner not slow itself is slow. The measurement itself is `python -m benchmarks.preflight` (one
 process per node, `__main__.py`, torch imported there); launchers/preflight.py starts it.
 """
 
@@ -56,7 +56,9 @@ class Verdict:
     link_reference_gb_s: the median over nodes of each node's fastest link (None without links): with 3 nodes
     a slow node's two links are two of the three, and the plain median of the links would be one of them;
     slow_gemm: the nodes 5% or more below the GEMM median; slow_links: the pairs 5% or more below the link
-    reference; slow_network: the nodes whose every link (two at least) is slow."""
+    reference; slow_network: the nodes whose every link (two at least) to a partner not in slow_gemm is slow: a
+    link to a slow node says nothing of this one (a CPU-starved partner slows the link too), and the slow
+    partner is excluded anyway."""
 
     gemm_median_tflops: float
     link_reference_gb_s: float | None
@@ -87,10 +89,12 @@ def verdict(gemm_tflops: Mapping[str, float], links_gb_s: Mapping[tuple[str, str
         return Verdict(median, None, slow_gemm, (), ())
     reference = statistics.median(max(bw for _, bw in links) for links in partners.values())
     slow_links = tuple(pair for pair, bandwidth in links_gb_s.items() if below(bandwidth, reference))
-    slow_network = tuple(
-        node
+    judged = {
+        node: [bw for pair, bw in links if not any(p != node and p in slow_gemm for p in pair)]
         for node, links in partners.items()
-        if len(links) >= 2 and all(below(bandwidth, reference) for _, bandwidth in links)
+    }
+    slow_network = tuple(
+        node for node, bws in judged.items() if len(bws) >= 2 and all(below(bw, reference) for bw in bws)
     )
     return Verdict(median, reference, slow_gemm, slow_links, slow_network)
 
