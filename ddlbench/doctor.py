@@ -47,8 +47,8 @@ def _cuda_driver(cfg, overrides: list[str]):
 
 def _node_python(cfg) -> list:
     """The Python the jobs run on the nodes, with a warning where they may not see it (launchers/node_python.py):
-    for system.hosts, and for Slurm (a submit host, or a profile with a partition or an account); nothing for a
-    run on this machine alone, or where every node of the partition is this host."""
+    for system.hosts, and for Slurm (a profile with a partition or an account, or a submit host whose controller
+    answers); nothing for a run on this machine alone, or where every node of the partition is this host."""
     from benchmarks.doctor import Check
     from launchers import scheduler
     from launchers.node_python import filesystem_of, node_python, only_this_host, python_warning
@@ -56,9 +56,14 @@ def _node_python(cfg) -> list:
     system = cfg.system
     if system.get("hosts"):
         nodes = [str(h) for h in system.hosts]
-    elif scheduler.available() or system.get("partition") or system.get("account_required"):
-        # a Slurm submit host, or a profile for one: the jobs run on the partition's nodes
+    elif system.get("partition") or system.get("account_required"):
+        # a profile for a Slurm cluster: the jobs run on the partition's nodes (unknown off the cluster)
         nodes = scheduler.partition_nodes(system.get("partition")) if scheduler.available() else None
+    elif scheduler.available():
+        # a local profile on a Slurm submit host: only a controller that answers says the jobs go elsewhere
+        nodes = scheduler.partition_nodes(None)
+        if nodes is None:
+            return []
     else:
         return []
     if only_this_host(nodes):

@@ -79,3 +79,19 @@ def test_a_venvs_python_is_where_the_venv_is_not_where_its_link_points(tmp_path)
     (venv_bin / "python").symlink_to("/usr/bin/python3")
     mountinfo = f"22 1 0:21 / / rw - ext4 /dev/vda rw\n30 22 0:40 / {tmp_path} rw - lustre fs rw"
     assert filesystem_of(str(venv_bin / "python"), mountinfo=mountinfo) == ("lustre", str(tmp_path))
+
+
+def test_doctor_names_the_nodes_python_only_where_jobs_may_run_elsewhere(monkeypatch, tmp_path):
+    """A local profile on a host with Slurm's commands but no controller answering: no line (the jobs run here);
+    a profile with a partition: the line, the nodes being unknown off the cluster."""
+    from ddlbench.doctor import _node_python
+    from launchers import node_python, scheduler
+
+    monkeypatch.setattr(scheduler, "available", lambda: True)
+    monkeypatch.setattr(scheduler, "partition_nodes", lambda partition: None)
+    monkeypatch.setattr(node_python, "filesystem_of", lambda path, mountinfo=None: ("ext4", "/"))
+    cfg = OmegaConf.create({"system": {"python": str(tmp_path / "python")}})
+    assert _node_python(cfg) == []
+    cfg = OmegaConf.create({"system": {"python": str(tmp_path / "python"), "partition": "booster"}})
+    (check,) = _node_python(cfg)
+    assert check.warn and "compute nodes may not see it" in check.detail
