@@ -51,7 +51,7 @@ FAULT_LOG = "fault.log"
 # says that the launcher is stopping the ranks that are left (torch's multiprocessing, a rank's SIGTERM)
 FAULT_START = re.compile(
     rb"Traceback \(most recent call last\):|Error executing job with overrides|\] failed \(exitcode: "
-    rb"|\] Terminating process \d+ via signal|^ddlbench: interrupted \(SIGTERM\)"
+    rb"|\] Terminating process \d+ via signal|^ddlbench: interrupted \(SIGTERM\)|exited on signal \d+"
 )
 OWN_LINE = b"[ddlbench] "
 KEPT_LINES = 2000  # what the fault log keeps in memory when it cannot be written (a full disk)
@@ -331,9 +331,14 @@ def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output
         rank = (own or [int(r) for r in errors])[0]
         what = " ".join(errors[str(rank)].splitlines()[0].split())[:300]
     else:
-        # several silent: the one killed first, which stopped logging first (the others went on to the step that
-        # waited for it, then their launcher stopped them)
-        rank = min(silent, key=lambda r: _stopped_at(run_dir, r)) if silent else None
+        # several silent: the one the launcher saw die of a signal (not its own SIGTERM to the others), else the
+        # one killed first, which stopped logging first (the others went on to the step that waited for it)
+        signalled = _signalled_pids(output)
+        rank = (
+            min(silent, key=lambda r: (_rank_pid(run_dir, r) not in signalled, _stopped_at(run_dir, r)))
+            if silent
+            else None
+        )
         what = "ended without an error of its own (killed: the out-of-memory killer, a signal, or its host went away)"
     who = "the run"
     if rank is not None:
@@ -342,6 +347,38 @@ def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output
     marked = "the run is marked failed" if written else "no summary could be written: the next launch retries the run"
     log = _kept_output(run_dir, output)
     return f"{who}: {what}; {marked}; logs in {run_dir}" + (f" (the ranks' output: {log})" if log else "")
+
+
+# a launcher's word that a process died of a signal, other than the SIGTERM it sends the others: torchrun's
+# "failed (exitcode: -9) local_rank: 1 (pid: 123)" and "Signal 9 (SIGKILL) received by PID 123", mpirun's
+# "process rank 1 with PID 123 on node n exited on signal 9 (Killed)"
+SIGNALLED = re.compile(
+    r"exitcode: -(?!15\b)\d+.*?pid: (\d+)|Signal (?!15\b)\d+ \(\w+\) received by PID (\d+)"
+    r"|PID (\d+) on node \S+ exited on signal (?!15\b)\d+",
+    re.I,
+)
+
+
+def _signalled_pids(output: _Output | None) -> set[int]:
+    """The pids the launcher's kept output says died of a signal (SIGNALLED)."""
+    if output is None:
+        return set()
+    text = b"".join(output.unwritten).decode(errors="replace")
+    if output.log_path is not None:
+        try:
+            text += output.log_path.read_text(errors="replace")
+        except OSError:
+            pass
+    return {int(next(g for g in m.groups() if g)) for m in SIGNALLED.finditer(text)}
+
+
+def _rank_pid(run_dir: Path, rank: int) -> int | None:
+    """A rank's pid, from its log's header."""
+    try:
+        with open(run_dir / f"rank{rank}.jsonl", "rb") as f:
+            return int(json.loads(f.readline())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _stopped_at(run_dir: Path, rank: int) -> tuple[int, float]:

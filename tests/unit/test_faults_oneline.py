@@ -139,8 +139,10 @@ def test_the_launcher_s_output_from_the_first_traceback_on_goes_to_the_fault_log
     assert output.log_path == tmp_path / supervise.FAULT_LOG
 
 
-def write_rank(run_dir: Path, rank: int, *, host: str, steps: int, error: str | None, wrote_end: bool = True) -> None:
-    lines = [json.dumps({"kind": "header", "rank": rank, "host": host})]
+def write_rank(
+    run_dir: Path, rank: int, *, host: str, steps: int, error: str | None, wrote_end: bool = True, pid: int = 0
+) -> None:
+    lines = [json.dumps({"kind": "header", "rank": rank, "host": host, "pid": pid or 1000 + rank})]
     lines += [json.dumps({"step": s, "samples": 2, "warmup": False, "step_s": 0.1}) for s in range(steps)]
     (run_dir / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
     if wrote_end:
@@ -166,3 +168,27 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_a_missing_summary_is_said
     line = supervise._fault_text(tmp_path, rank0_error=None, written=False, output=None)
     assert line.startswith("rank 1 on node-b, after step 4: ended without an error of its own (killed")
     assert "no summary could be written: the next launch retries the run" in line
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "[E1205 api.py:874] failed (exitcode: -9) local_rank: 1 (pid: 4242) of binary: python\n",
+        "traceback : Signal 9 (SIGKILL) received by PID 4242\n",
+        "mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 (Killed).\n",
+    ],
+)
+def test_of_two_silent_ranks_the_one_the_launcher_saw_killed_is_named_however_their_logs_tie(tmp_path, said):
+    """Both ranks logged step 4 and neither wrote an end record (the launcher stopped rank 0 before it saw its
+    peer go); rank 0's log was written last: the launcher's own word on who died of a signal decides."""
+    write_rank(tmp_path, 1, host="node-b", steps=5, error=None, wrote_end=False, pid=4242)
+    write_rank(tmp_path, 0, host="node-a", steps=5, error=None, wrote_end=False, pid=4241)
+    os.utime(tmp_path / "rank1.jsonl", (1, 1))  # rank 1's log the older: the tie-break would name it anyway
+    os.utime(tmp_path / "rank0.jsonl", (0, 0))  # so make rank 0's look older: only the launcher's word names 1
+    output = supervise._Output(io.BytesIO(b""), tmp_path)
+    output.join(5.0)
+    output.unwritten.append(("[W] Sending process 4241 closing signal SIGTERM\n" + said).encode())
+    line = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=output)
+    assert line.startswith("rank 1 on node-b, after step 4: ended without an error of its own (killed"), line
+    without = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=None)
+    assert without.startswith("rank 0 on node-a"), without  # what the logs alone say, for contrast
