@@ -418,10 +418,16 @@ def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, e
 
 
 def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
-    """Local rank 0 deletes its node's staged copy when the run ends, whatever happened (docs/staging.md)."""
-    if staging.enabled(cfg.data) and env.local_rank == 0:
+    """The rank leaves its node's staged copy when the run ends, whatever happened; the last reader deletes it
+    (docs/staging.md)."""
+    if staging.enabled(cfg.data):
         with contextlib.suppress(staging.StagingError, ConfigError, OSError):
-            staging.remove(staging.scratch_root(cfg.system.local_scratch), staging.run_name(run_dir))
+            staging.release(
+                staging.scratch_root(cfg.system.local_scratch),
+                staging.run_name(run_dir),
+                rank=env.rank,
+                local_rank=env.local_rank,
+            )
 
 
 def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:

@@ -5,7 +5,9 @@ that copy. As MLPerf HPC counts it, the copy is part of the time to train: it ha
 Where the copy goes: <scratch>/ddlbench-[<Slurm job id>-]<run directory's name>-<6 hex of its path>/<data.path's name> (and data.val_path's beside it),
 the same name on every node, so no node needs to tell another. The copy is a pool of NUM_STREAMS threads over the files
 (shutil.copyfile: sendfile(2) on Linux), then a marker file (MARKER) holding what was copied, written last: a
-directory without it is no finished copy. `remove` deletes the run's folder at its end, success or failure.
+directory without it is no finished copy. Every rank that reads the copy registers (a READER file); at the
+run's end, success or failure, `release` takes its rank off, and the last to leave deletes the folder, so a
+failed rank never pulls the copy from under a sibling still reading it.
 
 The plan-time check (`check_fits`, from `campaign plan|submit` through validate.check_staging) compares the data
 set's bytes (walked once per folder) with system.local_scratch_gb. Torch-free.
@@ -34,6 +36,7 @@ NUM_STREAMS = (
     8  # parallel copies per node: enough to keep a parallel file system's servers busy, few enough for its MDS
 )
 MARKER = ".ddlbench-staged.json"
+READER = ".ddlbench-reader-{rank}"  # one per rank reading the copy: the last to leave deletes it
 PREFIX = "ddlbench-"
 GB = 1e9
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")  # $NAME or ${NAME} in system.local_scratch
@@ -253,6 +256,8 @@ def stage(
         )
     try:
         staged, blind = read_marker(scratch_root(local_scratch), run_name(run_dir)), None
+        with contextlib.suppress(OSError):  # unregistered, the copy may go before this rank's end: no worse
+            (Path(staged.root) / READER.format(rank=rank)).touch()
     except (StagingError, ConfigError) as error:
         staged, blind = None, error
     unseen = reduce(float(rank + 1) if blind is not None else 0.0, "max")
@@ -276,9 +281,22 @@ def read_marker(scratch: Path, run_name: str) -> NodeStaging:
         ) from error
 
 
-def remove(scratch: Path, run_name: str) -> None:
-    """Delete the run's folder on this node's scratch (local rank 0, at the run's end, whatever happened)."""
-    shutil.rmtree(run_folder(scratch, run_name), ignore_errors=True)
+def release(scratch: Path, run_name: str, *, rank: int, local_rank: int) -> None:
+    """At a rank's end, whatever happened: take it off the copy's readers; the last reader to leave deletes the
+    run's folder on this node's scratch. A rank that never registered leaves the copy to its readers, except local
+    rank 0, whose own copy it is (it deletes a copy nobody reads: a failed or unfinished one). A rank killed
+    outright never leaves: its node's copy stays until the same run's next attempt replaces it (stage_node)."""
+    folder = run_folder(scratch, run_name)
+    mine = folder / READER.format(rank=rank)
+    registered = mine.exists()
+    with contextlib.suppress(OSError):
+        mine.unlink()
+    if not (registered or local_rank == 0):
+        return
+    with contextlib.suppress(OSError):
+        if any(folder.glob(READER.format(rank="*"))):
+            return  # a sibling still reads it
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def record_name(rank: int) -> str:

@@ -44,8 +44,23 @@ def test_the_copy_is_the_exact_tree_made_by_several_streams(tmp_path, monkeypatc
     assert (record.num_files, record.staged_bytes) == (25, sum(len(b) for _, b in _listing(source)))
     assert len(threads) > 1 and all(t.startswith("ddlbench-stage") for t in threads)
     assert staging.read_marker(tmp_path / "scratch", "r0") == record  # the marker, written last
-    staging.remove(tmp_path / "scratch", "r0")
+    staging.release(tmp_path / "scratch", "r0", rank=0, local_rank=0)  # nobody reads it: its copier deletes it
     assert not (tmp_path / "scratch" / "ddlbench-r0").exists() and _listing(source)  # the original stays
+
+
+def test_the_copy_stays_while_a_sibling_reads_it_and_goes_with_the_last_reader(tmp_path):
+    """Local rank 0 failed first (its sibling still reads): the copy stays, and goes with the sibling; a rank that
+    never registered (it failed before the copy was done) deletes nothing."""
+    source = _tree(tmp_path / "data")
+    staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", rank=4)
+    folder = tmp_path / "scratch" / "ddlbench-r0"
+    for rank in (4, 5):
+        (folder / staging.READER.format(rank=rank)).touch()
+    staging.release(tmp_path / "scratch", "r0", rank=6, local_rank=2)  # never registered
+    staging.release(tmp_path / "scratch", "r0", rank=4, local_rank=0)  # the copier fails first
+    assert (folder / staging.MARKER).exists() and _listing(folder / "data") == _listing(source)
+    staging.release(tmp_path / "scratch", "r0", rank=5, local_rank=1)  # the last reader
+    assert not folder.exists()
 
 
 def test_a_failed_copy_is_one_line_on_its_node_and_names_it_on_the_others(tmp_path):
