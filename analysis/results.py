@@ -21,6 +21,7 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
 from analysis.efficiency import why_none, with_efficiency
 from analysis.marks import notes, short, with_marks
+from analysis.staging import with_staging
 from benchmarks.errors import ConfigError
 
 WIDTH = 120  # the columns of a terminal that `results` fits (`--long` may be wider)
@@ -51,6 +52,7 @@ COLUMNS = {
     "baseline_gpus": "vs {per}s",
     "mfu": "MFU",
     "energy_j_per_sample": "J/sample",
+    "staging_s": "staging s",
     "marks": "marks",
     "variant": "variant",
 }
@@ -81,10 +83,10 @@ def results_table(
     scaled = analysis.scaling(mode)
     if scaled.empty:
         names = column_names(mode, WORDS[GPU])
-        hidden = ("device", "interval", "mfu", "energy_j_per_sample")
+        hidden = ("device", "interval", "mfu", "energy_j_per_sample", "staging_s")
         return pd.DataFrame(columns=[v for k, v in names.items() if k not in hidden]), excluded
     scaled = with_marks(with_device(scaled, analysis.counted()), analysis.marks())
-    scaled = with_efficiency(scaled, analysis.counted())
+    scaled = with_staging(with_efficiency(scaled, analysis.counted()), analysis.counted())
     words = rank_words(scaled)
     if device_of(scaled) == MIXED:
         scaled["device"] = scaled["device"].map(lambda d: DEVICE_NAMES.get(d, d))
@@ -105,7 +107,7 @@ def results_table(
         table = table.drop(columns="variant")  # every cell differs in a shown column already
     if not table["marks"].astype(bool).any():
         table = table.drop(columns="marks")  # nothing to read the figures with
-    for column in ("mfu", "energy_j_per_sample"):  # narrow: only where some cell has one
+    for column in ("mfu", "energy_j_per_sample", "staging_s"):  # narrow: only where some cell has one
         if names[column] in table and table[names[column]].isna().all():
             table = table.drop(columns=names[column])
     table.attrs["none_because"] = {
@@ -157,6 +159,12 @@ def format_results(
                 "J/sample: the GPUs' energy over the measured window (NVML) per sample; '-': none for that cell",
                 width=None if long else width,
             )
+        if "staging s" in table:
+            text += "\n" + _fill(
+                "staging s: seconds the slowest node took to copy the data set to its scratch (data.stage=node_local), "
+                "inside each run's startup, not its img/s; '-': the cell read data.path itself",
+                width=None if long else width,
+            )
         for figure, reason in table.attrs.get("none_because", {}).items():
             what = "MFU" if figure == "mfu" else "energy"
             text += "\n" + _fill(f"no {what}: {reason}", width=None if long else width)
@@ -183,6 +191,7 @@ def _render(table: pd.DataFrame, *, mode: str) -> list[str]:
             f"{mode} eff.": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
             "MFU": lambda v: "-" if pd.isna(v) else f"{v:.1%}",
             "J/sample": lambda v: "-" if pd.isna(v) else f"{v:.3g}",
+            "staging s": lambda v: "-" if pd.isna(v) else f"{v:.3g}",
             "marks": short,  # the words; notes() spells them out under the table
         },
     )

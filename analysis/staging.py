@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.cells import cell_key
 from analysis.figures import finish, panels, paper_style
 from analysis.section import Block, Report, add_figure
 
@@ -51,6 +52,18 @@ def staging_by_nodes(runs: pd.DataFrame) -> pd.DataFrame:
         }
     ).reset_index()
     return out[COLUMNS]
+
+
+def with_staging(cell_table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """cell_table with each cell's mean staging_s over its runs (the slowest node's copy; NaN for a cell that
+    did not stage), as `results` shows it beside the throughput."""
+    by = cell_key(cell_table)
+    if "staging_s" not in runs or runs.empty or not set(by) <= set(runs):
+        return cell_table.assign(staging_s=float("nan"))
+    present = runs.reindex(columns=[*by, "staging_s"])
+    present["staging_s"] = pd.to_numeric(present["staging_s"], errors="coerce").astype("float64")
+    means = present.groupby(by, dropna=False, observed=True)["staging_s"].mean().reset_index()
+    return cell_table.merge(means, on=by, how="left")
 
 
 @paper_style

@@ -52,3 +52,13 @@ def test_two_data_sets_are_never_averaged_together():
         "staging_s": [100.0, 1.0],
         "staged_gb": [140.0, 0.1],
     }
+
+
+def test_each_cell_gets_its_runs_mean_staging_seconds_and_an_unstaged_cell_none():
+    from analysis.staging import with_staging
+
+    cells = pd.DataFrame({"cell_hash": ["a", "b"], "throughput_img_s": [10.0, 20.0]})
+    runs = pd.DataFrame({"cell_hash": ["a", "a", "b"], "staging_s": [2.0, 4.0, None]})
+    shown = with_staging(cells, runs)
+    assert shown["staging_s"].iloc[0] == 3.0 and math.isnan(shown["staging_s"].iloc[1])
+    assert with_staging(cells, runs.drop(columns="staging_s"))["staging_s"].isna().all()  # older summaries
