@@ -158,6 +158,22 @@ def array_task_overrides(cells_file: Path, environ: Mapping[str, str]) -> list[s
     return list(json.loads(lines[index]))
 
 
+def every_node(argv: list[str] | None, nodes: int) -> list[str] | None:
+    """argv as a step of one task on each of the job's nodes (--overlap: beside a step still ending), so that a
+    clean-up (a killed podman client's container: launchers/container.py stop_argv) reaches every node."""
+    if not argv:
+        return None
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        "--overlap",
+        "--kill-on-bad-exit=0",
+        *argv,
+    ]
+
+
 def master_addr(nodelist: str, *, suffix: str = "") -> str:
     """The rendezvous host: the job's first node (+ a site suffix such as JUWELS' 'i' for InfiniBand)."""
     return first_host(nodelist) + suffix
@@ -273,7 +289,12 @@ def launch(
         return 0
     # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/supervise.py)
     code = run_launcher(
-        argv, env=env, run_dir=run_dir, own_group=False, cleanup=image.stop_argv(inside), slurm_job_id=job_id
+        argv,
+        env=env,
+        run_dir=run_dir,
+        own_group=False,
+        cleanup=every_node(image.stop_argv(inside), nodes),
+        slurm_job_id=job_id,
     )
     if code == INTERRUPTED_EXIT:
         return code

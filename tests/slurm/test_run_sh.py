@@ -161,7 +161,9 @@ def test_shell_code_in_an_override_never_runs(slurm_up, tmp_path, attack):
 def test_each_rank_of_the_step_runs_inside_podman_and_meta_json_names_the_image(slurm_up, podman_image, tmp_path):
     """system.container on the real local cluster: srun starts 2 tasks, each `podman run ... python -m benchmarks`
     (launchers/slurm.py step_command); the run directory is written through the bind mount, meta.json holds the
-    image the batch step recorded, and the job's containers are gone by their label."""
+    image the batch step recorded, and the job's containers are gone by their label: a container of the job's
+    label left running (as a killed podman client leaves one) is removed by the job's clean-up step, which runs
+    on every node of the job."""
     from launchers.container import LABEL
     from tests.multiproc.test_podman import containers, in_podman
 
@@ -172,7 +174,15 @@ def test_each_rank_of_the_step_runs_inside_podman_and_meta_json_names_the_image(
         f"run.root={tmp_path}/runs",
         "run.campaign=t",
         cwd=tmp_path,
+        flags=("--hold",),  # released once the left-over container below runs: its label needs the job id
     )
+    subprocess.run(
+        ["podman", "run", "-d", "--rm", f"--label={LABEL}=slurm-{job}", podman_image, "/bin/busybox", "sleep", "600"],
+        check=True,
+        capture_output=True,
+    )
+    assert containers(f"slurm-{job}")
+    subprocess.run(["scontrol", "release", job], check=True)
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log

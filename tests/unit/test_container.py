@@ -216,3 +216,19 @@ def test_the_scratch_folder_bound_is_the_fixed_part_where_a_variable_is_set_on_t
     assert scratch_mount("$SLURM_TMPDIR", environ={"SLURM_TMPDIR": "/local/job7"}) == Path("/local/job7")
     assert scratch_mount("$TMPDIR", environ={}) is None
     assert scratch_mount(None) is None
+
+
+def test_a_jobs_podman_clean_up_is_a_step_on_every_node():
+    from launchers.slurm import every_node
+
+    stop = ["podman", "rm", "--force", "--time=0", "--filter=label=ddlbench.run=slurm-7"]
+    assert every_node(stop, 4) == [
+        "srun",
+        "--nodes=4",
+        "--ntasks=4",
+        "--ntasks-per-node=1",
+        "--overlap",
+        "--kill-on-bad-exit=0",
+        *stop,
+    ]
+    assert every_node(None, 4) is None  # apptainer, pyxis: nothing outlives the step
