@@ -3,8 +3,9 @@
 Before a campaign spends its allocation, every node is measured once: its GEMM rate (TFLOP/s) on every GPU,
 or on its CPU, and the all-reduce bandwidth between it and two partners (ring pairs (i, i+1), in rounds). A
 node 5% or more below the median GEMM rate is slow; so is a link 5% or more below the reference bandwidth,
-and a node whose every link to a partner not slow itself is slow. The measurement itself is `python -m benchmarks.preflight` (one
-process per node, `__main__.py`, torch imported there); launchers/preflight.py starts it.
+and a node whose every link to a partner not slow itself is slow. The measurement itself is
+`python -m benchmarks.preflight` (one process per node, `__main__.py`, torch imported there);
+launchers/preflight.py starts it.
 """
 
 from __future__ import annotations
