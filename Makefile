@@ -6,7 +6,7 @@ CACHE ?= $(HOME)/.cache/ddlbench
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # torch's CUDA build: PyPI's (CUDA 13.0, driver >= 580) by default. Nodes with an older driver (`ddlbench doctor
 # system=<profile>` on a compute node names the build that fits) take one of PyTorch's own builds, in a venv of
-# their own: make venv TORCH_CUDA=cu126 (cu118 ... cu130; cpu for no CUDA)
+# their own: make venv TORCH_CUDA=cu126 (or cu128, cu130; cpu for no CUDA)
 TORCH_CUDA ?=
 VENV ?= $(CACHE)/venv-py311-torch2.14.1$(if $(TORCH_CUDA),-$(TORCH_CUDA))
 TORCH_INDEX := $(if $(TORCH_CUDA),--index-url https://download.pytorch.org/whl/$(TORCH_CUDA))

@@ -127,8 +127,9 @@ def for_gpus(check: Check) -> Check:
 # version compatibility": 11.x needs >= 450.80.02, 12.x >= 525.60.13, 13.x >= 580.65.06). torch's wheels carry
 # their CUDA runtime, so the node's driver is what decides.
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-# the CUDA builds PyTorch publishes wheels for (its own package index: make venv TORCH_CUDA=<tag>)
-TORCH_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130")
+# the CUDA builds PyTorch publishes wheels of recent releases for (its own package index: make venv
+# TORCH_CUDA=<tag>; torch 2.9 to 2.11 have these three; older tags such as cu118, cu121, cu124 ended with 2.5-2.7)
+TORCH_CUDA_TAGS = ("cu126", "cu128", "cu130")
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -175,11 +176,28 @@ def cuda_fit(torch_version: str, torch_cuda: str | None, driver: tuple[str, str]
     detail = f"{needs}; this node: driver {version} (CUDA {driver_cuda or '?'})"
     if ok:
         return Check("cuda driver", True, detail)
-    fitting = [t for t in TORCH_CUDA_TAGS if supported and _version(f"{t[2:-1]}.{t[-1]}") <= supported[:2]]
-    build = f"make venv TORCH_CUDA={fitting[-1]}" if fitting else "a torch build for this driver's CUDA"
-    return Check(
-        "cuda driver", False, detail, f"{build}, or a container built on CUDA <= {driver_cuda} (docs/containers.md)"
+    fitting = [t for t in TORCH_CUDA_TAGS if runs_on(t, version, supported)]
+    build = (
+        f"make venv TORCH_CUDA={fitting[-1]}"
+        if fitting
+        else f"no PyTorch CUDA build of this torch runs on driver {version}: ask the site for a newer driver"
     )
+    container_cuda = f"{supported[0]}.x" if supported else "this driver's CUDA"
+    return Check(
+        "cuda driver",
+        False,
+        detail,
+        f"{build}, or a container built on CUDA {container_cuda} (docs/containers.md)",
+    )
+
+
+def runs_on(tag: str, driver_version: str, driver_cuda: tuple[int, ...]) -> bool:
+    """Whether PyTorch's build `tag` (cu128: CUDA 12.8) runs on this driver: CUDA's minor-version compatibility
+    runs any 12.x build on a driver of CUDA 12.y at or above MIN_DRIVER[12], whatever y."""
+    major = int(tag[2:-1])
+    if driver_cuda and driver_cuda[0] < major:
+        return False
+    return major in MIN_DRIVER and _version(driver_version) >= _version(MIN_DRIVER[major])
 
 
 def run_checks(only: set[str] | None = None) -> list[Check]:

@@ -23,9 +23,14 @@ def test_a_driver_new_enough_for_torchs_cuda_passes():
 def test_an_older_driver_is_missing_with_the_build_that_fits():
     check = cuda_fit("2.14.1+cu130", "13.0", ("550.54.15", "12.4"), where=WHERE)
     assert not check.ok
-    assert check.fix.startswith("make venv TORCH_CUDA=cu124, or a container built on CUDA <= 12.4")
+    # minor-version compatibility: the newest 12.x build PyTorch publishes, not the driver's own 12.4
+    assert check.fix.startswith("make venv TORCH_CUDA=cu128, or a container built on CUDA 12.x")
     check = cuda_fit("2.14.1+cu130", "13.0", ("570.86.10", "12.8"), where=WHERE)
     assert check.fix.startswith("make venv TORCH_CUDA=cu128")
+    # 11.x drivers: no build of this torch runs there
+    for driver in (("520.61.05", "11.8"), ("470.82.01", "11.4")):
+        check = cuda_fit("2.14.1+cu130", "13.0", driver, where=WHERE)
+        assert not check.ok and check.fix.startswith(f"no PyTorch CUDA build of this torch runs on driver {driver[0]}")
 
 
 def test_without_a_driver_here_it_says_where_to_ask():
