@@ -41,6 +41,9 @@ def _cuda_driver(cfg, overrides: list[str]):
     account = system.get("account") or ("<project>" if system.get("account_required") else None)
     srun = ["srun", "-N1", *([f"-p {system.partition}"] if system.get("partition") else [])]
     srun += [f"--account={account}"] if account else []
+    gpus = int(system.get("gpus_per_node") or 0)
+    if len(srun) > 2:  # a GPU the step asked for: sites that hide the GPUs a step did not ask for (JUWELS) show none
+        srun += [*([f"--gres=gpu:{gpus}"] if gpus else []), "--time=5"]
     where = f"{' '.join(srun)} {doctor}" if len(srun) > 2 else doctor
     return cuda_fit(torch.__version__, torch.version.cuda, driver_of_this_host(), where=where)
 
