@@ -40,6 +40,8 @@ MAX_BUDGET_S = 120  # at most 2 minutes of a campaign's time
 # the nodes measure for this share of the budget; the rest starts the processes (a torch import each) and joins them
 MEASURE_SHARE = 0.5
 FOLDER = "preflight"
+# the sbatch_args of a profile that say where its jobs may run, which the preflight's own srun takes too
+PLACEMENT_FLAGS = ("--constraint", "-C", "--qos", "-q", "--reservation", "--nodelist", "-w", "--exclude", "-x")
 # the variables of another launch that would make the node program read the wrong place in the job
 _FOREIGN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -128,6 +130,10 @@ def srun_argv(
             if value:
                 outside.append(f"--{flag}={value}")
         outside += [f"--time={time_min}", *([f"--job-name={job_name}"] if job_name else [])]
+        # where the campaign's jobs may land: the same node kind, QoS and reservation, and whole nodes where the
+        # jobs take whole nodes (another user's load on a shared node would name a healthy node slow)
+        outside += ["--exclusive"] if system.get("exclusive") else []
+        outside += [a for a in system.get("sbatch_args") or () if str(a).startswith(PLACEMENT_FLAGS)]
     return [
         "srun",
         f"--nodes={nodes}",
@@ -143,12 +149,16 @@ def srun_argv(
 
 
 def plan(
-    cfg, *, out: Path, budget_s: float, nodes: int | None, environ: Mapping[str, str], python: str = sys.executable
+    cfg, *, out: Path, budget_s: float, nodes: int | None, environ: Mapping[str, str], python: str | None = None
 ) -> Plan:
     """Where and how this preflight runs (module docstring), in system.container's image where it names one
-    (the campaign's folder bound read-write); ConfigError before anything starts."""
+    (the campaign's folder bound read-write); the Python the campaign's jobs run (system.python, else this one),
+    and under Slurm after system.prelude, as the jobs do; ConfigError before anything starts."""
     from launchers import container as image
     from launchers import hosts as several
+    from launchers.node_python import node_python
+
+    python = python or node_python(cfg.system)
 
     env = {k: v for k, v in environ.items() if k not in _FOREIGN}
     env.update({k: str(v) for k, v in cfg.system.env.items()})
@@ -203,7 +213,7 @@ def plan(
                 f"--nodes {count} but this Slurm job {environ['SLURM_JOB_ID']} holds {job_nodes} node(s); "
                 f"pass --nodes {job_nodes} or fewer, or leave it out"
             )
-        argv = srun_argv(cfg.system, nodes=count, program=program, srun_flags=flags)
+        argv = after_prelude(cfg.system, srun_argv(cfg.system, nodes=count, program=program, srun_flags=flags))
         where = f"inside Slurm job {environ['SLURM_JOB_ID']}: srun over {count} of its {job_nodes} node(s)"
         return Plan(argv, where, [], budget_s, env)
     if nodes is not None:
@@ -212,16 +222,37 @@ def plan(
                 f"--nodes {nodes} asks Slurm for nodes, but srun is not on this machine; run on the cluster's "
                 "login node, inside an allocation (salloc), or name the hosts with system.hosts=[...]"
             )
+        from launchers.submit import check_account
+
+        check_account(cfg)  # Slurm would refuse the srun only once it is queued
         time_min = math.ceil(budget_s / 60)
         name = f"ddlbench/{cfg.run.campaign}/preflight"
         argv = srun_argv(cfg.system, nodes=nodes, program=program, time_min=time_min, job_name=name, srun_flags=flags)
+        argv = after_prelude(cfg.system, argv)
         where = (
             f"outside an allocation: srun asks Slurm for {nodes} node(s) for at most {time_min} min "
             "(it may wait in the queue first)"
         )
         return Plan(argv, where, [], None, env)
+    program = node_program(
+        cfg,
+        out=out,
+        budget_s=budget_s,
+        python=python,
+        container=wrap,
+        extra=["--rank", "0", "--world-size", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port())],
+    )
     where = "on this machine alone (no system.hosts, no Slurm allocation, no --nodes): its GEMM rate only"
     return Plan(program.argv(), where, [], budget_s, env)
+
+
+def after_prelude(system: Mapping, argv: list[str]) -> list[str]:
+    """argv run after system.prelude's lines (module loads), as the campaign's jobs run after them (slurm/run.sh
+    sources them before srun): the same srun, MPI and NCCL as the jobs'."""
+    lines = list(system.get("prelude") or ())
+    if not lines:
+        return argv
+    return ["bash", "-c", "\n".join([*map(str, lines), 'exec "$@"']), "ddlbench-prelude", *argv]
 
 
 def _free_port() -> int:
@@ -324,7 +355,7 @@ def screen(
     budget_s: float,
     nodes: int | None = None,
     environ: Mapping[str, str] | None = None,
-    python: str = sys.executable,
+    python: str | None = None,
     dry_run: bool = False,
 ) -> Screen | None:
     """Run a preflight and record it; None for a dry run (which prints each launch). Failed where it failed or

@@ -120,6 +120,9 @@ def _sbatch_for_shape(
     if prelude is not None:
         export["DDLBENCH_PRELUDE"] = str(prelude)
     exclusive = ["--exclusive"] if system.get("exclusive") else []
+    # sbatch keeps the last --exclude it is given: the profile's own and the preflight's become one
+    own, args = _excluded(system.sbatch_args)
+    exclude = list(dict.fromkeys([*own, *exclude]))
     return slurm.sbatch(
         nodes=cell.num_nodes,
         ntasks_per_node=cell.ranks_per_node,
@@ -133,11 +136,29 @@ def _sbatch_for_shape(
             *exclusive,
             *([f"--exclude={','.join(exclude)}"] if exclude else []),
             *extra,
-            *system.sbatch_args,
+            *args,
         ],
         export=export,
         **kwargs,
     )
+
+
+def _excluded(sbatch_args) -> tuple[list[str], list[str]]:
+    """(the nodes sbatch_args exclude (--exclude=a,b, --exclude a, -x a), the other arguments)."""
+    args, nodes, rest = [str(a) for a in sbatch_args or ()], [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--exclude", "-x") and i + 1 < len(args):
+            nodes += args[i + 1].split(",")
+            i += 2
+            continue
+        if arg.startswith(("--exclude=", "-x")) and arg not in ("--exclude", "-x"):
+            nodes += arg.split("=", 1)[1].split(",") if arg.startswith("--exclude=") else arg[2:].split(",")
+        else:
+            rest.append(arg)
+        i += 1
+    return [n for n in nodes if n], rest
 
 
 def sbatch_command(

@@ -204,3 +204,36 @@ def test_srun_asks_for_the_nodes_and_runs_the_node_program_in_the_profiles_image
         *("--out", str(out), "--measure-s", "45", "--threads", "4", "--timeout-s", "90", "--device", "cpu"),
     ]
     assert plan.timeout_s is None and "MASTER_ADDR" not in plan.env  # Slurm bounds it; the task finds rank 0
+
+
+def test_the_profiles_own_exclude_and_the_preflights_become_one(tmp_path, monkeypatch):
+    """sbatch keeps only the last --exclude: a profile's `--exclude=n1` and `-x n2` and the preflight's slow n3 make one."""
+    base, cfg, cells = _smoke(tmp_path, monkeypatch)
+    cfg.system.sbatch_args = ["--exclude=n1", "--qos=big", "-x", "n2"]
+    argv = submit.sbatch_command(cfg, cells[0], base, exclude=["n3", "n1"])
+    assert [a for a in argv if a.startswith(("--exclude", "-x"))] == ["--exclude=n1,n2,n3"]
+    assert "--qos=big" in argv
+
+
+def test_srun_of_a_centre_profile_runs_the_jobs_python_after_their_prelude_where_they_may_land(tmp_path, monkeypatch):
+    from benchmarks.config import compose
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: f"/usr/bin/{name}")
+    cfg = compose(
+        [
+            "system=juwels_booster",
+            "system.account=proj",
+            "system.python=/p/venv/bin/python",
+            f"run.root={tmp_path / 'runs'}",
+        ]
+    )
+    cfg.system.sbatch_args = ["--qos=big", "--mail-type=END"]  # (an override takes no '=' in a value)
+    plan = preflight.plan(cfg, out=tmp_path / "x.nodes.json", budget_s=60, nodes=2, environ={"PATH": "/bin"})
+    prelude = ["bash", "-c", 'module load Stages/2025 GCC OpenMPI NCCL\nexec "$@"', "ddlbench-prelude"]
+    assert plan.argv[:5] == [*prelude, "srun"]
+    assert "--exclusive" in plan.argv and "--qos=big" in plan.argv and "--mail-type=END" not in plan.argv
+    assert "/p/venv/bin/python" in plan.argv  # the jobs' Python, not this one
+    cfg.system.account = None
+    with pytest.raises(ConfigError, match="system.account=<project>"):
+        preflight.plan(cfg, out=tmp_path / "x.nodes.json", budget_s=60, nodes=2, environ={"PATH": "/bin"})
