@@ -11,11 +11,13 @@ the mount that holds the path, by the longest mount point above it.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from pathlib import Path
 
-# file system types that several hosts mount at once: a path on one of them is seen by the compute nodes
+# file system types that several hosts mount at once: a path on one of them is seen by the compute nodes (not
+# sshfs: a mount of one host's own, which the nodes do not have)
 SHARED_FS = frozenset(
     {
         "nfs",
@@ -31,10 +33,13 @@ SHARED_FS = frozenset(
         "wekafs",
         "glusterfs",
         "fuse.glusterfs",
-        "fuse.sshfs",
+        "fuse.ceph-fuse",
         "cvmfs",
         "fuse.cvmfs",
+        "fuse.cvmfs2",
         "fuse.gcsfuse",
+        "afs",
+        "dvs",  # Cray's Data Virtualization Service
         "orangefs",
         "pvfs2",
         "quobyte",
@@ -48,9 +53,18 @@ def node_python(system) -> str:
     return str(system.get("python") or sys.executable)
 
 
+# the sources of FUSE mounts whose type says only "fuse": CernVM-FS mounts as fuse with source cvmfs2
+SHARED_FUSE_SOURCES = frozenset({"cvmfs2"})
+OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
 def _unescape(field: str) -> str:
-    """A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes (\\040 ...)."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
+    """A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes (\\040 ...); the rest,
+    non-ASCII names included, stands as the kernel wrote it (UTF-8)."""
+    if "\\" not in field:
+        return field
+    raw = OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), field.encode("utf-8", "surrogateescape"))
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def filesystem_of(path: str, *, mountinfo: str | None = None) -> tuple[str, str]:
@@ -70,7 +84,9 @@ def filesystem_of(path: str, *, mountinfo: str | None = None) -> tuple[str, str]
         if " - " not in line or len(fields) < 5:
             continue
         mount_point = _unescape(fields[4])
-        fstype = line.split(" - ", 1)[1].split()[0]
+        fstype, source = (line.split(" - ", 1)[1].split() + ["", ""])[:2]
+        if fstype == "fuse" and source in SHARED_FUSE_SOURCES:
+            fstype = "fuse." + source
         inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
         if inside and len(mount_point) >= len(best[1]):
             best = (fstype, mount_point)

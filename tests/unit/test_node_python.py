@@ -95,3 +95,23 @@ def test_doctor_names_the_nodes_python_only_where_jobs_may_run_elsewhere(monkeyp
     cfg = OmegaConf.create({"system": {"python": str(tmp_path / "python"), "partition": "booster"}})
     (check,) = _node_python(cfg)
     assert check.warn and "compute nodes may not see it" in check.detail
+
+
+def test_cvmfs_and_non_ascii_mount_points_are_read_as_the_kernel_wrote_them():
+    mountinfo = "\n".join(
+        [
+            "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw",
+            "40 22 0:50 / /cvmfs/sft.cern.ch ro,nosuid - fuse cvmfs2 ro,user_id=0",
+            r"41 22 0:51 / /proj/müller\040lab rw,relatime - nfs4 nfs:/proj rw",
+            "42 22 0:52 / /home/me/remote rw - fuse.sshfs me@login:/ rw",
+        ]
+    )
+    assert filesystem_of("/cvmfs/sft.cern.ch/venv/bin/python", mountinfo=mountinfo) == (
+        "fuse.cvmfs2",
+        "/cvmfs/sft.cern.ch",
+    )
+    assert filesystem_of("/proj/müller lab/venv/bin/python", mountinfo=mountinfo) == ("nfs4", "/proj/müller lab")
+    on_cvmfs = _system(python="/cvmfs/sft.cern.ch/venv/bin/python")
+    assert python_warning(on_cvmfs, nodes=None, mountinfo=mountinfo) is None
+    on_sshfs = _system(python="/home/me/remote/venv/bin/python")  # one host's own mount: the nodes lack it
+    assert "compute nodes may not see it" in python_warning(on_sshfs, nodes=None, mountinfo=mountinfo)
