@@ -409,8 +409,8 @@ def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, e
         events.end("staging_stop", staging_bytes=staged.staged_bytes, num_files=staged.num_files)
     if env.rank == 0:
         print(
-            f"[ddlbench] data staged to {staged.root} on each node: {staged.staged_bytes / staging.GB:.3f} GB in "
-            f"{staged.staging_s:.2f} s ({staged.gb_s:.2f} GB/s on rank 0's node)",
+            f"[ddlbench] data staged to {staged.root} on each node; rank 0's node: {staged.staged_bytes / staging.GB:.3f} "
+            f"GB in {staged.staging_s:.2f} s ({staged.gb_s:.2f} GB/s; summary.json has the slowest node's)",
             file=sys.stderr,
             flush=True,
         )

@@ -5,17 +5,21 @@ that copy. As MLPerf HPC counts it, the copy is part of the time to train: it ha
 Where the copy goes: <scratch>/ddlbench-[<Slurm job id>-]<run directory's name>-<6 hex of its path>/<data.path's name> (and data.val_path's beside it),
 the same name on every node, so no node needs to tell another. The copy is a pool of NUM_STREAMS threads over the files
 (shutil.copyfile: sendfile(2) on Linux), then a marker file (MARKER) holding what was copied, written last: a
-directory without it is no finished copy. Every rank that reads the copy registers (a READER file); at the
-run's end, success or failure, `release` takes its rank off, and the last to leave deletes the folder, so a
-failed rank never pulls the copy from under a sibling still reading it.
+directory without it is no finished copy. Every rank that reads the copy registers (a shared flock on a READER
+file, which the kernel drops when the process dies); at the run's end, success or failure, `release` takes its
+rank off, and the last to leave deletes the folder, so a failed rank never pulls the copy from under a sibling
+still reading it, and a killed one never keeps it. Copies that no live process reads are swept by the next
+staging on the same scratch (`sweep_stale`).
 
-The plan-time check (`check_fits`, from `campaign plan|submit` through validate.check_staging) compares the data
-set's bytes (walked once per folder) with system.local_scratch_gb. Torch-free.
+The plan-time check (`check_fits`, from `campaign plan|submit` through validate.check_staging_fits) compares
+the data set's bytes (walked once per folder, each file rounded up to a 4 KiB block) with
+system.local_scratch_gb. Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -25,7 +29,7 @@ import shutil
 import socket
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +43,7 @@ MARKER = ".ddlbench-staged.json"
 READER = ".ddlbench-reader-{rank}"  # one per rank reading the copy: the last to leave deletes it
 PREFIX = "ddlbench-"
 GB = 1e9
+BLOCK_BYTES = 4096  # the smallest a file takes on the scratch's file system
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")  # $NAME or ${NAME} in system.local_scratch
 
 
@@ -137,44 +142,78 @@ def staged_paths(sources: list[str], folder: Path) -> dict[str, str]:
     return out
 
 
+def walk(root: Path):
+    """(folder, its file names) for every folder under root, following links to folders once each (a link to a
+    parent would loop); an unreadable folder raises OSError: a copy without it would silently lack its files
+    (a class folder missing, the labels shifted)."""
+    seen: set[tuple[int, int]] = set()
+
+    def fail(error: OSError) -> None:
+        raise error
+
+    for folder, subfolders, names in os.walk(root, followlinks=True, onerror=fail):
+        here = os.stat(folder)
+        if (here.st_dev, here.st_ino) in seen:
+            subfolders.clear()
+            continue
+        seen.add((here.st_dev, here.st_ino))
+        subfolders.sort()
+        yield Path(folder), sorted(names)
+
+
 def copy_tree(source: Path, dest: Path, *, streams: int = NUM_STREAMS) -> tuple[int, int]:
     """Copy the tree at `source` to `dest` (which must not exist) with `streams` files in flight; (files, bytes).
-    The folders are made first, then the files are copied in parallel; the first failure cancels the rest and is
-    raised as a StagingError naming the file."""
+    The folders are made first, then `streams` threads take the files one by one (no task per file up front: a
+    data set has millions); the first failure stops the others and is raised as a StagingError naming the file."""
     files: list[tuple[Path, Path]] = []
-    for folder, subfolders, names in os.walk(source, followlinks=True):
-        subfolders.sort()
-        target = dest / Path(folder).relative_to(source)
-        target.mkdir(parents=True, exist_ok=target != dest)
-        files += [(Path(folder) / name, target / name) for name in sorted(names)]
+    try:
+        for folder, names in walk(source):
+            target = dest / folder.relative_to(source)
+            target.mkdir(parents=True, exist_ok=target != dest)
+            files += [(folder / name, target / name) for name in names]
+    except OSError as error:
+        if not dest.exists():
+            raise StagingError(f"data staging: {source} is not a folder the node can read") from error
+        raise StagingError(
+            f"data staging on {socket.gethostname()}: cannot list {error.filename or source} "
+            f"({error.strerror or error}); the copy would lack its files"
+        ) from error
     if not files and not dest.exists():
         raise StagingError(f"data staging: {source} is not a folder the node can read")
+    queue, lock, failed = iter(files), threading.Lock(), []
+    copied = [0] * max(1, streams)
 
-    def one(pair: tuple[Path, Path]) -> int:
-        shutil.copyfile(*pair)
-        return pair[1].stat().st_size
+    def stream(k: int) -> None:
+        while not failed:
+            with lock:
+                pair = next(queue, None)
+            if pair is None:
+                return
+            try:
+                shutil.copyfile(*pair)
+                copied[k] += pair[1].stat().st_size
+            except Exception as error:  # noqa: BLE001 - any failure stops the copy, named
+                failed.append((pair, error))
 
-    with ThreadPoolExecutor(max_workers=max(1, streams), thread_name_prefix="ddlbench-stage") as pool:
-        futures = {pool.submit(one, pair): pair for pair in files}
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in pending:
-            future.cancel()
-        for future in done:
-            if (error := future.exception()) is not None:
-                src, dst = futures[future]
-                said = getattr(error, "strerror", None) or str(error)
-                raise StagingError(
-                    f"data staging on {socket.gethostname()}: copying {src} to {dst} failed ({said})"
-                ) from error
-    return len(files), sum(f.result() for f in futures)
+    with ThreadPoolExecutor(max_workers=len(copied), thread_name_prefix="ddlbench-stage") as pool:
+        list(pool.map(stream, range(len(copied))))
+    if failed:
+        (src, dst), error = failed[0]
+        said = getattr(error, "strerror", None) or str(error)
+        raise StagingError(f"data staging on {socket.gethostname()}: copying {src} to {dst} failed ({said})") from error
+    return len(files), sum(copied)
 
 
 def stage_node(
     sources: list[str], *, scratch: Path, run_name: str, rank: int, streams: int = NUM_STREAMS
 ) -> NodeStaging:
-    """This node's copy of every source folder under its run folder, then the marker (local rank 0 calls it). A
-    folder left by an earlier, killed attempt of the same run is removed first: it is this run's own."""
+    """This node's copy of every source folder under its run folder, then the marker (local rank 0 calls it),
+    registered as the copy's first reader before the marker is written. A folder left by an earlier, killed
+    attempt of the same run is removed first: it is this run's own; so are other runs' copies nobody reads any
+    more (sweep_stale; not counted in the staging time)."""
     folder = run_folder(scratch, run_name)
+    with contextlib.suppress(OSError):
+        sweep_stale(scratch)
     began = time.perf_counter()
     try:
         if folder.exists():
@@ -199,6 +238,7 @@ def stage_node(
         staged_bytes=staged_bytes,
         staging_s=time.perf_counter() - began,
     )
+    register(folder, rank)
     (folder / MARKER).write_text(json.dumps(asdict(record)))
     return record
 
@@ -237,6 +277,8 @@ def stage(
                 (run_dir / record_name(rank)).write_text(json.dumps(asdict(record)))
             except (StagingError, ConfigError, OSError) as raised:
                 outcome["error"] = raised
+            except Exception as raised:  # noqa: BLE001 - a node that failed must say so, not look done
+                outcome["error"] = StagingError(f"data staging failed on {socket.gethostname()}: {raised!r}")
 
         copier = threading.Thread(target=copy, name="ddlbench-stage", daemon=True)
         copier.start()
@@ -257,7 +299,7 @@ def stage(
     try:
         staged, blind = read_marker(scratch_root(local_scratch), run_name(run_dir)), None
         with contextlib.suppress(OSError):  # unregistered, the copy may go before this rank's end: no worse
-            (Path(staged.root) / READER.format(rank=rank)).touch()
+            register(Path(staged.root), rank)
     except (StagingError, ConfigError) as error:
         staged, blind = None, error
     unseen = reduce(float(rank + 1) if blind is not None else 0.0, "max")
@@ -281,22 +323,69 @@ def read_marker(scratch: Path, run_name: str) -> NodeStaging:
         ) from error
 
 
+# the reader files this process holds a shared lock on (one per rank; the copying rank's since its copy ended)
+_held: dict[Path, int] = {}
+
+
+def register(folder: Path, rank: int) -> None:
+    """Mark `rank` a reader of the copy in `folder`: a shared flock(2) on its READER file, held until release().
+    The kernel drops the lock of a process that dies however it dies, so a killed rank never holds a copy."""
+    path = folder / READER.format(rank=rank)
+    if path in _held:
+        return
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _held[path] = fd
+
+
+def in_use(folder: Path) -> bool:
+    """Whether a live process still reads the copy in `folder` (holds a lock on one of its READER files)."""
+    for path in folder.glob(READER.format(rank="*")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # gone meanwhile: its rank left
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's own lock
+    return False
+
+
 def release(scratch: Path, run_name: str, *, rank: int, local_rank: int) -> None:
     """At a rank's end, whatever happened: take it off the copy's readers; the last reader to leave deletes the
     run's folder on this node's scratch. A rank that never registered leaves the copy to its readers, except local
     rank 0, whose own copy it is (it deletes a copy nobody reads: a failed or unfinished one). A rank killed
-    outright never leaves: its node's copy stays until the same run's next attempt replaces it (stage_node)."""
+    outright holds no lock any more, so the last of its siblings to leave still deletes the copy; where every
+    rank of a node was killed, the next staging on that node's scratch sweeps it (sweep_stale)."""
     folder = run_folder(scratch, run_name)
     mine = folder / READER.format(rank=rank)
-    registered = mine.exists()
-    with contextlib.suppress(OSError):
-        mine.unlink()
+    registered = mine in _held
+    if registered:
+        os.close(_held.pop(mine))
+        with contextlib.suppress(OSError):
+            mine.unlink()
     if not (registered or local_rank == 0):
         return
     with contextlib.suppress(OSError):
-        if any(folder.glob(READER.format(rank="*"))):
+        if in_use(folder):
             return  # a sibling still reads it
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep_stale(scratch: Path) -> list[Path]:
+    """Delete the finished copies (a MARKER) on this scratch that no live process reads: what runs whose every
+    rank on this node was killed left behind (a job killed at its time limit on a shared /tmp or /dev/shm). A
+    copy being made has no marker yet, and a finished one is locked by its copier from before its marker on."""
+    swept = []
+    for folder in scratch.glob(PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            if (folder / MARKER).exists() and not in_use(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                swept.append(folder)
+    return swept
 
 
 def record_name(rank: int) -> str:
@@ -342,13 +431,13 @@ def dataset_bytes(path: str) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _walk_bytes(root: str, _changed_ns: int | None) -> int:
+    """The bytes the copy takes: each file rounded up to a 4 KiB block, as ext4, xfs and tmpfs store it (a set of
+    small images takes several times its apparent size). A file the copy could not read (a dangling link) raises
+    here too: better at plan time than at the run's start."""
     total = 0
-    for folder, _, names in os.walk(root, followlinks=True):
+    for folder, names in walk(Path(root)):
         for name in names:
-            try:
-                total += os.stat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
+            total += -(-os.stat(folder / name).st_size // BLOCK_BYTES) * BLOCK_BYTES
     return total
 
 
@@ -362,7 +451,13 @@ def check_fits(sources: list[str], *, local_scratch_gb: float | None) -> None:
             f"data.stage=node_local: data.path={missing[0]} does not exist here, so its size cannot be checked "
             f"against system.local_scratch_gb={local_scratch_gb:g}; plan where the data set is, or fix data.path"
         )
-    size_gb = sum(dataset_bytes(s) for s in sources) / GB
+    try:
+        size_gb = sum(dataset_bytes(s) for s in sources) / GB
+    except OSError as error:
+        raise ConfigError(
+            f"data.stage=node_local: {error.filename or sources[0]} in the data set cannot be read "
+            f"({error.strerror or error}), and the copy at the run's start would fail on it; fix or remove it"
+        ) from None
     if size_gb > local_scratch_gb:
         raise ConfigError(
             f"data.stage=node_local: the data set ({', '.join(sources)}) is {size_gb:.3g} GB but "

@@ -4,6 +4,8 @@ as one error on every node, the scratch path's variables, and the plan's refusal
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -52,15 +54,58 @@ def test_the_copy_stays_while_a_sibling_reads_it_and_goes_with_the_last_reader(t
     """Local rank 0 failed first (its sibling still reads): the copy stays, and goes with the sibling; a rank that
     never registered (it failed before the copy was done) deletes nothing."""
     source = _tree(tmp_path / "data")
-    staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", rank=4)
+    staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", rank=4)  # registers rank 4
     folder = tmp_path / "scratch" / "ddlbench-r0"
-    for rank in (4, 5):
-        (folder / staging.READER.format(rank=rank)).touch()
+    staging.register(folder, 5)
     staging.release(tmp_path / "scratch", "r0", rank=6, local_rank=2)  # never registered
     staging.release(tmp_path / "scratch", "r0", rank=4, local_rank=0)  # the copier fails first
     assert (folder / staging.MARKER).exists() and _listing(folder / "data") == _listing(source)
     staging.release(tmp_path / "scratch", "r0", rank=5, local_rank=1)  # the last reader
     assert not folder.exists()
+
+
+def test_a_killed_reader_holds_no_copy_and_a_copy_nobody_reads_is_swept(tmp_path):
+    """A sibling SIGKILLed while reading leaves its reader file but no lock: the last rank to leave still deletes
+    the copy. A copy whose every reader was killed is swept by the next staging on that scratch; one still read,
+    and one still being made (no marker), are not."""
+    source = _tree(tmp_path / "data")
+    scratch = tmp_path / "scratch"
+    staging.stage_node([str(source)], scratch=scratch, run_name="r0", rank=0)
+    folder = scratch / "ddlbench-r0"
+    code = f"from benchmarks.data import staging; from pathlib import Path; staging.register(Path({str(folder)!r}), 1)"
+    subprocess.run([sys.executable, "-c", f"{code}; import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert (folder / staging.READER.format(rank=1)).exists()  # its file stays, its lock went with it
+    staging.release(scratch, "r0", rank=0, local_rank=0)
+    assert not folder.exists()
+
+    for name in ("dead", "live"):
+        staging.stage_node([str(source)], scratch=scratch, run_name=name, rank=0)
+    os.close(staging._held.pop(scratch / "ddlbench-dead" / staging.READER.format(rank=0)))  # as a killed rank's
+    (scratch / "ddlbench-making").mkdir()  # a copy under way: no marker yet
+    staging.stage_node([str(source)], scratch=scratch, run_name="next", rank=0)
+    assert sorted(p.name for p in scratch.iterdir()) == ["ddlbench-live", "ddlbench-making", "ddlbench-next"]
+    for name in ("live", "next"):
+        staging.release(scratch, name, rank=0, local_rank=0)
+
+
+def test_a_folder_the_copy_cannot_list_fails_it_and_a_link_loop_is_copied_once(tmp_path, monkeypatch):
+    """An unreadable class folder would leave the copy a class short, its labels shifted: the copy fails, naming
+    it. A link to a parent folder is followed once, not until ELOOP."""
+    source = _tree(tmp_path / "data")
+    count = len([p for p in source.rglob("*") if p.is_file()])
+    (source / "loop").symlink_to(source)
+    files, _ = staging.copy_tree(source, tmp_path / "copy")
+    assert files == count
+    real_scandir = os.scandir
+
+    def refuse(path="."):
+        if str(path).endswith("/class1"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse)
+    with pytest.raises(staging.StagingError, match=r"cannot list .*class1 \(Permission denied\)"):
+        staging.copy_tree(source, tmp_path / "copy2")
 
 
 def test_a_failed_copy_is_one_line_on_its_node_and_names_it_on_the_others(tmp_path):
