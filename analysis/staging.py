@@ -14,8 +14,11 @@ from analysis.section import Block, Report, add_figure
 
 FIELDS = ["staging_s", "staging_gb_s_per_node", "staging_bytes", "startup_s"]
 DATA_SET = "config.data.path"  # the staged folder: runs of two data sets are never averaged together
+# where it was staged (/dev/shm, an NVMe's $TMPDIR): not part of the cell, but two scratches copy at two rates
+SCRATCH = "config.system.local_scratch"
 COLUMNS = [
     "data_set",
+    "scratch",
     "num_nodes",
     "num_runs",
     "staging_s",
@@ -35,12 +38,13 @@ def staging_by_nodes(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     rows = runs.reindex(columns=["num_nodes", *FIELDS]).copy()
     rows["data_set"] = runs[DATA_SET].astype("string").fillna("?") if DATA_SET in runs else "?"
+    rows["scratch"] = runs[SCRATCH].astype("string").fillna("?") if SCRATCH in runs else "?"
     for column in FIELDS:
         rows[column] = pd.to_numeric(rows[column], errors="coerce").astype("float64")
     rows = rows[rows["staging_s"].notna()]
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
-    grouped = rows.groupby(["data_set", "num_nodes"], observed=True)
+    grouped = rows.groupby(["data_set", "scratch", "num_nodes"], observed=True)
     out = pd.DataFrame(
         {
             "num_runs": grouped["staging_s"].size(),
@@ -70,12 +74,14 @@ def with_staging(cell_table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 def staging_vs_nodes(table: pd.DataFrame) -> Figure:
     """Staging seconds and GB/s per node against the node count."""
     fig, axes = panels(2, ncols=2)
-    several = table["data_set"].nunique() > 1
+    curves = table.groupby(["data_set", "scratch"], sort=False)
+    several = curves.ngroups > 1
     for ax, column, title in zip(
         axes, ("staging_s", "staging_gb_s_per_node"), ("staging time (s, slowest node)", "GB/s per node")
     ):
-        for data_set, rows in table.groupby("data_set", sort=False):
-            ax.plot(rows["num_nodes"], rows[column], marker="o", label=str(data_set) if several else None)
+        for (data_set, scratch), rows in curves:
+            label = f"{data_set} to {scratch}" if several else None
+            ax.plot(rows["num_nodes"], rows[column], marker="o", label=label)
         ax.set_xlabel("nodes")
         ax.set_xscale("log", base=2)
         ax.set_title(title)
@@ -90,13 +96,13 @@ def draw(report: Report) -> None:
     report.blocks.append(Block("heading", "Node-local staging"))
     note = (
         "data.stage=node_local: at each run's start one process per node copied the data set to the node's "
-        "system.local_scratch and every rank waited for the slowest node. staging_s: that node's seconds (mean over "
+        "system.local_scratch (scratch) and every rank waited for the slowest node. staging_s: that node's seconds (mean over "
         "the runs; staging_max_s the largest); staging_gb_s_per_node: its rate; staged_gb: the data set per node. "
         "The copy is inside startup_s, and so inside the time to train (startup_s + time_to_target_s), as MLPerf "
         "HPC counts staging."
     )
     report.blocks.append(Block("table", table.round(3), note=note, key=("num_nodes", "staging_s")))
-    if table.groupby("data_set")["num_nodes"].nunique().max() > 1:
+    if table.groupby(["data_set", "scratch"])["num_nodes"].nunique().max() > 1:
         add_figure(
             report.blocks,
             report.figures,

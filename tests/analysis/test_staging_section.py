@@ -23,6 +23,7 @@ def test_staging_per_node_count_over_the_staged_runs_only():
     assert list(table.columns) == COLUMNS
     assert table.to_dict("list") == {
         "data_set": ["?", "?"],
+        "scratch": ["?", "?"],
         "num_nodes": [1, 2],
         "num_runs": [2, 1],
         "staging_s": [3.0, 5.0],
@@ -62,3 +63,23 @@ def test_each_cell_gets_its_runs_mean_staging_seconds_and_an_unstaged_cell_none(
     shown = with_staging(cells, runs)
     assert shown["staging_s"].iloc[0] == 3.0 and math.isnan(shown["staging_s"].iloc[1])
     assert with_staging(cells, runs.drop(columns="staging_s"))["staging_s"].isna().all()  # older summaries
+
+
+def test_two_scratches_of_one_data_set_are_two_rows():
+    """system.local_scratch is no part of the cell, but /dev/shm and an NVMe copy at two rates."""
+    runs = pd.DataFrame(
+        {
+            "config.data.path": ["/p/imagenet"] * 2,
+            "config.system.local_scratch": ["/dev/shm", "$TMPDIR"],
+            "num_nodes": [1, 1],
+            "staging_s": [100.0, 300.0],
+            "staging_gb_s_per_node": [1.4, 0.47],
+            "staging_bytes": [140e9, 140e9],
+            "startup_s": [110.0, 310.0],
+        }
+    )
+    table = staging_by_nodes(runs)
+    assert table[["scratch", "staging_s"]].to_dict("list") == {
+        "scratch": ["$TMPDIR", "/dev/shm"],
+        "staging_s": [300.0, 100.0],
+    }
