@@ -36,6 +36,7 @@ def test_the_copy_is_the_exact_tree_made_by_several_streams(tmp_path, monkeypatc
 
     def seen(src, dst):
         threads.add(threading.current_thread().name)
+        time.sleep(0.005)  # as a file takes time: the other streams take the next files meanwhile
         return copy(src, dst)
 
     monkeypatch.setattr(staging.shutil, "copyfile", seen)  # only to see which threads copy
