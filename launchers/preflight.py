@@ -174,6 +174,7 @@ def plan(
     image.check(inside, launcher="srun" if slurm else "ssh" if spread else "python", binaries=not slurm)
     if inside is not None:
         python = inside.python
+        env.update(image.environment(inside, env, record=False))  # the profile's variables win over the image's
     wrap, flags = image.prefix(inside), image.srun_flags(inside)
     if spread is not None:
         if nodes is not None and nodes != len(spread.hosts):

@@ -274,10 +274,12 @@ def launch(
     )
     env = rank_environment(
         environ,
-        system_env={**cfg.system.env, **(image.environment(inside) if not dry_run else {})},
+        system_env=cfg.system.env,
         addr=master_addr(nodelist, suffix=cfg.system.master_addr_suffix),
         port=master_port(job_id),
     )
+    if not dry_run:  # after the rendezvous: apptainer's copies of MASTER_ADDR/PORT must hold the job's values
+        env.update(image.environment(inside, env))
     print(
         f"[ddlbench] job {job_id}: {ntasks} rank(s) on {nodes} node(s), MASTER_ADDR={env['MASTER_ADDR']} "
         f"MASTER_PORT={env['MASTER_PORT']}",

@@ -26,22 +26,26 @@ def system(runtime: str, image: str | None, *, device: str = "cpu", **spec) -> d
     }
 
 
-def made(runtime: str, image: str | None = "/img/ddlbench.sif", **kw) -> container.Container:
+def made(runtime: str, image: str | None = "/img/ddlbench.sif", *, data: str = "/data/imagenet", **kw):
     return container.of(
-        system(runtime, image, **kw), run_root="/scratch/runs", readable=["/data/imagenet"], workdir="/scratch"
+        system(runtime, image, **kw), run_root="/scratch/runs", readable=[data], workdir="/scratch", environ={}
     )
 
 
 P = str(container.PROJECT)
 
 
-def test_apptainer_exec_binds_the_run_root_read_write_and_the_rest_read_only_and_nv_only_on_cuda():
-    # parents first (a read-write run root inside a read-only working directory is mounted over it)
-    binds = sorted(
-        ["/scratch:/scratch:ro", "/data/imagenet:/data/imagenet:ro", "/scratch/runs:/scratch/runs", f"{P}:{P}:ro"],
-        key=lambda b: (b.split(":")[0].count("/"), b),
-    )
-    assert container.prefix(made("apptainer", device="cuda")) == [
+def by_depth(binds: list[str]) -> list[str]:
+    """Parents first: a deeper mount after the one it lies in (by the destination's depth), at one depth the
+    run's read-write folders last."""
+    return sorted(binds, key=lambda b: (b.split(":")[1].rstrip("/").count("/"), not b.endswith(":ro"), b))
+
+
+def test_apptainer_exec_binds_the_run_root_read_write_and_the_rest_read_only_and_nv_only_on_cuda(tmp_path):
+    data = tmp_path / "imagenet"
+    data.mkdir()
+    binds = by_depth([f"{data}:{data}:ro", "/scratch:/scratch:ro", "/scratch/runs:/scratch/runs", f"{P}:{P}:ro"])
+    assert container.prefix(made("apptainer", device="cuda", data=str(data))) == [
         "apptainer",
         "exec",
         "--nv",
@@ -56,11 +60,14 @@ def test_pyxis_is_srun_flags_and_no_prefix():
     c = made("pyxis", "/sq/pytorch.sqsh", env=["WANDB_MODE"])
     assert container.prefix(c) == []
     mounts = ",".join(c.binds)
+    # the image's values win over the task's but for the names --container-env lists: the profile's, the
+    # rendezvous (enroot's PyTorch hook writes its own), PYTHONPATH, ddlbench's own and system.container.env's
+    names = "OMP_NUM_THREADS,MASTER_ADDR,MASTER_PORT,PYTHONPATH,DDLBENCH_CONTAINER,WANDB_MODE"
     assert container.srun_flags(c) == [
         "--container-image=/sq/pytorch.sqsh",
         f"--container-mounts={mounts}",
         "--container-workdir=/scratch",
-        "--container-env=WANDB_MODE",
+        f"--container-env={names}",
     ]
 
 
@@ -232,3 +239,120 @@ def test_a_jobs_podman_clean_up_is_a_step_on_every_node():
         *stop,
     ]
     assert every_node(None, 4) is None  # apptainer, pyxis: nothing outlives the step
+
+
+def test_the_users_config_folder_is_bound_read_only_where_every_rank_reads_it(tmp_path):
+    """Every rank re-reads DDLBENCH_CONFIG (benchmarks/__main__.py): unbound, it is no folder inside the image."""
+    real = tmp_path / "lustre" / "conf"
+    real.mkdir(parents=True)
+    (tmp_path / "conf").symlink_to(real)
+    given = str(tmp_path / "conf")
+    c = container.of(system("podman", "x:1"), run_root="/r", workdir="/r", environ={"DDLBENCH_CONFIG": given})
+    assert f"{real}:{given}:ro" in c.binds
+    assert container.environment(c, {"DDLBENCH_CONFIG": given}, record=False)["DDLBENCH_CONFIG"] == given
+    assert not any("conf" in b for b in container.of(system("podman", "x:1"), run_root="/r", environ={}).binds)
+
+
+def test_a_symlinked_dataset_is_mounted_at_the_path_the_ranks_open_and_a_missing_one_not_at_all(tmp_path):
+    real = tmp_path / "lustre" / "imagenet"
+    real.mkdir(parents=True)
+    (tmp_path / "data").symlink_to(tmp_path / "lustre")
+    given = str(tmp_path / "data" / "imagenet")
+    c = container.of(
+        system("apptainer", "/i.sif"), run_root="/r", readable=[given, str(tmp_path / "no_val")], workdir="/r"
+    )
+    assert f"{real}:{given}:ro" in c.binds
+    assert not any("no_val" in b for b in c.binds)  # a synthetic run may inherit a data.path that is not there
+
+
+def test_the_profiles_variables_win_over_the_images_for_apptainer_and_the_checkout_comes_first_on_pythonpath():
+    """A host variable does not override one the image sets (apptainer's precedence): APPTAINERENV_<NAME> does."""
+    c = container.of(
+        system("apptainer", "/i.sif", env=["WANDB_*"]),
+        run_root="/r",
+        workdir="/r",
+        environ={"DDLBENCH_TRACEBACK": "1", "WANDB_MODE": "offline"},
+    )
+    launch = {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29500", "PYTHONPATH": "/site:/x"}
+    launch |= {"DDLBENCH_TRACEBACK": "1", "WANDB_MODE": "offline", "HOME": "/h"}
+    added = container.environment(c, launch, record=False)
+    assert added["PYTHONPATH"] == f"{P}:/site:/x"  # `python -m benchmarks` runs the host's code from anywhere
+    assert added["APPTAINERENV_PYTHONPATH"] == f"{P}:/site:/x"
+    for name in ("OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "DDLBENCH_TRACEBACK", "WANDB_MODE"):
+        assert added[f"APPTAINERENV_{name}"] == launch[name], name
+    assert "APPTAINERENV_HOME" not in added
+    singularity = container.environment(replace(c, runtime="singularity"), launch, record=False)
+    assert singularity["SINGULARITYENV_OMP_NUM_THREADS"] == "1" and not any(
+        k.startswith("APPTAINER") for k in singularity
+    )
+    # by default: this process's environment with the profile's system.env over it
+    assert container.environment(c, record=False)["APPTAINERENV_OMP_NUM_THREADS"] == "1"
+    # podman and pyxis take the values by name (-e NAME, --container-env): nothing more in the environment
+    assert set(container.environment(replace(c, runtime="podman"), launch, record=False)) == {"PYTHONPATH"}
+
+
+def test_pyxis_takes_names_only_so_a_prefix_is_expanded_against_the_launching_environment():
+    c = container.of(
+        system("pyxis", "/sq/x.sqsh", env=["WANDB_*", "HF_HOME"]),
+        run_root="/r",
+        workdir="/r",
+        environ={"WANDB_MODE": "offline", "WANDB_DIR": "/w", "DDLBENCH_CONFIG": "/"},
+    )
+    (flag,) = [f for f in container.srun_flags(c) if f.startswith("--container-env=")]
+    assert flag.split("=", 1)[1].split(",")[-4:] == ["DDLBENCH_CONFIG", "WANDB_DIR", "WANDB_MODE", "HF_HOME"]
+    assert "*" not in flag
+
+
+def test_the_ranks_run_the_checkouts_code_only_where_the_project_is_a_checkout(tmp_path, monkeypatch):
+    c = container.of(system("podman", "x:1"), run_root="/r", workdir="/r", environ={})
+    assert c.project == P and f"{P}:{P}:ro" in c.binds
+    # installed from a wheel, PROJECT is site-packages: bound over the image's own, it would replace its torch
+    (tmp_path / "benchmarks").mkdir()
+    monkeypatch.setattr(container, "PROJECT", tmp_path)
+    installed = container.of(system("podman", "x:1"), run_root="/r", workdir="/r", environ={})
+    assert installed.project == "" and not any(str(tmp_path) in b for b in installed.binds)
+    assert "PYTHONPATH" not in container.environment(installed, {}, record=False)
+
+
+def test_a_local_image_file_is_given_absolute_and_a_registry_reference_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "ddlbench.sqsh").touch()
+    image = lambda runtime, name: container.of(system(runtime, name), run_root="/r", environ={}).image  # noqa: E731
+    assert image("pyxis", "ddlbench.sqsh") == str(tmp_path / "ddlbench.sqsh")  # else a registry image to pyxis
+    assert image("pyxis", "sq/later.sqsh") == str(tmp_path / "sq" / "later.sqsh")
+    assert image("apptainer", "~/x.sif") == str(tmp_path / "x.sif")
+    assert image("apptainer", "x.sif") == str(tmp_path / "x.sif")
+    assert image("pyxis", "nvcr.io#nvidia/pytorch:25.01-py3") == "nvcr.io#nvidia/pytorch:25.01-py3"
+    assert image("pyxis", "ubuntu:24.04") == "ubuntu:24.04"
+    assert image("apptainer", "docker://python:3.11") == "docker://python:3.11"
+    assert image("podman", "localhost/ddlbench:1") == "localhost/ddlbench:1"
+
+
+def test_no_read_only_mount_hides_the_run_root(tmp_path):
+    """A read-only working directory between the run root and the run directory is not mounted over the run root;
+    a user's read-only parent is mounted before it (every bind by depth); a user's read-only bind inside it is
+    refused."""
+    inner = container.of(system("podman", "x:1"), run_root="/s/runs", workdir="/s/runs/campaign", environ={})
+    assert not any(b.startswith("/s/runs/campaign") for b in inner.binds) and "/s/runs:/s/runs" in inner.binds
+    parent = container.of(
+        system("apptainer", "/i.sif", binds=["/s:/s:ro", "/data"]), run_root="/s/runs", workdir="/w", environ={}
+    )
+    assert parent.binds.index("/s:/s:ro") < parent.binds.index("/s/runs:/s/runs")
+    depths = [b.split(":")[1].count("/") for b in parent.binds]
+    assert depths == sorted(depths), parent.binds
+    assert "/data:/data" in parent.binds  # a bare path binds at itself (podman: else an empty anonymous volume)
+    with pytest.raises(ConfigError, match=r"binds entry /s/runs/c:/s/runs/c:ro mounts .* inside /s/runs \(run.root\)"):
+        container.of(system("podman", "x:1", binds=["/s/runs/c:/s/runs/c:ro"]), run_root="/s/runs", environ={})
+
+
+def test_a_bound_path_the_bind_syntax_would_split_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"run.root=/runs/a,b holds ',', where apptainer's bind list splits"):
+        container.of(system("apptainer", "/i.sif"), run_root="/runs/a,b", workdir="/w", environ={})
+    with pytest.raises(ConfigError, match=r"run.root=/runs/t10:00 holds ':'"):
+        container.of(system("podman", "x:1"), run_root="/runs/t10:00", workdir="/w", environ={})
+    data = tmp_path / "a,b"
+    data.mkdir()
+    with pytest.raises(ConfigError, match=r"data.path=.*a,b holds ',', where pyxis's bind list splits"):
+        container.of(system("pyxis", "/x.sqsh"), run_root="/r", readable=[data], workdir="/w", environ={})
+    assert container.of(system("podman", "x:1"), run_root="/r", readable=[data], workdir="/w", environ={})
