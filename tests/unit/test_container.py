@@ -356,3 +356,17 @@ def test_a_bound_path_the_bind_syntax_would_split_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"data.path=.*a,b holds ',', where pyxis's bind list splits"):
         container.of(system("pyxis", "/x.sqsh"), run_root="/r", readable=[data], workdir="/w", environ={})
     assert container.of(system("podman", "x:1"), run_root="/r", readable=[data], workdir="/w", environ={})
+
+
+def test_the_image_definitions_install_the_makefiles_torch_pin_and_dalis_matching_wheel():
+    """pyproject.toml asks torch>=2.11: an image whose own torch is older (NVIDIA's 25.01 has 2.6) would be replaced
+    or refused by the project's install; both definitions install the Makefile's pin on a plain Python image."""
+    import re
+    from pathlib import Path
+
+    (pin,) = re.findall(r"^TORCH_PIN \?= (.+)$", (Path(P) / "Makefile").read_text(), flags=re.M)
+    for name in ("Containerfile", "ddlbench.def"):
+        text = (Path(P) / "container" / name).read_text()
+        assert f'TORCH_PIN="{pin}"' in text and "nvcr.io" not in text and "python:3.11" in text, name
+        assert "https://download.pytorch.org/whl/${TORCH_CUDA}" in text and "dali-cuda130" in text, name
+    assert (Path(P) / ".containerignore").read_text().count("\n.git\n") == 1
