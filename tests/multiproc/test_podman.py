@@ -1,6 +1,6 @@
 """A real run inside a container: `ddlbench run` starts torchrun and its 2 ranks inside podman (a local busybox
-image, the host's Python, torch and the project bound read-only, the run root read-write); the run directory
-appears on the host, `results` counts it, and meta.json names the image, its id and podman's version. A
+image, the host's Python, torch, the project and the user's DDLBENCH_CONFIG folder bound read-only, the run root
+read-write); the run directory appears on the host, `results` counts it, and meta.json names the image, its id and podman's version. A
 `ddlbench run` killed outright (SIGKILL of its process group) leaves no container behind: the reaper removes it
 by its label, and the same command moves the dead run into attic/ and runs the cell again."""
 
@@ -59,9 +59,15 @@ def test_a_two_rank_run_inside_podman_writes_its_run_directory_on_the_host(podma
         f"run.root={runs}",
         *in_podman(podman_image),
     ]
-    done = ddlbench_process("run", *overrides, cwd=PROJECT, timeout=300)
+    # the user's config folder, outside every other bind and reached through a link: each rank reads it again, so
+    # it must be bound at the path DDLBENCH_CONFIG gives ("is not a directory" inside the image otherwise)
+    (tmp_path / "site" / "conf").mkdir(parents=True)
+    (tmp_path / "conf").symlink_to(tmp_path / "site" / "conf")
+    env = {"DDLBENCH_CONFIG": str(tmp_path / "conf")}
+    done = ddlbench_process("run", *overrides, cwd=PROJECT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "podman run --rm --network=host --ipc=host --pid=host" in done.stderr
+    assert f"-v {tmp_path / 'site' / 'conf'}:{tmp_path / 'conf'}:ro" in done.stderr
     (run_dir,) = (runs / "default").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["num_processes"] == 2
