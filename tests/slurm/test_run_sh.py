@@ -176,12 +176,26 @@ def test_each_rank_of_the_step_runs_inside_podman_and_meta_json_names_the_image(
         cwd=tmp_path,
         flags=("--hold",),  # released once the left-over container below runs: its label needs the job id
     )
-    subprocess.run(
-        ["podman", "run", "-d", "--rm", f"--label={LABEL}=slurm-{job}", podman_image, "/bin/busybox", "sleep", "600"],
-        check=True,
-        capture_output=True,
-    )
-    assert containers(f"slurm-{job}")
+    try:
+        subprocess.run(
+            [
+                "podman",
+                "run",
+                "-d",
+                "--rm",
+                f"--label={LABEL}=slurm-{job}",
+                podman_image,
+                "/bin/busybox",
+                "sleep",
+                "600",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        assert containers(f"slurm-{job}")
+    except BaseException:
+        subprocess.run(["scancel", job], check=False)  # no held job left in the queue of the next tests
+        raise
     subprocess.run(["scontrol", "release", job], check=True)
     info = wait_for(job)
     log = (tmp_path / f"slurm-{job}.out").read_text()
