@@ -172,9 +172,10 @@ def plan(
     inside = image.of(cfg.system, run_root=out.parent, token=f"preflight-{os.getpid()}")
     # under Slurm the runtime runs on the nodes, which this host may not be
     image.check(inside, launcher="srun" if slurm else "ssh" if spread else "python", binaries=not slurm)
+    contained = image.environment(inside, env, record=False)  # the profile's variables win over the image's
+    env.update(contained)
     if inside is not None:
         python = inside.python
-        env.update(image.environment(inside, env, record=False))  # the profile's variables win over the image's
     wrap, flags = image.prefix(inside), image.srun_flags(inside)
     if spread is not None:
         if nodes is not None and nodes != len(spread.hosts):
@@ -202,7 +203,9 @@ def plan(
             )
             for i, host in enumerate(spread.hosts)
         ]
-        launch = several.spread(launches, master_port=port, env=cfg.system.env, cleanup=image.stop_argv(inside))
+        # the other hosts get what this one does: the profile's variables and the image's (APPTAINERENV_*, ...)
+        env_hosts = {**cfg.system.env, **contained}
+        launch = several.spread(launches, master_port=port, env=env_hosts, cleanup=image.stop_argv(inside))
         where = f"across system.hosts: one process on each of {len(spread.hosts)} hosts, the others over ssh"
         return Plan(launch.argv, where, launch.shown, budget_s, env)
     program = node_program(cfg, out=out, budget_s=budget_s, python=python, container=wrap)

@@ -237,3 +237,27 @@ def test_srun_of_a_centre_profile_runs_the_jobs_python_after_their_prelude_where
     cfg.system.account = None
     with pytest.raises(ConfigError, match="system.account=<project>"):
         preflight.plan(cfg, out=tmp_path / "x.nodes.json", budget_s=60, nodes=2, environ={"PATH": "/bin"})
+
+
+def test_every_host_of_an_apptainer_preflight_gets_the_profiles_variables_over_the_images(tmp_path, monkeypatch):
+    from benchmarks.config import compose
+    from launchers import hosts
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hosts, "check", lambda *a, **k: None)  # no ssh here
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: f"/usr/bin/{name}")
+    sif = tmp_path / "ddlbench.sif"
+    sif.touch()
+    cfg = compose(
+        [
+            "system=local_cpu",
+            "system.hosts=[h1,h2]",
+            "+system.env.NCCL_IB_TIMEOUT=22",
+            f"run.root={tmp_path / 'runs'}",
+            "system.container.runtime=apptainer",
+            f"system.container.image={sif}",
+        ]
+    )
+    plan = preflight.plan(cfg, out=tmp_path / "x.nodes.json", budget_s=60, nodes=None, environ={"PATH": "/bin"})
+    (remote,) = [line for host, line in plan.shown if host == "h2"]
+    assert "APPTAINERENV_NCCL_IB_TIMEOUT=22" in remote and "NCCL_IB_TIMEOUT=22" in remote
