@@ -224,6 +224,12 @@ def stage_node(
         for source, copy in paths.items():
             files, size = copy_tree(Path(source), Path(copy), streams=streams)
             num_files, staged_bytes = num_files + files, staged_bytes + size
+    except FileExistsError as error:
+        raise StagingError(
+            f"data staging to {folder} on {socket.gethostname()}: another node made the same folder meanwhile, so "
+            "system.local_scratch is shared between nodes; set it to a disk of each node's own ($TMPDIR, /dev/shm), "
+            "or name the node in it (e.g. <dir>/$SLURMD_NODENAME)"
+        ) from error
     except OSError as error:
         raise StagingError(
             f"data staging to {folder} on {socket.gethostname()} failed: {error.strerror or error}; check "
@@ -334,7 +340,8 @@ def register(folder: Path, rank: int) -> None:
     if path in _held:
         return
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    with contextlib.suppress(OSError):  # a file system without flock (Lustre's noflock): the file alone registers
+        fcntl.flock(fd, fcntl.LOCK_SH)
     _held[path] = fd
 
 
@@ -349,6 +356,8 @@ def in_use(folder: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
+        except OSError:
+            return True  # no flock here: a reader's file is all there is to go by, and it is there
         finally:
             os.close(fd)  # closing drops the probe's own lock
     return False

@@ -253,3 +253,22 @@ def test_a_campaign_refuses_a_data_set_larger_than_the_scratch(no_slurm, tmp_pat
     _, cells = plan([*base, "system.local_scratch_gb=1"])  # it fits
     assert [c.problem for c in cells] == [None, None]
     assert len({c.run_dir for c in cells}) == 2  # data.stage is part of the cell
+
+
+def test_without_flock_the_reader_files_alone_keep_the_copy(tmp_path, monkeypatch):
+    """A scratch whose file system refuses flock (Lustre mounted noflock): registering still works, and a copy
+    goes with its last reader's file."""
+    import errno
+
+    def refuse(fd, op):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(staging.fcntl, "flock", refuse)
+    source = _tree(tmp_path / "data")
+    staging.stage_node([str(source)], scratch=tmp_path / "scratch", run_name="r0", rank=0)
+    folder = tmp_path / "scratch" / "ddlbench-r0"
+    staging.register(folder, 1)
+    staging.release(tmp_path / "scratch", "r0", rank=0, local_rank=0)
+    assert folder.exists()  # rank 1's file is there
+    staging.release(tmp_path / "scratch", "r0", rank=1, local_rank=1)
+    assert not folder.exists()
