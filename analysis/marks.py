@@ -3,7 +3,8 @@ host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`)
 **diverged** (a loss went NaN or infinite: summary.json's `nonfinite_loss_step` and `nonfinite_loss_phase`,
 or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
 repeats ran in **mixed images** (meta.json's `container`: analysis.images; repeats must be one
-configuration, and the image is no setting that parts cells). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
+configuration, and the image is no setting that parts cells), or staged their data to a **mixed scratch**
+(system.local_scratch, no setting that parts cells either). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
 
 A cell's marks are one text, "word: detail" parts joined by "; " (`cell_marks`), so that a table carries
@@ -21,6 +22,8 @@ from analysis.images import differ, run_images
 from analysis.section import Block
 
 OVERSUBSCRIBED, DIVERGED, MIXED_IMAGES = "oversubscribed", "diverged", "mixed images"
+MIXED_SCRATCH = "mixed scratch"
+SCRATCH = "config.system.local_scratch"  # where a staged run's copy went (analysis.staging): no setting of the cell
 # what each mark means for the cell's figures: the end of its line under a table
 EXPLAINED = {
     OVERSUBSCRIBED: "the ranks shared cores, so the step times measure the sharing as well as the training",
@@ -28,6 +31,11 @@ EXPLAINED = {
     MIXED_IMAGES: (
         "repeats must be one configuration, so the median and interval mix the images' difference with the "
         "run-to-run noise; run the cell again in one image"
+    ),
+    MIXED_SCRATCH: (
+        "its repeats staged their data to different system.local_scratch folders, whose copy and read rates "
+        "differ (/dev/shm, a local NVMe): the staging time and a loader-bound throughput mix both; run the cell "
+        "again with one scratch"
     ),
 }
 IMAGE_DIFFERS = "image differs"  # compare: a paired cell whose two sides ran in different images
@@ -57,6 +65,10 @@ def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.Da
             "nonfinite_loss_step": step,
             "nonfinite_loss_phase": runs.get("nonfinite_loss_phase", absent),
             "image": run_images(runs),
+            # a staged run's scratch (staging_s recorded); NA for a run that read data.path itself
+            "scratch": runs.get(SCRATCH, absent).where(
+                pd.to_numeric(runs.get("staging_s", absent), errors="coerce").notna()
+            ),
         },
         index=index,
     )
@@ -103,6 +115,10 @@ def _text(runs: pd.DataFrame) -> str:
     if len(images) > 1:
         said = ", ".join(f"{image} in {n}" for image, n in sorted(images.items()))
         parts.append(f"{MIXED_IMAGES}{WORD}{said} of {len(runs)} repeats")
+    scratches = runs["scratch"].dropna().astype(str).value_counts()
+    if len(scratches) > 1:
+        said = ", ".join(f"{scratch} in {n}" for scratch, n in sorted(scratches.items()))
+        parts.append(f"{MIXED_SCRATCH}{WORD}{said} of {len(runs)} repeats")
     return PARTS.join(parts)
 
 

@@ -181,3 +181,24 @@ def test_utilisation_and_trace_bars_name_cpu_ranks_and_title_what_they_share(tmp
         fig = figures["utilisation"]()
     labels = " ".join(t.get_text() for t in fig.axes[0].get_yticklabels())
     assert "CPU rank" in labels and "GPU" not in labels, labels
+
+
+def test_a_cell_whose_repeats_staged_to_different_scratches_is_marked():
+    """system.local_scratch parts no cell, so repeats of one cell may stage to /dev/shm and to an NVMe: marked, as
+    mixed images are; a run that did not stage (no staging_s) does not count."""
+    import pandas as pd
+
+    from analysis.marks import MIXED_SCRATCH, cell_marks, notes, short
+
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c", "d"],
+            "cell_hash": ["x", "x", "y", "y"],
+            "config.system.local_scratch": ["/dev/shm", "$TMPDIR", "/dev/shm", "$TMPDIR"],
+            "staging_s": [1.0, 3.0, 1.0, None],
+        }
+    )
+    marks = cell_marks(runs)
+    assert short(marks["x"]) == MIXED_SCRATCH and marks["y"] == ""
+    (line,) = notes(marks.tolist())
+    assert line.startswith("mixed scratch: $TMPDIR in 1, /dev/shm in 1 of 2 repeats: its repeats staged")
