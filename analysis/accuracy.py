@@ -165,7 +165,7 @@ TARGET = [
 
 
 def time_to_accuracy(runs: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
-    """Per cell whose runs had a target (run.target_top1; summary.json's rundir.TARGET_FIELDS): the
+    """Per cell whose runs had a target (run.target_top1; summary.json's summary_schema.TARGET_FIELDS): the
     target in %, num_reached of num_repeats, and over the repeats that reached it the mean
     time_to_target_s (seconds since the first training step, evaluations included: MLPerf's clock),
     samples_to_target and steps_to_target (NaN where none did); startup_s (process start to the first training

@@ -10,7 +10,7 @@ they count the same runs and print the same figures for the same runs.
     ca.excluded()                # runs that do not count, and why
 
 Columns carry units (_s, _ms, _img_s, _share, _pct). A cell is one configuration (`cell_hash`:
-every setting + world size + nodes, benchmarks/rundir.py); `variant` names the settings that tell
+every setting + world size + nodes, benchmarks/rundir/); `variant` names the settings that tell
 apart cells which look the same in a table. Results are computed once and cached.
 """
 
@@ -137,7 +137,7 @@ class CampaignAnalysis:
     @functools.cache
     def run_throughput(self) -> pd.DataFrame:
         """One row per counted run: throughput_img_s, per_gpu_img_s, time_s, measured_steps and samples
-        (the one definition: rundir.throughput), with the cell's columns and its variant."""
+        (the one definition: summary_schema.throughput), with the cell's columns and its variant."""
         if self.campaign.steps.empty:
             return pd.DataFrame(columns=["run_id", "throughput_img_s", "per_gpu_img_s", *cells.CARRIED])
         return cells.run_throughput(self.campaign.steps, self.campaign.counted, per_step=self.step_times())

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 # A cell is one configuration: `cell_hash`, the hash of every setting of the run plus its size
-# (benchmarks/rundir.py); repeats of a cell are runs with the same hash. A scaling curve is
+# (benchmarks/rundir/); repeats of a cell are runs with the same hash. A scaling curve is
 # `group_hash` (weak: every setting but the size) or `strong_group_hash` (strong: the global batch held).
 # These columns are what tables show of a cell; `variant` names any other setting that tells cells apart.
 SCALING_GROUP = ["framework", "loader", "model", "precision", "per_gpu_batch"]
@@ -137,7 +137,7 @@ def t_quantile(df: np.ndarray | int, *, confidence: float = 0.95) -> np.ndarray:
 
 
 def measured(steps: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
-    """The measured step records: not warm-up, not inside a profiler window (rundir.is_measured).
+    """The measured step records: not warm-up, not inside a profiler window (summary_schema.is_measured).
     `columns`: only those of them the step table has (it is wide, and copying every column of a
     campaign's rows is most of the cost for a caller that reads three)."""
     keep = ~steps["warmup"].astype(bool)
@@ -164,8 +164,8 @@ def setting_text(values: pd.Series) -> pd.Series:
 def variants(runs: pd.DataFrame) -> pd.Series:
     """Per run, the settings that tell its cell apart from cells that look the same in a table (same
     framework, loader, model, precision and batch): 'framework.zero_stage=2, run.campaign=b', or ''.
-    Settings are the config.* columns of the run key (rundir.is_identity_key)."""
-    from benchmarks.rundir import is_identity_key
+    Settings are the config.* columns of the run key (cell_identity.is_identity_key)."""
+    from benchmarks.rundir.cell_identity import is_identity_key
 
     columns = [c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :])]
     if runs.empty or not columns:

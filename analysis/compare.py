@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.cells import CELL, setting_text
 from benchmarks.errors import ConfigError
-from benchmarks.rundir import AS_BEFORE, is_identity_key
+from benchmarks.rundir.cell_identity import ADDED_SETTING_DEFAULTS, is_identity_key
 
 CAMPAIGN = "config.run.campaign"  # which campaign a run belongs to: never what a comparison pairs on
 SIZE = ["world_size", "num_nodes"]
@@ -24,18 +24,18 @@ EFFICIENCY_COMPARED = ["mfu", "energy_j_per_sample"]
 
 
 def identity_settings(runs: pd.DataFrame) -> list[str]:
-    """The config.* columns of runs that are settings of the run key (benchmarks/rundir.py)."""
+    """The config.* columns of runs that are settings of the run key (benchmarks/rundir/)."""
     return sorted(c for c in runs.columns if c.startswith("config.") and is_identity_key(c[len("config.") :]))
 
 
 def as_recorded(runs: pd.DataFrame) -> pd.DataFrame:
-    """runs with each later-added setting (benchmarks/rundir.py AS_BEFORE) that a run leaves out filled in with
+    """runs with each later-added setting (benchmarks/rundir/ ADDED_SETTING_DEFAULTS) that a run leaves out filled in with
     the value it ran as: analysis.load drops it at that value, so that runs from before the setting and after it
     are one cell within a campaign; across two campaigns where one side set it (data.stage=node_local) and the
     other did not, the comparison must see it on both sides to tell the cells apart and to pair --by it."""
     filled = runs.copy()
     configured = runs[CAMPAIGN].notna() if CAMPAIGN in runs else pd.Series(False, index=runs.index)  # has config.yaml
-    for key, value in AS_BEFORE.items():
+    for key, value in ADDED_SETTING_DEFAULTS.items():
         column = f"config.{key}"
         recorded = runs[column] if column in runs else pd.Series(pd.NA, index=runs.index, dtype=object)
         filled[column] = recorded.astype(object).where(recorded.notna() | ~configured, value)

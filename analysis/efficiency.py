@@ -1,5 +1,5 @@
 """How close to the hardware, and at what energy: each cell's MFU, achieved TFLOPS per GPU, energy per sample
-and average power (summary.json: app._efficiency, rundir.energy_fields), the figures of MFU and energy per
+and average power (summary.json: app._efficiency, summary_schema.energy_fields), the figures of MFU and energy per
 sample against GPUs, and the report's section. Where no cell has a figure, the runs' own reason says why
 (mfu_note: "CPU: no peak table", a GPU without a peak row; energy_note: no NVML, no readable RAPL)."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.errors import ConfigError
-from benchmarks.rundir import MLLOG_FILE
+from benchmarks.rundir.run_files import MLLOG_FILE
 
 RULESET = "6.1.0"  # MLPerf Training's rules the checker holds a log to (the newest this package knows)
 

@@ -43,7 +43,7 @@ MODES = [
 def mode_groups(runs: pd.DataFrame) -> pd.Series:
     """Per run (index: run_id as text), the hash of its run key without the mode's settings (MODE_PREFIXES:
     framework.*, precision.*): runs that share it differ in data-parallel mode and precision only."""
-    from benchmarks.rundir import is_identity_key
+    from benchmarks.rundir.cell_identity import is_identity_key
 
     columns = [
         c

@@ -27,12 +27,16 @@ from benchmarks.errors import ConfigError
 WIDTH = 120  # the columns of a terminal that `results` fits (`--long` may be wider)
 REASON_CHARS = 80  # a failure's first line is cut to this many characters, "…" where cut
 WRAPPED_LINES = 3  # ddlbench's own reasons (incomplete, corrupt, unsupported) are wrapped to this many lines
-FAILED = ("failed", "interrupted", "hung")  # the statuses whose summary.json holds an error (rundir.RETRIED_STATES)
+FAILED = (
+    "failed",
+    "interrupted",
+    "hung",
+)  # the statuses whose summary.json holds an error (summary_schema.RETRIED_STATES)
 # a C++ library's source location, [/__w/pytorch/.../gloo/transport/tcp/pair.cc:545]: where, not what
 SOURCE_LOCATION = re.compile(r"\[[^\]\s]*[/\\][^\]\s]*:\d+\]\s*")
 # an exception's name opening its message, "RuntimeError: "; a chain of them repeats it
 EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt): ")
-# analysis.load's reason of a failed run ends with the other ranks' errors (launchers/supervise.py)
+# analysis.load's reason of a failed run ends with the other ranks' errors (launchers/lifecycle/supervise.py)
 RANKS_SAID = "; the ranks said: "
 
 COLUMNS = {

@@ -1,4 +1,4 @@
-"""Realistic synthetic campaign logs (run directories as benchmarks/app.py writes them) for tests and
+"""Realistic synthetic campaign logs (run directories as launchers/lifecycle/rank.py writes them) for tests and
 the analysis speed benchmark: many ranks, many steps, failures, truncations, a corrupt line, an
 unknown schema version, telemetry and commbench files (collectives, and the GPU tests' P2P
 matrix and concurrent host-to-device copies).
@@ -493,7 +493,7 @@ def write_campaign(
 
 
 def _target_fields(cell: SynthCell, evals: list[dict] | None) -> dict:
-    """summary.json's time-to-accuracy fields (rundir.TARGET_FIELDS) of a cell with a target."""
+    """summary.json's time-to-accuracy fields (summary_schema.TARGET_FIELDS) of a cell with a target."""
     if cell.target_top1 is None:
         return {}
     hit = next((e for e in evals or [] if e["top1"] >= cell.target_top1), None) or {}

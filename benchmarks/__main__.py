@@ -8,10 +8,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from benchmarks import liveness, resources, schema
+from benchmarks import resources, schema
 from benchmarks.errors import ConfigError
-from benchmarks.freshstart import as_fresh_interpreter, is_forked_rank
-from benchmarks.rankexit import exit_rank
+from launchers.lifecycle import liveness
+from launchers.lifecycle.forked_rank import as_fresh_interpreter, exit_rank, is_forked_rank
 
 schema.register()
 
@@ -19,7 +19,7 @@ schema.register()
 # the shipped configs (benchmarks/resources.py), found relative to this package wherever it is installed
 @hydra.main(config_path="_shipped/conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    from benchmarks.app import run
+    from launchers.lifecycle.rank import run
 
     try:
         code = run(cfg)

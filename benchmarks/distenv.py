@@ -2,7 +2,7 @@
 
 Launchers differ in what they set: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, node list), OpenMPI's mpirun
-(OMPI_COMM_WORLD_*) and PMIx (PMIX_RANK); each launcher's module in benchmarks/launch/ reads its own.
+(OMPI_COMM_WORLD_*) and PMIx (PMIX_RANK); each launcher's module in launchers/programs/ reads its own.
 A plain `python -m benchmarks` is a world of one.
 """
 
@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from benchmarks.launch import LAUNCHERS
-from benchmarks.launch.base import RankVariables, integer
+from launchers.programs import LAUNCHERS
+from launchers.programs.base import RankVariables, integer
 
 DEFAULT_MASTER_PORT = 29500
 
@@ -59,7 +59,7 @@ def _port(environ: Mapping[str, str]) -> int:
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> DistEnv:
-    """Read the launcher's variables: each launcher of benchmarks/launch/ in its order (torchrun, horovodrun,
+    """Read the launcher's variables: each launcher of launchers/programs/ in its order (torchrun, horovodrun,
     OpenMPI, Slurm or PMIx) until one finds its own; none set: a world of one."""
     env = os.environ if environ is None else environ
     found = next(filter(None, (launcher.rank_variables(env) for launcher in LAUNCHERS.values())), None)

@@ -3,7 +3,7 @@
 Every rank evaluates its shard of the validation set (the sharding contract: each sample on exactly one
 rank, each epoch), and the counts are summed over the ranks, so W ranks give exactly the accuracy one
 process gets on the same data and weights. Rank 0 writes each evaluation to <run dir>/eval.jsonl
-(rundir.EVAL_FIELDS and EVAL_OPTIONAL_FIELDS) and its MLLOG events (benchmarks/mllog.py). Its time is
+(run_files.EVAL_FIELDS and EVAL_OPTIONAL_FIELDS) and its MLLOG events (benchmarks/mllog.py). Its time is
 logged apart (eval_s) and is in no training step: throughput never counts it.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.mllog import MlLog
-from benchmarks.rundir import EVAL_FILE
+from benchmarks.rundir.run_files import EVAL_FILE
 
 
 @torch.no_grad()
@@ -133,7 +133,7 @@ class Validation:
         return self.reached is not None
 
     def target_fields(self) -> dict:
-        """summary.json's rundir.TARGET_FIELDS ({} without a target)."""
+        """summary.json's summary_schema.TARGET_FIELDS ({} without a target)."""
         if self.target_top1 is None:
             return {}
         hit = self.reached or {}

@@ -250,7 +250,7 @@ def measure(
     """The ceilings, then every case at every worker count. cfg_for(overrides) composes the config of a
     case (the user's overrides plus the case's); base is the user's own. A case or ceiling that cannot run
     here (nvImageCodec's on a CPU or without the package) is left out, with the reason in note()."""
-    from benchmarks.components import build_loader
+    from benchmarks.adapters import build_loader
     from benchmarks.validate import validate
 
     device = torch.device("cuda", 0) if base.system.device == "cuda" else torch.device("cpu")

@@ -17,8 +17,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
+from omegaconf import DictConfig
 
 from benchmarks.frameworks.base import Framework
 from benchmarks.loaders.base import EpochLoader
@@ -30,7 +32,13 @@ from benchmarks.runlog import RankLog
 from benchmarks.tasks.base import Task
 from benchmarks.telemetry import EnergyMeter
 from benchmarks.timing import make_step_timer, synchronize
-from benchmarks.watchdog import Watchdog
+
+
+class PhaseWatch(Protocol):
+    """What the loop tells a hang watchdog (launchers/lifecycle/watchdog.py Watchdog): the step timer it wraps,
+    so that each phase it marks is seen from outside the loop."""
+
+    def watch(self, timer: Any) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,7 +261,7 @@ def train(
     lr_schedule: LrSchedule | None = None,
     evaluation: Evaluation | None = None,
     events: MlLog | None = None,
-    watchdog: Watchdog | None = None,
+    watchdog: PhaseWatch | None = None,
     meter: EnergyMeter | None = None,
 ) -> LoopResult:
     """Run the plan's steps; every step's record goes to the rank log once its times are read (the loss
@@ -386,4 +394,19 @@ def train(
         last_loss=float(loss.detach().float().item()),
         stopped_at_target=stop,
         nonfinite_step=records.nonfinite_step,
+    )
+
+
+def plan_of(cfg: DictConfig, *, warmup: int, measured: int, window, amp_dtype, steps_per_epoch: int) -> LoopPlan:
+    """The loop's plan from the run's settings and its planned steps."""
+    return LoopPlan(
+        warmup_steps=warmup,
+        measured_steps=measured,
+        log_every=cfg.run.log_every,
+        amp_dtype=amp_dtype,
+        trailing_steps=window.extra_steps if window else 0,
+        eval_every=cfg.run.eval_every_steps,
+        eval_every_epochs=cfg.run.eval_every_epochs,
+        steps_per_epoch=steps_per_epoch,
+        stop_on_nan=cfg.run.stop_on_nan,
     )

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.rundir import MLLOG_FILE
+from benchmarks.rundir.run_files import MLLOG_FILE
 
 TOKEN = ":::MLLOG"
 INTERVAL_START, INTERVAL_END, POINT_IN_TIME = "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME"

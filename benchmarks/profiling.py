@@ -9,7 +9,7 @@ Two ways to get one:
 - an explicit window (run.profile_steps=[first, last]) inside the run's steps; its raw trace
   (<run dir>/trace/rank<R>.pt.trace.json.gz) is kept, for HTA, Perfetto or TensorBoard.
 Steps the profiler covers are slower, so they are logged with profiled=true and left out of the
-throughput (benchmarks/rundir.py), as is the trace export; outside the window the profiler does not run.
+throughput (benchmarks/rundir/), as is the trace export; outside the window the profiler does not run.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import rundir, tracereduce
+from benchmarks import tracereduce
 from benchmarks.errors import ConfigError
+from benchmarks.rundir import run_files
 
 TRACE_DIR = "trace"
 
@@ -152,7 +153,7 @@ def reduce_trace(window: Window, *, run_dir: Path, rank: int) -> Path:
     # a device-only trace has no ProfilerStep marks: the window's steps are the profiler's schedule
     breakdown = tracereduce.trace_breakdown(tracereduce.read_trace(raw), steps=range(window.first, window.last + 1))
     out = tracereduce.breakdown_path(run_dir, rank)
-    rundir.write_json_atomic(
+    run_files.write_json_atomic(
         out,
         {
             "schema_version": tracereduce.BREAKDOWN_SCHEMA_VERSION,

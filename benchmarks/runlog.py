@@ -12,9 +12,16 @@ import platform
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from benchmarks.rundir import STEP_FIELDS
+from benchmarks import affinity
+from benchmarks.rundir import run_files
+from benchmarks.rundir.run_files import STEP_FIELDS
+
+if TYPE_CHECKING:
+    import torch
+
+    from benchmarks.distenv import DistEnv
 
 PROVENANCE_ENV_PREFIXES = (
     "NCCL_",
@@ -36,7 +43,7 @@ class RankLog:
         self._failed = False
 
     def write(self, record: dict[str, Any]) -> None:
-        """One line; a step record holds only rundir.STEP_FIELDS (the header has kind=header). A write that
+        """One line; a step record holds only run_files.STEP_FIELDS (the header has kind=header). A write that
         fails (a full disk, a file system gone) raises OSError naming this log's path."""
         assert record.get("kind") == "header" or record.keys() <= STEP_FIELDS.keys(), set(record) - set(STEP_FIELDS)
         try:
@@ -154,3 +161,21 @@ def container_provenance() -> dict[str, Any]:
     except ValueError:
         return {}
     return {"container": record} if isinstance(record, dict) and record else {}
+
+
+def header(env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:
+    """The rank log's first line: where this rank ran."""
+    return {
+        "kind": "header",
+        "schema_version": run_files.SCHEMA_VERSION,
+        "rank": env.rank,
+        "local_rank": env.local_rank,
+        "host": socket.gethostname(),
+        # the launcher's node of this rank (its ranks are numbered node by node): tells hosts apart that share a
+        # host name (containers, network namespaces)
+        "node": env.rank // max(1, env.local_world_size),
+        "device": str(device),
+        "pid": os.getpid(),
+        "cpus": affinity.compact(cpus),
+        "steps_per_epoch": steps_per_epoch,
+    }

@@ -19,12 +19,11 @@ from omegaconf import MISSING, OmegaConf
 
 from benchmarks.adapter_config import Choice
 from benchmarks.data.coldcache import CacheEvict, CacheState
-from benchmarks.data.staging import Stage
 from benchmarks.frameworks import configs as framework_configs
-from benchmarks.launch import SlurmLauncher
 from benchmarks.loaders import configs as loader_configs
 from benchmarks.models.configs import ModelConfig
 from benchmarks.optim_configs import OptimConfig
+from launchers.programs import SlurmLauncher
 
 
 class AmpDtype(Choice):
@@ -73,7 +72,7 @@ class ContainerRuntime(Choice):
 @dataclass
 class ContainerConfig:
     """system.container: the image every rank runs in (docs/containers.md). The software environment, like the
-    package versions: recorded in meta.json (`container`), never part of a run's identity (rundir.NOT_IDENTITY)."""
+    package versions: recorded in meta.json (`container`), never part of a run's identity (cell_identity.NOT_IDENTITY)."""
 
     runtime: ContainerRuntime = ContainerRuntime.none
     # apptainer, singularity: a .sif file; podman: an image reference (localhost/ddlbench:25.01); pyxis: an enroot
@@ -107,7 +106,7 @@ class SystemConfig:
     env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
     container: ContainerConfig = field(default_factory=ContainerConfig)  # the image the ranks run in
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
-    launcher: SlurmLauncher = SlurmLauncher.srun  # how ranks start in a Slurm job (benchmarks/launch/): srun, one
+    launcher: SlurmLauncher = SlurmLauncher.srun  # how ranks start in a Slurm job (launchers/programs/): srun, one
     # task per rank, or mpirun
     mpi: str = "pmix"  # srun --mpi=<plugin>; see `srun --mpi=list` on the site
     cpu_bind: str | None = None  # srun --cpu-bind=<value> (cores, map_ldom:...); local runs: cores (each rank binds
@@ -120,7 +119,7 @@ class SystemConfig:
     # --- several hosts without a scheduler (`ddlbench run` on the first; launchers/hosts.py) ---
     hosts: list[str] = field(default_factory=list)  # ranks_per_node ranks on each, e.g. [node1,node2]
     hostfile: str | None = None  # or the hosts as lines '<host> slots=<ranks per host>'
-    # --- node-local staging (data.stage=node_local; benchmarks/data/staging.py) ---
+    # --- node-local staging (data.stage=node_local; launchers/lifecycle/staging.py) ---
     # the node's own disk the data set is copied to: a path, or an environment variable expanded on the node
     # ('$SLURM_TMPDIR', '$TMPDIR'); null: data.stage=node_local is refused
     local_scratch: str | None = None
@@ -138,6 +137,18 @@ class CampaignConfig:
     gpus: list[int] = MISSING  # world sizes (ranks = GPUs on GPU systems)
     axes: dict[str, list[Any]] = field(default_factory=dict)  # override group/key -> values, e.g. framework: [ddp]
     repeats: int = 1
+
+
+class Stage(Choice):
+    """data.stage: where the loaders read the data set from."""
+
+    none = "none"  # data.path itself (the shared file system)
+    node_local = "node_local"  # a copy on each node's local scratch, made at the run's start
+
+
+def staging_enabled(data) -> bool:
+    """Whether a run stages its data (data.stage=node_local): the one test of it."""
+    return str(data.get("stage", Stage.none)) == Stage.node_local
 
 
 @dataclass
@@ -183,10 +194,10 @@ class RunConfig:
     eval_every_steps: int = 0
     eval_every_epochs: int = 0  # or at the end of every N-th epoch (one cadence: the other is 0)
     # stop at the first evaluation whose top-1 (a fraction) reaches it, once the warm-up steps are done;
-    # summary.json records time_to_target_s, samples_to_target, steps_to_target (rundir.TARGET_FIELDS)
+    # summary.json records time_to_target_s, samples_to_target, steps_to_target (summary_schema.TARGET_FIELDS)
     target_top1: float | None = None
     # a rank whose step does not advance for this many seconds stops the run as `hung`, every rank's stacks in
-    # its directory (benchmarks/watchdog.py); null: derived (HANG_FACTOR x the median step, at least
+    # its directory (launchers/lifecycle/watchdog.py); null: derived (HANG_FACTOR x the median step, at least
     # HANG_FLOOR_S: 300 s on a GPU, 60 s on a CPU; before the first steps and in an evaluation, HANG_START_S:
     # 1200 s / 300 s); 0: never
     hang_timeout_s: float | None = None
@@ -194,7 +205,7 @@ class RunConfig:
     # that costs throughput, so benchmarks leave it off; off, a diverged run completes and names the step
     stop_on_nan: bool = False
     # set by `ddlbench stash run` (gpu1, node, nodes, warm, cold): the run is one of a Stash study's paired
-    # runs, which the report pairs into stalls; not a setting of the run (rundir.NOT_IDENTITY)
+    # runs, which the report pairs into stalls; not a setting of the run (cell_identity.NOT_IDENTITY)
     stash_role: str | None = None
 
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import optim_configs, rundir
+from benchmarks import optim_configs
 from benchmarks.adapter_config import adapter_config
-from benchmarks.data import staging
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import framework_config, node_layout
 from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, TaskKind, task_of
+from benchmarks.rundir import cell_identity
+from benchmarks.schema import staging_enabled
 
 
 def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
@@ -102,7 +103,7 @@ def validate(cfg: DictConfig, *, check_device: bool = True) -> None:
 
 def _check_staging(cfg: DictConfig) -> None:
     """data.stage=node_local needs data to copy and a place on the node to copy it to."""
-    if not staging.enabled(cfg.data):
+    if not staging_enabled(cfg.data):
         return
     if not cfg.loader.needs_data:
         raise ConfigError(
@@ -115,19 +116,6 @@ def _check_staging(cfg: DictConfig) -> None:
             "system.local_scratch=<a folder on the node's own disk> (a system profile may say local_scratch: $TMPDIR, "
             "expanded on the node) or data.stage=none"
         )
-
-
-def staged_sources(cfg: DictConfig) -> list[str]:
-    """The folders data.stage=node_local copies to each node: data.path, and data.val_path where set."""
-    return [str(p) for p in (cfg.data.path, cfg.data.val_path) if p]
-
-
-def check_staging_fits(cfg: DictConfig) -> None:
-    """What the submit host can tell before a staged run starts (campaign plan and submit): its data set fits
-    system.local_scratch_gb (walked once per folder; not checked where the size is null)."""
-    if not staging.enabled(cfg.data):
-        return
-    staging.check_fits(staged_sources(cfg), local_scratch_gb=cfg.system.local_scratch_gb)
 
 
 def _env_variable(node: DictConfig, key: str) -> str | None:
@@ -306,8 +294,8 @@ def resolved_num_classes(cfg: DictConfig) -> int | str:
 
 
 def resolve_run_dir(cfg: DictConfig, *, world_size: int, num_nodes: int) -> Path:
-    """run.dir when given, else runs/<campaign>/<readable name>-<cell hash>-r<repeat> (benchmarks/rundir.py)."""
-    return rundir.run_dir(settings(cfg), world_size=world_size, num_nodes=num_nodes)
+    """run.dir when given, else runs/<campaign>/<readable name>-<cell hash>-r<repeat> (benchmarks/rundir/)."""
+    return cell_identity.run_dir(settings(cfg), world_size=world_size, num_nodes=num_nodes)
 
 
 def settings(cfg: DictConfig) -> dict:
@@ -501,7 +489,7 @@ def _tfrecord_samples(root: str, needed: int, _changed_ns) -> tuple[list[str], i
 
 
 def check_hang_timeout_s(hang_timeout_s: float | None) -> None:
-    """run.hang_timeout_s is seconds > 0, 0 (no hang watchdog) or null (derived: benchmarks/watchdog.py)."""
+    """run.hang_timeout_s is seconds > 0, 0 (no hang watchdog) or null (derived: launchers/lifecycle/watchdog.py)."""
     if hang_timeout_s is not None and (hang_timeout_s < 0 or hang_timeout_s != hang_timeout_s):
         raise ConfigError(
             f"run.hang_timeout_s={hang_timeout_s} is not allowed; pass seconds > 0, 0 (no hang watchdog) or "

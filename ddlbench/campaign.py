@@ -25,7 +25,7 @@ import sys
 from ddlbench.preflight import add_budget
 from launchers import scheduler, submit
 from launchers.campaign import Cell, plan, reasons
-from launchers.preflight import Failed
+from launchers.lifecycle.preflight import Failed
 
 
 def format_table(rows: list[tuple[Cell, str, str]]) -> str:
@@ -219,7 +219,7 @@ def screened(cfg, cells: list[Cell], args: argparse.Namespace) -> list[str]:
     queued; a dry run starts nothing and takes the newest preflight kept in the campaign (or none);
     --keep-slow records the slow nodes and excludes none."""
     from ddlbench.preflight import say
-    from launchers import preflight
+    from launchers.lifecycle import preflight
 
     campaign = cfg.run.campaign
     if args.dry_run:

@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # before or after a launcher ran (a run's own interruption: launchers/supervise.py)
+    except (
+        KeyboardInterrupt
+    ):  # before or after a launcher ran (a run's own interruption: launchers/lifecycle/supervise.py)
         print("ddlbench: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # a full disk, a refused directory, a bug: one line, the traceback in a file

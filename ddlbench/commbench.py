@@ -11,12 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import launch
 from benchmarks.commbench import add_sweep_arguments, parse_ops
 from benchmarks.errors import ConfigError
-from launchers import local
+from launchers import local, programs
 from launchers.commbench import DEFAULT_HOSTS_PORT, check_backends, commbench_command, hosts_commands, launcher_for
-from launchers.supervise import announce
+from launchers.lifecycle.supervise import announce
 
 
 def default_out(nproc: int, backends: str) -> Path:
@@ -86,7 +85,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     write_hostfile = None
     if hosts:
         port = args.master_port or DEFAULT_HOSTS_PORT
-        if hostfile is None and launch.LAUNCHERS[launcher].reads_hostfile:  # written beside the results
+        if hostfile is None and programs.LAUNCHERS[launcher].reads_hostfile:  # written beside the results
             write_hostfile = out.with_suffix(".hostfile").resolve()
             hostfile = str(write_hostfile)
         launches = hosts_commands(
@@ -98,7 +97,7 @@ def cmd_commbench(args: argparse.Namespace) -> int:
             hostfile=hostfile,
         )
         node_rank = 0
-        if launch.LAUNCHERS[launcher].runs_on_every_host:
+        if programs.LAUNCHERS[launcher].runs_on_every_host:
             if args.node_rank is None:
                 raise ConfigError(
                     f"{launcher} runs on every host: pass --node-rank 0..{len(hosts) - 1} (this host's "

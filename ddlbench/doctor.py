@@ -1,4 +1,4 @@
-"""`ddlbench doctor`: what this machine can run, and how to fix what it cannot (the checks: benchmarks/doctor.py)."""
+"""`ddlbench doctor`: what this machine can run, and how to fix what it cannot (the checks: launchers/lifecycle/doctor.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
-    from benchmarks.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
+    from launchers.lifecycle.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
 
     if args.overrides:
         from benchmarks.config import compose
@@ -33,7 +33,7 @@ def _cuda_driver(cfg, overrides: list[str]):
     compute node)."""
     import torch
 
-    from benchmarks.doctor import cuda_fit, driver_of_this_host
+    from launchers.lifecycle.doctor import cuda_fit, driver_of_this_host
     from launchers.node_python import node_python
 
     doctor = shlex.join([node_python(cfg.system), "-m", "ddlbench", "doctor", *overrides])
@@ -52,8 +52,8 @@ def _node_python(cfg) -> list:
     """The Python the jobs run on the nodes, with a warning where they may not see it (launchers/node_python.py):
     for system.hosts, and for Slurm (a profile with a partition or an account, or a submit host whose controller
     answers); nothing for a run on this machine alone, or where every node of the partition is this host."""
-    from benchmarks.doctor import Check
     from launchers import scheduler
+    from launchers.lifecycle.doctor import Check
     from launchers.node_python import filesystem_of, node_python, only_this_host, python_warning
 
     system = cfg.system
@@ -81,9 +81,9 @@ def _container(cfg) -> list:
     """The image the ranks run in (system.container): its runtime here, the image and its digest; nothing
     without one. A runtime not installed here is a warning on a Slurm profile (the nodes have it, the login
     node may not), missing elsewhere."""
-    from benchmarks.doctor import Check
     from benchmarks.errors import ConfigError
     from launchers import container as images
+    from launchers.lifecycle.doctor import Check
 
     try:
         found = images.of(cfg.system, run_root=cfg.run.root)

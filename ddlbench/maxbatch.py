@@ -184,9 +184,9 @@ def _output_to(path: Path):
 def probe_in_this_process(overrides: list[str]) -> int:
     """One maxbatch probe as a world of one in this process, as `ddlbench run` would start its rank: the
     config checked first, system.env in the environment, a free rendezvous port."""
-    from benchmarks.app import run_here
     from benchmarks.config import compose
     from benchmarks.validate import check_data, validate
+    from launchers.lifecycle.rank import run_here
 
     cfg = compose(overrides)
     validate(cfg)
@@ -200,11 +200,12 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     """The largest run.per_gpu_batch that fits in GPU memory: each probe a short run in a fresh run directory
     of a scratch campaign (on one GPU in this process, on several a `ddlbench run`); a probe fits when it
     completes, and fails on out of memory."""
-    from benchmarks import rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import node_layout
+    from benchmarks.rundir import run_files, summary_schema
     from benchmarks.validate import resolve_run_dir
     from ddlbench.maxbatch import Probe, device_capacity_bytes, search
+    from launchers.lifecycle import rundir_state
 
     cfg = compose(args.overrides)
     if cfg.system.device != "cuda":
@@ -248,16 +249,16 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                 code = probe_in_this_process([*overrides, f"run.dir={run_dir.resolve()}"])
             else:
                 code = cmd_run(argparse.Namespace(overrides=overrides, dry_run=False))
-        summary = rundir.read_summary(run_dir) or {}
+        summary = run_files.read_summary(run_dir) or {}
         probe = {
             "batch": batch,
             "run_dir": run_dir,
-            **{k: summary.get(k) for k in (*rundir.MEMORY_FIELDS, "throughput_img_s")},
+            **{k: summary.get(k) for k in (*summary_schema.MEMORY_FIELDS, "throughput_img_s")},
         }
-        if code == 0 and rundir.state(run_dir) == "completed":
+        if code == 0 and rundir_state.state(run_dir) == "completed":
             probes.append({**probe, "status": "fits"})
             return Probe(batch, True, probe["peak_allocated_bytes"])
-        if rundir.ran_out_of_memory(run_dir):
+        if summary_schema.ran_out_of_memory(run_dir):
             probes.append({**probe, "status": "out of memory"})
             return Probe(batch, False)
         probes.append({**probe, "status": "failed"})

@@ -1,14 +1,14 @@
 """`ddlbench preflight`: screen the nodes before a campaign spends its allocation (docs/preflight.md): a GEMM rate
 on every GPU (or the CPU) of each node and the all-reduce bandwidth between pairs of nodes; the slow ones are
 named, kept in runs/<campaign>/preflight/, and `campaign submit --preflight` excludes them. The launch and
-the record are launchers/preflight.py, the measurement benchmarks/preflight/."""
+the record are launchers/lifecycle/preflight/__init__.py, the measurement launchers/lifecycle/preflight/."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from launchers import preflight
+from launchers.lifecycle import preflight
 
 
 def say(screen: preflight.Screen, *, kept: bool = False) -> None:

@@ -8,9 +8,10 @@ import socket
 import sys
 from pathlib import Path
 
-from benchmarks import rundir
 from benchmarks.errors import ConfigError
+from benchmarks.rundir import cell_identity, summary_schema
 from ddlbench.reports import cmd_results
+from launchers.lifecycle import rundir_state
 
 
 def free_port() -> int:
@@ -19,8 +20,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# run-directory states (benchmarks/rundir.py) that a launch of the cell moves into <campaign>/attic/ and runs again
-RETRY_STATES = (*sorted(rundir.RETRIED_STATES), "dead")
+# run-directory states (benchmarks/rundir/) that a launch of the cell moves into <campaign>/attic/ and runs again
+RETRY_STATES = (*sorted(summary_schema.RETRIED_STATES), "dead")
 
 
 class CellCompleted(ConfigError):
@@ -28,13 +29,13 @@ class CellCompleted(ConfigError):
 
 
 class HeldElsewhere(ConfigError):
-    """The cell's run directory is held by a live run of another launch (benchmarks/liveness.py)."""
+    """The cell's run directory is held by a live run of another launch (launchers/lifecycle/liveness.py)."""
 
 
 def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
     """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
     repeat = int(cfg.run.repeat)
-    while rundir.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
+    while rundir_state.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
         repeat += 1
     return repeat
 
@@ -43,8 +44,8 @@ def repeat_dir(cfg, *, repeat: int, world_size: int, num_nodes: int) -> Path:
     """The run directory of this config's cell at run.repeat=`repeat` (run.dir aside)."""
     from benchmarks.validate import settings
 
-    flat = {**rundir.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
-    return rundir.run_dir(flat, world_size=world_size, num_nodes=num_nodes)
+    flat = {**cell_identity.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
+    return cell_identity.run_dir(flat, world_size=world_size, num_nodes=num_nodes)
 
 
 def repeat_is_fixed(overrides: list[str]) -> bool:
@@ -60,11 +61,11 @@ def take_run_dir(
     failed, interrupted, hung or dead run there: moved into <campaign>/attic/ with its reason (when `claim`;
     a dry run only says what would run). claim: make this process the directory's owner (owner.json created
     exclusively: of two launches at once, one gets the directory and the other looks again)."""
-    from benchmarks import liveness
+    from launchers.lifecycle import liveness
 
     repeat = int(cfg.run.repeat)
     while True:
-        state = rundir.state(run_dir)
+        state = rundir_state.state(run_dir)
         if state == "completed":
             free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
             raise CellCompleted(
@@ -72,7 +73,7 @@ def take_run_dir(
                 f"run.repeat={free} or another run.campaign"
             )
         if state == "running":
-            life = rundir.life(run_dir)
+            life = rundir_state.life(run_dir)
             if not next_if_held:
                 raise HeldElsewhere(
                     f"run directory {run_dir} is in use: {life.says()}; wait for it to end, or leave out "
@@ -89,14 +90,14 @@ def take_run_dir(
         if not claim:
             return run_dir, repeat
         if state in RETRY_STATES:
-            attic = run_dir.parent / rundir.ATTIC
+            attic = run_dir.parent / rundir_state.ATTIC
             if state == "dead":
-                moved = rundir.reap(run_dir, attic, life := rundir.life(run_dir))
+                moved = rundir_state.reap(run_dir, attic, life := rundir_state.life(run_dir))
                 if moved is None:
                     continue  # it changed meanwhile (another launch took it): look again
                 state = f"dead ({life.says()})"
             else:
-                moved = rundir.move_aside(run_dir, attic, reason=state)
+                moved = rundir_state.move_aside(run_dir, attic, reason=state)
             # kept for the post-mortem, out of the cell's place: the retry runs
             print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
         try:
@@ -207,12 +208,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Validate everything, then start system.ranks_per_node local ranks with the framework's launcher (one
     process for a single-process framework, DataParallel, which drives them as GPUs: FrameworkConfig.local_layout);
     with system.hosts or system.hostfile, that many on each host (launchers/hosts.py)."""
-    from benchmarks import affinity, liveness
+    from benchmarks import affinity
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.validate import check_data, validate, warnings
     from launchers import hosts as several
+    from launchers.lifecycle import liveness
 
     if getattr(args, "multirun", False):
         return cmd_run_multirun(args)
@@ -240,14 +242,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[ddlbench] warning: {warning}", file=sys.stderr, flush=True)
     affinity.check_local(cfg.system.cpu_bind)
     # torch and the adapters only for a config that passed the checks above: a typo answers at once
-    from benchmarks import components
+    from benchmarks import adapters
     from benchmarks.validate import resolve_run_dir
 
     # constructing the adapters imports their libraries: a missing horovod, deepspeed, DALI (or transformers,
     # for the model's task) is a one-line error here, not a traceback from inside the launcher
-    framework = components.build_framework(cfg)
-    components.build_loader(cfg)
-    components.build_task(cfg)
+    framework = adapters.build_framework(cfg)
+    adapters.build_loader(cfg)
+    adapters.build_task(cfg)
     nproc, devices_per_process = node_layout(cfg)
     spread = several.hosts_of(cfg.system)  # None: this machine alone
     num_nodes = len(spread.hosts) if spread else 1
@@ -276,14 +278,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: int) -> int:
     """cmd_run once the run directory is this process's: the launch command, then the launch."""
-    from benchmarks import launch
-    from benchmarks.freshstart import import_what_ranks_import_late
-    from benchmarks.launch.base import LOCAL
     from launchers import container as image
     from launchers import hosts as several
+    from launchers import programs
+    from launchers.lifecycle.forked_rank import import_what_ranks_import_late
+    from launchers.lifecycle.supervise import INTERRUPTED_EXIT, announce, run_launcher
     from launchers.local import local_command, ranks_may_fork
     from launchers.node_python import node_python
-    from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
+    from launchers.programs.base import LOCAL
 
     num_nodes = len(spread.hosts) if spread else 1
     taken_repeat = [] if repeat == int(cfg.run.repeat) else [f"run.repeat={repeat}"]  # a live run held the asked one
@@ -340,7 +342,7 @@ def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: 
         path.write_text(text)
     if fork_ranks:
         import_what_ranks_import_late(type(framework))
-    forks = spread is None and inside is None and launch.get(cfg.framework.local_launcher, LOCAL).forks
+    forks = spread is None and inside is None and programs.get(cfg.framework.local_launcher, LOCAL).forks
     name = f"{cfg.framework.local_launcher} on {num_nodes} hosts" if spread else None
     code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name, cleanup=cleanup)
     if code not in (0, INTERRUPTED_EXIT) and not run_dir.is_dir():

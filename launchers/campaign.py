@@ -1,6 +1,6 @@
 """Campaigns, the plan: an experiment's `campaign:` grid -> its cells, one Slurm job each.
 
-A cell is one run directory (runs/<campaign>/<name>-<cell hash>-r<R>, benchmarks/rundir.py), so
+A cell is one run directory (runs/<campaign>/<name>-<cell hash>-r<R>, benchmarks/rundir/), so
 the run directories are the truth of what ran. Pure planning: no scheduler, no files written.
 The rest of `ddlbench campaign plan|submit|status`: launchers/submit.py (sbatch and the ledger),
 launchers/scheduler.py (what Slurm says), ddlbench/campaign.py (the commands).
@@ -63,7 +63,8 @@ def plan(overrides: list[str]) -> tuple[object, list[Cell]]:
     from benchmarks.config import compose, options
     from benchmarks.errors import ConfigError
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
-    from benchmarks.validate import check_data, check_staging_fits, validate
+    from benchmarks.validate import check_data, validate
+    from launchers.lifecycle.staging import check_staging_fits
 
     if not any(o.startswith("experiment=") for o in overrides):
         raise ConfigError(f"campaign needs experiment=<name>; choose one of: {', '.join(options('experiment'))}")
@@ -227,19 +228,19 @@ def reasons(cells: list[Cell]) -> list[tuple[int, str]]:
 
 
 def _settings(cfg) -> dict:
-    """A cell's resolved settings, flat (rundir.flatten): what its run directories are named from."""
+    """A cell's resolved settings, flat (cell_identity.flatten): what its run directories are named from."""
     from omegaconf import OmegaConf
 
-    from benchmarks import rundir
+    from benchmarks.rundir import cell_identity
 
-    return rundir.flatten(OmegaConf.to_container(cfg, resolve=True))
+    return cell_identity.flatten(OmegaConf.to_container(cfg, resolve=True))
 
 
 def _run_dir(settings: dict, *, num_gpus: int, num_nodes: int, repeat: int) -> Path:
     """What benchmarks.validate.resolve_run_dir gives the job for this allocation and run.repeat."""
-    from benchmarks import rundir
+    from benchmarks.rundir import cell_identity
 
-    return rundir.run_dir({**settings, "run.repeat": repeat}, world_size=num_gpus, num_nodes=num_nodes).resolve()
+    return cell_identity.run_dir({**settings, "run.repeat": repeat}, world_size=num_gpus, num_nodes=num_nodes).resolve()
 
 
 def check_distinct(cells: list[Cell]) -> None:

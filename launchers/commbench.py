@@ -1,5 +1,5 @@
 """`ddlbench commbench`'s launch: start the ranks of `python -m benchmarks.commbench` through the same
-launchers as `ddlbench run` (benchmarks/launch/: their argv on this machine, or across --hosts /
+launchers as `ddlbench run` (launchers/programs/: their argv on this machine, or across --hosts /
 --hostfile); the ranks do the work (benchmarks/commbench/); the command is ddlbench/commbench.py."""
 
 from __future__ import annotations
@@ -7,14 +7,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 
-from benchmarks import launch
 from benchmarks.adapter_config import config_default
 from benchmarks.commbench import BACKENDS, MPI, framework_of, rendezvous_of
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.frameworks.configs import LocalLauncher, Rendezvous
-from benchmarks.launch.base import LOCAL, RankProgram
-from launchers import local
+from launchers import local, programs
+from launchers.programs.base import LOCAL, RankProgram
 
 MODULE = "benchmarks.commbench"
 MPI_FIX = "pip install 'ddlbench[mpi]' (mpi4py; needs an MPI library, e.g. apt-get install -y openmpi-bin)"
@@ -75,7 +74,7 @@ def check_backends(backends: Sequence[str], *, device: str) -> None:
 def commbench_command(*, launcher: str, nproc: int, master_port: int, rank_args: Sequence[str]) -> list[str]:
     """The argv that starts `nproc` local commbench ranks with a registered local launcher."""
     shape = local.local_shape(nproc=nproc, master_port=master_port)
-    return launch.get(launcher, LOCAL, label="commbench launcher").one_host(shape, rank_program(rank_args))
+    return programs.get(launcher, LOCAL, label="commbench launcher").one_host(shape, rank_program(rank_args))
 
 
 def hosts_commands(
@@ -89,5 +88,5 @@ def hosts_commands(
 ) -> list[tuple[str, list[str]]]:
     """(host, argv) of every launch across hosts: one per host for torchrun/deepspeed, one on hosts[0] else."""
     shape = local.hosts_shape(hosts=hosts, ranks_per_node=nproc_per_host, master_port=master_port, hostfile=hostfile)
-    launch.get(launcher, LOCAL, label="commbench launcher")
+    programs.get(launcher, LOCAL, label="commbench launcher")
     return local.hosts_commands(launcher, shape, rank_program(rank_args))

@@ -14,7 +14,7 @@ command line:
 - podman: `podman run --rm --network host --ipc host --pid host --label ddlbench.run=TOKEN -e NAME... -v
   src:dst[:ro]... -w DIR IMAGE CMD` (podman-run(1); `-e NAME` passes the variable's value from the
   environment, `-e NAME*` every variable of that prefix). `--pid host`: the pid a rank logs (its log's header)
-  is its pid on the host, which is what tells a dead run from a live one (benchmarks/liveness.py: in a pid
+  is its pid on the host, which is what tells a dead run from a live one (launchers/lifecycle/liveness.py: in a pid
   namespace of its own, rank pid 15 would be the host's pid 15, alive); the launcher is no PID 1 then, so its
   signals act as on the host (podman refuses `--init` there: none is needed); the label lets the stop path
   remove every container of the run (`stop_argv`) when the podman client was killed and its container would
@@ -267,10 +267,11 @@ def for_run(cfg, *, run_dir: Path, token: str) -> Container | None:
     run.dir lies outside it), the node-local scratch too where the run stages its data (data.stage=node_local:
     a node's ranks must see the one copy its first rank makes), the project, the working directory and the data
     read-only; `token` labels its containers (podman)."""
-    from benchmarks.data.staging import enabled, scratch_mount
+    from benchmarks.schema import staging_enabled
+    from launchers.lifecycle.staging import scratch_mount
 
     root = Path(str(cfg.run.root)).resolve()
-    staged = enabled(cfg.data)
+    staged = staging_enabled(cfg.data)
     scratch = scratch_mount(cfg.system.get("local_scratch")) if staged else None
     runtime = str(cfg.system.container.runtime)
     if staged and scratch is None and runtime in ("podman", "pyxis"):  # apptainer binds the host's /tmp itself

@@ -1,6 +1,6 @@
 """`ddlbench run` across hosts without a scheduler: `system.hosts=[a,b]`, or `system.hostfile=PATH` (lines
 '<host> slots=<ranks per host>'), runs system.ranks_per_node ranks on each host through the framework's launcher
-(framework.local_launcher: the several_hosts argv of benchmarks/launch/).
+(framework.local_launcher: the several_hosts argv of launchers/programs/).
 
 Run it on the first host, which holds the rendezvous. horovodrun and mpirun start the other hosts' ranks
 themselves, over ssh. torchrun and deepspeed run on every host, so `ddlbench run` starts the other hosts'
@@ -28,10 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import launch
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import LOCAL, Launcher, training
-from launchers import local
+from launchers import local, programs
+from launchers.programs.base import LOCAL, Launcher, training
 
 # ssh never prompts: a host that asks for a password is a host we cannot reach
 SSH = ("ssh", "-o", "BatchMode=yes")
@@ -204,7 +203,7 @@ def plan(
     python: what the ranks run (system.python, launchers/node_python.py; in a container, the image's);
     container: the prefix that runs each host's launcher inside an image, cleanup what removes a host's
     containers once its launcher is stopped (launchers/container.py)."""
-    if container and not launch.get(launcher, LOCAL).runs_on_every_host:
+    if container and not programs.get(launcher, LOCAL).runs_on_every_host:
         raise ConfigError(
             f"system.container with system.hosts needs a launcher that runs on every host, inside its container "
             f"(torchrun, deepspeed); framework.local_launcher={launcher} would start the other hosts' ranks over ssh "
@@ -212,7 +211,7 @@ def plan(
         )
     written = None
     hostfile = hosts.hostfile
-    if hostfile is None and launch.get(launcher, LOCAL).reads_hostfile:
+    if hostfile is None and programs.get(launcher, LOCAL).reads_hostfile:
         path = run_dir / HOSTFILE
         written, hostfile = (path, local.hostfile_text(hosts.hosts, slots=ranks_per_node)), str(path)
     shape = local.hosts_shape(
@@ -228,7 +227,7 @@ def plan(
     except NotImplementedError:
         raise ConfigError(
             f"framework.local_launcher={launcher} does not start ranks across hosts; choose one of "
-            f"{', '.join(n for n, item in launch.LAUNCHERS.items() if _across(item))}"
+            f"{', '.join(n for n, item in programs.LAUNCHERS.items() if _across(item))}"
         ) from None
     if len(launches) == 1:
         return Launch(argv=launches[0][1], shown=[(launches[0][0], shlex.join(launches[0][1]))], hostfile=written)

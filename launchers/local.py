@@ -1,5 +1,5 @@
 """Launch without a scheduler: N local ranks of a rank program through the launcher framework.local_launcher
-names (benchmarks/launch/, one module per launcher), or the same launchers across several hosts (a host
+names (launchers/programs/, one module per launcher), or the same launchers across several hosts (a host
 list or a hostfile: no Slurm). Launchers that run on every host (torchrun, deepspeed --no_ssh) get one argv
 per host (JobShape.node_rank says which); the others (horovodrun, mpirun) run once, on hosts[0], and start
 the other hosts' ranks over ssh. Quoting is never done here; argv lists go to subprocess as they are, and
@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from benchmarks import launch
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import LOCAL, JobShape, RankProgram, training
+from launchers import programs
+from launchers.programs.base import LOCAL, JobShape, RankProgram, training
 
 
 def local_shape(*, nproc: int, master_port: int, as_root: bool | None = None, fork_ranks: bool = False) -> JobShape:
@@ -59,7 +59,7 @@ def local_command(
     prefix that runs the launcher and its ranks inside an image (launchers/container.py), `python` the image's."""
     assert not (fork_ranks and container), "a container's ranks never fork from ddlbench run"
     shape = local_shape(nproc=nproc, master_port=master_port, as_root=as_root, fork_ranks=fork_ranks)
-    return [*container, *launch.get(launcher, LOCAL).one_host(shape, training(overrides, python=python))]
+    return [*container, *programs.get(launcher, LOCAL).one_host(shape, training(overrides, python=python))]
 
 
 # --- several hosts, no scheduler ---------------------------------------------------------------
@@ -135,7 +135,7 @@ def hosts_shape(
 def hosts_commands(launcher: str, shape: JobShape, program: RankProgram) -> list[tuple[str, list[str]]]:
     """(host, argv) for every launch a multi-host job needs: one per host for a launcher that runs on every
     host, else one on hosts[0]."""
-    chosen = launch.get(launcher, LOCAL)
+    chosen = programs.get(launcher, LOCAL)
     if not chosen.runs_on_every_host:
         return [(shape.hosts[0], chosen.several_hosts(replace(shape, node_rank=0), program))]
     return [(host, chosen.several_hosts(replace(shape, node_rank=i), program)) for i, host in enumerate(shape.hosts)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import RankProgram, training
+from launchers.programs.base import RankProgram, training
 
 PREFIX = "ddlb-"
 SUBNET = "10.77.0"

@@ -1,7 +1,7 @@
 """Slurm launch: the sbatch command for one run, and the rank launch inside the job.
 
 Pure builders return an argv: the rank launch is the in_allocation argv of the launcher system.launcher
-names (benchmarks/launch/: srun or mpirun), sbatch takes plain values. Every Hydra override is checked with benchmarks.config.check_override before it
+names (launchers/programs/: srun or mpirun), sbatch takes plain values. Every Hydra override is checked with benchmarks.config.check_override before it
 joins a command line (step_command, sbatch), so nothing a shell would act on ever reaches one, and
 argvs go to subprocess as lists (shlex.join only renders them for humans).
 
@@ -21,11 +21,11 @@ from pathlib import Path
 from benchmarks import resources
 from benchmarks.config import check_override
 from benchmarks.errors import ConfigError
-from benchmarks.launch import get as launcher_named
-from benchmarks.launch.base import SLURM, JobShape, first_host, training
 from launchers import container as image
 from launchers.container import Container
-from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
+from launchers.lifecycle.supervise import INTERRUPTED_EXIT, announce, run_launcher
+from launchers.programs import get as launcher_named
+from launchers.programs.base import SLURM, JobShape, first_host, training
 
 RUN_SCRIPT = resources.slurm_script()
 # variables of another launcher that would make distenv ignore the Slurm/MPI ones
@@ -223,11 +223,12 @@ def launch(
     cells_file: Path | None = None,
 ) -> int:
     """Start every rank of this Slurm job; non-zero if any rank failed or no completed summary appeared."""
-    from benchmarks import rundir
     from benchmarks.config import compose
     from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
     from benchmarks.frameworks.configs import node_layout
+    from benchmarks.rundir import run_files
     from benchmarks.validate import check_data, resolve_run_dir, validate
+    from launchers.lifecycle import rundir_state
 
     environ = dict(os.environ if environ is None else environ)
     if cells_file is not None:
@@ -256,9 +257,11 @@ def launch(
         world_size = node_layout(cfg)[1]
     check_data(cfg, world_size=world_size)  # once, on the batch host: the ranks do not scan the data set
     run_dir = resolve_run_dir(cfg, world_size=world_size, num_nodes=nodes).resolve()
-    if rundir.taken(run_dir):
-        state = rundir.state(run_dir)
-        held = f"is in use: {rundir.life(run_dir).says()}" if state == "running" else f"already holds a {state} run"
+    if rundir_state.taken(run_dir):
+        state = rundir_state.state(run_dir)
+        held = (
+            f"is in use: {rundir_state.life(run_dir).says()}" if state == "running" else f"already holds a {state} run"
+        )
         raise ConfigError(
             f"run directory {run_dir} {held} (never overwritten); `campaign submit` moves a failed or dead run "
             f"aside before it resubmits the cell, or pass run.repeat={cfg.run.repeat + 1} or another run.campaign"
@@ -289,7 +292,7 @@ def launch(
     announce(argv, dry_run=dry_run)
     if dry_run:
         return 0
-    # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/supervise.py)
+    # srun passes signals on to its tasks; a failed or interrupted run is written up (launchers/lifecycle/supervise.py)
     code = run_launcher(
         argv,
         env=env,
@@ -300,7 +303,7 @@ def launch(
     )
     if code == INTERRUPTED_EXIT:
         return code
-    status = _summary_status(run_dir / rundir.SUMMARY)
+    status = _summary_status(run_dir / run_files.SUMMARY)
     if code != 0 or status != "completed":
         reason = f"{argv[0]} exited with {code} (a rank failed)" if code else f"summary status is {status!r}"
         print(

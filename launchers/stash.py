@@ -36,11 +36,12 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import launch, resources
+from benchmarks import resources
 from benchmarks.adapter_config import Choice
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import LOCAL
-from launchers.supervise import INTERRUPTED_EXIT, announce, run_launcher
+from launchers import programs
+from launchers.lifecycle.supervise import INTERRUPTED_EXIT, announce, run_launcher
+from launchers.programs.base import LOCAL
 
 ROLES = ("gpu1", "node", "nodes", "warm", "cold")
 CONF_DIR = resources.conf_dir() / "stash"
@@ -241,8 +242,8 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
     """The paired runs of one study: one model, batch and steps, every role."""
     from omegaconf import OmegaConf
 
-    from benchmarks import rundir
     from benchmarks.config import compose
+    from benchmarks.rundir import cell_identity
     from benchmarks.validate import validate
 
     # each role's own keys are plain values: compose() composes each loader's choice once and applies them to
@@ -287,7 +288,7 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
             )
         for r in range(stash.repeats):
             repeat = repeat0 + r
-            name = rundir.dir_name(
+            name = cell_identity.dir_name(
                 OmegaConf.to_container(run_cfg, resolve=True), world_size=world, num_nodes=nodes, repeat=repeat
             )
             # warm and cold runs share a cell name; the cold one lives in its own folder (load.py reads any depth)
@@ -295,7 +296,7 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
             runs.append(
                 PlannedRun(
                     role=role,
-                    model=rundir.model_name_of(run_cfg.model),
+                    model=cell_identity.model_name_of(run_cfg.model),
                     loader=loader,
                     cache=cache,
                     world_size=world,
@@ -312,13 +313,13 @@ def _plan_point(stash: StashConfig, base: list[str], *, campaign: str, root: Pat
 
 
 def run_state(run: PlannedRun) -> str:
-    from benchmarks import rundir
+    from launchers.lifecycle import rundir_state
 
-    return rundir.state(run.run_dir)
+    return rundir_state.state(run.run_dir)
 
 
 def format_plan(stash: StashConfig, cfg, runs: list[PlannedRun], *, states: bool = True) -> str:
-    from benchmarks.rundir import model_name_of
+    from benchmarks.rundir.cell_identity import model_name_of
 
     header = (
         "role",
@@ -416,9 +417,9 @@ def _free_port() -> int:
 
 def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool = False) -> int:
     """Run every planned run that has no completed directory yet, one after the other."""
-    from benchmarks.components import adapter_class
-    from benchmarks.freshstart import import_what_ranks_import_late
+    from benchmarks.adapters import adapter_class
     from launchers import netns
+    from launchers.lifecycle.forked_rank import import_what_ranks_import_late
     from launchers.local import ranks_may_fork
 
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
@@ -476,8 +477,8 @@ def run_local(stash: StashConfig, cfg, runs: list[PlannedRun], *, dry_run: bool 
             announce(argv, dry_run=dry_run, label=f"stash {run.role} r{run.repeat}: ")
             if dry_run:
                 continue
-            # Ctrl-C, a killed rank 0, a launcher started as a fork: launchers/supervise.py
-            fork = launch.get(cfg.framework.local_launcher, LOCAL).forks
+            # Ctrl-C, a killed rank 0, a launcher started as a fork: launchers/lifecycle/supervise.py
+            fork = programs.get(cfg.framework.local_launcher, LOCAL).forks
             if ranks_may_fork(cfg):  # they fork from here (local_argv): import once what each would
                 import_what_ranks_import_late(adapter_class("framework", cfg.framework.name))
             code = run_launcher(argv, env=env, run_dir=run.run_dir, fork=fork)

@@ -20,15 +20,15 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks import liveness, rundir
 from benchmarks.errors import ConfigError
 from launchers import scheduler
 from launchers.campaign import Cell, job_overrides
+from launchers.lifecycle import liveness, rundir_state
 
 JOB_PREFIX = "ddlbench/"
 LEDGER = "jobs.jsonl"
 # run-directory states (benchmarks.rundir.state) of a cell that is submitted (again)
-# (a `running` one is left alone: its owner lives, benchmarks/liveness.py; a `dead` one is moved aside and retried)
+# (a `running` one is left alone: its owner lives, launchers/lifecycle/liveness.py; a `dead` one is moved aside and retried)
 SUBMIT_STATES = frozenset({"missing", "failed", "interrupted", "hung", "dead"})
 
 
@@ -110,7 +110,7 @@ def _sbatch_for_shape(
     cfg, cell: Cell, *, extra: Sequence[str] = (), exclude: Sequence[str] = (), **kwargs
 ) -> list[str]:
     """sbatch for one job of this cell's shape (nodes, ranks, GPUs) with the system profile's flags; exclude: the
-    nodes a preflight named slow (sbatch --exclude, launchers/preflight.py)."""
+    nodes a preflight named slow (sbatch --exclude, launchers/lifecycle/preflight/__init__.py)."""
     from launchers import slurm
     from launchers.node_python import node_python
 
@@ -244,13 +244,13 @@ def move_aside(cell: Cell, state: str, logs: Path) -> bool:
         if (
             life is None
             or life.state != "dead"
-            or (moved := rundir.reap(cell.run_dir, logs / rundir.ATTIC, life)) is None
+            or (moved := rundir_state.reap(cell.run_dir, logs / rundir_state.ATTIC, life)) is None
         ):
             print(f"[ddlbench] {cell.name}: another launch took it meanwhile; not submitted", file=sys.stderr)
             return False
         state = f"dead ({life.says()})"
     else:
-        moved = rundir.move_aside(cell.run_dir, logs / rundir.ATTIC, reason=state)
+        moved = rundir_state.move_aside(cell.run_dir, logs / rundir_state.ATTIC, reason=state)
     print(f"[ddlbench] {cell.name} was {state}: moved to {moved}", file=sys.stderr)
     return True
 
@@ -277,7 +277,7 @@ def by_shape(todo: list[tuple[Cell, str]]) -> list[list[tuple[Cell, str]]]:
 
 
 def cell_states(cfg, cells: list[Cell], *, strict: bool = True) -> list[tuple[Cell, str, str]]:
-    """(cell, state, detail): impossible | pending | running, or the run directory's rundir.state; strict:
+    """(cell, state, detail): impossible | pending | running, or the run directory's rundir_state.state; strict:
     see queued_jobs."""
     jobs = queued_jobs(cfg.run.campaign, strict=strict)
     submitted = ledger(cfg)
@@ -301,13 +301,13 @@ def cell_states(cfg, cells: list[Cell], *, strict: bool = True) -> list[tuple[Ce
 
 
 def run_state(run_dir: Path | None) -> tuple[str, liveness.Life | None]:
-    """rundir.state of a cell's run directory and, for one without a summary, its Life; a run that says it
+    """rundir_state.state of a cell's run directory and, for one without a summary, its Life; a run that says it
     is running but whose owner's Slurm job has ended (scontrol or sacct remember it) is dead at once, not
     after its heartbeat's limit (its owner was on another node)."""
-    state = rundir.state(run_dir)
+    state = rundir_state.state(run_dir)
     if state not in ("running", "dead"):
         return state, None
-    life = rundir.life(run_dir)
+    life = rundir_state.life(run_dir)
     job = (life.owner or {}).get("slurm_job_id")
     if life.state == "running" and job and scheduler.available():
         ended = scheduler.final_state(str(job))

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import app
-from benchmarks.components import AMP_DTYPES
+from benchmarks.adapters import AMP_DTYPES
 from benchmarks.config import compose
 from benchmarks.models import build_model
+from launchers.lifecycle import rank
 
 
 def bare_loop(
@@ -60,7 +60,7 @@ def bare_loop(
 
 def ddlbench_loop(*, overrides: list[str], root: Path, index: int) -> float:
     cfg = compose([*overrides, f"run.dir={root / f'round{index}'}", "run.log_every=0"])
-    assert app.run(cfg) == 0
+    assert rank.run(cfg) == 0
     return json.loads((root / f"round{index}" / "summary.json").read_text())["throughput_img_s"]
 
 

@@ -1,4 +1,4 @@
-"""What starting processes as forks saves (benchmarks/freshstart.py): the same small local CPU run (simple_cnn,
+"""What starting processes as forks saves (launchers/lifecycle/forked_rank.py): the same small local CPU run (simple_cnn,
 synthetic data, 3 steps) started three ways, alternating, each in a fresh `ddlbench run` process as a user
 starts it: `exec` (the launcher and its ranks fresh Pythons), `agent` (the launcher a fork of `ddlbench run`,
 Launcher.forks; its ranks fresh), `ranks` (the ranks forks of that launcher too, JobShape.fork_ranks); wall
@@ -27,9 +27,9 @@ MODES = ("exec", "agent", "ranks")
 CHILD = r"""
 import sys
 import launchers.local
-from benchmarks import launch
+from launchers import programs
 mode = sys.argv[1]
-for launcher in launch.LAUNCHERS.values():
+for launcher in programs.LAUNCHERS.values():
     type(launcher).forks = type(launcher).forks and mode != "exec"
 command = launchers.local.local_command
 launchers.local.local_command = lambda **kw: command(**{**kw, "fork_ranks": kw["fork_ranks"] and mode == "ranks"})

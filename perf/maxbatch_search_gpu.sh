@@ -5,7 +5,7 @@
 # left (--doubling --resolution 0 --start fit --max oom), which confirms the answer. FRESH=1 adds
 # --fresh-processes to every search (each probe a fresh `ddlbench run`: the search before). Each search is
 # capped at CAP_S (170) s by `timeout`. The log names the checksums of ddlbench/maxbatch.py, cli.py and
-# benchmarks/app.py, and $SRC_COMMIT where the caller sets it.
+# launchers/lifecycle/rank.py, and $SRC_COMMIT where the caller sets it.
 # Knobs: SEARCHES ("resnet50 bert_large fsdp_resnet50") CAP_S (170) BUDGET_S (480) FRESH (0).
 # The log is appended to $OUT/log.txt. Carry [".devwheels/base", ".devwheels/nlp"].
 # Results: docs/results/2026-12-03-h200-maxbatch.md
@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 {
 source perf/device_env.sh
 with_wheels transformers nlp
-echo "code: commit ${SRC_COMMIT:-unknown}"; sha256sum ddlbench/maxbatch.py ddlbench/cli.py benchmarks/app.py
+echo "code: commit ${SRC_COMMIT:-unknown}"; sha256sum ddlbench/maxbatch.py ddlbench/cli.py launchers/lifecycle/rank.py
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.free --format=csv,noheader
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 WAY=(); [[ "${FRESH:-0}" == 1 ]] && WAY=(--fresh-processes)

@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.launch.base import RankProgram  # noqa: E402
 from launchers import netns  # noqa: E402
+from launchers.programs.base import RankProgram  # noqa: E402
 
 TRAIN = (
     "model=shufflenet_v2",

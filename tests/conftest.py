@@ -152,7 +152,7 @@ def rank_processes() -> None:
 
 @pytest.fixture(scope="session")
 def rank_here() -> None:
-    """The test trains a rank in its own process (benchmarks.app.run_here, as `ddlbench maxbatch` probes one
+    """The test trains a rank in its own process (launchers.lifecycle.rank.run_here, as `ddlbench maxbatch` probes one
     GPU): a training run, so a multiproc test like those that start ranks."""
 
 
@@ -338,7 +338,7 @@ _READABLE = re.compile(r"(?P<head>[a-z0-9_]+-[a-z0-9_]+-[a-z0-9_]+)-g(?P<g>\d+)-
 
 
 def run_name_pattern(name: str) -> re.Pattern:
-    """The full directory name (benchmarks/rundir.py dir_name) of a readable name such as
+    """The full directory name (benchmarks/rundir/ dir_name) of a readable name such as
     ddp-synthetic-simple_cnn-g2-n1-b4-r0: <fw>-<loader>-<model>-<precision>-g2-n1-b4-<8 hex cell hash>-r0."""
     m = _READABLE.fullmatch(name)
     assert m, f"{name!r} is not <framework>-<loader>-<model>-g<W>-n<N>-b<B>-r<R>"

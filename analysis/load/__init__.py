@@ -20,11 +20,11 @@ Only `status == "completed"` runs are counted; everything else stays in `runs` w
 
 This module sanitises: no bytes in any file of a run directory make it raise, and what it hands on
 is well typed, so metrics and report never check types:
-- a step line is kept only when every field of rundir.STEP_FIELDS it holds has its type (integers
+- a step line is kept only when every field of run_files.STEP_FIELDS it holds has its type (integers
   >= 0, true/false, seconds finite and >= 0), the required ones are there, and its step was not
   logged before by the same rank; any other line is skipped and listed in `problems`. The steps
   table has STEP_FIELDS' dtypes (an optional integer field that some line lacks is nullable Int64;
-  a missing `profiled` is False, as rundir.is_measured reads it);
+  a missing `profiled` is False, as summary_schema.is_measured reads it);
 - a summary.json field of the wrong type (world_size "4", a list for wall_s, NaN for a count) is
   ignored and listed in `problems`; the run's identity (framework, loader, model, precision, batch,
   campaign, repeat, cache) comes from config.yaml and its size from meta.json, the same sources as

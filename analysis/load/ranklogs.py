@@ -1,5 +1,5 @@
 """rank<R>.jsonl -> the steps table: a header line, then one line per step, checked field by field against
-rundir.STEP_FIELDS (Arrow's multi-threaded JSON-lines reader where pyarrow is installed, a line-by-line
+run_files.STEP_FIELDS (Arrow's multi-threaded JSON-lines reader where pyarrow is installed, a line-by-line
 parser that names bad lines otherwise), and the ranks table (each rank log's host and local rank).
 """
 
@@ -29,7 +29,7 @@ from analysis.load.values import (
     schema_problem,
     valid_text,
 )
-from benchmarks import rundir
+from benchmarks.rundir import run_files
 
 try:  # the fast path: Arrow's multi-threaded JSON-lines reader (pure Python fallback below)
     import pyarrow as pa
@@ -43,7 +43,7 @@ RANK_LOG = re.compile(r"rank(\d+)\.jsonl$")
 
 
 # the per-step record written by benchmarks/loop.py (schema_version 1)
-STEP_FIELDS, REQUIRED_STEP_FIELDS = rundir.STEP_FIELDS, rundir.REQUIRED_STEP_FIELDS
+STEP_FIELDS, REQUIRED_STEP_FIELDS = run_files.STEP_FIELDS, run_files.REQUIRED_STEP_FIELDS
 
 
 HAVE_ARROW = pa is not None
@@ -239,7 +239,7 @@ def _with_rank(steps, rank: int):
 
 
 def _measured_ranks(parts: list) -> set[int]:
-    """The ranks with at least one measured step (not warm-up, not profiled: rundir.is_measured)."""
+    """The ranks with at least one measured step (not warm-up, not profiled: summary_schema.is_measured)."""
     ranks: set[int] = set()
     for steps in parts:
         if HAVE_ARROW:
@@ -251,7 +251,7 @@ def _measured_ranks(parts: list) -> set[int]:
 
 
 def _header_row(run_id: str, rank: int, header: dict) -> dict:
-    """A rank's place from its log's header line (benchmarks/app.py _header): its host (None where the header
+    """A rank's place from its log's header line (launchers/lifecycle/rank.py _header): its host (None where the header
     has no host name), local rank and node (None where the header predates it)."""
     host, local, node = header.get("host"), header.get("local_rank"), header.get("node")
     return {

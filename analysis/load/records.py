@@ -34,8 +34,8 @@ from analysis.load.values import (
     shape_problem,
     valid_text,
 )
-from benchmarks import rundir
-from benchmarks.rundir import EVAL_FIELDS, EVAL_FILE, EVAL_OPTIONAL_FIELDS
+from benchmarks.rundir import run_files
+from benchmarks.rundir.run_files import EVAL_FIELDS, EVAL_FILE, EVAL_OPTIONAL_FIELDS
 from benchmarks.tracereduce import TraceBreakdown
 
 TELEMETRY = re.compile(r"telemetry.*\.jsonl$")
@@ -150,7 +150,7 @@ def run_telemetry(run_dir: Path, row: dict, problems: Problems) -> list[dict]:
                 row["run_id"],
                 run_dir / name,
                 None,
-                f"telemetry of a run without a world_size (an integer >= 1) in {rundir.META}; skipped",
+                f"telemetry of a run without a world_size (an integer >= 1) in {run_files.META}; skipped",
             )
         return []
     return [record for name in names for record in _read_telemetry(run_dir / name, row["run_id"], problems)]

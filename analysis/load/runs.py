@@ -1,5 +1,5 @@
 """One run directory -> its row of the runs table: config.yaml (the run's identity, as its cell hash reads
-it), meta.json (size and provenance) and summary.json (each field checked against rundir.SUMMARY_FIELDS), and
+it), meta.json (size and provenance) and summary.json (each field checked against summary_schema.SUMMARY_FIELDS), and
 whether the run counts (its status and reason).
 """
 
@@ -29,9 +29,9 @@ from analysis.load.values import (
     shape_problem,
     valid_text,
 )
-from benchmarks import rundir
+from benchmarks.rundir import cell_identity, run_files, summary_schema
 
-SUMMARY, META, CONFIG = rundir.SUMMARY, rundir.META, rundir.CONFIG
+SUMMARY, META, CONFIG = run_files.SUMMARY, run_files.META, run_files.CONFIG
 
 
 # meta.json keys too bulky or too free-form for a table column (kept in the file)
@@ -74,7 +74,7 @@ RESERVED = {
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Every directory below root (root included) that looks like a run: config.yaml, meta.json, summary.json
-    or a rank log (rundir.holds_a_run's files: rank 0 writes config.yaml first, so a launch that died right
+    or a rank log (rundir_state.holds_a_run's files: rank 0 writes config.yaml first, so a launch that died right
     after is a run that did not count, never one that is not there)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -126,9 +126,9 @@ def _identify(row: dict, cfg: dict | None) -> str | None:
         return f"{META} has no world_size and num_nodes (integers >= 1): the run's size is unknown, so it belongs to no cell"
     try:  # settings no run writes raise: a list of mappings, a YAML date as a key, an infinite batch
         row.update(
-            cell_hash=rundir.cell_hash(cfg, world_size=world, num_nodes=nodes),
-            group_hash=rundir.group_hash(cfg, world_size=world, mode="weak"),
-            strong_group_hash=rundir.group_hash(cfg, world_size=world, mode="strong"),
+            cell_hash=cell_identity.cell_hash(cfg, world_size=world, num_nodes=nodes),
+            group_hash=cell_identity.group_hash(cfg, world_size=world, mode="weak"),
+            strong_group_hash=cell_identity.group_hash(cfg, world_size=world, mode="strong"),
         )
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         return f"{CONFIG} holds settings no run writes ({error}), so the run belongs to no cell"
@@ -144,8 +144,10 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
         problems.add(run_id, run_dir / CONFIG, None, error)
         return None
     flatten(cfg, "config.", row)
-    for key in rundir.AS_BEFORE:  # a setting added later, at the value runs ran with before it: not a setting
-        if rundir.as_before(key, row.get(f"config.{key}")):
+    for key in (
+        cell_identity.ADDED_SETTING_DEFAULTS
+    ):  # a setting added later, at the value runs ran with before it: not a setting
+        if cell_identity.is_added_setting_default(key, row.get(f"config.{key}")):
             del row[f"config.{key}"]
     for column, (key, kind) in SETTINGS.items():
         if (raw := _raw_setting(cfg, key)) is None:
@@ -163,7 +165,7 @@ def _read_config_into(run_dir: Path, names: list[str], run_id: str, row: dict, p
         and all(v is None or isinstance(v, bool) for v in (batch_norm, residual))
         and (size is None or is_name(size))
     ):
-        row["model"] = rundir.model_name(
+        row["model"] = cell_identity.model_name(
             valid_text(str(arch)),
             depth,
             width=width,
@@ -218,7 +220,7 @@ def _read_meta_into(run_dir: Path, names: list[str], run_id: str, row: dict, pro
 
 
 def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: Problems) -> None:
-    """summary.json's fields into the row: each known field only with its type (rundir.SUMMARY_FIELDS), other
+    """summary.json's fields into the row: each known field only with its type (summary_schema.SUMMARY_FIELDS), other
     keys only as plain scalars and never over the table's own columns. Where config.yaml already
     identifies the run it wins, and a summary that disagrees is listed; the size is meta.json's alone."""
     for key, value in summary.items():
@@ -228,10 +230,10 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
         elif key in RESERVED or "." in key:
             if key not in ("status", "cell_hash"):  # read below; the hash is recomputed from config.yaml
                 problems.add(run_id, path, None, f"key {key!r} would overwrite the runs table's own column; ignored")
-        elif key in rundir.SUMMARY_FIELDS:
+        elif key in summary_schema.SUMMARY_FIELDS:
             if value is None:
                 continue
-            value, expected = checked(value, rundir.SUMMARY_FIELDS[key])
+            value, expected = checked(value, summary_schema.SUMMARY_FIELDS[key])
             if expected:
                 problems.add(run_id, path, None, f"{key} {quoted(summary[key])} is not {expected}; ignored")
             elif key in SIZE or key == PROCESSES:
@@ -252,10 +254,12 @@ def _copy_summary(summary: dict, path: Path, run_id: str, row: dict, problems: P
 def _summary_status(summary: dict, row: dict, cfg: dict | None, rank_files: dict[int, Path]) -> tuple[str, str | None]:
     """(status, reason) of a run whose summary.json is readable and of a supported schema."""
     status = summary.get("status")
-    if isinstance(status, str) and status in rundir.RETRIED_STATES:  # failed, interrupted, hung: the summary says why
+    if (
+        isinstance(status, str) and status in summary_schema.RETRIED_STATES
+    ):  # failed, interrupted, hung: the summary says why
         error = summary.get("error")
         reason = f"{status}: {one_line(error) if isinstance(error, str) and error.strip() else 'no error recorded'}"
-        # every rank's own error (launchers/supervise.py): the one that failed first may not be rank 0
+        # every rank's own error (launchers/lifecycle/supervise.py): the one that failed first may not be rank 0
         ranks = summary.get("rank_errors")
         if isinstance(ranks, dict):
             shown = [f"rank {r}: {one_line(e)[:160]}" for r, e in ranks.items() if isinstance(e, str) and e != error]

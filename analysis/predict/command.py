@@ -232,8 +232,8 @@ def _reference_rows(cell: dict[str, Any], loader: str, name: str) -> pd.DataFram
 def cmd_predict(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
-    from benchmarks import rundir
     from benchmarks.config import compose
+    from benchmarks.rundir import cell_identity
 
     overrides = [*args.overrides, *([f"system={args.system}"] if args.system else [])]
     if not args.from_runs:
@@ -255,7 +255,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     system, model, framework = resolved["system"], resolved["model"], resolved["framework"]
     cell = {
-        "model": rundir.model_name_of(model),
+        "model": cell_identity.model_name_of(model),
         "per_gpu_batch": int(resolved["run"]["per_gpu_batch"]),
         "precision": resolved["precision"]["name"],
         "loader": loader_case(resolved["loader"]),

@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.commbench import suite
-    from benchmarks.rundir import write_json_atomic
+    from benchmarks.rundir.run_files import write_json_atomic
 
     args = parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -156,7 +156,7 @@ def _refuse(message: str) -> int:
 def _adapter(backend: str) -> type:
     """What measures a backend: its framework adapter (torch is torch.distributed itself, DDP's path), or
     mpi.MPIBackend, which has the same commbench methods."""
-    from benchmarks.components import adapter_class
+    from benchmarks.adapters import adapter_class
 
     if backend not in BACKENDS:
         raise SystemExit(f"--backends {backend!r} is unknown; choose from {', '.join(BACKENDS)}")
@@ -239,11 +239,11 @@ def format_table(records: list[dict]) -> str:
 
 if __name__ == "__main__":
     from benchmarks.errors import ConfigError
-    from benchmarks.rankexit import exit_rank
+    from launchers.lifecycle.forked_rank import exit_rank
 
     try:
         code = main()
     except ConfigError as error:  # one line, as the CLI prints it, not a traceback per rank
         print(f"ddlbench commbench: error: {error}", file=sys.stderr)
         code = 2
-    exit_rank(code)  # not interpreter finalization: benchmarks/rankexit.py says why
+    exit_rank(code)  # not interpreter finalization: launchers/lifecycle/forked_rank.py says why

@@ -53,7 +53,7 @@ class MPIBackend:
     @classmethod
     def commbench_join(cls) -> tuple[int, int, int]:
         MPI = _mpi()
-        # the rank ends in os._exit (benchmarks/rankexit.py), after the atexit handlers but before mpi4py's own
+        # the rank ends in os._exit (launchers/lifecycle/forked_rank.py), after the atexit handlers but before mpi4py's own
         # finalization: without MPI_Finalize here mpirun reports the job as failed
         atexit.register(lambda: MPI.Is_finalized() or MPI.Finalize())
         world = MPI.COMM_WORLD

@@ -41,7 +41,7 @@ class Framework(Protocol):
     @classmethod
     def preload(cls) -> None:
         """Import what this framework's ranks import only once they run (its library), in the process a CPU
-        run's ranks fork from (benchmarks/freshstart.py), so that they share it; nothing where none is late."""
+        run's ranks fork from (launchers/lifecycle/forked_rank.py), so that they share it; nothing where none is late."""
         ...
 
     @classmethod

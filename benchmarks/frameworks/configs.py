@@ -18,7 +18,7 @@ from omegaconf import II, MISSING, DictConfig, OmegaConf
 from benchmarks.adapter_config import AdapterConfig, Choice, is_unset
 from benchmarks.errors import ConfigError
 from benchmarks.gradients import Bucket, Gradient, buckets
-from benchmarks.launch import LocalLauncher  # how `ddlbench run` starts the ranks: benchmarks/launch/
+from launchers.programs import LocalLauncher  # how `ddlbench run` starts the ranks: launchers/programs/
 
 MiB = 1024 * 1024
 DDP_FIRST_BUCKET_BYTES = 1 * MiB  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES

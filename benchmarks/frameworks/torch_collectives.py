@@ -87,7 +87,7 @@ class TorchCollectives:
         group (DDP's reducer and a DeepSpeed engine hold the group and sit in reference cycles: left to
         the interpreter's exit they would be destroyed after it). Even so DDP's reducer keeps the gloo
         backend, and its worker threads, alive until the process ends; __main__ therefore ends the rank
-        without interpreter finalization (benchmarks/rankexit.py).
+        without interpreter finalization (launchers/lifecycle/forked_rank.py).
         """
         if not dist.is_initialized():
             return

@@ -14,7 +14,7 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.figures import IDEAL_LABEL
 from analysis.report import build_report
 from analysis.scaling import throughput_vs_gpus
-from benchmarks import rundir
+from benchmarks.rundir import cell_identity, run_files, summary_schema
 from ddlbench.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
@@ -35,10 +35,10 @@ def write_run(
         compose(["model=simple_cnn", "run.per_gpu_batch=4", *overrides, f"run.root={root}", f"run.repeat={repeat}"]),
         resolve=True,
     )
-    run_dir = rundir.run_dir(settings, world_size=world_size, num_nodes=1)
+    run_dir = cell_identity.run_dir(settings, world_size=world_size, num_nodes=1)
     run_dir.mkdir(parents=True)
-    (run_dir / rundir.CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(settings)))
-    (run_dir / rundir.META).write_text(json.dumps({"schema_version": 1, "world_size": world_size, "num_nodes": 1}))
+    (run_dir / run_files.CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(settings)))
+    (run_dir / run_files.META).write_text(json.dumps({"schema_version": 1, "world_size": world_size, "num_nodes": 1}))
     for rank in range(world_size):
         lines = [{"kind": "header", "schema_version": 1, "rank": rank}]
         for step in range(6):
@@ -59,10 +59,10 @@ def write_run(
                 }
             )
         (run_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    key = rundir.identity(settings, world_size=world_size, num_nodes=1)
-    summary = rundir.completed_summary(
+    key = cell_identity.identity(settings, world_size=world_size, num_nodes=1)
+    summary = summary_schema.completed_summary(
         key=key,
-        measured=rundir.throughput_of_run(run_dir, world_size=world_size),
+        measured=summary_schema.throughput_of_run(run_dir, world_size=world_size),
         wall_s=1.0,
         last_loss=1.0,
         warmup_steps=1,
@@ -76,7 +76,7 @@ def write_run(
             "campaign": settings["run"]["campaign"],
         },
     )
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
+    run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary)
     return summary
 
 

@@ -226,7 +226,7 @@ def _staged(root: Path, framework: str = "ddp", *, stage: str | None) -> Path:
 
 
 def test_a_later_setting_one_side_records_at_its_old_value_tells_cells_apart_and_pairs_by_it(tmp_path, capsys):
-    """data.stage=none is left out of a run (rundir.AS_BEFORE: older runs stay their cell); a campaign staged
+    """data.stage=none is left out of a run (cell_identity.ADDED_SETTING_DEFAULTS: older runs stay their cell); a campaign staged
     to node-local disk against one that read the shared file system differs in it all the same."""
     a, b = _staged(tmp_path / "staged", stage="node_local"), _staged(tmp_path / "shared", stage=None)
     assert by_hint(CampaignAnalysis(a).runs(), CampaignAnalysis(b).runs()) == ("data.stage", "node_local", "none")

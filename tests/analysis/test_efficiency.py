@@ -10,7 +10,7 @@ import pytest
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.results import format_results, results_table
-from benchmarks import rundir
+from benchmarks.rundir import run_files
 from tests.analysis.test_cells import write_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
@@ -42,9 +42,9 @@ CPU_FIELDS = {
 
 
 def _with(root, fields: dict) -> None:
-    for path in root.rglob(rundir.SUMMARY):
+    for path in root.rglob(run_files.SUMMARY):
         summary = json.loads(path.read_text())
-        rundir.write_json_atomic(path, summary | fields)
+        run_files.write_json_atomic(path, summary | fields)
 
 
 def test_results_show_mfu_and_energy_where_measured(tmp_path, compose):
@@ -146,8 +146,8 @@ def test_time_to_train_shows_startup_apart(tmp_path, compose):
     write_run(tmp_path, compose, [], world_size=2)
     _with(tmp_path, {"target_top1": 0.5, "target_reached": True, "time_to_target_s": 30.0, "startup_s": 12.5})
     write_run(tmp_path, compose, [], world_size=1)  # an older summary: no startup_s
-    _older = next(p for p in (tmp_path / "default").iterdir() if "-g1-" in p.name) / rundir.SUMMARY
-    rundir.write_json_atomic(
+    _older = next(p for p in (tmp_path / "default").iterdir() if "-g1-" in p.name) / run_files.SUMMARY
+    run_files.write_json_atomic(
         _older, json.loads(_older.read_text()) | {"target_top1": 0.5, "target_reached": True, "time_to_target_s": 40.0}
     )
     table = CampaignAnalysis(tmp_path).time_to_accuracy().set_index("world_size")

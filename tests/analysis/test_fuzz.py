@@ -1,6 +1,6 @@
 """No input crashes the analysis (issue "Every number belongs to exactly one configuration", item 7).
 
-A small valid campaign, written as the app writes it (benchmarks/app.py, loop.py, rundir.py,
+A small valid campaign, written as the app writes it (launchers/lifecycle/rank.py, loop.py, rundir.py,
 telemetry.py, commbench), gets one or two of its files corrupted: fuzzed bytes, a truncation, a
 fuzzed JSON value at any key of any document or log line, a fuzzed YAML setting. Then:
 - load_campaign never raises, with pyarrow and without (the line-by-line fallback), and both read
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from analysis import load
 from analysis.load import LogWarning, load_campaign, ranklogs, records
-from benchmarks import rundir
+from benchmarks.rundir import cell_identity, run_files, summary_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 
@@ -94,11 +94,11 @@ def _step_line(step: int, rank: int) -> dict:
 def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: int = 0, telemetry: bool = False) -> Path:
     """One completed run directory: config.yaml, meta.json, rank<R>.jsonl (header + steps), summary.json."""
     cfg = _settings(framework, loader, repeat=repeat)
-    run_dir = root / "fuzz" / rundir.dir_name(cfg, world_size=world, num_nodes=1, repeat=repeat)
+    run_dir = root / "fuzz" / cell_identity.dir_name(cfg, world_size=world, num_nodes=1, repeat=repeat)
     run_dir.mkdir(parents=True)
-    (run_dir / rundir.CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rundir.write_json_atomic(
-        run_dir / rundir.META,
+    (run_dir / run_files.CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
+    run_files.write_json_atomic(
+        run_dir / run_files.META,
         {
             "schema_version": 1,
             "started": "2026-11-29T10:00:00+0000",
@@ -111,7 +111,7 @@ def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: in
             "versions": {"torch": "2.14.1"},
             "hardware": {"host": "vm", "gpus": [], "cpu_count": 2},
             "env": {"OMP_NUM_THREADS": "1"},
-            "cell_hash": rundir.cell_hash(cfg, world_size=world, num_nodes=1),
+            "cell_hash": cell_identity.cell_hash(cfg, world_size=world, num_nodes=1),
         },
     )
     for rank in range(world):
@@ -143,7 +143,7 @@ def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: in
             ]
             (run_dir / f"telemetry_rank{rank}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
             # and the trace window's breakdown (benchmarks/profiling.py reduce_trace), of profiled step 3
-            rundir.write_json_atomic(
+            run_files.write_json_atomic(
                 run_dir / f"breakdown_rank{rank}.json",
                 {
                     "schema_version": 1,
@@ -170,10 +170,10 @@ def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: in
                     },
                 },
             )
-    key = rundir.identity(cfg, world_size=world, num_nodes=1)
-    summary = rundir.completed_summary(
+    key = cell_identity.identity(cfg, world_size=world, num_nodes=1)
+    summary = summary_schema.completed_summary(
         key=key,
-        measured=rundir.throughput_of_run(run_dir, world_size=world),
+        measured=summary_schema.throughput_of_run(run_dir, world_size=world),
         wall_s=0.2,
         last_loss=4.6,
         runtime_s=3.0,
@@ -188,7 +188,7 @@ def write_run(root: Path, framework: str, loader: str, *, world: int, repeat: in
             "campaign": "fuzz",
         },
     )
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
+    run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary)
     return run_dir
 
 
@@ -212,7 +212,7 @@ def write_campaign(root: Path) -> list[Path]:
         }
         for k in (10, 12, 14)
     ]
-    rundir.write_json_atomic(root / "fuzz" / "commbench.json", bench)
+    run_files.write_json_atomic(root / "fuzz" / "commbench.json", bench)
     return dirs
 
 
@@ -420,7 +420,7 @@ def check_campaign(campaign: load.Campaign, run_dirs: list[Path]) -> None:
 
 
 def check_steps(steps: pd.DataFrame, counted: pd.DataFrame) -> None:
-    for name, dtype in rundir.STEP_FIELDS.items():
+    for name, dtype in run_files.STEP_FIELDS.items():
         kind = steps[name].dtype
         if dtype == "int64":
             assert pd.api.types.is_integer_dtype(kind), (name, kind)
@@ -428,9 +428,9 @@ def check_steps(steps: pd.DataFrame, counted: pd.DataFrame) -> None:
             assert pd.api.types.is_bool_dtype(kind), (name, kind)
         else:
             assert kind == "float64", (name, kind)
-    for name in rundir.REQUIRED_STEP_FIELDS:
+    for name in run_files.REQUIRED_STEP_FIELDS:
         assert steps[name].notna().all(), name
-    for name, dtype in rundir.STEP_FIELDS.items():
+    for name, dtype in run_files.STEP_FIELDS.items():
         if dtype != "bool":
             values = steps[name].dropna().astype("float64")
             assert np.isfinite(values).all() and (values >= 0).all(), name

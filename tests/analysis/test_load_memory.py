@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from analysis.load import load_campaign
-from benchmarks import rundir
+from benchmarks.rundir import cell_identity, run_files, summary_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 GIB = 2**30
@@ -39,32 +39,32 @@ def write_run(
         "system": {"name": "h200", "device": "cuda"},
         "run": {"campaign": "mem", "repeat": 0, "per_gpu_batch": 8, "root": "runs", "dir": None},
     }
-    run_dir = root / "mem" / rundir.dir_name(cfg, world_size=world, num_nodes=1, repeat=0)
+    run_dir = root / "mem" / cell_identity.dir_name(cfg, world_size=world, num_nodes=1, repeat=0)
     run_dir.mkdir(parents=True)
-    (run_dir / rundir.CONFIG).write_text(yaml.safe_dump(cfg))
-    rundir.write_json_atomic(
-        run_dir / rundir.META,
+    (run_dir / run_files.CONFIG).write_text(yaml.safe_dump(cfg))
+    run_files.write_json_atomic(
+        run_dir / run_files.META,
         {"schema_version": 1, "world_size": world, "num_nodes": 1, "num_processes": processes, **(meta_edits or {})},
     )
     for rank in range(processes):
         steps = [{"step": s, "samples": 8 * world // processes, "warmup": s == 0, "step_s": 0.1} for s in range(3)]
         peak = peaks[rank]
-        end = rundir.end_record(
+        end = summary_schema.end_record(
             rank=rank, peaks={"peak_allocated_bytes": peak, "peak_reserved_bytes": None if peak is None else peak + GIB}
         )
-        rundir.write_json_atomic(rundir.end_path(run_dir, rank), end)
+        run_files.write_json_atomic(summary_schema.end_path(run_dir, rank), end)
         lines = [{"kind": "header", "schema_version": 1, "rank": rank}, *steps]
         (run_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    key = rundir.identity(cfg, world_size=world, num_nodes=1)
-    summary = rundir.completed_summary(
+    key = cell_identity.identity(cfg, world_size=world, num_nodes=1)
+    summary = summary_schema.completed_summary(
         key=key,
-        measured=rundir.throughput_of_run(run_dir, world_size=world, num_processes=processes),
+        measured=summary_schema.throughput_of_run(run_dir, world_size=world, num_processes=processes),
         wall_s=0.2,
         last_loss=1.0,
         warmup_steps=1,
         repeat=0,
         num_processes=processes,
-        memory=rundir.memory_of_run(run_dir, num_processes=processes),
+        memory=summary_schema.memory_of_run(run_dir, num_processes=processes),
         names={
             "framework": framework,
             "loader": "synthetic",
@@ -74,7 +74,7 @@ def write_run(
             "campaign": "mem",
         },
     )
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, {**summary, **(summary_edits or {})})
+    run_files.write_json_atomic(run_dir / run_files.SUMMARY, {**summary, **(summary_edits or {})})
     return run_dir
 
 
@@ -99,7 +99,7 @@ def test_a_single_process_on_two_gpus_counts_with_one_rank_log(tmp_path):
     (run,) = analysis.run_throughput().to_dict("records")
     assert run["world_size"] == 2 and run["throughput_img_s"] == pytest.approx(16 / 0.1)
     assert run["per_gpu_img_s"] == pytest.approx(8 / 0.1)  # over the GPUs, not the one process
-    summary = rundir.read_summary(next((tmp_path / "mem").iterdir()))
+    summary = run_files.read_summary(next((tmp_path / "mem").iterdir()))
     assert summary["per_gpu_img_s"] == pytest.approx(run["per_gpu_img_s"])  # the app's figure is analysis's
 
 

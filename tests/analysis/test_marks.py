@@ -39,7 +39,7 @@ def _edit(path: Path, **fields) -> None:
 
 def marked_tour(root: Path) -> Path:
     """The CPU tour (native, synthetic x 1, 2 ranks) with native at 2 ranks oversubscribed (meta.json, as
-    benchmarks/app.py writes it on a 1-CPU host) and synthetic at 1 rank diverged from step 3 (summary.json)."""
+    launchers/lifecycle/rank.py writes it on a 1-CPU host) and synthetic at 1 rank diverged from step 3 (summary.json)."""
     tour(root)
     for run in (root / "synth").iterdir():
         if "-native-" in run.name and "-g2-" in run.name:

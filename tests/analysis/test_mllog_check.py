@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from benchmarks import rundir
 from benchmarks.mllog import MlLog
+from benchmarks.rundir import run_files
 from tests.analysis.test_cells import write_run
 
 pytest.importorskip("mlperf_logging", reason="needs the mlperf-logging package (the mllog or test extra)")
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
 def _targeted(root, compose, *, world_size: int) -> None:
     write_run(root, compose, [], world_size=world_size)
     run_dir = next(p for p in (root / "default").iterdir() if f"-g{world_size}-" in p.name)
-    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary | {"target_top1": 0.5, "target_reached": True})
+    summary = json.loads((run_dir / run_files.SUMMARY).read_text())
+    run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary | {"target_top1": 0.5, "target_reached": True})
     log = MlLog(run_dir)
     log.start("init_start")
     log.event("submission_benchmark", "resnet")

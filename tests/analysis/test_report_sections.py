@@ -93,11 +93,11 @@ def test_the_stash_marker_is_no_setting_of_the_run(compose):
     """run.stash_role names the run's place in a study, not its configuration: the same cell, hash and name."""
     from omegaconf import OmegaConf
 
-    from benchmarks import rundir
+    from benchmarks.rundir import cell_identity
 
     def name(overrides: list[str]) -> str:
         settings = OmegaConf.to_container(compose(["model=simple_cnn", *overrides]), resolve=True)
-        return rundir.dir_name(settings, world_size=2, num_nodes=1, repeat=0)
+        return cell_identity.dir_name(settings, world_size=2, num_nodes=1, repeat=0)
 
     assert name(["run.stash_role=warm"]) == name([])
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.results import format_results, short_reason
-from benchmarks import rundir
+from benchmarks.rundir import run_files, summary_schema
 from tests.analysis.test_cells import write_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.load.LogWarning")
@@ -29,7 +29,9 @@ WIDTH = 120
 
 def fail(run_dir, error: str = GLOO_ERROR) -> None:
     """Make a written run a failed one, as the app and its supervisor write it."""
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(error, rank_errors={"0": error}))
+    run_files.write_json_atomic(
+        run_dir / run_files.SUMMARY, summary_schema.failed_summary(error, rank_errors={"0": error})
+    )
 
 
 def campaign(root, compose):
@@ -43,7 +45,7 @@ def campaign(root, compose):
     fail(failed)
     died = failed.with_name(failed.name.removesuffix("-r1") + "-r2")
     died.mkdir()
-    shutil.copy(failed / rundir.CONFIG, died / rundir.CONFIG)
+    shutil.copy(failed / run_files.CONFIG, died / run_files.CONFIG)
     return failed
 
 
@@ -87,7 +89,7 @@ def test_short_reason_keeps_the_innermost_cause_of_the_first_line():
     assert short_reason(text).startswith("torchrun exited with code 1: rank 1: RuntimeError: boom")
 
 
-@pytest.mark.parametrize("files", [(rundir.CONFIG,), (rundir.CONFIG, rundir.META)])
+@pytest.mark.parametrize("files", [(run_files.CONFIG,), (run_files.CONFIG, run_files.META)])
 def test_a_launch_that_died_before_its_first_step_is_listed(tmp_path, compose, cli, files):
     """A run directory with config.yaml (and meta.json) but no rank log and no summary: rank 0 wrote them
     and the launch died. Before, config.yaml alone was not seen at all, and with meta.json the reason did

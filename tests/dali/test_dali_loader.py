@@ -18,7 +18,7 @@ LOADERS = ["native", "dali-file", "dali-tfrecord"]
 
 def build(compose, loader: str, ctx, *extra: str):
     """The loader option exactly as a run builds it: composed from conf/loader/*.yaml."""
-    from benchmarks.components import build_loader
+    from benchmarks.adapters import build_loader
 
     if loader == "native":
         overrides = ["loader=native", "loader.num_workers=0", *extra]
@@ -145,7 +145,7 @@ def test_wrong_reader_for_the_folder_names_the_fix(compose, id_folder, id_tfreco
 
 
 def test_bad_knobs_are_one_line_errors(compose):
-    from benchmarks.components import build_loader
+    from benchmarks.adapters import build_loader
 
     for override, pattern in (
         ("loader.reader=lmdb", r"loader.reader=lmdb is not allowed; choose file or tfrecord"),

@@ -22,7 +22,7 @@ def context(path, **extra):
 
 
 def build(compose, name: str, ctx, *extra: str):
-    from benchmarks.components import build_loader
+    from benchmarks.adapters import build_loader
 
     return build_loader(compose([f"loader={name}", "loader.num_workers=1", *extra])).build(ctx)
 
@@ -278,7 +278,7 @@ def test_gpu_decoder_nvimgcodec_without_the_package_stops_before_launch(compose,
     line with the pip command, on a GPU system too (where validate lets the setting through)."""
     import importlib.util
 
-    from benchmarks.components import build_loader
+    from benchmarks.adapters import build_loader
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "nvimgcodec" in name else real(name, *a))

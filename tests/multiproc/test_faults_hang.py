@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import rundir, watchdog
+from benchmarks.rundir import run_files
+from launchers.lifecycle import rundir_state, watchdog
 from tests.conftest import REPO
 from tests.longrun import LONG, start, wait_for_steps
 
@@ -74,7 +75,7 @@ def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_
     assert "Traceback" not in err, err[-3000:]
     line = next(line for line in err.splitlines() if line.startswith("ddlbench: error: the run hung"))
     assert "rank 1 (" in line and "did not answer" in line and "stacks_rank" in line, line
-    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    summary = json.loads((run_dir / run_files.SUMMARY).read_text())
     assert summary["status"] == "hung", summary
     where = summary["hung_ranks"]
     assert where["1"]["answered"] is False and where["0"]["answered"] is True, where
@@ -88,7 +89,7 @@ def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_
 
     retry = start(tmp_path, f"run.hang_timeout_s={HANG_LIMIT_S}")  # the same command
     try:
-        attic, deadline = tmp_path / "default" / rundir.ATTIC, time.monotonic() + 60
+        attic, deadline = tmp_path / "default" / rundir_state.ATTIC, time.monotonic() + 60
         # moved aside (and said so), then the cell's directory claimed again for the retry
         while not (attic.exists() and (run_dir / "owner.json").exists()) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -96,8 +97,8 @@ def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_
         retry.send_signal(signal.SIGINT)  # the retry is what this test is about, not its training
         _, err = retry.communicate(timeout=60)
     assert "was hung" in err and "moved to" in err, err[-2000:]
-    (kept,) = (tmp_path / "default" / rundir.ATTIC).iterdir()
-    assert kept.name.startswith(run_dir.name) and rundir.state(kept) == "hung"
+    (kept,) = (tmp_path / "default" / rundir_state.ATTIC).iterdir()
+    assert kept.name.startswith(run_dir.name) and rundir_state.state(kept) == "hung"
 
 
 def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small_disk, rank_processes):
@@ -114,9 +115,9 @@ def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small
         and "the run is marked failed" in line
     ), line
     assert f"logs in {run_dir}" in line and "rank" in line.split("No space left on device: ")[1], line
-    summary = json.loads((run_dir / rundir.SUMMARY).read_text())  # written into the space reserved at the start
+    summary = json.loads((run_dir / run_files.SUMMARY).read_text())  # written into the space reserved at the start
     assert summary["status"] == "failed" and "No space left on device" in json.dumps(summary), summary
-    assert not (run_dir / rundir.RESERVE).exists()
+    assert not (run_dir / run_files.RESERVE).exists()
     assert no_rank_left(run_dir)
 
 
@@ -133,7 +134,7 @@ def test_a_killed_rank_is_named_in_one_line_and_its_peer_s_lost_connection_is_no
         and "ended without an error of its own (killed" in line
     ), line
     assert "the run is marked failed" in line and f"logs in {run_dir}" in line, line
-    assert rundir.read_summary(run_dir)["status"] == "failed" and not list(run_dir.glob("stacks_rank*.txt"))
+    assert run_files.read_summary(run_dir)["status"] == "failed" and not list(run_dir.glob("stacks_rank*.txt"))
 
 
 def test_a_run_directory_on_a_read_only_file_system_is_refused_in_one_line(small_disk, ddlbench):

@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import liveness, rundir
+from benchmarks.rundir import run_files
+from launchers.lifecycle import liveness, rundir_state
 from tests.conftest import REPO
 from tests.longrun import LONG
 
@@ -69,9 +70,9 @@ def test_a_launch_killed_outright_is_dead_and_the_same_command_retries_it(tmp_pa
     first.communicate(timeout=30)
     # nothing trains on without its owner: the launcher's group goes with it, and its ranks
     wait_for(lambda: not processes_in(run_dir), what="end of the orphaned launcher and ranks", timeout_s=20)
-    assert not (run_dir / rundir.SUMMARY).exists()
-    life = rundir.life(run_dir)
-    assert rundir.state(run_dir) == "dead" and "is gone" in life.reason, life
+    assert not (run_dir / run_files.SUMMARY).exists()
+    life = rundir_state.life(run_dir)
+    assert rundir_state.state(run_dir) == "dead" and "is gone" in life.reason, life
 
     retry = start(tmp_path, *LONG)
     wait_for(
@@ -80,10 +81,10 @@ def test_a_launch_killed_outright_is_dead_and_the_same_command_retries_it(tmp_pa
     )
     err = stop(retry)
     assert f"{run_dir.name} was dead (its launching process (pid {first.pid}" in err, err[-3000:]
-    (kept,) = (tmp_path / "default" / rundir.ATTIC).iterdir()
-    assert kept.name.startswith(run_dir.name) and not (kept / rundir.SUMMARY).exists()
-    assert "dead: its launching process" in (kept / rundir.ATTIC_REASON).read_text()
-    assert json.loads((run_dir / rundir.SUMMARY).read_text())["status"] == "interrupted"
+    (kept,) = (tmp_path / "default" / rundir_state.ATTIC).iterdir()
+    assert kept.name.startswith(run_dir.name) and not (kept / run_files.SUMMARY).exists()
+    assert "dead: its launching process" in (kept / rundir_state.ATTIC_REASON).read_text()
+    assert json.loads((run_dir / run_files.SUMMARY).read_text())["status"] == "interrupted"
 
 
 def test_a_second_launch_of_a_live_cell_takes_the_next_repeat_or_is_refused_in_one_line(
@@ -104,7 +105,7 @@ def test_a_second_launch_of_a_live_cell_takes_the_next_repeat_or_is_refused_in_o
         assert second.returncode == 0 and f"{run_dir.name[:-3]}-r1" in second.stdout, second.stderr[-2000:]
         assert f"{run_dir.name} is running elsewhere (held by pid {first.pid}" in second.stderr
         assert sorted(p.name for p in run_dir.iterdir()) == before  # the live run is not touched
-        assert rundir.state(run_dir) == "running"
+        assert rundir_state.state(run_dir) == "running"
     finally:
         stop(first)
 
@@ -134,7 +135,7 @@ def test_two_campaign_runs_share_the_cells(tmp_path, rank_processes):
     assert first.returncode == 0 and second.returncode == 0, (out1, err1[-2000:], out2, err2[-2000:])
     assert "ran 1 of 1 cell(s) here" in out2 and "running elsewhere: 1" in out2, (out2, err2[-2000:])
     assert "failed" not in out1 + out2, (out1, out2)
-    states = sorted(rundir.state(d) for d in (tmp_path / "slurm_smoke").glob("*-r0"))
+    states = sorted(rundir_state.state(d) for d in (tmp_path / "slurm_smoke").glob("*-r0"))
     assert states == ["completed", "completed"], states
 
 
@@ -163,6 +164,6 @@ def test_run_m_resumes_a_sweep(tmp_path, ddlbench):
     assert "multirun 1/2: run.per_gpu_batch=2: completed already (skipped)" in result.stderr, result.stderr[-3000:]
     assert f"{dead.name} was dead (its launching process" in result.stderr
     assert "multirun: 1 of 2 run(s) completed, 1 completed already" in result.stderr
-    assert rundir.state(done) == "completed" and rundir.state(dead) == "completed"
-    (kept,) = (tmp_path / "default" / rundir.ATTIC).iterdir()
-    assert "dead: its launching process" in (kept / rundir.ATTIC_REASON).read_text()
+    assert rundir_state.state(done) == "completed" and rundir_state.state(dead) == "completed"
+    (kept,) = (tmp_path / "default" / rundir_state.ATTIC).iterdir()
+    assert "dead: its launching process" in (kept / rundir_state.ATTIC_REASON).read_text()

@@ -1,5 +1,5 @@
 """The ranks of a CPU run of one thread per rank start as forks of torchrun's agent (JobShape.fork_ranks,
-benchmarks/freshstart.py): they train exactly what fresh rank processes do (the ranks of a GPU run, of
+launchers/lifecycle/forked_rank.py): they train exactly what fresh rank processes do (the ranks of a GPU run, of
 several threads per rank, and of every other launcher), even forked from a process whose OpenMP thread pool
 would not survive the fork."""
 

@@ -1,4 +1,4 @@
-"""Interruptions and deaths under the local launchers (launchers/supervise.py), with real ranks: Ctrl-C
+"""Interruptions and deaths under the local launchers (launchers/lifecycle/supervise.py), with real ranks: Ctrl-C
 and SIGTERM end every rank within seconds with one line and an `interrupted` run, a retry of the cell
 runs (the old run moved into attic/), a run whose rank 0 is killed gets a failed summary, and a run
 that fails before its first step does not block the retry."""

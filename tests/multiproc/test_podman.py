@@ -13,8 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks import liveness, rundir
+from benchmarks.rundir import run_files
 from launchers.container import LABEL, PROJECT
+from launchers.lifecycle import liveness, rundir_state
 from tests.longrun import LONG
 from tests.multiproc.test_faults_liveness import start, stop, training, wait_for
 
@@ -102,8 +103,8 @@ def test_a_killed_run_leaves_no_container_and_the_same_command_retries_the_cell(
     os.killpg(first.pid, signal.SIGKILL)  # no clean-up of its own
     first.communicate(timeout=30)
     wait_for(lambda: not containers(label), what="removal of the run's container", timeout_s=20)
-    life = rundir.life(run_dir)
-    assert not (run_dir / rundir.SUMMARY).exists() and rundir.state(run_dir) == "dead", life
+    life = rundir_state.life(run_dir)
+    assert not (run_dir / run_files.SUMMARY).exists() and rundir_state.state(run_dir) == "dead", life
 
     retry = start(tmp_path, *overrides)
     wait_for(
@@ -112,9 +113,10 @@ def test_a_killed_run_leaves_no_container_and_the_same_command_retries_the_cell(
     )
     err = stop(retry)
     assert f"{run_dir.name} was dead (its launching process (pid {first.pid}" in err, err[-3000:]
-    (kept,) = (tmp_path / "default" / rundir.ATTIC).iterdir()
+    (kept,) = (tmp_path / "default" / rundir_state.ATTIC).iterdir()
     assert (
-        kept.name.startswith(run_dir.name) and "dead: its launching process" in (kept / rundir.ATTIC_REASON).read_text()
+        kept.name.startswith(run_dir.name)
+        and "dead: its launching process" in (kept / rundir_state.ATTIC_REASON).read_text()
     )
-    assert json.loads((run_dir / rundir.SUMMARY).read_text())["status"] == "interrupted"
+    assert json.loads((run_dir / run_files.SUMMARY).read_text())["status"] == "interrupted"
     assert not containers(f"{run_dir.name}-{retry.pid}"), "the retry's container outlived its interruption"

@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from benchmarks import rundir
+from benchmarks.rundir import run_files
 from ddlbench.cli import main
+from launchers.lifecycle import rundir_state
 from tests.slurm.cluster import wait_for
 
 # two cells (1 and 2 ranks) that train for some seconds: long enough to be killed mid-run
@@ -73,8 +74,8 @@ def test_killed_jobs_are_shown_dead_or_failed_and_resubmitted_exactly(slurm_up, 
     assert re.search(r"\sdead\s+(its launching process .* is gone|no heartbeat)", row[one]), status
     assert re.search(r"\sfailed\s", row[two]), status
     assert "incomplete" not in status
-    assert not (campaign / one / rundir.SUMMARY).exists()
-    assert rundir.read_summary(campaign / two)["status"] == "failed"
+    assert not (campaign / one / run_files.SUMMARY).exists()
+    assert run_files.read_summary(campaign / two)["status"] == "failed"
 
     code, out, err = run(capsys, "campaign", "submit", *GRID)
     again = dict(re.findall(r"submitted (\S+): job (\d+)", out))
@@ -84,5 +85,5 @@ def test_killed_jobs_are_shown_dead_or_failed_and_resubmitted_exactly(slurm_up, 
         assert wait_for(job)["JobState"] == "COMPLETED"
     code, status, _ = run(capsys, "campaign", "status", *GRID)
     assert status.strip().endswith("2 cells: 2 completed"), status
-    kept = sorted(p.name.rsplit(".", 1)[0] for p in (campaign / "slurm" / rundir.ATTIC).iterdir())
+    kept = sorted(p.name.rsplit(".", 1)[0] for p in (campaign / "slurm" / rundir_state.ATTIC).iterdir())
     assert kept == sorted([one, two])

@@ -49,8 +49,8 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
         "end_rank1.json",
         "meta.json",
         "mllog.txt",
-        "owner.json",  # who launched it (benchmarks/liveness.py)
-        "progress_rank0.json",  # each rank's step and phase (benchmarks/watchdog.py)
+        "owner.json",  # who launched it (launchers/lifecycle/liveness.py)
+        "progress_rank0.json",  # each rank's step and phase (launchers/lifecycle/watchdog.py)
         "progress_rank1.json",
         "rank0.jsonl",
         "rank1.jsonl",

@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from benchmarks.data import staging
 from benchmarks.data.synth import synth_imagefolder
+from launchers.lifecycle import staging
 from tests.conftest import find_run
 from tests.slurm.cluster import sbatch, wait_for
 

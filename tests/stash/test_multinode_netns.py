@@ -1,5 +1,5 @@
 """Multi-host launch without Slurm on two network-namespace "hosts" joined by veth (launchers/netns.py):
-each host runs the argv its registered multi-host builder gives (benchmarks/launch/ several_hosts) inside its
+each host runs the argv its registered multi-host builder gives (launchers/programs/ several_hosts) inside its
 namespace, and the ranks meet over the emulated link only (every address is a namespace's 10.77.0.x)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from benchmarks.launch.base import RankProgram, training
 from launchers import local, netns
+from launchers.programs.base import RankProgram, training
 from tests.conftest import REPO
 
 

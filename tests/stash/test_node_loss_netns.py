@@ -9,8 +9,9 @@ import os
 import signal
 import time
 
-from benchmarks import rundir
+from benchmarks.rundir import run_files
 from launchers import netns
+from launchers.lifecycle import rundir_state
 from tests.stash.test_run_hosts_netns import _finish, _rank_pid, _ssh_stand_in, _start
 
 
@@ -32,8 +33,8 @@ def test_the_second_hosts_rank_killed_ends_the_run_and_the_same_command_retries_
         code, out = _finish(proc, timeout_s=120)
         took_s = time.monotonic() - started
         assert code != 0 and took_s < 30, (took_s, out[-3000:])
-        assert json.loads((run_dir / rundir.SUMMARY).read_text())["status"] == "failed"
-        assert rundir.state(run_dir) == "failed"
+        assert json.loads((run_dir / run_files.SUMMARY).read_text())["status"] == "failed"
+        assert rundir_state.state(run_dir) == "failed"
 
         retry = _start(topo, tmp_path, *command)  # the same command
         deadline = time.monotonic() + 120
@@ -42,6 +43,6 @@ def test_the_second_hosts_rank_killed_ends_the_run_and_the_same_command_retries_
         os.killpg(retry.pid, signal.SIGINT)
         code, out = _finish(retry, timeout_s=60)
     assert f"{run_dir.name} was failed: moved to" in out, out[-3000:]
-    (kept,) = (run_dir.parent / rundir.ATTIC).iterdir()
-    assert "failed" in (kept / rundir.ATTIC_REASON).read_text()
-    assert json.loads((kept / rundir.SUMMARY).read_text())["status"] == "failed"
+    (kept,) = (run_dir.parent / rundir_state.ATTIC).iterdir()
+    assert "failed" in (kept / rundir_state.ATTIC_REASON).read_text()
+    assert json.loads((kept / run_files.SUMMARY).read_text())["status"] == "failed"

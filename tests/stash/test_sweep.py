@@ -106,10 +106,10 @@ def test_a_roles_config_is_what_hydra_composes_for_its_overrides(compose):
 
     _, _, runs = stash.plan(["experiment=stash2021_depth_cpu", "stash.only=resnet50_nobn"])
     gpu1 = runs[0]
-    from benchmarks import rundir
+    from benchmarks.rundir import cell_identity
     from benchmarks.validate import validate
 
     own = compose(list(gpu1.overrides))
     validate(own, check_device=False)
-    name = rundir.dir_name(OmegaConf.to_container(own, resolve=True), world_size=1, num_nodes=1, repeat=0)
+    name = cell_identity.dir_name(OmegaConf.to_container(own, resolve=True), world_size=1, num_nodes=1, repeat=0)
     assert gpu1.role == "gpu1" and gpu1.run_dir.name == name

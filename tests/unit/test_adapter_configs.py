@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from benchmarks.adapter_config import AdapterConfig, Choice, adapter_config, config_default
-from benchmarks.components import adapter_class
+from benchmarks.adapters import adapter_class
 from benchmarks.frameworks.base import Framework
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.base import Loader

@@ -74,7 +74,7 @@ def test_pyxis_is_srun_flags_and_no_prefix():
 def test_podman_run_passes_the_launchers_variables_and_is_removed_by_its_label():
     c = container.of(system("podman", "localhost/ddlbench:1"), run_root="/r", workdir="/r", token="t1")
     argv = container.prefix(c)
-    # --pid=host: a rank's logged pid is its host pid (benchmarks/liveness.py tells a dead run by it)
+    # --pid=host: a rank's logged pid is its host pid (launchers/lifecycle/liveness.py tells a dead run by it)
     assert argv[:7] == [
         "podman",
         "run",
@@ -216,7 +216,7 @@ def test_a_staged_run_binds_the_node_local_scratch_read_write(tmp_path):
 def test_the_scratch_folder_bound_is_the_fixed_part_where_a_variable_is_set_on_the_nodes_only():
     from pathlib import Path
 
-    from benchmarks.data.staging import scratch_mount
+    from launchers.lifecycle.staging import scratch_mount
 
     assert scratch_mount("/tmp/node$GROUP_RANK", environ={}) == Path("/tmp")
     assert scratch_mount("/scratch/${SLURM_JOB_ID}/data", environ={}) == Path("/scratch")

@@ -4,7 +4,7 @@ import pytest
 
 from benchmarks.distenv import from_environ
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import first_host
+from launchers.programs.base import first_host
 
 
 def test_single_process():

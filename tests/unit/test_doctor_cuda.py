@@ -1,11 +1,11 @@
 """`ddlbench doctor` on a GPU profile: whether the installed torch's CUDA runs on the node's driver, and the build
-that would (benchmarks/doctor.py cuda_fit), and an adapter that lacks what GPU runs need (Horovod's NCCL)."""
+that would (launchers/lifecycle/doctor.py cuda_fit), and an adapter that lacks what GPU runs need (Horovod's NCCL)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.doctor import Check, cuda_fit, for_gpus, format_checks
+from launchers.lifecycle.doctor import Check, cuda_fit, for_gpus, format_checks
 
 WHERE = "srun -N1 -p booster python -m ddlbench doctor system=juwels_booster"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import rundir
 from benchmarks.config import options
+from benchmarks.rundir import cell_identity
 from launchers import campaign
 
 STUDIES = {"aach2023", "stash2021", "composable2023"}
@@ -53,16 +53,18 @@ def test_every_guess_is_a_config_key_and_every_note_says_why(compose, experiment
 @pytest.mark.parametrize("experiment", ["aach2023_scaling", "stash2021_depth_cpu", "composable_2023"])
 def test_the_notes_are_written_with_the_run_but_are_no_part_of_its_identity(compose, experiment):
     cfg = compose([f"experiment={experiment}"])
-    written = OmegaConf.to_container(cfg, resolve=True)  # what config.yaml holds (benchmarks/app.py)
+    written = OmegaConf.to_container(cfg, resolve=True)  # what config.yaml holds (launchers/lifecycle/rank.py)
     assert written["experiment"]["study"] == cfg.experiment.study
-    flat = rundir.flatten(written)
+    flat = cell_identity.flatten(written)
     assert any(k.startswith("experiment.guesses.") for k in flat) or any(
         k.startswith("experiment.stand_ins.") for k in flat
     )
-    key = rundir.identity(flat, world_size=2, num_nodes=1)
+    key = cell_identity.identity(flat, world_size=2, num_nodes=1)
     assert not any(k.startswith("experiment") for k in key)
     other = {**flat, "experiment.study": "another", "experiment.guesses.run.per_gpu_batch": "another reason"}
-    assert rundir.cell_hash(other, world_size=2, num_nodes=1) == rundir.cell_hash(flat, world_size=2, num_nodes=1)
+    assert cell_identity.cell_hash(other, world_size=2, num_nodes=1) == cell_identity.cell_hash(
+        flat, world_size=2, num_nodes=1
+    )
 
 
 def test_aach2023_dali_cells_read_tfrecord_and_native_cells_the_jpegs(compose, monkeypatch, tmp_path):
@@ -120,7 +122,7 @@ def test_composable_2023_plans_bert_large_at_the_studys_batch_and_epochs(compose
     for workload, (batch, epochs) in expected.items():
         run = compose(["experiment=composable_2023", f"experiment/composable_workload@_global_={workload}"])
         assert (run.run.per_gpu_batch, run.run.epochs) == (batch, epochs), workload
-        assert rundir.model_name_of(run.model) == workload
+        assert cell_identity.model_name_of(run.model) == workload
     assert any("YOLOv5" in v for v in cfg.experiment.stand_ins.values())
     assert any(k.startswith("RetinaNet") for k in cfg.experiment.stand_ins)
     quick = compose(["experiment=composable_2023", "run.epochs=null"])

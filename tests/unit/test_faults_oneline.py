@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import rundir, runlog
+from benchmarks import runlog
 from benchmarks.errors import ConfigError
+from benchmarks.rundir import run_files, summary_schema
 from ddlbench import cli
-from launchers import supervise
+from launchers.lifecycle import fault_report, supervise
 
 
 def enospc(path: Path) -> OSError:
@@ -26,29 +27,31 @@ def enospc(path: Path) -> OSError:
 
 
 def test_a_summary_that_meets_a_full_disk_gets_the_reserved_space(tmp_path, monkeypatch):
-    rundir.reserve_space(tmp_path)
-    assert (tmp_path / rundir.RESERVE).stat().st_size == rundir.RESERVE_BYTES
-    real, calls = rundir._write_then_rename, []
+    run_files.reserve_space(tmp_path)
+    assert (tmp_path / run_files.RESERVE).stat().st_size == run_files.RESERVE_BYTES
+    real, calls = run_files._write_then_rename, []
 
     def full_until_released(path, text):
         calls.append(path.name)
-        if (tmp_path / rundir.RESERVE).exists():
+        if (tmp_path / run_files.RESERVE).exists():
             raise enospc(path)
         real(path, text)
 
-    monkeypatch.setattr(rundir, "_write_then_rename", full_until_released)
+    monkeypatch.setattr(run_files, "_write_then_rename", full_until_released)
     with pytest.raises(OSError, match="No space left"):  # only summary.json may take the reserve
-        rundir.write_json_atomic(tmp_path / "end_rank0.json", {"rank": 0})
-    rundir.write_json_atomic(tmp_path / rundir.SUMMARY, rundir.failed_summary(enospc(tmp_path / "rank0.jsonl")))
-    assert calls == ["end_rank0.json", rundir.SUMMARY, rundir.SUMMARY]
-    assert rundir.read_summary(tmp_path)["status"] == "failed" and not (tmp_path / rundir.RESERVE).exists()
+        run_files.write_json_atomic(tmp_path / "end_rank0.json", {"rank": 0})
+    run_files.write_json_atomic(
+        tmp_path / run_files.SUMMARY, summary_schema.failed_summary(enospc(tmp_path / "rank0.jsonl"))
+    )
+    assert calls == ["end_rank0.json", run_files.SUMMARY, run_files.SUMMARY]
+    assert run_files.read_summary(tmp_path)["status"] == "failed" and not (tmp_path / run_files.RESERVE).exists()
     assert not list(tmp_path.glob(".*.tmp*"))  # no half-written temporary left behind
 
 
 def test_a_completed_summary_gives_the_reserve_back(tmp_path):
-    rundir.reserve_space(tmp_path)
-    rundir.write_json_atomic(tmp_path / rundir.SUMMARY, {"status": "completed"})
-    assert not (tmp_path / rundir.RESERVE).exists()
+    run_files.reserve_space(tmp_path)
+    run_files.write_json_atomic(tmp_path / run_files.SUMMARY, {"status": "completed"})
+    assert not (tmp_path / run_files.RESERVE).exists()
 
 
 def test_a_rank_log_that_cannot_be_written_names_its_path_and_closes_quietly(tmp_path):
@@ -111,7 +114,7 @@ def test_a_run_directory_that_takes_no_file_refuses_the_run_in_one_line(tmp_path
     def refused(run_dir, nbytes=0):
         raise PermissionError(errno.EACCES, "Permission denied", str(run_dir))
 
-    monkeypatch.setattr(rundir, "reserve_space", refused)
+    monkeypatch.setattr(run_files, "reserve_space", refused)
     with pytest.raises(ConfigError) as raised:
         supervise._reserve(tmp_path / "runs" / "r0")
     text = str(raised.value)
@@ -146,16 +149,16 @@ def write_rank(
     lines += [json.dumps({"step": s, "samples": 2, "warmup": False, "step_s": 0.1}) for s in range(steps)]
     (run_dir / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
     if wrote_end:
-        rundir.write_json_atomic(
-            rundir.end_path(run_dir, rank),
-            rundir.end_record(rank=rank, peaks={}, error=None if error is None else RuntimeError(error)),
+        run_files.write_json_atomic(
+            summary_schema.end_path(run_dir, rank),
+            summary_schema.end_record(rank=rank, peaks={}, error=None if error is None else RuntimeError(error)),
         )
 
 
 def test_the_run_s_line_names_the_rank_whose_own_error_stopped_it_not_the_peer_that_lost_it(tmp_path):
     write_rank(tmp_path, 0, host="node-a", steps=5, error="Connection closed by peer [10.0.0.2]:4321")
     write_rank(tmp_path, 1, host="node-b", steps=4, error="CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
-    line = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=None)
+    line = fault_report.fault_text(tmp_path, rank0_error=None, written=True, output=None)
     assert line.startswith(
         "rank 1 on node-b, after step 3: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB;"
     )
@@ -165,7 +168,7 @@ def test_the_run_s_line_names_the_rank_whose_own_error_stopped_it_not_the_peer_t
 def test_a_rank_killed_without_a_word_is_the_cause_and_a_missing_summary_is_said(tmp_path):
     write_rank(tmp_path, 0, host="node-a", steps=5, error="Connection reset by peer")
     write_rank(tmp_path, 1, host="node-b", steps=5, error=None, wrote_end=False)  # SIGKILLed: no end record
-    line = supervise._fault_text(tmp_path, rank0_error=None, written=False, output=None)
+    line = fault_report.fault_text(tmp_path, rank0_error=None, written=False, output=None)
     assert line.startswith("rank 1 on node-b, after step 4: ended without an error of its own (killed")
     assert "no summary could be written: the next launch retries the run" in line
 
@@ -188,7 +191,7 @@ def test_of_two_silent_ranks_the_one_the_launcher_saw_killed_is_named_however_th
     output = supervise._Output(io.BytesIO(b""), tmp_path)
     output.join(5.0)
     output.unwritten.append(("[W] Sending process 4241 closing signal SIGTERM\n" + said).encode())
-    line = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=output)
+    line = fault_report.fault_text(tmp_path, rank0_error=None, written=True, output=output)
     assert line.startswith("rank 1 on node-b, after step 4: ended without an error of its own (killed"), line
-    without = supervise._fault_text(tmp_path, rank0_error=None, written=True, output=None)
+    without = fault_report.fault_text(tmp_path, rank0_error=None, written=True, output=None)
     assert without.startswith("rank 0 on node-a"), without  # what the logs alone say, for contrast

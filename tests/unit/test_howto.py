@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from analysis.report import SECTIONS
-from benchmarks import launch
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
 from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models.configs import Arch
+from launchers import programs
 from tests.conftest import REPO
 
 SECTION = "## How to add a framework, a loader, a launcher, a model, an analysis"
@@ -17,7 +17,7 @@ SECTION = "## How to add a framework, a loader, a launcher, a model, an analysis
 NAMES = {
     "a framework": sorted(FRAMEWORKS),
     "a loader": sorted(LOADERS),
-    "a launcher": sorted(launch.LAUNCHERS),
+    "a launcher": sorted(programs.LAUNCHERS),
     "a model": sorted(a.value for a in Arch),
     # an analysis is a module with a section in the report's list
     "an analysis": sorted({draw.__module__.rsplit(".", 1)[-1] for draw in SECTIONS}),

@@ -1,6 +1,8 @@
-"""Imports flow one way (docs/architecture.md): the CLI (ddlbench/) on top; launchers and analysis below
-it; the training package (benchmarks/, with run identity, records, configs and errors) at the bottom.
-Analysis and launch planning import without torch; horovod, deepspeed and DALI only in their adapters."""
+"""Imports flow one way between the rooms (docs/architecture.md): the CLI (ddlbench/) on top; launch
+(launchers/) and analysis below it; the run's life (launchers/lifecycle/) below launch; the engine
+(benchmarks/, with run identity, records, configs and errors) at the bottom, beside the launcher programs
+(launchers/programs/) that its config names and its ranks read their place from. Analysis and launch planning
+import without torch; horovod, deepspeed and DALI only in their adapters."""
 
 from __future__ import annotations
 
@@ -16,13 +18,59 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGES = ("ddlbench", "launchers", "analysis", "benchmarks")
-# package -> the project packages it may import (besides itself)
+# the rooms: a package, or a folder of launchers/ that is a room of its own (the longest prefix wins)
+ROOMS = (
+    "ddlbench",
+    "analysis",
+    "launchers",
+    "launchers.lifecycle",
+    "launchers.lifecycle.preflight",
+    "launchers.programs",
+    "benchmarks",
+)
+# room -> the rooms it may import (besides itself)
 ALLOWED = {
-    "ddlbench": {"launchers", "analysis", "benchmarks"},
-    "launchers": {"analysis", "benchmarks"},  # `stash report` hands over to analysis
+    "ddlbench": {
+        "launchers",
+        "launchers.lifecycle",
+        "launchers.lifecycle.preflight",
+        "launchers.programs",
+        "analysis",
+        "benchmarks",
+    },
+    "launchers": {"launchers.lifecycle", "launchers.programs", "analysis", "benchmarks"},  # `stash report`: analysis
+    "launchers.lifecycle": {"launchers.programs", "benchmarks"},
+    # the node screen starts its probes through launch (srun, ssh, the image): the run's life's one tool on top of it
+    "launchers.lifecycle.preflight": {"launchers", "launchers.lifecycle", "launchers.programs", "benchmarks"},
     "analysis": {"benchmarks"},
-    "benchmarks": set(),
+    # the launcher programs: argv and rank variables, on the engine's errors and Choice alone
+    "launchers.programs": {"benchmarks"},  # benchmarks.errors and benchmarks.adapter_config only (VOCABULARY)
+    # the engine: the launcher programs' names (its config's closed sets) and their rank variables (distenv)
+    "benchmarks": {"launchers.programs"},
 }
+# the vocabulary every room may use (errors, closed sets): modules that import nothing of the project but each
+# other, so an edge to them closes no circle
+VOCABULARY = {"benchmarks.errors", "benchmarks.adapter_config"}
+
+
+def in_vocabulary(name: str) -> bool:
+    """A vocabulary module, or a name imported from one (`from benchmarks.errors import ConfigError`)."""
+    return name in VOCABULARY or name.rpartition(".")[0] in VOCABULARY
+
+
+# the engine's programs (python -m benchmarks, python -m benchmarks.commbench) compose it with the run's life:
+# a rank's entry may import what starts, watches and ends it; no module of the engine's library may
+PROGRAMS = {"benchmarks/__main__.py", "benchmarks/commbench/__main__.py"}
+PROGRAMS_MAY_IMPORT = {"launchers", "launchers.lifecycle"}
+
+
+def room_of(module: str) -> str | None:
+    """The room a dotted module name (or a file's path) belongs to, None outside the project."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    rooms = [r for r in ROOMS if dotted == r or dotted.startswith(f"{r}.")]
+    return max(rooms, key=len) if rooms else None
+
+
 # third-party libraries that only their adapter module imports
 ADAPTER_OF = {
     "horovod": "benchmarks/frameworks/horovod.py",
@@ -40,26 +88,31 @@ CORE = {
     "benchmarks.collective",
     "benchmarks.config",
     "benchmarks.data.coldcache",
-    "benchmarks.data.staging",
     "benchmarks.errors",
     "benchmarks.flops",
     "benchmarks.frameworks.configs",
     "benchmarks.gradients",
-    "benchmarks.launch",
-    "benchmarks.launch.base",
-    "benchmarks.liveness",
     "benchmarks.loaders.configs",
     "benchmarks.models.configs",
     "benchmarks.optim_configs",
     "benchmarks.peaks",
     "benchmarks.resources",
     "benchmarks.rundir",
+    "benchmarks.rundir.cell_identity",
+    "benchmarks.rundir.run_files",
+    "benchmarks.rundir.summary_schema",
     "benchmarks.schema",
     "benchmarks.tracereduce",
 }
-TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench", "benchmarks.doctor", "benchmarks.preflight")
+TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench")
 TORCH_FREE = [
     *sorted(CORE),
+    "launchers.programs",
+    "launchers.programs.base",
+    "launchers.lifecycle.liveness",
+    "launchers.lifecycle.staging",
+    "launchers.lifecycle.rundir_state",
+    "launchers.lifecycle.doctor",
     "benchmarks.validate",
     "launchers.campaign",
     "launchers.slurm",
@@ -77,8 +130,8 @@ TORCH_FREE = [
     "benchmarks.commbench",
     "launchers.commbench",
     "benchmarks.distenv",
-    "benchmarks.preflight",
-    "launchers.preflight",
+    "launchers.lifecycle.preflight",
+    "launchers.lifecycle.preflight",
     "ddlbench.preflight",
 ]
 
@@ -106,37 +159,49 @@ def _sources() -> dict[str, set[str]]:
     }
 
 
-def test_packages_import_one_way():
+def test_rooms_import_one_way():
     wrong = []
     for file, imported in _sources().items():
-        package = file.split("/")[0]
+        room = room_of(file)
+        allowed = ALLOWED[room] | (PROGRAMS_MAY_IMPORT if file in PROGRAMS else set())
         for name in imported:
-            top = name.split(".")[0]
-            if top in PACKAGES and top != package and top not in ALLOWED[package]:
-                wrong.append(f"{file} imports {name} ({package} -> {top})")
+            target = room_of(name)
+            if target is not None and target != room and target not in allowed:
+                wrong.append(f"{file} imports {name} ({room} -> {target})")
+            elif room == "launchers.programs" and target == "benchmarks" and name != "benchmarks":
+                if not in_vocabulary(name):
+                    wrong.append(f"{file} imports {name} (the launcher programs use the engine's vocabulary only)")
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_package_graph_has_no_cycle():
-    edges = {
-        p: {n.split(".")[0] for f, names in _sources().items() if f.startswith(f"{p}/") for n in names}
-        & set(PACKAGES) - {p}
-        for p in PACKAGES
-    }
+def test_the_vocabulary_imports_nothing_else():
+    for module in VOCABULARY:
+        imported = {n for n in _sources()[f"{module.replace('.', '/')}.py"] if room_of(n) and n != "benchmarks"}
+        assert all(in_vocabulary(n) for n in imported), f"{module} imports {sorted(imported)}"
+
+
+def test_the_room_graph_has_no_cycle():
+    edges = {r: set() for r in ROOMS}
+    for file, names in _sources().items():
+        if file in PROGRAMS:  # a program composes the rooms; it is no room's module
+            continue
+        edges[room_of(file)].update(
+            t for n in names if not in_vocabulary(n) and (t := room_of(n)) not in (None, room_of(file))
+        )
     visiting, done = set(), set()
 
-    def visit(p: str, path: list[str]) -> None:
-        assert p not in visiting, f"import cycle: {' -> '.join([*path, p])}"
-        if p in done:
+    def visit(r: str, path: list[str]) -> None:
+        assert r not in visiting, f"import cycle: {' -> '.join([*path, r])}"
+        if r in done:
             return
-        visiting.add(p)
-        for q in edges[p]:
-            visit(q, [*path, p])
-        visiting.discard(p)
-        done.add(p)
+        visiting.add(r)
+        for q in edges[r]:
+            visit(q, [*path, r])
+        visiting.discard(r)
+        done.add(r)
 
-    for package in PACKAGES:
-        visit(package, [])
+    for r in ROOMS:
+        visit(r, [])
 
 
 @pytest.mark.parametrize("library", sorted(ADAPTER_OF))
@@ -288,7 +353,7 @@ def test_benchmarks_layers_import_downwards():
         f"{m} imports {d}"
         for m in sorted(CORE)
         for d in resolved(_top_level_imports(modules[m]))
-        if d not in CORE and d != "benchmarks" and not d.startswith("benchmarks.launch.")
+        if d not in CORE and d != "benchmarks" and not d.startswith("launchers.programs.")
     }
     assert not core_out, f"the core imports the runtime: {sorted(core_out)}"
     up = {

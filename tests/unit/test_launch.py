@@ -1,4 +1,4 @@
-"""The launchers (benchmarks/launch/): the package's files are the only list of them, every one builds in
+"""The launchers (launchers/programs/): the package's files are the only list of them, every one builds in
 each scope it serves, an unknown name says which exist, any rank program (training, commbench) goes
 through the same argv, and each reads its own variables on the rank side."""
 
@@ -9,15 +9,14 @@ import textwrap
 
 import pytest
 
-import benchmarks.launch as launch
 from benchmarks.commbench import BACKENDS
 from benchmarks.distenv import from_environ
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import FrameworkConfig
-from benchmarks.launch import LAUNCHERS, LOCAL, SLURM, LocalLauncher, SlurmLauncher, names
-from benchmarks.launch.base import JobShape, RankProgram, training
 from benchmarks.schema import SystemConfig
-from launchers import commbench, local, netns, slurm
+from launchers import commbench, local, netns, programs, slurm
+from launchers.programs import LAUNCHERS, LOCAL, SLURM, LocalLauncher, SlurmLauncher, names
+from launchers.programs.base import JobShape, RankProgram, training
 from tests.conftest import REPO
 
 PY = "/venv/bin/python"
@@ -26,11 +25,11 @@ BUILDERS = {LOCAL: "one_host", SLURM: "in_allocation"}  # the argv a scope's con
 
 
 def _argv(name: str, key: str, shape: JobShape, program: RankProgram) -> list[str]:
-    return getattr(launch.get(name, key), BUILDERS[key])(shape, program)
+    return getattr(programs.get(name, key), BUILDERS[key])(shape, program)
 
 
 def test_the_launchers_are_the_package_files_and_the_config_keys_take_theirs():
-    files = sorted(p.stem for p in (REPO / "benchmarks" / "launch").glob("*.py") if p.stem not in ("__init__", "base"))
+    files = sorted(p.stem for p in (REPO / "launchers" / "programs").glob("*.py") if p.stem not in ("__init__", "base"))
     assert sorted(LAUNCHERS) == files
     assert names(LOCAL) == ["torchrun", "horovodrun", "mpirun", "deepspeed"]
     assert names(SLURM) == ["mpirun", "srun"]
@@ -41,12 +40,12 @@ def test_the_launchers_are_the_package_files_and_the_config_keys_take_theirs():
 
 def test_no_other_module_lists_the_launchers():
     """A name list of launchers anywhere else would go stale when one is added: no tuple, list or set literal
-    outside benchmarks/launch/ holds three or more launcher names."""
+    outside launchers/programs/ holds three or more launcher names."""
     known = set(LAUNCHERS)
     found = []
     for package in ("benchmarks", "launchers", "analysis", "ddlbench"):
         for path in (REPO / package).rglob("*.py"):
-            if path.parent.name == "launch":
+            if path.parent.name == "programs":
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -60,7 +59,7 @@ def test_a_new_launcher_is_one_file(tmp_path, monkeypatch):
     (tmp_path / "echo.py").write_text(
         textwrap.dedent(
             """
-            from benchmarks.launch.base import LOCAL, Launcher, Probe
+            from launchers.programs.base import LOCAL, Launcher, Probe
 
             class Echo(Launcher):
                 name = "echo"
@@ -75,8 +74,8 @@ def test_a_new_launcher_is_one_file(tmp_path, monkeypatch):
             """
         )
     )
-    monkeypatch.setattr(launch, "__path__", [*launch.__path__, str(tmp_path)])
-    monkeypatch.setattr(launch, "LAUNCHERS", launch._found())
+    monkeypatch.setattr(programs, "__path__", [*programs.__path__, str(tmp_path)])
+    monkeypatch.setattr(programs, "LAUNCHERS", programs._found())
     assert names(LOCAL)[-1] == "echo"
     assert _argv("echo", LOCAL, JobShape(nproc=3), training(["a=1"], python="py")) == [
         "echo",
@@ -106,7 +105,7 @@ def test_every_launcher_builds_in_each_of_its_scopes(key):
 )
 def test_an_unknown_name_lists_the_launchers_of_that_key(key, message):
     with pytest.raises(ConfigError) as error:
-        launch.get("pbs", key)
+        programs.get("pbs", key)
     assert str(error.value) == message
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from benchmarks.config import compose
 from benchmarks.errors import ConfigError
-from benchmarks.launch import LAUNCHERS
-from benchmarks.launch.base import JobShape, training
 from launchers import campaign, slurm, submit
+from launchers.programs import LAUNCHERS
+from launchers.programs.base import JobShape, training
 
 PY = "/venv/bin/python"
 

@@ -1,4 +1,4 @@
-"""benchmarks/liveness.py and the run states it gives benchmarks/rundir.py: who owns a run directory, the
+"""launchers/lifecycle/liveness.py and the run states it gives benchmarks/rundir/: who owns a run directory, the
 verdict on a directory without a summary (running or dead), the exclusive claim, the heartbeat, and what a
 dead run leaves in the attic. Pure and file-level: no process is launched (tests/multiproc/
 test_faults_liveness.py launches them)."""
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import liveness, rundir
+from benchmarks.rundir import run_files, summary_schema
+from launchers.lifecycle import liveness, rundir_state
 
 HERE = socket.gethostname()
 
@@ -99,28 +100,28 @@ def test_the_heartbeat_refreshes_the_owner_record(tmp_path):
 
 def test_states_of_a_directory_without_a_summary(tmp_path):
     run = tmp_path / "run"
-    assert rundir.state(run) == "missing"
+    assert rundir_state.state(run) == "missing"
     liveness.claim(run)
     # this process owns it and is not running it now (campaign run launches cell after cell): dead
-    assert rundir.state(run) == "dead"
+    assert rundir_state.state(run) == "dead"
     owner = {"host": HERE, "pid": gone_pid(), "pid_start": None, "started": "then"}
     (run / liveness.OWNER).write_text(json.dumps(owner))
-    life = rundir.life(run)
+    life = rundir_state.life(run)
     assert life.state == "dead" and "is gone" in life.says() and "heartbeat" in life.says()
     (run / liveness.OWNER).write_text(json.dumps({**owner, "pid": os.getppid()}))  # a live process
-    assert rundir.state(run) == "running"
+    assert rundir_state.state(run) == "running"
 
 
 def test_a_failed_run_whose_processes_still_end_here_is_not_retried_yet(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    rundir.write_json_atomic(run / rundir.SUMMARY, rundir.failed_summary("boom"))
+    run_files.write_json_atomic(run / run_files.SUMMARY, summary_schema.failed_summary("boom"))
     (run / "rank0.jsonl").write_text(json.dumps({"kind": "header", "host": HERE, "pid": os.getppid()}) + "\n")
-    assert rundir.state(run) == "running"  # its rank is alive and may still write
+    assert rundir_state.state(run) == "running"  # its rank is alive and may still write
     (run / "rank0.jsonl").write_text(json.dumps({"kind": "header", "host": HERE, "pid": 1}) + "\n")
     old_s = liveness._pid_started_s(1) - 100  # pid 1 started after this log was last written: a reused pid
     os.utime(run / "rank0.jsonl", (old_s, old_s))
-    assert rundir.state(run) == "failed"
+    assert rundir_state.state(run) == "failed"
 
 
 def test_a_dead_run_goes_to_the_attic_with_its_reason_and_a_changed_one_stays(tmp_path):
@@ -130,16 +131,16 @@ def test_a_dead_run_goes_to_the_attic_with_its_reason_and_a_changed_one_stays(tm
     (run / "rank0.jsonl").write_text("{}\n")
     old_s = time.time() - 1000
     os.utime(run / liveness.OWNER, (old_s, old_s))
-    life = rundir.life(run)
+    life = rundir_state.life(run)
     assert life.state == "dead"
     (run / liveness.OWNER).write_text(json.dumps({"host": "elsewhere", "pid": 6}))  # another launch took it
-    assert rundir.reap(run, tmp_path / "c" / rundir.ATTIC, life) is None and run.exists()
-    life = rundir.life(run)
+    assert rundir_state.reap(run, tmp_path / "c" / rundir_state.ATTIC, life) is None and run.exists()
+    life = rundir_state.life(run)
     os.utime(run / liveness.OWNER, (old_s, old_s))
-    life = rundir.life(run)
-    moved = rundir.reap(run, tmp_path / "c" / rundir.ATTIC, life)
+    life = rundir_state.life(run)
+    moved = rundir_state.reap(run, tmp_path / "c" / rundir_state.ATTIC, life)
     assert moved is not None and not run.exists()
-    reason = (moved / rundir.ATTIC_REASON).read_text()
+    reason = (moved / rundir_state.ATTIC_REASON).read_text()
     assert "dead: no heartbeat from pid 6 on elsewhere" in reason and f"pid {os.getpid()} on {HERE}" in reason
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import rundir
+from benchmarks.rundir import run_files, summary_schema
 from ddlbench import cli, maxbatch
 from ddlbench.maxbatch import Probe
+from launchers.lifecycle import rundir_state
 
 
 @pytest.mark.parametrize(
@@ -119,30 +120,36 @@ def _fake_runs(monkeypatch, *, largest: int, broken: int | None = None, oom_only
         overrides = dict(o.split("=", 1) for o in overrides_list)
         batch = int(overrides["run.per_gpu_batch"])
         run_dir = next(
-            p for p in sorted((Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir.holds_a_run(p)
+            p for p in sorted((Path(overrides["run.root"]) / "maxbatch").iterdir()) if not rundir_state.holds_a_run(p)
         )  # the fresh directory maxbatch made for this probe
         assert overrides.get("run.dir", str(run_dir.resolve())) == str(run_dir.resolve())
-        (run_dir / rundir.CONFIG).write_text("run: {}\n")
+        (run_dir / run_files.CONFIG).write_text("run: {}\n")
         peaks = {"peak_allocated_bytes": batch * 2**30, "peak_reserved_bytes": batch * 2**30 + 2**28}
         if batch == broken:
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(ValueError("bad JPEG")))
+            run_files.write_json_atomic(
+                run_dir / run_files.SUMMARY, summary_schema.failed_summary(ValueError("bad JPEG"))
+            )
             return 1
         if batch <= largest:
             for rank in (0, 1):
                 (run_dir / f"rank{rank}.jsonl").write_text('{"kind": "header"}\n')
-                rundir.write_json_atomic(rundir.end_path(run_dir, rank), rundir.end_record(rank=rank, peaks=peaks))
+                run_files.write_json_atomic(
+                    summary_schema.end_path(run_dir, rank), summary_schema.end_record(rank=rank, peaks=peaks)
+                )
             summary = {
                 "status": "completed",
                 "throughput_img_s": 100.0 * batch,
-                **rundir.memory_of_run(run_dir, num_processes=2),
+                **summary_schema.memory_of_run(run_dir, num_processes=2),
             }
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
+            run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary)
             return 0
         oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         (run_dir / "rank1.jsonl").write_text('{"kind": "header"}\n')
-        rundir.write_json_atomic(rundir.end_path(run_dir, 1), rundir.end_record(rank=1, peaks=peaks, error=oom))
+        run_files.write_json_atomic(
+            summary_schema.end_path(run_dir, 1), summary_schema.end_record(rank=1, peaks=peaks, error=oom)
+        )
         if not oom_only_in_end_record:
-            rundir.write_json_atomic(run_dir / rundir.SUMMARY, rundir.failed_summary(oom))
+            run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary_schema.failed_summary(oom))
         return 1
 
     in_process: list[bool] = []
@@ -238,12 +245,13 @@ def test_bad_bounds_and_run_dir_are_refused(capsys):
 
 def test_out_of_memory_is_its_own_failure():
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
-    assert rundir.failed_summary(oom)["out_of_memory"] is True
+    assert summary_schema.failed_summary(oom)["out_of_memory"] is True
     assert (
-        rundir.failed_summary(RuntimeError("NCCL error: unhandled cuda error (out of memory)"))["out_of_memory"] is True
+        summary_schema.failed_summary(RuntimeError("NCCL error: unhandled cuda error (out of memory)"))["out_of_memory"]
+        is True
     )
-    assert rundir.failed_summary(ValueError("corrupt JPEG"))["out_of_memory"] is False
-    end = rundir.end_record(rank=3, peaks={"peak_allocated_bytes": 5, "peak_reserved_bytes": 8}, error=oom)
+    assert summary_schema.failed_summary(ValueError("corrupt JPEG"))["out_of_memory"] is False
+    end = summary_schema.end_record(rank=3, peaks={"peak_allocated_bytes": 5, "peak_reserved_bytes": 8}, error=oom)
     assert end == {
         "schema_version": 1,
         "rank": 3,
@@ -261,21 +269,21 @@ def test_memory_summary_takes_the_largest_peak_over_the_ranks():
         None,
         {"peak_allocated_bytes": 7, "peak_reserved_bytes": 9},
     ]
-    assert rundir.memory_summary(ends) == {
+    assert summary_schema.memory_summary(ends) == {
         "peak_allocated_bytes": 7,
         "peak_reserved_bytes": 9,
         "peak_allocated_bytes_by_rank": [3, None, 7],
         "peak_reserved_bytes_by_rank": [4, None, 9],
     }
     cpu = [{"peak_allocated_bytes": None, "peak_reserved_bytes": None}] * 2
-    assert set(rundir.memory_summary(cpu).values()) == {None}
+    assert set(summary_schema.memory_summary(cpu).values()) == {None}
 
 
 def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypatch, rank_here):
     """maxbatch's probes on one GPU, for real on the CPU: two runs in this process, the first failing out of
     memory in its first step (raised by a stand-in for the loop: a CPU has no GPU memory to fill), the
     second training after it (process group, model and loader built anew) with its own runtime."""
-    from benchmarks import app
+    from launchers.lifecycle import rank
 
     calls: list[int] = []
 
@@ -285,8 +293,8 @@ def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypa
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_train(**kwargs)
 
-    real_train = app.train
-    monkeypatch.setattr(app, "train", train)
+    real_train = rank.train
+    monkeypatch.setattr(rank, "train", train)
     monkeypatch.setattr(os, "environ", os.environ.copy())  # the probe sets system.env and MASTER_PORT
     threads = torch.get_num_threads()  # a CPU run sets its rank's threads (system.cpus_per_rank)
     base = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=1", "run.steps=2", "run.log_every=0"]
@@ -295,7 +303,7 @@ def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypa
         assert maxbatch.probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
     finally:
         torch.set_num_threads(threads)
-    assert rundir.state(tmp_path / "b64") == "failed" and rundir.ran_out_of_memory(tmp_path / "b64")
-    assert rundir.state(tmp_path / "b8") == "completed"
-    summary = rundir.read_summary(tmp_path / "b8")
+    assert rundir_state.state(tmp_path / "b64") == "failed" and summary_schema.ran_out_of_memory(tmp_path / "b64")
+    assert rundir_state.state(tmp_path / "b8") == "completed"
+    summary = run_files.read_summary(tmp_path / "b8")
     assert summary["per_gpu_batch"] == 8 and 0 < summary["runtime_s"] < 60

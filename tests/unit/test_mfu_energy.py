@@ -1,5 +1,5 @@
 """MFU's parts (benchmarks/peaks.py, benchmarks/flops.py) and the measured window's energy (telemetry.EnergyMeter,
-rundir.energy_fields): the peak table's lookups and refusals, the FLOP counts against published figures, the
+summary_schema.energy_fields): the peak table's lookups and refusals, the FLOP counts against published figures, the
 energy arithmetic with NVML replaced, RAPL from a fake sysfs tree and absent for real on this machine."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import peaks, rundir, telemetry
+from benchmarks import peaks, telemetry
+from benchmarks.rundir import summary_schema
 
 
 @pytest.mark.parametrize(
@@ -110,7 +111,7 @@ def test_energy_window_with_nvml_replaced_and_fake_rapl(tmp_path):
     assert window.gpu_j == pytest.approx(450.0)
     assert window.host_j == pytest.approx(30.0 + (262143328850 - 262143328000 + 1 + 1_000) / 1e6)
     assert window.note == ""
-    fields = rundir.energy_fields(
+    fields = summary_schema.energy_fields(
         {"gpu_j": 900.0, "host_j": window.host_j, "note": ""}, measured_samples=3000, wall_s=3.0
     )
     assert fields["energy_j_per_sample"] == pytest.approx(0.3)
@@ -127,5 +128,7 @@ def test_energy_absent_on_this_machine():
     window = meter.stop()
     assert (window.gpu_j, window.host_j) == (None, None)
     assert "GPU: none (no NVML)" in window.note and "no readable RAPL" in window.note
-    fields = rundir.energy_fields({"gpu_j": None, "host_j": None, "note": window.note}, measured_samples=10, wall_s=1.0)
+    fields = summary_schema.energy_fields(
+        {"gpu_j": None, "host_j": None, "note": window.note}, measured_samples=10, wall_s=1.0
+    )
     assert fields["energy_j"] is None and fields["energy_j_per_sample"] is None and fields["energy_note"] == window.note

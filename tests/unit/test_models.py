@@ -9,9 +9,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from benchmarks import rundir
 from benchmarks.errors import ConfigError
 from benchmarks.models import build_model
+from benchmarks.rundir import cell_identity
 from benchmarks.validate import validate
 
 # torchvision's published parameter counts at 1000 classes (the weights tables of torchvision.models)
@@ -164,7 +164,7 @@ VARIANTS = {
 def _dir_name(compose, overrides: list[str]) -> str:
     cfg = compose(overrides)
     validate(cfg, check_device=False)
-    return rundir.run_dir(OmegaConf.to_container(cfg, resolve=True), world_size=1, num_nodes=1).name
+    return cell_identity.run_dir(OmegaConf.to_container(cfg, resolve=True), world_size=1, num_nodes=1).name
 
 
 def test_every_variant_has_its_own_readable_name(compose):
@@ -176,9 +176,9 @@ def test_every_variant_has_its_own_readable_name(compose):
 
 
 def test_records_without_the_new_keys_keep_their_names():
-    assert rundir.model_name("resnet", 50) == "resnet50"
-    assert rundir.model_name("vgg", 16) == "vgg16"
-    assert rundir.model_name_of({"arch": "simple_cnn", "depth": 50, "batch_norm": True}) == "simple_cnn"
+    assert cell_identity.model_name("resnet", 50) == "resnet50"
+    assert cell_identity.model_name("vgg", 16) == "vgg16"
+    assert cell_identity.model_name_of({"arch": "simple_cnn", "depth": 50, "batch_norm": True}) == "simple_cnn"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Multi-host launch without Slurm: the exact argv of every launcher across hosts (benchmarks/launch/
+"""Multi-host launch without Slurm: the exact argv of every launcher across hosts (launchers/programs/
 several_hosts), hostfiles written and read, which launchers run on every host, and the one-line errors."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.errors import ConfigError
-from benchmarks.launch import LAUNCHERS, names
-from benchmarks.launch.base import LOCAL, JobShape, RankProgram, training
 from launchers import commbench, local
+from launchers.programs import LAUNCHERS, names
+from launchers.programs.base import LOCAL, JobShape, RankProgram, training
 
 PY = "/venv/bin/python"
 HOSTS = ("10.0.0.1", "10.0.0.2")

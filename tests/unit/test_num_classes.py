@@ -53,7 +53,7 @@ def test_an_image_folder_gives_its_class_folders_to_the_head(compose, six):
     validate(cfg, check_device=False)
     assert cfg.model.num_classes == 6 and data_classes(cfg) == (6, f"class folders in data.path={six}")
     assert OmegaConf.to_container(cfg, resolve=True)["model"]["num_classes"] == 6  # what config.yaml holds
-    from benchmarks.components import build_model_and_optimizer
+    from benchmarks.adapters import build_model_and_optimizer
 
     model, _ = build_model_and_optimizer(cfg, torch.device("cpu"), global_batch=8)
     assert model.fc.out_features == 6

@@ -1,4 +1,4 @@
-"""`ddlbench preflight`'s arithmetic and record (benchmarks/preflight, launchers/preflight.py): the ring's rounds,
+"""`ddlbench preflight`'s arithmetic and record (launchers/lifecycle/preflight/, launchers/lifecycle/preflight/__init__.py): the ring's rounds,
 the verdict on nodes and links, the kept files, and the campaign's jobs kept off the slow nodes (sbatch --exclude,
 the exact argv). The measurement across hosts: tests/stash/test_preflight_netns.py."""
 
@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from benchmarks.errors import ConfigError
-from benchmarks.preflight import below, ring_rounds, verdict
-from launchers import campaign, preflight, submit
+from launchers import campaign, submit
+from launchers.lifecycle import preflight
+from launchers.lifecycle.preflight.probe import below, ring_rounds, verdict
 from launchers.slurm import RUN_SCRIPT
 from tests.conftest import REPO, run_main
 
@@ -200,7 +201,7 @@ def test_srun_asks_for_the_nodes_and_runs_the_node_program_in_the_profiles_image
         str(sif),
         "python3",
         "-m",
-        "benchmarks.preflight",
+        "launchers.lifecycle.preflight",
         *("--out", str(out), "--measure-s", "45", "--threads", "4", "--timeout-s", "90", "--device", "cpu"),
     ]
     assert plan.timeout_s is None and "MASTER_ADDR" not in plan.env  # Slurm bounds it; the task finds rank 0

@@ -1,4 +1,4 @@
-"""benchmarks/rundir.py: a run key holds every setting, so runs that differ in any of them are two cells."""
+"""benchmarks/rundir/: a run key holds every setting, so runs that differ in any of them are two cells."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from benchmarks import liveness, rundir
 from benchmarks.errors import ConfigError
+from benchmarks.rundir import cell_identity, run_files, summary_schema
+from launchers.lifecycle import liveness, rundir_state
 
 NAME = re.compile(r"(?P<readable>.+)-(?P<hash>[0-9a-f]{8})-r(?P<repeat>\d+)")
 
 
 def _dir(compose, overrides: list[str], *, world_size: int = 2, num_nodes: int = 1):
-    return rundir.run_dir(
+    return cell_identity.run_dir(
         OmegaConf.to_container(compose(overrides), resolve=True), world_size=world_size, num_nodes=num_nodes
     )
 
@@ -56,15 +57,17 @@ def test_the_name_is_readable_and_the_size_is_part_of_the_key(compose):
 
 
 def test_key_is_stable_across_yaml_number_spellings():
-    assert rundir.key_hash({"a": 2, "b": [1, 2.0]}) == rundir.key_hash({"b": [1.0, 2], "a": 2.0})
-    assert rundir.key_hash({"a": 2}) != rundir.key_hash({"a": 2.5})
+    assert cell_identity.key_hash({"a": 2, "b": [1, 2.0]}) == cell_identity.key_hash({"b": [1.0, 2], "a": 2.0})
+    assert cell_identity.key_hash({"a": 2}) != cell_identity.key_hash({"a": 2.5})
 
 
 def test_scaling_groups_leave_out_the_size():
     settings = {"framework": {"name": "ddp"}, "run": {"per_gpu_batch": 32, "repeat": 0}}
-    weak = {rundir.group_hash(settings, world_size=w) for w in (1, 2, 4)}
+    weak = {cell_identity.group_hash(settings, world_size=w) for w in (1, 2, 4)}
     assert len(weak) == 1
-    strong = [rundir.group_hash({"run": {"per_gpu_batch": 256 // w}}, world_size=w, mode="strong") for w in (1, 2, 4)]
+    strong = [
+        cell_identity.group_hash({"run": {"per_gpu_batch": 256 // w}}, world_size=w, mode="strong") for w in (1, 2, 4)
+    ]
     assert len(set(strong)) == 1  # the global batch is held
 
 
@@ -84,29 +87,29 @@ def test_throughput_counts_measured_steps_only():
             {"step": 3, "samples": 4, "warmup": False, "step_s": 0.6},
         ],
     }
-    out = rundir.throughput(logs)
+    out = summary_schema.throughput(logs)
     assert (out["measured_steps"], out["measured_samples"]) == (2, 16)
     assert out["time_s"] == pytest.approx(1.1)
     assert out["throughput_img_s"] == pytest.approx(16 / 1.1) and out["per_gpu_img_s"] == pytest.approx(8 / 1.1)
 
 
 def test_state_of_a_run_directory(tmp_path):
-    assert rundir.state(tmp_path / "nothing") == "missing"
+    assert rundir_state.state(tmp_path / "nothing") == "missing"
     run = tmp_path / "run"
     run.mkdir()
     (run / "rank0.jsonl").write_text("{}\n")
-    assert rundir.state(run) == "running"  # no summary, no owner record, written just now
+    assert rundir_state.state(run) == "running"  # no summary, no owner record, written just now
     old_s = time.time() - 2 * liveness.DEAD_AFTER_S
     os.utime(run / "rank0.jsonl", (old_s, old_s))
-    assert rundir.state(run) == "dead"  # nothing written for longer than the limit
+    assert rundir_state.state(run) == "dead"  # nothing written for longer than the limit
     for summary, state in (
-        (rundir.failed_summary(RuntimeError("x")), "failed"),
-        (rundir.interrupted_summary("Ctrl-C"), "interrupted"),
+        (summary_schema.failed_summary(RuntimeError("x")), "failed"),
+        (summary_schema.interrupted_summary("Ctrl-C"), "interrupted"),
     ):
-        rundir.write_json_atomic(run / rundir.SUMMARY, summary)
-        assert rundir.state(run) == state
-    (run / rundir.SUMMARY).write_text("{not json")
-    assert rundir.state(run) == "failed"
+        run_files.write_json_atomic(run / run_files.SUMMARY, summary)
+        assert rundir_state.state(run) == state
+    (run / run_files.SUMMARY).write_text("{not json")
+    assert rundir_state.state(run) == "failed"
 
 
 def test_campaign_plan_refuses_two_cells_with_one_identity():
@@ -136,7 +139,7 @@ def test_campaign_cells_differing_in_one_setting_plan_distinct_directories():
 
 
 def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
-    """summary.json has one schema (rundir.SUMMARY_FIELDS): every field the three summaries write is in it
+    """summary.json has one schema (summary_schema.SUMMARY_FIELDS): every field the three summaries write is in it
     (analysis/load checks each against its kind), and every kind is one the loader knows."""
     from analysis.load.values import KINDS
 
@@ -144,8 +147,8 @@ def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
     names |= {"per_gpu_batch": 4, "campaign": "c", "sample_unit": "images"}
     measured = {"measured_steps": 2, "measured_samples": 16, "time_s": 1.0}
     measured |= {"throughput_img_s": 16.0, "per_gpu_img_s": 8.0}
-    target = dict.fromkeys(rundir.TARGET_FIELDS)
-    completed = rundir.completed_summary(
+    target = dict.fromkeys(summary_schema.TARGET_FIELDS)
+    completed = summary_schema.completed_summary(
         key={"world_size": 2, "num_nodes": 1},
         measured=measured,
         wall_s=1.0,
@@ -154,21 +157,29 @@ def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
         repeat=0,
         names=names,
         runtime_s=2.0,
-        memory=rundir.memory_summary([None, None]),
+        memory=summary_schema.memory_summary([None, None]),
         target=target,
     )
-    written = set(completed) | set(rundir.failed_summary("boom")) | set(rundir.interrupted_summary("SIGINT"))
-    assert written - {"schema_version", "cell_hash"} <= set(rundir.SUMMARY_FIELDS)
-    assert set(rundir.SUMMARY_FIELDS.values()) <= set(KINDS)
+    written = (
+        set(completed) | set(summary_schema.failed_summary("boom")) | set(summary_schema.interrupted_summary("SIGINT"))
+    )
+    assert written - {"schema_version", "cell_hash"} <= set(summary_schema.SUMMARY_FIELDS)
+    assert set(summary_schema.SUMMARY_FIELDS.values()) <= set(KINDS)
 
 
 def test_a_setting_added_later_at_its_as_before_value_keeps_the_cell(compose):
     """run.stop_on_nan came after runs were recorded without it: at false (runs as before) it is no setting of the
     run key, so old and new runs of one configuration are one cell; true is a cell of its own (a sync a step)."""
-    plain = rundir.flatten(OmegaConf.to_container(compose([]), resolve=True))
+    plain = cell_identity.flatten(OmegaConf.to_container(compose([]), resolve=True))
     before = {k: v for k, v in plain.items() if k != "run.stop_on_nan"}  # a config.yaml written before the key
     assert plain["run.stop_on_nan"] is False
-    assert rundir.cell_hash(before, world_size=2, num_nodes=1) == rundir.cell_hash(plain, world_size=2, num_nodes=1)
+    assert cell_identity.cell_hash(before, world_size=2, num_nodes=1) == cell_identity.cell_hash(
+        plain, world_size=2, num_nodes=1
+    )
     stopping = {**plain, "run.stop_on_nan": True}
-    assert rundir.cell_hash(stopping, world_size=2, num_nodes=1) != rundir.cell_hash(plain, world_size=2, num_nodes=1)
-    assert rundir.as_before("run.stop_on_nan", False) and not rundir.as_before("run.stop_on_nan", 0)
+    assert cell_identity.cell_hash(stopping, world_size=2, num_nodes=1) != cell_identity.cell_hash(
+        plain, world_size=2, num_nodes=1
+    )
+    assert cell_identity.is_added_setting_default(
+        "run.stop_on_nan", False
+    ) and not cell_identity.is_added_setting_default("run.stop_on_nan", 0)

@@ -1,4 +1,4 @@
-"""Node-local staging (benchmarks/data/staging.py): the copy (parallel, the exact tree, its marker), a failed copy
+"""Node-local staging (launchers/lifecycle/staging.py): the copy (parallel, the exact tree, its marker), a failed copy
 as one error on every node, the scratch path's variables, and the plan's refusal of a data set that does not fit."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from benchmarks.data import staging
 from benchmarks.errors import ConfigError
+from launchers.lifecycle import staging
 
 
 def _tree(root, *, files: int = 24):
@@ -73,7 +73,9 @@ def test_a_killed_reader_holds_no_copy_and_a_copy_nobody_reads_is_swept(tmp_path
     scratch = tmp_path / "scratch"
     staging.stage_node([str(source)], scratch=scratch, run_name="r0", rank=0)
     folder = scratch / "ddlbench-r0"
-    code = f"from benchmarks.data import staging; from pathlib import Path; staging.register(Path({str(folder)!r}), 1)"
+    code = (
+        f"from launchers.lifecycle import staging; from pathlib import Path; staging.register(Path({str(folder)!r}), 1)"
+    )
     subprocess.run([sys.executable, "-c", f"{code}; import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert (folder / staging.READER.format(rank=1)).exists()  # its file stays, its lock went with it
     staging.release(scratch, "r0", rank=0, local_rank=0)

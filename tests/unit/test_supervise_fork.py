@@ -1,4 +1,4 @@
-"""A launcher started as a fork of this process (launchers/supervise.py, Launcher.forks) is `python -m <module>`
+"""A launcher started as a fork of this process (launchers/lifecycle/supervise.py, Launcher.forks) is `python -m <module>`
 as a fresh interpreter runs it: its argv, its environment, its exit code, its stderr, Ctrl-C's death, and
 none of this process's signal handlers, warnings filters or exit handlers. The training runs under torchrun
 that every multiproc test makes go this way; these check the contract on a module of a few lines."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers import supervise
+from launchers.lifecycle import supervise
 
 MODULE = """
 import os, signal, sys, time, warnings

@@ -1,6 +1,6 @@
 """Hardware mistakes (issue 49 item 6): a system key the profile's device does not use is refused before
 launch, in one line; more ranks on a host than it has CPUs is a warning at launch, recorded in meta.json
-(benchmarks/app.py) and read into the runs table's `oversubscribed` column (analysis/load)."""
+(launchers/lifecycle/rank.py) and read into the runs table's `oversubscribed` column (analysis/load)."""
 
 from __future__ import annotations
 

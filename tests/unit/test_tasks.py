@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks import rundir
 from benchmarks.errors import ConfigError
 from benchmarks.loaders.base import LoaderContext
 from benchmarks.loaders.configs import SyntheticLoaderConfig
 from benchmarks.loaders.synthetic import SyntheticLoader
 from benchmarks.models.bert import VOCAB_SIZE
 from benchmarks.models.configs import RATE_LABELS, SAMPLE_UNITS, ModelConfig, TaskKind, task_of
+from benchmarks.rundir import cell_identity
 from benchmarks.tasks import TASKS, Detection, ImageClassification, QuestionAnswering, build_task
 from benchmarks.tasks.classification import synthetic_sample
 from benchmarks.tasks.detection import BOXES_PER_IMAGE
@@ -149,9 +149,9 @@ def test_what_a_task_can_run_passes(compose):
 
 
 def test_run_names_and_units():
-    assert rundir.model_name("bert", None, size="large") == "bert_large"
-    assert rundir.model_name_of({"arch": "bert", "depth": 50, "size": "base"}) == "bert_base"
-    assert rundir.model_name_of({"arch": "retinanet", "depth": None, "size": None}) == "retinanet"
+    assert cell_identity.model_name("bert", None, size="large") == "bert_large"
+    assert cell_identity.model_name_of({"arch": "bert", "depth": 50, "size": "base"}) == "bert_base"
+    assert cell_identity.model_name_of({"arch": "retinanet", "depth": None, "size": None}) == "retinanet"
     assert (_qa().sample_unit, ImageClassification().sample_unit) == ("sequences", "images")
     assert _qa(384).describe() == {
         "task": "question_answering",

@@ -1,4 +1,4 @@
-"""The hang watchdog's logic (benchmarks/watchdog.py) without a run: the limit it derives, the phases the step
+"""The hang watchdog's logic (launchers/lifecycle/watchdog.py) without a run: the limit it derives, the phases the step
 timer tells it, what it writes when a rank stops advancing, and the line the supervisor makes of it. The
 real case (a SIGSTOPped rank of a 2-rank gloo run) is tests/multiproc/test_faults_hang.py."""
 
@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from benchmarks import rundir, watchdog
 from benchmarks.errors import ConfigError
+from benchmarks.rundir import run_files, summary_schema
+from launchers.lifecycle import rundir_state, watchdog
 
 
 class Clock:
@@ -109,17 +110,17 @@ def test_a_rank_that_does_not_advance_within_the_limit_dumps_its_stacks_and_says
         dog.enter("backward")
         clock.now += 9.0
         assert dog.check() is None and not hung  # 9 s: within the limit
-        progress = rundir.read_progress(tmp_path)[1]
+        progress = run_files.read_progress(tmp_path)[1]
         assert (progress["step"], progress["phase"], progress["hung"]) == (3, "backward", False)
         clock.now += 2.0
         assert dog.check() == pytest.approx(11.0) and hung == [1]
     finally:
         dog.stop()
-    progress = rundir.read_progress(tmp_path)[1]
+    progress = run_files.read_progress(tmp_path)[1]
     assert progress["hung"] is True and (progress["step"], progress["phase"]) == (3, "backward")
     mark = watchdog.hang_noticed(tmp_path)
     assert mark["rank"] == 1 and mark["step"] == 3 and mark["phase"] == "backward" and mark["limit_s"] == 10
-    stacks = rundir.stacks_path(tmp_path, 1).read_text()
+    stacks = run_files.stacks_path(tmp_path, 1).read_text()
     assert "rank 1 on" in stacks and "at step 3 in backward" in stacks
     assert "test_watchdog.py" in stacks  # faulthandler's dump of this thread
 
@@ -128,8 +129,8 @@ def test_a_rank_that_finishes_keeps_its_progress_record_and_no_empty_stacks_file
     dog = watchdog.Watchdog(tmp_path, rank=0, limits=watchdog.limits_of(60, device_type="cpu")).start()
     dog.enter("conclude")
     dog.stop()
-    assert rundir.read_progress(tmp_path)[0]["phase"] in ("setup", "conclude")
-    assert not rundir.stacks_path(tmp_path, 0).exists()
+    assert run_files.read_progress(tmp_path)[0]["phase"] in ("setup", "conclude")
+    assert not run_files.stacks_path(tmp_path, 0).exists()
 
 
 def test_the_hang_line_puts_the_rank_that_did_not_answer_first():
@@ -147,14 +148,18 @@ def test_the_hang_line_puts_the_rank_that_did_not_answer_first():
         "no step advanced for 11 s (limit 10 s, run.hang_timeout_s): rank 1 (b) at step 7 in forward"
     )
     assert "rank 0 (a) at step 7 in backward: waited" in text and "rank(s) 2 never reported" in text
-    summary = rundir.hung_summary(text, ranks=ranks)
+    summary = summary_schema.hung_summary(text, ranks=ranks)
     assert summary["status"] == "hung" and summary["hung_ranks"]["1"]["phase"] == "forward"
 
 
 def test_a_hung_summary_is_its_own_state_and_a_retried_one(tmp_path):
-    (tmp_path / rundir.CONFIG).write_text("run: {}\n")
-    rundir.write_json_atomic(tmp_path / rundir.SUMMARY, rundir.hung_summary("stuck", ranks={}))
-    assert rundir.state(tmp_path) == "hung" and "hung" in rundir.STATES and "hung" in rundir.RETRIED_STATES
+    (tmp_path / run_files.CONFIG).write_text("run: {}\n")
+    run_files.write_json_atomic(tmp_path / run_files.SUMMARY, summary_schema.hung_summary("stuck", ranks={}))
+    assert (
+        rundir_state.state(tmp_path) == "hung"
+        and "hung" in summary_schema.STATES
+        and "hung" in summary_schema.RETRIED_STATES
+    )
 
 
 def test_the_flight_recorder_dumps_into_the_run_directory_and_the_user_s_settings_win(tmp_path, monkeypatch):

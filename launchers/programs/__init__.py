@@ -14,7 +14,7 @@ import pkgutil
 
 from benchmarks.adapter_config import Choice
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import LOCAL, SLURM, Launcher
+from launchers.programs.base import LOCAL, SLURM, Launcher
 
 _NOT_LAUNCHERS = {"base"}
 

@@ -1,4 +1,4 @@
-"""Who runs a run directory, and whether that owner still lives. Torch-free; benchmarks/rundir.py's `state`
+"""Who runs a run directory, and whether that owner still lives. Torch-free; benchmarks/rundir/'s `state`
 reads it (a directory without summary.json is `running` or `dead`, never just incomplete).
 
 - The claim: the launching process (`ddlbench run`, or `python -m launchers.slurm launch` in a Slurm job)
@@ -6,7 +6,7 @@ reads it (a directory without summary.json is `running` or `dead`, never just in
   Lustre and GPFS): {host, pid, pid_start, started, slurm_job_id, heartbeat_every_s}. Of two launches of
   one directory exactly one creates it; the other is told who holds it (`Taken`).
 - The heartbeat: while the run lives, its launching process sets owner.json's modification time every
-  HEARTBEAT_EVERY_S (`Heartbeat`, a daemon thread of launchers/supervise.py run_launcher).
+  HEARTBEAT_EVERY_S (`Heartbeat`, a daemon thread of launchers/lifecycle/supervise.py run_launcher).
 - The verdict (`judge`, pure): an owner on this host whose pid is gone (or was reused: its start time
   differs) is dead at once; any owner whose heartbeat is older than dead_after_s() (DEAD_AFTER_S, or
   DDLBENCH_DEAD_AFTER_S) is dead; else it is running. A rank of the run still alive on this host (its pid

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import os
-import socket
 import sys
 import time
 import traceback
@@ -14,234 +12,25 @@ from pathlib import Path
 
 import psutil
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from benchmarks import affinity, components, distenv, mllog, rundir, runlog, telemetry, watchdog
-from benchmarks.data import coldcache, staging
+from benchmarks import adapters, affinity, distenv, loop, measurement, mllog, runlog, telemetry
+from benchmarks.data import coldcache
 from benchmarks.errors import ConfigError
 from benchmarks.evaluate import Validation
 from benchmarks.frameworks.configs import node_layout
-from benchmarks.loaders import sharding
-from benchmarks.loaders.base import LoaderContext
 from benchmarks.loop import LoopPlan, first_nonfinite_step, phase_of, plan_steps, train
 from benchmarks.mllog import MlLog
 from benchmarks.models.configs import AUTO, RATE_LABELS
 from benchmarks.optim import LrSchedule
 from benchmarks.profiling import make_profiler, plan_window, reduce_trace, remove_trace_dir
+from benchmarks.rundir import run_files, summary_schema
+from benchmarks.schema import staging_enabled
 from benchmarks.validate import (
-    data_classes,
-    host_cpus,
-    oversubscription,
     resolve_run_dir,
-    settings,
-    staged_sources,
     validate,
 )
-
-REPO_DIR = Path(__file__).resolve().parent.parent
-
-
-def _classes_record(cfg: DictConfig, *, asked: int | str) -> dict:
-    """meta.json's num_classes: the model's head, what the config asked (a number or auto) and the data
-    set's class count with what was counted (null where nothing was: no data set, or one the loader does
-    not read and auto did not count)."""
-    counted = data_classes(cfg, strict=False) if asked == AUTO or cfg.loader.needs_data else None
-    return {
-        "model": cfg.model.num_classes,
-        "asked": str(asked),
-        "data": None if counted is None else counted[0],
-        "counted": None if counted is None else counted[1],
-    }
-
-
-def _device(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
-    if cfg.system.device == "cuda":
-        # one GPU per rank: local rank i drives GPU i of its node
-        torch.cuda.set_device(env.local_rank)
-        return torch.device("cuda", env.local_rank)
-    return torch.device("cpu")
-
-
-def _peak_memory(device: torch.device, num_devices: int) -> dict[str, int]:
-    """The rank's peak allocated and reserved bytes since it started (CUDA's caching allocator), the largest
-    over the devices it drives; {} on a CPU."""
-    if device.type != "cuda":
-        return {}
-    indexes = range(device.index, device.index + num_devices)
-    return {
-        "peak_allocated_bytes": max(torch.cuda.max_memory_allocated(i) for i in indexes),
-        "peak_reserved_bytes": max(torch.cuda.max_memory_reserved(i) for i in indexes),
-    }
-
-
-def _write_end(
-    run_dir: Path, *, env: distenv.DistEnv, device: torch.device, error: BaseException | None = None
-) -> None:
-    """end_rank<R>.json (rundir.end_record): the rank's peak device memory and, after a failure, its error
-    (not writing it then, on a full disk or a broken CUDA context, never hides the run's own error)."""
-    try:
-        rundir.write_json_atomic(
-            rundir.end_path(run_dir, env.rank),
-            rundir.end_record(rank=env.rank, peaks=_peak_memory(device, env.devices_per_rank), error=error),
-        )
-    except (OSError, RuntimeError):
-        if error is None:
-            raise
-
-
-def _write_provenance(
-    cfg: DictConfig,
-    run_dir: Path,
-    *,
-    env: distenv.DistEnv,
-    framework,
-    loader,
-    task,
-    classes: dict,
-    cache_evict: dict | None = None,
-    staged: staging.NodeStaging | None = None,
-) -> None:
-    """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
-    OmegaConf.save(cfg, run_dir / rundir.CONFIG, resolve=True)
-    rundir.write_json_atomic(
-        run_dir / rundir.META,
-        {
-            "schema_version": rundir.SCHEMA_VERSION,
-            "started": rundir.now_iso(),
-            "argv": sys.argv,
-            "launcher": env.source,
-            "world_size": env.num_devices,
-            "num_processes": env.world_size,
-            "num_nodes": env.num_nodes,
-            **runlog.git_provenance(REPO_DIR),
-            "versions": runlog.package_versions(),
-            **runlog.container_provenance(),  # the image the ranks ran in (launchers/container.py)
-            "hardware": runlog.hardware_provenance(),
-            "env": runlog.environment_provenance(),
-            "framework": framework.describe(),
-            "loader": loader.describe(),
-            "task": task.describe(),
-            "num_classes": classes,
-            **({"cache_evict": cache_evict} if cache_evict else {}),
-            # data.stage=node_local: where rank 0's node read the data set from (config.yaml keeps data.path)
-            **({"staging": dataclasses.asdict(staged)} if staged is not None else {}),
-            # more ranks on this host than CPUs; its launcher's CPUs: this rank may have bound itself to its share
-            **oversubscription(ranks=env.local_world_size, cores=host_cpus(pid=os.getppid())),
-            "cell_hash": rundir.cell_hash(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes),
-        },
-    )
-
-
-def _note_short_last_step(
-    num_samples: int | None, *, world_size: int, per_gpu_batch: int, steps_per_epoch: int
-) -> None:
-    """Say when every epoch ends in a step much smaller than the batch: it takes nearly a whole step's
-    time, so on a small dataset img/s reads low (4,100 images on 1 H200: one 4-image step in 16)."""
-    last = (
-        None
-        if num_samples is None
-        else sharding.short_last_step(num_samples, world_size=world_size, per_gpu_batch=per_gpu_batch)
-    )
-    if last is not None and last < per_gpu_batch // 2:
-        print(
-            f"[ddlbench] note: {num_samples} samples on {world_size} rank(s) at batch {per_gpu_batch}: each epoch's "
-            f"last step (1 of {steps_per_epoch}) holds {last} sample(s) per rank and still costs nearly a whole step; "
-            f"for throughput comparisons use a multiple of {world_size * per_gpu_batch} samples",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-def _summary(
-    cfg: DictConfig,
-    run_dir: Path,
-    *,
-    env: distenv.DistEnv,
-    warmup: int,
-    wall_s: float,
-    last_loss: float,
-    runtime_s: float,
-    sample_unit: str,
-    target: dict | None = None,
-) -> dict:
-    """summary.json of a completed run: the throughput from the rank logs (rundir.throughput), as analysis has it."""
-    key = rundir.identity(settings(cfg), world_size=env.num_devices, num_nodes=env.num_nodes)
-    return rundir.completed_summary(
-        key=key,
-        measured=rundir.throughput_of_run(run_dir, world_size=env.num_devices, num_processes=env.world_size),
-        num_processes=env.world_size,
-        memory=rundir.memory_of_run(run_dir, num_processes=env.world_size),
-        wall_s=wall_s,
-        last_loss=last_loss,
-        warmup_steps=warmup,
-        repeat=cfg.run.repeat,
-        runtime_s=runtime_s,
-        target=target,
-        names={
-            "framework": cfg.framework.name,
-            "loader": cfg.loader.name,
-            "model": rundir.model_name_of(cfg.model),
-            "precision": cfg.precision.name,
-            "per_gpu_batch": cfg.run.per_gpu_batch,
-            "campaign": cfg.run.campaign,
-            "sample_unit": sample_unit,
-        },
-    )
-
-
-def _window_energy(framework, meter: telemetry.EnergyMeter | None, *, env: distenv.DistEnv) -> dict:
-    """The measured window's energy summed over the ranks (every rank calls it: all-reduces): GPU joules where
-    every rank read its counter, host joules where every host's reading rank read RAPL, and why not."""
-    window = meter.result if meter is not None else telemetry.WindowEnergy(None, None, "not metered")
-    gpu_all = framework.all_reduce_scalar(0.0 if window.gpu_j is None else 1.0, "min")
-    gpu_j = framework.all_reduce_scalar(window.gpu_j or 0.0, "sum")
-    reads_host = env.local_rank == 0
-    host_missing = framework.all_reduce_scalar(1.0 if reads_host and window.host_j is None else 0.0, "max")
-    host_j = framework.all_reduce_scalar(window.host_j or 0.0, "sum")
-    note = window.note  # rank 0's: the ranks of a run are alike
-    if env.num_devices != env.world_size:  # DataParallel: one process, several GPUs; the meter reads one
-        gpu_all, note = 0.0, "GPU: a process drives several GPUs and reads one GPU's counter: not summed"
-    return {
-        "gpu_j": gpu_j if gpu_all >= 1.0 else None,
-        "host_j": host_j if host_missing == 0.0 else None,
-        "note": note,
-        "window_start_t_s": window.start_t_s,
-        "window_end_t_s": window.end_t_s,
-    }
-
-
-def _efficiency(cfg: DictConfig, *, device: torch.device, task, per_gpu_samples_s: float | None) -> dict:
-    """model_flops_per_sample (benchmarks/flops.py, on the meta device), the achieved TFLOPS per GPU and MFU
-    against the GPU's peak for the run's math (benchmarks/peaks.py); rank 0, once, after the measured steps."""
-    from benchmarks import flops, peaks
-
-    counted = flops.model_flops_per_sample(OmegaConf.to_container(cfg.model, resolve=True), task)
-    if device.type == "cuda":
-        tf32 = torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32
-        math = peaks.math_of(cfg.precision.amp_dtype, tf32=tf32)
-        peak = peaks.peak(torch.cuda.get_device_name(device), math)
-    else:
-        peak = peaks.peak(None, "fp32")
-    achieved, mfu = peaks.mfu(
-        flops_per_sample=counted.flops, per_gpu_samples_s=per_gpu_samples_s, peak_tflops=peak.tflops
-    )
-    return {
-        "model_flops_per_sample": counted.flops,
-        "achieved_tflops_per_gpu": achieved,
-        "peak_tflops": peak.tflops,
-        "mfu": mfu,
-        "mfu_note": peak.reason if counted.flops is not None else counted.reason,
-    }
-
-
-def _target_text(target: dict) -> str:
-    """One line on run.target_top1: reached after how long and how many samples, or not reached."""
-    if not target["target_reached"]:
-        return f"target top-1 {target['target_top1']:.2%} not reached"
-    return (
-        f"target top-1 {target['target_top1']:.2%} reached after {target['time_to_target_s']:.1f} s, "
-        f"{target['samples_to_target']:,} samples, {target['steps_to_target']} steps"
-    )
+from launchers.lifecycle import rundir_state, staging, watchdog
 
 
 def _announce(
@@ -259,8 +48,8 @@ def _announce(
 ) -> None:
     """Rank 0, once everything is built: meta.json (what ran, with what), then the start lines on stderr (an
     auto class count, a short last step, where the run writes)."""
-    classes = _classes_record(cfg, asked=asked_classes)
-    _write_provenance(
+    classes = measurement.classes_record(cfg, asked=asked_classes)
+    measurement.write_provenance(
         cfg,
         run_dir,
         env=env,
@@ -269,13 +58,13 @@ def _announce(
         task=task,
         classes=classes,
         cache_evict=cache_evict,
-        staged=staged,
+        staged=dataclasses.asdict(staged) if staged is not None else None,
     )
     if asked_classes == AUTO and classes["data"] is not None:
         print(
             f"[ddlbench] model.num_classes=auto: {classes['model']} ({classes['counted']})", file=sys.stderr, flush=True
         )
-    _note_short_last_step(
+    measurement.note_short_last_step(
         loader.num_samples,
         world_size=env.world_size,
         per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
@@ -295,7 +84,7 @@ def _say_done(
         flush=True,
     )
     if target:
-        print(f"[ddlbench] {_target_text(target)}", flush=True)
+        print(f"[ddlbench] {measurement.target_text(target)}", flush=True)
     if summary.get("nonfinite_loss_step") is not None:
         print(
             f"[ddlbench] warning: the loss went non-finite at step {summary['nonfinite_loss_step']} "
@@ -345,7 +134,7 @@ def _place(cfg: DictConfig) -> tuple[distenv.DistEnv, list[int], int | str, Path
     validate(cfg)
     coldcache.check(cfg.data.cache, cfg.data.cache_evict)
     run_dir = resolve_run_dir(cfg, world_size=env.num_devices, num_nodes=env.num_nodes)
-    if env.rank == 0 and rundir.holds_a_run(run_dir):
+    if env.rank == 0 and rundir_state.holds_a_run(run_dir):
         raise ConfigError(
             f"run directory {run_dir} already holds a run; pass run.repeat={cfg.run.repeat + 1} or another run.campaign"
         )
@@ -354,51 +143,15 @@ def _place(cfg: DictConfig) -> tuple[distenv.DistEnv, list[int], int | str, Path
     return env, cpus, asked_classes, run_dir
 
 
-def _loaders(cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.device, task, read_from: dict[str, str]):
-    """The training loader and the validation one (None without data.val_path or data.val_split). read_from: the
-    node's staged copy of each data folder (data.stage=node_local; {}: the folders themselves)."""
-    context = LoaderContext(
-        rank=env.rank,
-        world_size=env.world_size,
-        device=device,
-        per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
-        seed=cfg.run.seed,
-        num_classes=cfg.model.num_classes,
-        image_size=cfg.model.image_size,
-        channels_last=cfg.precision.channels_last,
-        data_path=read_from.get(cfg.data.path, cfg.data.path),
-        holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
-        task=task,
-    )
-    loader = option.build(context)
-    if not (cfg.data.val_path or cfg.data.val_split):
-        return loader, None
-    # the held-out folder, or the held-out part of data.path
-    held_out_path = read_from.get(cfg.data.val_path or cfg.data.path, cfg.data.val_path or cfg.data.path)
-    held_out = dataclasses.replace(context, data_path=held_out_path, validation=True)
-    return loader, option.build(held_out)
-
-
-def _settings_events(cfg: DictConfig, events: MlLog, *, global_batch: int, loader, val_loader) -> None:
-    """Rank 0's MLLOG file gets the run's settings."""
-    mllog.settings_events(
-        events,
-        cfg=cfg,
-        global_batch=global_batch,
-        train_samples=loader.num_samples,
-        eval_samples=None if val_loader is None else val_loader.num_samples,
-    )
-
-
 def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, events: MlLog | None):
-    """data.stage=node_local: each node's copy of the data set (benchmarks/data/staging.py; every rank waits for
+    """data.stage=node_local: each node's copy of the data set (launchers/lifecycle/staging.py; every rank waits for
     every node's), logged as MLPerf HPC logs it (staging_start / staging_stop, inside init); None otherwise."""
-    if not staging.enabled(cfg.data):
+    if not staging_enabled(cfg.data):
         return None
     if events is not None:
         events.start("staging_start")
     staged = staging.stage(
-        staged_sources(cfg),
+        staging.staged_sources(cfg),
         local_scratch=cfg.system.local_scratch,
         run_dir=run_dir,
         rank=env.rank,
@@ -420,7 +173,7 @@ def _stage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv, framework, e
 def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
     """The rank leaves its node's staged copy when the run ends, whatever happened; the last reader deletes it
     (docs/staging.md)."""
-    if staging.enabled(cfg.data):
+    if staging_enabled(cfg.data):
         with contextlib.suppress(staging.StagingError, ConfigError, OSError):
             staging.release(
                 staging.scratch_root(cfg.system.local_scratch),
@@ -428,38 +181,6 @@ def _unstage(cfg: DictConfig, run_dir: Path, *, env: distenv.DistEnv) -> None:
                 rank=env.rank,
                 local_rank=env.local_rank,
             )
-
-
-def _header(env: distenv.DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:
-    """The rank log's first line: where this rank ran."""
-    return {
-        "kind": "header",
-        "schema_version": rundir.SCHEMA_VERSION,
-        "rank": env.rank,
-        "local_rank": env.local_rank,
-        "host": socket.gethostname(),
-        # the launcher's node of this rank (its ranks are numbered node by node): tells hosts apart that share a
-        # host name (containers, network namespaces)
-        "node": env.rank // max(1, env.local_world_size),
-        "device": str(device),
-        "pid": os.getpid(),
-        "cpus": affinity.compact(cpus),
-        "steps_per_epoch": steps_per_epoch,
-    }
-
-
-def _loop_plan(cfg: DictConfig, *, warmup: int, measured: int, window, amp_dtype, steps_per_epoch: int) -> LoopPlan:
-    return LoopPlan(
-        warmup_steps=warmup,
-        measured_steps=measured,
-        log_every=cfg.run.log_every,
-        amp_dtype=amp_dtype,
-        trailing_steps=window.extra_steps if window else 0,
-        eval_every=cfg.run.eval_every_steps,
-        eval_every_epochs=cfg.run.eval_every_epochs,
-        steps_per_epoch=steps_per_epoch,
-        stop_on_nan=cfg.run.stop_on_nan,
-    )
 
 
 def _conclude(
@@ -498,20 +219,20 @@ def _conclude(
     runtime_s = framework.all_reduce_scalar(runtime_local_s, "max")
     startup_s = framework.all_reduce_scalar(startup_local_s, "max")
     nonfinite_step = first_nonfinite_step(framework, result.nonfinite_step)
-    energy = _window_energy(framework, opened.meter, env=env)
+    energy = measurement.window_energy(framework, opened.meter, env=env)
     target = validation.target_fields() if validation is not None else {}
     if opened.events is not None:
         opened.events.run_stop(status="aborted" if target and not target["target_reached"] else "success")
     if cfg.run.save_params:
         torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
-    _write_end(run_dir, env=env, device=device)
+    measurement.write_end(run_dir, env=env, device=device)
     opened.log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
     framework.barrier()  # every rank finished its steps and logs before the summary says so
     if env.rank != 0:
         return
     if window is not None and not window.keep_trace:
         remove_trace_dir(run_dir)
-    summary = _summary(
+    summary = measurement.summary(
         cfg,
         run_dir,
         env=env,
@@ -522,15 +243,15 @@ def _conclude(
         sample_unit=task.sample_unit,
         target=target,
     )
-    summary |= _efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
-    summary |= rundir.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
+    summary |= measurement.efficiency(cfg, device=device, task=task, per_gpu_samples_s=summary.get("per_gpu_img_s"))
+    summary |= summary_schema.energy_fields(energy, measured_samples=summary.get("measured_samples"), wall_s=wall_s)
     summary |= {"window_start_t_s": energy["window_start_t_s"], "window_end_t_s": energy["window_end_t_s"]}
     summary["startup_s"] = startup_s  # data.stage=node_local: the copy is inside it, as in the time to train
-    if staging.enabled(cfg.data):
+    if staging_enabled(cfg.data):
         summary |= staging.summary_fields(staging.read_records(run_dir))
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
-    rundir.write_json_atomic(run_dir / rundir.SUMMARY, summary)
+    run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary)
     _say_done(summary, run_dir, env=env, device=device, sample_unit=task.sample_unit, target=target)
 
 
@@ -541,14 +262,14 @@ def _record_failure(error: BaseException, run_dir: Path, *, env: distenv.DistEnv
         with contextlib.suppress(OSError, ValueError):
             opened.events.run_stop(status="aborted")
     if opened.log is not None:
-        _write_end(run_dir, env=env, device=device, error=error)
-    if env.rank == 0 and run_dir.is_dir() and not (run_dir / rundir.SUMMARY).exists():
+        measurement.write_end(run_dir, env=env, device=device, error=error)
+    if env.rank == 0 and run_dir.is_dir() and not (run_dir / run_files.SUMMARY).exists():
         # KeyboardInterrupt: Ctrl-C, or SIGTERM (benchmarks/__main__.py raises it for that too)
-        rundir.write_json_atomic(
-            run_dir / rundir.SUMMARY,
-            rundir.interrupted_summary(str(error) or "SIGINT")
+        run_files.write_json_atomic(
+            run_dir / run_files.SUMMARY,
+            summary_schema.interrupted_summary(str(error) or "SIGINT")
             if isinstance(error, KeyboardInterrupt)
-            else rundir.failed_summary(error),
+            else summary_schema.failed_summary(error),
         )
 
 
@@ -556,13 +277,13 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
     """Run this rank; rank 0 writes meta.json first and summary.json last. Returns the exit code.
     started_s: when the run began (time.time()), for its runtime; None: when this process started."""
     env, cpus, asked_classes, run_dir = _place(cfg)
-    device = _device(cfg, env)
+    device = adapters.device_of(cfg, env)
     hang_limits = watchdog.limits_of(cfg.run.hang_timeout_s, device_type=device.type)
     if device.type == "cuda":
         watchdog.set_up_flight_recorder(run_dir)  # before NCCL's process group starts: it reads them then
-    framework = components.build_framework(cfg)
-    loader_option = components.build_loader(cfg)
-    task = components.build_task(cfg)
+    framework = adapters.build_framework(cfg)
+    loader_option = adapters.build_loader(cfg)
+    task = adapters.build_task(cfg)
     framework.init(env, device)
     opened = _Opened()
     model = optimizer = loader = None
@@ -580,15 +301,23 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         if hang_limits is not None:
             opened.watchdog = watchdog.Watchdog(run_dir, rank=env.rank, limits=hang_limits).start()
         read_from = staged.paths if staged is not None else {}
-        loader, val_loader = _loaders(cfg, loader_option, env=env, device=device, task=task, read_from=read_from)
+        loader, val_loader = adapters.build_loaders(
+            cfg, loader_option, env=env, device=device, task=task, read_from=read_from
+        )
         global_batch = cfg.run.per_gpu_batch * env.num_devices
-        model, optimizer = components.build_model_and_optimizer(cfg, device, global_batch=global_batch)
-        amp_dtype = components.amp_dtype(cfg)
+        model, optimizer = adapters.build_model_and_optimizer(cfg, device, global_batch=global_batch)
+        amp_dtype = adapters.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
             model = torch.compile(model)
         if opened.events is not None:
-            _settings_events(cfg, opened.events, global_batch=global_batch, loader=loader, val_loader=val_loader)
+            mllog.settings_events(
+                opened.events,
+                cfg=cfg,
+                global_batch=global_batch,
+                train_samples=loader.num_samples,
+                eval_samples=None if val_loader is None else val_loader.num_samples,
+            )
         steps_per_epoch = len(loader)
         warmup, measured = plan_steps(
             warmup_steps=cfg.run.warmup_steps,
@@ -596,7 +325,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             epochs=cfg.run.epochs,
             steps_per_epoch=steps_per_epoch,
         )
-        opened.log.write(_header(env, device, cpus=cpus, steps_per_epoch=steps_per_epoch))
+        opened.log.write(runlog.header(env, device, cpus=cpus, steps_per_epoch=steps_per_epoch))
         if env.rank == 0:
             _announce(
                 cfg,
@@ -631,7 +360,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             )
         if opened.profiler is not None:
             opened.profiler.start()
-        plan = _loop_plan(
+        plan = loop.plan_of(
             cfg, warmup=warmup, measured=measured, window=window, amp_dtype=amp_dtype, steps_per_epoch=steps_per_epoch
         )
         opened.meter = telemetry.energy_meter(device, host=env.local_rank == 0)
@@ -693,7 +422,7 @@ def run_here(cfg: DictConfig) -> int:
     """A world of one, run in this process: `ddlbench maxbatch`'s probes, one after another in one process
     (no Python, torch and CUDA start per probe). Returns run()'s exit code, or 1 where it raised anything but
     a ConfigError: the traceback goes to stderr and the run directory says why it stopped (an out of memory:
-    rundir.ran_out_of_memory). Afterwards the memory the run held goes back to the device and the peak
+    summary_schema.ran_out_of_memory). Afterwards the memory the run held goes back to the device and the peak
     counters start anew, so the next run's peak is its own."""
     try:
         return run(cfg, started_s=time.time())

@@ -7,7 +7,7 @@
   line says so. A retry of the same cell is allowed: `ddlbench run` moves an interrupted or failed run
   into <campaign>/attic/.
 - The run's owner: this process holds <run dir>/owner.json (claimed here unless `ddlbench run` did) and
-  refreshes it every few seconds while the launcher lives (benchmarks/liveness.py); a local launcher's
+  refreshes it every few seconds while the launcher lives (launchers/lifecycle/liveness.py); a local launcher's
   process group is killed by a small reaper process once this process is gone, however it went (kill -9
   included), and a rank whose launcher is gone stops (liveness.exit_when_orphaned): nothing outlives its
   owner to write into a directory that a retry has taken.
@@ -17,7 +17,7 @@
   already (torchrun: torch), may start as a fork of this process that runs the module as `python -m`
   would (Launcher.forks): the same program with the same argv and environment, without a fresh Python
   and torch (3.6 s of every local run on the 2-core CPU machine). A CPU run's ranks may fork from it in
-  turn (JobShape.fork_ranks, benchmarks/freshstart.py).
+  turn (JobShape.fork_ranks, launchers/lifecycle/forked_rank.py).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks import liveness, rundir, watchdog
 from benchmarks.errors import ConfigError
-from benchmarks.freshstart import as_fresh_interpreter
+from benchmarks.rundir import run_files, summary_schema
+from launchers.lifecycle import fault_report, liveness, watchdog
+from launchers.lifecycle.forked_rank import as_fresh_interpreter
 
 INTERRUPT_LOG = "interrupt.log"
 INTERRUPTED_EXIT = 130
@@ -259,18 +260,18 @@ def run_launcher(
         for s, handler in previous.items():
             signal.signal(s, handler)
     output.join(5.0)
-    _drop_empty_stacks(run_dir)
-    summary = rundir.read_summary(run_dir) if run_dir.is_dir() else None
+    fault_report.drop_empty_stacks(run_dir)
+    summary = run_files.read_summary(run_dir) if run_dir.is_dir() else None
     if interrupted is not None and summary is not None and summary.get("status") == "completed":
         interrupted, code = None, 0  # the run had finished: its result stands
     if interrupted is None and hang is not None:
-        return _write_up_hang(run_dir, summary, hang, extra=summary_extra)
+        return fault_report.write_up_hang(run_dir, summary, hang, extra=summary_extra)
     if interrupted is not None:
         if run_dir.is_dir() and (summary is None or summary.get("status") != "interrupted"):
             # what a rank wrote (a collective's error once its peers stopped) follows from the interruption
             extra = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
-            rundir.write_json_atomic(
-                run_dir / rundir.SUMMARY, rundir.interrupted_summary(interrupted, **extra, **summary_extra)
+            run_files.write_json_atomic(
+                run_dir / run_files.SUMMARY, summary_schema.interrupted_summary(interrupted, **extra, **summary_extra)
             )
         where = f"; its logs are in {run_dir} ({INTERRUPT_LOG}: the ranks' last words)" if run_dir.is_dir() else ""
         print(
@@ -281,30 +282,20 @@ def run_launcher(
         )
         return INTERRUPTED_EXIT
     if code != 0 and run_dir.is_dir():
-        written = _write_up_failure(
+        written = fault_report.write_up_failure(
             run_dir, summary, launcher=name or Path(argv[0]).name, code=code, extra=summary_extra
         )
         rank0_error = summary.get("error") if summary and summary.get("status") == "failed" else None
-        line = _fault_text(run_dir, rank0_error=rank0_error, written=written, output=output)
+        line = fault_report.fault_text(run_dir, rank0_error=rank0_error, written=written, output=output)
         print(f"ddlbench: error: the run failed: {line}", file=sys.stderr, flush=True)
     return code
 
 
-def _drop_empty_stacks(run_dir: Path) -> None:
-    """The stacks files of ranks that were killed before they dumped anything (benchmarks/watchdog.py)."""
-    for stacks in run_dir.glob("stacks_rank*.txt"):
-        try:
-            if stacks.stat().st_size == 0:
-                stacks.unlink()
-        except OSError:
-            pass
-
-
 def _reserve(run_dir: Path) -> None:
-    """Space for the run's summary (rundir.reserve_space), taken before anything starts: a directory that takes
+    """Space for the run's summary (run_files.reserve_space), taken before anything starts: a directory that takes
     no file, or has no room, refuses the run in one line."""
     try:
-        rundir.reserve_space(run_dir)
+        run_files.reserve_space(run_dir)
     except OSError as error:
         raise ConfigError(
             f"the run directory {run_dir} cannot be written ({error.strerror or error}: "
@@ -312,125 +303,9 @@ def _reserve(run_dir: Path) -> None:
         ) from None
 
 
-# a rank's error that only says a peer went away (gloo, NCCL, MPI): the cause is another rank's
-PEER_GONE = re.compile(r"closed by peer|connection reset|remote worker|broken pipe|communicator was aborted", re.I)
-
-
-def _fault_text(run_dir: Path, *, rank0_error: str | None, written: bool, output: _Output | None) -> str:
-    """What failed where, in one line: the rank whose own error caused it (not one that only lost its peer),
-    with its host and its last logged step, or the rank that ended without a word (killed); whether the run is
-    marked failed; and where the logs and the hidden output are."""
-    errors = _rank_errors(run_dir)
-    if rank0_error and "0" not in errors:
-        errors = {"0": rank0_error, **errors}
-    own = [int(r) for r, e in errors.items() if not PEER_GONE.search(e)]
-    logs = sorted(int(p.stem[4:]) for p in run_dir.glob("rank*.jsonl") if p.stem[4:].isdigit())
-    # a rank that wrote no end record and whose error nobody has: killed before it could say anything
-    silent = [r for r in logs if rundir.read_end_record(run_dir, r) is None and str(r) not in errors]
-    if own or (errors and not silent):
-        rank = (own or [int(r) for r in errors])[0]
-        what = " ".join(errors[str(rank)].splitlines()[0].split())[:300]
-    else:
-        # several silent: the one the launcher saw die of a signal (not its own SIGTERM to the others), else the
-        # one killed first, which stopped logging first (the others went on to the step that waited for it)
-        signalled = _signalled_pids(output)
-        rank = (
-            min(silent, key=lambda r: (_rank_pid(run_dir, r) not in signalled, _stopped_at(run_dir, r)))
-            if silent
-            else None
-        )
-        what = "ended without an error of its own (killed: the out-of-memory killer, a signal, or its host went away)"
-    who = "the run"
-    if rank is not None:
-        host, step = _rank_place(run_dir, rank)
-        who = f"rank {rank} on {host or 'an unknown host'}" + (f", after step {step}" if step is not None else "")
-    marked = "the run is marked failed" if written else "no summary could be written: the next launch retries the run"
-    log = _kept_output(run_dir, output)
-    return f"{who}: {what}; {marked}; logs in {run_dir}" + (f" (the ranks' output: {log})" if log else "")
-
-
-# a launcher's word that a process died of a signal, other than the SIGTERM it sends the others: torchrun's
-# "failed (exitcode: -9) local_rank: 1 (pid: 123)" and "Signal 9 (SIGKILL) received by PID 123", mpirun's
-# "process rank 1 with PID 123 on node n exited on signal 9 (Killed)"
-SIGNALLED = re.compile(
-    r"exitcode: -(?!15\b)\d+.*?pid: (\d+)|Signal (?!15\b)\d+ \(\w+\) received by PID (\d+)"
-    r"|PID (\d+) on node \S+ exited on signal (?!15\b)\d+",
-    re.I,
-)
-
-
-def _signalled_pids(output: _Output | None) -> set[int]:
-    """The pids the launcher's kept output says died of a signal (SIGNALLED)."""
-    if output is None:
-        return set()
-    text = b"".join(output.unwritten).decode(errors="replace")
-    if output.log_path is not None:
-        try:
-            text += output.log_path.read_text(errors="replace")
-        except OSError:
-            pass
-    return {int(next(g for g in m.groups() if g)) for m in SIGNALLED.finditer(text)}
-
-
-def _rank_pid(run_dir: Path, rank: int) -> int | None:
-    """A rank's pid, from its log's header."""
-    try:
-        with open(run_dir / f"rank{rank}.jsonl", "rb") as f:
-            return int(json.loads(f.readline())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _stopped_at(run_dir: Path, rank: int) -> tuple[int, float]:
-    """When a rank stopped logging: its last logged step (-1: none), then its log's last write."""
-    step = _rank_place(run_dir, rank)[1]
-    try:
-        written = (run_dir / f"rank{rank}.jsonl").stat().st_mtime
-    except OSError:
-        written = 0.0
-    return (-1 if step is None else step, written)
-
-
-def _rank_place(run_dir: Path, rank: int) -> tuple[str | None, int | None]:
-    """(host, the last step it logged) of a rank, from its log's header and last line."""
-    import json
-
-    host = step = None
-    try:
-        with open(run_dir / f"rank{rank}.jsonl", "rb") as f:
-            host = json.loads(f.readline()).get("host")
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-            for line in reversed(f.read().splitlines()):
-                try:
-                    step = int(json.loads(line)["step"])
-                    break
-                except (ValueError, KeyError, TypeError):
-                    continue
-    except (OSError, ValueError, AttributeError):
-        pass
-    return host, step
-
-
-def _kept_output(run_dir: Path, output: _Output | None) -> Path | None:
-    """Where the hidden output is: the run's fault log, or, when the run directory took none of it, a file
-    under ~/.cache/ddlbench/logs/ (None: nothing was hidden)."""
-    if output is None:
-        return None
-    if not output.unwritten:
-        return output.log_path
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddlbench" / "logs"
-    path = cache / f"{run_dir.name}.{time.strftime('%Y%m%dT%H%M%S')}.log"
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"".join(output.unwritten))
-    except OSError:
-        return None
-    return path
-
-
 def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[int, dict | None]:
     """(the launcher's exit code, the hang a rank saw or None). Once a rank's watchdog saw a hang
-    (benchmarks/watchdog.py HANG_MARK), where each rank was is read at once (a stopped rank's record grows
+    (launchers/lifecycle/watchdog.py HANG_MARK), where each rank was is read at once (a stopped rank's record grows
     old), and the launcher and its ranks get HANG_GRACE_S to dump their stacks and exit: a stopped rank never
     does, and torchrun waits 30 s for a rank that ignores its SIGTERM."""
     hang, deadline = None, None
@@ -440,7 +315,7 @@ def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[
         except subprocess.TimeoutExpired:
             pass
         if hang is None and (mark := watchdog.hang_noticed(run_dir)) is not None:
-            progress = watchdog.where_ranks_were(rundir.read_progress(run_dir), at=time.time())
+            progress = watchdog.where_ranks_were(run_files.read_progress(run_dir), at=time.time())
             watchdog.spy_on_silent(run_dir, progress)  # a stopped rank's stacks, where py-spy is installed
             hang, deadline = {"mark": mark, "ranks": progress}, time.monotonic() + HANG_GRACE_S
             output.faulted.set()  # the ranks' and launcher's words on their way out go to the fault log
@@ -449,79 +324,6 @@ def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[
                 _kill_group(process.pid)
                 return process.wait(), hang
             return _stop(process, own_group=False, grace_s=5.0), hang
-
-
-def _write_up_hang(run_dir: Path, summary: dict | None, hang: dict, *, extra: dict) -> int:
-    """The `hung` summary (where each rank was; a rank's own error, if it wrote one, beside it) and one line."""
-    import json
-
-    try:
-        meta = json.loads((run_dir / rundir.META).read_text())
-        processes = int(meta.get("num_processes") or meta["world_size"])
-    except (OSError, ValueError, KeyError, TypeError):
-        processes = None
-    text = watchdog.hang_text(hang["mark"], hang["ranks"], num_processes=processes)
-    kept = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
-    try:
-        rundir.write_json_atomic(
-            run_dir / rundir.SUMMARY, rundir.hung_summary(text, ranks=hang["ranks"], **kept, **extra)
-        )
-    except OSError:
-        pass  # a full disk: the run stays without a summary, which the next launch retries
-    print(
-        f"ddlbench: error: the run hung: {text}; marked hung, each rank's stacks in "
-        f"{run_dir}/stacks_rank<R>.txt; `ddlbench run` with the same overrides runs the cell again",
-        file=sys.stderr,
-        flush=True,
-    )
-    return HUNG_EXIT
-
-
-def _write_up_failure(run_dir: Path, summary: dict | None, *, launcher: str, code: int, extra: dict) -> bool:
-    """The summary of a run whose launcher exited non-zero while nobody interrupted it, with every rank's own
-    error (end_rank<R>.json) beside it: rank 0's may only say that a peer went away.
-    - no summary: rank 0 was killed (the out-of-memory killer) or died before it could write one;
-    - "interrupted": a rank failed and the launcher stopped the others (torchrun and mpirun send SIGTERM),
-      so it is a failure;
-    - "failed": kept, with the ranks' errors added.
-    Whether the run has a summary now (a full disk may take none)."""
-    errors = _rank_errors(run_dir)
-    first = next(iter(errors.items()), None)
-    cause = f"rank {first[0]}: {first[1]}" if first else None
-    if summary is None:
-        text = (
-            f"{launcher} exited with code {code} and no rank wrote a summary (rank 0 was killed, e.g. by the "
-            "out-of-memory killer, or died before it could)" + (f"; {cause}" if cause else "")
-        )
-        record = rundir.failed_summary(text, rank_errors=errors, **extra)
-    elif summary.get("status") == "interrupted":
-        text = f"{launcher} exited with code {code}: {cause or 'a rank failed'}; the launcher stopped the other ranks"
-        record = rundir.failed_summary(text, rank_errors=errors, **extra)
-    elif summary.get("status") == "failed" and errors and "rank_errors" not in summary:
-        record = {**summary, "rank_errors": errors}
-    else:
-        return True
-    try:
-        rundir.write_json_atomic(run_dir / rundir.SUMMARY, record)
-    except OSError:
-        return summary is not None  # a full disk: the summary a rank wrote stands, or there is none
-    return True
-
-
-def _rank_errors(run_dir: Path) -> dict[str, str]:
-    """{rank: error} of the ranks whose end record holds an error other than being stopped
-    (KeyboardInterrupt: Ctrl-C or the launcher's SIGTERM), in rank order."""
-    import json
-
-    errors = {}
-    for path in sorted(run_dir.glob("end_rank*.json"), key=lambda p: int(p.stem.removeprefix("end_rank") or 0)):
-        try:
-            error = json.loads(path.read_text()).get("error")
-        except (OSError, ValueError):
-            continue
-        if error and not error.startswith("KeyboardInterrupt"):
-            errors[path.stem.removeprefix("end_rank")] = error
-    return errors
 
 
 # the reaper: reads its stdin to the end (this process gone: the pipe's only writer closed), then kills the group

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from benchmarks import tasks
+from benchmarks import distenv, tasks
 from benchmarks.adapter_config import adapter_config, config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.base import Framework
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
-from benchmarks.loaders.base import Loader
+from benchmarks.loaders.base import Loader, LoaderContext
 from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models import build_model
 from benchmarks.models.configs import check_library
@@ -89,3 +90,39 @@ def build_model_and_optimizer(
     if cfg.precision.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model, build_optimizer(model.parameters(), cfg.optim, global_batch=global_batch)
+
+
+def device_of(cfg: DictConfig, env: distenv.DistEnv) -> torch.device:
+    """The rank's device: GPU <local rank> of its node (system.device=cuda), else the CPU."""
+    if cfg.system.device == "cuda":
+        # one GPU per rank: local rank i drives GPU i of its node
+        torch.cuda.set_device(env.local_rank)
+        return torch.device("cuda", env.local_rank)
+    return torch.device("cpu")
+
+
+def build_loaders(
+    cfg: DictConfig, option, *, env: distenv.DistEnv, device: torch.device, task, read_from: dict[str, str]
+):
+    """The training loader and the validation one (None without data.val_path or data.val_split). read_from: the
+    node's staged copy of each data folder (data.stage=node_local; {}: the folders themselves)."""
+    context = LoaderContext(
+        rank=env.rank,
+        world_size=env.world_size,
+        device=device,
+        per_gpu_batch=cfg.run.per_gpu_batch * env.devices_per_rank,
+        seed=cfg.run.seed,
+        num_classes=cfg.model.num_classes,
+        image_size=cfg.model.image_size,
+        channels_last=cfg.precision.channels_last,
+        data_path=read_from.get(cfg.data.path, cfg.data.path),
+        holdout=0.0 if cfg.data.val_path else float(cfg.data.val_split),
+        task=task,
+    )
+    loader = option.build(context)
+    if not (cfg.data.val_path or cfg.data.val_split):
+        return loader, None
+    # the held-out folder, or the held-out part of data.path
+    held_out_path = read_from.get(cfg.data.val_path or cfg.data.path, cfg.data.val_path or cfg.data.path)
+    held_out = dataclasses.replace(context, data_path=held_out_path, validation=True)
+    return loader, option.build(held_out)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from benchmarks.launch.base import LOCAL, JobShape, Launcher, Probe, RankProgram
+from launchers.programs.base import LOCAL, JobShape, Launcher, Probe, RankProgram
 
 
 class Deepspeed(Launcher):

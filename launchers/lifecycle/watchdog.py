@@ -6,7 +6,7 @@ when), nothing more. Every few seconds the thread rewrites progress_rank<R>.json
 PROGRESS_FIELDS: a heartbeat, and where the rank is). When the step and phase have not changed within the
 limit (a collective whose peer is stopped or dead, a loader that never yields), the thread:
 
-- marks its progress record hung and creates hang.json (the first rank to notice; launchers/supervise.py
+- marks its progress record hung and creates hang.json (the first rank to notice; launchers/lifecycle/supervise.py
   polls that one file, then writes the `hung` summary with every rank's last step and phase);
 - dumps this rank's Python stacks into stacks_rank<R>.txt (faulthandler, which needs no GIL; py-spy's too
   where it is installed), and asks the ranks of this host to dump theirs (SIGUSR1, which each rank's
@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import rundir
+from benchmarks.rundir import run_files
 from benchmarks.validate import check_hang_timeout_s
 
 # where a rank can be: setup (before the first step), a step's phases in the step timer's order, between steps
@@ -209,8 +209,10 @@ class Watchdog:
 
     def start(self) -> Watchdog:
         """Open the progress record and the stacks file, register the stack dump on DUMP_SIGNAL, start the thread."""
-        self._fd = os.open(rundir.progress_path(self.run_dir, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        self._stacks = open(rundir.stacks_path(self.run_dir, self.rank), "a")
+        self._fd = os.open(
+            run_files.progress_path(self.run_dir, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+        )
+        self._stacks = open(run_files.stacks_path(self.run_dir, self.rank), "a")
         faulthandler.register(DUMP_SIGNAL, file=self._stacks, all_threads=True, chain=False)
         self._beat()
         self._thread = threading.Thread(target=self._run, daemon=True, name="ddlbench-watchdog")
@@ -227,7 +229,7 @@ class Watchdog:
             empty = self._stacks.tell() == 0
             self._stacks.close()
             if empty:
-                rundir.stacks_path(self.run_dir, self.rank).unlink(missing_ok=True)
+                run_files.stacks_path(self.run_dir, self.rank).unlink(missing_ok=True)
             self._stacks = None
         if self._fd is not None:
             os.close(self._fd)
@@ -343,7 +345,7 @@ class Watchdog:
         """DUMP_SIGNAL to this host's other ranks whose progress record is fresh (a live process of this run,
         not a pid reused since)."""
         now = time.time()
-        for rank, record in rundir.read_progress(self.run_dir).items():
+        for rank, record in run_files.read_progress(self.run_dir).items():
             if rank == self.rank or record.get("host") != self.host or not isinstance(record.get("pid"), int):
                 continue
             if now - float(record.get("beat", 0)) > stale_after_s(float(record.get("beat_every_s", 5.0))) + 60:
@@ -376,7 +378,7 @@ def spy_on_silent(run_dir: Path, ranks: Mapping[str, Mapping]) -> None:
                 timeout=PY_SPY_TIMEOUT_S,
                 check=False,
             )
-            with open(rundir.stacks_path(run_dir, int(rank)), "a") as f:
+            with open(run_files.stacks_path(run_dir, int(rank)), "a") as f:
                 f.write(f"=== rank {rank} did not answer; py-spy dump --nonblocking --pid {where['pid']}\n")
                 f.write(f"{spied.stdout}{spied.stderr}\n")
         except (OSError, subprocess.SubprocessError):
@@ -394,7 +396,7 @@ def hang_noticed(run_dir: Path) -> dict | None:
 
 def where_ranks_were(progress: Mapping[int, Mapping], *, at: float) -> dict[str, dict]:
     """{rank: its step, phase, host, seconds in that phase and whether it answered} at time `at` (time.time()),
-    from the ranks' progress records (rundir.read_progress)."""
+    from the ranks' progress records (run_files.read_progress)."""
     out = {}
     for rank, record in progress.items():
         beat, since = float(record.get("beat", 0.0)), float(record.get("since", 0.0))

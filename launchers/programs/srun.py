@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from benchmarks.launch.base import SLURM, JobShape, Launcher, Probe, RankProgram, RankVariables, integer, slurm_head
+from launchers.programs.base import SLURM, JobShape, Launcher, Probe, RankProgram, RankVariables, integer, slurm_head
 
 
 class Srun(Launcher):

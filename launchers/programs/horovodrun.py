@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from benchmarks.launch.base import LOCAL, JobShape, Launcher, Probe, RankProgram, RankVariables, integer
+from launchers.programs.base import LOCAL, JobShape, Launcher, Probe, RankProgram, RankVariables, integer
 
 
 class Horovodrun(Launcher):

@@ -2,7 +2,7 @@
 
 Two processes of a local CPU run start as forks rather than as fresh Pythons (about 6 s of CPU each on the
 2-core machine: torch, hydra and the adapters imported anew):
-- torchrun's agent, forked from `ddlbench run` (launchers/supervise.py, Launcher.forks);
+- torchrun's agent, forked from `ddlbench run` (launchers/lifecycle/supervise.py, Launcher.forks);
 - the ranks, forked from that agent (torchrun --run-path --start-method=fork, JobShape.fork_ranks); only a
   CPU run's of one thread per rank where no GPU driver is, as neither CUDA nor GNU OpenMP's thread pool
   survives a fork (launchers/local.py ranks_may_fork).
@@ -16,6 +16,7 @@ import atexit
 import io
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import warnings
@@ -60,3 +61,17 @@ def import_what_ranks_import_late(framework: type[Framework]) -> None:
     import torchvision.models  # noqa: F401
 
     framework.preload()
+
+
+def exit_rank(code: int) -> None:
+    """End this rank's process with `code`; returns only where a forked rank succeeded (code 0), to the
+    launcher's wrapper that ends it."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if code == 0 and is_forked_rank():
+        return
+    os._exit(code)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from benchmarks.launch.base import (
+from launchers.programs.base import (
     LOCAL,
     SLURM,
     JobShape,

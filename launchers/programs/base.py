@@ -27,7 +27,7 @@ class JobShape:
     master_port: int = 0  # read by launchers that host the rendezvous themselves (torchrun, deepspeed)
     as_root: bool = False  # OpenMPI refuses to start as root unless told that it is on purpose
     # the ranks may start as forks of the launcher's process, where the launcher can (torchrun;
-    # benchmarks/freshstart.py), rather than as fresh Pythons: a CPU run of one thread per rank where no GPU
+    # launchers/lifecycle/forked_rank.py), rather than as fresh Pythons: a CPU run of one thread per rank where no GPU
     # driver is (launchers/local.py ranks_may_fork says why)
     fork_ranks: bool = False
     # the system profile's launcher flags (benchmarks/schema.py SystemConfig holds their defaults);
@@ -136,7 +136,7 @@ class Launcher:
     runs_on_every_host: ClassVar[bool] = False  # across hosts: one argv per host (else one, on hosts[0])
     reads_hostfile: ClassVar[bool] = False  # across hosts: the hosts come as a file, not on the command line
     # its one-host argv is `python -m <module>` of this interpreter, which may run as a fork of `ddlbench run`
-    # (launchers/supervise.py): the CLI has imported torch already, the launcher need not import it again
+    # (launchers/lifecycle/supervise.py): the CLI has imported torch already, the launcher need not import it again
     forks: ClassVar[bool] = False
     probe: ClassVar[Probe]
 

@@ -1,16 +1,16 @@
 """The node side of `ddlbench preflight`: one process per node (srun --ntasks-per-node=1, or one per host of
 system.hosts), the only module of the preflight that imports torch.
 
-    python -m benchmarks.preflight --out FILE --measure-s 30 [--threads 4] [--node NAME]
+    python -m launchers.lifecycle.preflight --out FILE --measure-s 30 [--threads 4] [--node NAME]
                                    [--rank I --world-size N --master-addr HOST --master-port P]
 
 (under srun the rank, the nodes and rank 0's host come from Slurm's variables: benchmarks/distenv.py).
 
 Every node first times a square matmul of a fixed size on each of its GPUs at once (bf16), or on its CPU
 (fp32, --threads threads), for a share of --measure-s: the rate is the median of several timings. Then the
-nodes are paired in rounds (benchmarks.preflight.ring_rounds), and each pair times all-reduce of one buffer
+nodes are paired in rounds (launchers.lifecycle.preflight.probe.ring_rounds), and each pair times all-reduce of one buffer
 (gloo on CPUs, NCCL on GPUs) for its share of the time. Rank 0 writes every node's figures to --out (never
-over a file); the verdict is the command's (launchers/preflight.py).
+over a file); the verdict is the command's (launchers/lifecycle/preflight/__init__.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from benchmarks import distenv
-from benchmarks.preflight import (
+from launchers.lifecycle.preflight.probe import (
     CPU_ALLREDUCE_BYTES,
     CPU_GEMM_N,
     GEMM_SHARE,
@@ -168,7 +168,7 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.preflight", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m launchers.lifecycle.preflight", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="JSON of every node's figures, written by rank 0")
     p.add_argument("--measure-s", type=float, required=True, help="seconds of measuring (GEMM and all-reduce)")
     p.add_argument("--threads", type=int, default=1, help="CPU nodes: the GEMM's threads")

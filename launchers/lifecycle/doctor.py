@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from benchmarks.frameworks.configs import CONFIGS as FRAMEWORKS
-from benchmarks.launch import LAUNCHERS
-from benchmarks.launch.base import Launcher
 from benchmarks.loaders.configs import CONFIGS as LOADERS
 from benchmarks.models.configs import LIBRARIES as MODEL_LIBRARIES
+from launchers.programs import LAUNCHERS
+from launchers.programs.base import Launcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ def _adapter(group: str, option: str) -> Callable[[], Check]:
     """An adapter's own probe (its installation()): every framework and loader says what it needs."""
 
     def check() -> Check:
-        from benchmarks.components import adapter_class
+        from benchmarks.adapters import adapter_class
 
         found = adapter_class(group, option).installation()
         return Check(f"{group}={option}", found.ok, found.detail, found.fix, gpu_ok=found.gpu_ok, gpu_fix=found.gpu_fix)
@@ -62,7 +62,7 @@ def _module(name: str, label: str, fix: str) -> Callable[[], Check]:
 
 
 def _launcher(launcher: Launcher) -> Callable[[], Check]:
-    """A launcher's probe (benchmarks/launch/): its program on PATH, or its Python package importable."""
+    """A launcher's probe (launchers/programs/): its program on PATH, or its Python package importable."""
     label, probe = f"launcher={launcher.name}", launcher.probe
 
     def check() -> Check:

@@ -4,8 +4,8 @@ Before a campaign spends its allocation, every node is measured once: its GEMM r
 or on its CPU, and the all-reduce bandwidth between it and two partners (ring pairs (i, i+1), in rounds). A
 node 5% or more below the median GEMM rate is slow; so is a link 5% or more below the reference bandwidth,
 and a node whose every link to a partner not slow itself is slow. The measurement itself is
-`python -m benchmarks.preflight` (one process per node, `__main__.py`, torch imported there);
-launchers/preflight.py starts it.
+`python -m launchers.lifecycle.preflight` (one process per node, `__main__.py`, torch imported there);
+launchers/lifecycle/preflight/__init__.py starts it.
 """
 
 from __future__ import annotations

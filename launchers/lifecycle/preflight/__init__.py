@@ -1,5 +1,5 @@
-"""`ddlbench preflight`'s launch and record: start one `python -m benchmarks.preflight` per node, where the nodes
-are, within the time budget; judge what they measured (benchmarks/preflight) and write it to the campaign.
+"""`ddlbench preflight`'s launch and record: start one `python -m launchers.lifecycle.preflight` per node, where the nodes
+are, within the time budget; judge what they measured (launchers/lifecycle/preflight/) and write it to the campaign.
 
 Where it runs, in this order (`where` says which):
 - across system.hosts / system.hostfile: one process per host, the first here, the others over ssh
@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import preflight
 from benchmarks.errors import ConfigError
-from benchmarks.launch.base import RankProgram
+from launchers.lifecycle.preflight import probe
+from launchers.programs.base import RankProgram
 
-MODULE = "benchmarks.preflight"
+MODULE = "launchers.lifecycle.preflight"
 DEFAULT_BUDGET_S = 60
 MAX_BUDGET_S = 120  # at most 2 minutes of a campaign's time
 # the nodes measure for this share of the budget; the rest starts the processes (a torch import each) and joins them
@@ -90,7 +90,7 @@ def node_program(
     extra: Sequence[str] = (),
     container: Sequence[str] = (),
 ) -> RankProgram:
-    """`python -m benchmarks.preflight` with this profile's threads and the budget's measuring time (behind
+    """`python -m launchers.lifecycle.preflight` with this profile's threads and the budget's measuring time (behind
     `container`, the image's prefix, where system.container names one: launchers/container.py)."""
     threads = int(cfg.system.cpus_per_rank) * int(cfg.system.ranks_per_node)
     args = [
@@ -325,9 +325,9 @@ def record(measured: Mapping, *, stem: Path, settings: Mapping, spent_s: float) 
     gemm = {node["node"]: min(node["gemm_tflops"]) for node in measured["nodes"]}
     links = links_of(measured)
     bandwidth = {(link["a"], link["b"]): link["busbw_gb_s"] for link in links}
-    judged = preflight.verdict(gemm, bandwidth)
-    node_rows = preflight.rows(gemm, bandwidth, judged)
-    text = preflight.table(node_rows, judged)
+    judged = probe.verdict(gemm, bandwidth)
+    node_rows = probe.rows(gemm, bandwidth, judged)
+    text = probe.table(node_rows, judged)
     with open(stem.with_suffix(".csv"), "x", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(node_rows[0])))
         writer.writeheader()
@@ -337,7 +337,7 @@ def record(measured: Mapping, *, stem: Path, settings: Mapping, spent_s: float) 
         **settings,
         "spent_s": spent_s,
         "measured_s": max(node["measure_s"] for node in measured["nodes"]),
-        "slow_fraction": preflight.SLOW_FRACTION,
+        "slow_fraction": probe.SLOW_FRACTION,
         "gemm_median_tflops": judged.gemm_median_tflops,
         "link_reference_gb_s": judged.link_reference_gb_s,
         "nodes": [{**asdict(row), "measured": by_node[row.node]} for row in node_rows],

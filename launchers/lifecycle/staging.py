@@ -33,8 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.adapter_config import Choice
+from omegaconf import DictConfig
+
 from benchmarks.errors import ConfigError
+from benchmarks.schema import staging_enabled
 
 NUM_STREAMS = (
     8  # parallel copies per node: enough to keep a parallel file system's servers busy, few enough for its MDS
@@ -45,18 +47,6 @@ PREFIX = "ddlbench-"
 GB = 1e9
 BLOCK_BYTES = 4096  # the smallest a file takes on the scratch's file system
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")  # $NAME or ${NAME} in system.local_scratch
-
-
-class Stage(Choice):
-    """data.stage: where the loaders read the data set from."""
-
-    none = "none"  # data.path itself (the shared file system)
-    node_local = "node_local"  # a copy on each node's local scratch, made at the run's start
-
-
-def enabled(data) -> bool:
-    """Whether a run stages its data (data.stage=node_local): the one test of it."""
-    return str(data.get("stage", Stage.none)) == Stage.node_local
 
 
 class StagingError(RuntimeError):
@@ -404,7 +394,7 @@ def record_name(rank: int) -> str:
 
 
 def summary_fields(records: list[NodeStaging]) -> dict:
-    """summary.json's staging fields (rundir.SUMMARY_FIELDS) from every node's record: the slowest node's
+    """summary.json's staging fields (summary_schema.SUMMARY_FIELDS) from every node's record: the slowest node's
     seconds (the ranks all wait for it), the bytes per node, the slowest node's GB/s and each node's seconds."""
     if not records:
         return {}
@@ -473,3 +463,16 @@ def check_fits(sources: list[str], *, local_scratch_gb: float | None) -> None:
             f"system.local_scratch_gb={local_scratch_gb:g} GB per node; use data.stage=none, a smaller data set "
             "or a profile with more local scratch"
         )
+
+
+def staged_sources(cfg: DictConfig) -> list[str]:
+    """The folders data.stage=node_local copies to each node: data.path, and data.val_path where set."""
+    return [str(p) for p in (cfg.data.path, cfg.data.val_path) if p]
+
+
+def check_staging_fits(cfg: DictConfig) -> None:
+    """What the submit host can tell before a staged run starts (campaign plan and submit): its data set fits
+    system.local_scratch_gb (walked once per folder; not checked where the size is null)."""
+    if not staging_enabled(cfg.data):
+        return
+    check_fits(staged_sources(cfg), local_scratch_gb=cfg.system.local_scratch_gb)

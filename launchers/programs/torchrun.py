@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-from benchmarks.launch.base import LOCAL, JobShape, Launcher, Probe, RankProgram, RankVariables, integer
+from launchers.programs.base import LOCAL, JobShape, Launcher, Probe, RankProgram, RankVariables, integer
 
 
 class Torchrun(Launcher):
