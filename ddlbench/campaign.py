@@ -253,7 +253,8 @@ def cmd_run_here(args: argparse.Namespace) -> int:
     the cell's overrides and system.ranks_per_node = its GPUs); every cell is validated first. The CLI hands
     each through `ddlbench run`. A cell that a live run holds (another `campaign run`, a Slurm job) is left
     to it: two `campaign run` of one campaign share its cells."""
-    from ddlbench.run import CellCompleted, HeldElsewhere, cmd_run, skip_reason
+    from ddlbench.run import cmd_run, skip_reason
+    from launchers.lifecycle.rundir_state import CellCompleted, HeldElsewhere
 
     cfg, cells = plan(args.overrides)
     if say_impossible(cfg, cells):

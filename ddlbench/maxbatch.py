@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from ddlbench.run import cmd_run, free_port, next_free_repeat
+from ddlbench.run import cmd_run
+from launchers.lifecycle.rundir_state import next_free_repeat
+from launchers.local import free_port
 
 # The planning capacity is the devices' free memory less this share: what the CUDA context, NCCL's
 # buffers and the caching allocator's fragmentation take (docs/results/2026-12-03-h200-maxbatch.md).

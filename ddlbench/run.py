@@ -3,108 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from benchmarks.rundir import cell_identity, summary_schema
 from ddlbench.reports import cmd_results
-from launchers.lifecycle import rundir_state
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# run-directory states (benchmarks/rundir/) that a launch of the cell moves into <campaign>/attic/ and runs again
-RETRY_STATES = (*sorted(summary_schema.RETRIED_STATES), "dead")
-
-
-class CellCompleted(ConfigError):
-    """The cell's run directory holds a completed run: never overwritten (run -m and campaign run skip it)."""
-
-
-class HeldElsewhere(ConfigError):
-    """The cell's run directory is held by a live run of another launch (launchers/lifecycle/liveness.py)."""
-
-
-def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
-    """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
-    repeat = int(cfg.run.repeat)
-    while rundir_state.taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
-        repeat += 1
-    return repeat
-
-
-def repeat_dir(cfg, *, repeat: int, world_size: int, num_nodes: int) -> Path:
-    """The run directory of this config's cell at run.repeat=`repeat` (run.dir aside)."""
-    from benchmarks.validate import settings
-
-    flat = {**cell_identity.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
-    return cell_identity.run_dir(flat, world_size=world_size, num_nodes=num_nodes)
-
-
-def repeat_is_fixed(overrides: list[str]) -> bool:
-    """The user chose the run's directory: run.repeat=N or run.dir=PATH among the overrides."""
-    return any(o.lstrip("+").startswith(("run.repeat=", "run.dir=")) for o in overrides)
-
-
-def take_run_dir(
-    cfg, run_dir: Path, *, world_size: int, num_nodes: int, next_if_held: bool, claim: bool
-) -> tuple[Path, int]:
-    """The run directory this launch gets and its repeat. A completed run there: CellCompleted. A live run
-    there (another launch's): the next free repeat when next_if_held, else HeldElsewhere naming its owner. A
-    failed, interrupted, hung or dead run there: moved into <campaign>/attic/ with its reason (when `claim`;
-    a dry run only says what would run). claim: make this process the directory's owner (owner.json created
-    exclusively: of two launches at once, one gets the directory and the other looks again)."""
-    from launchers.lifecycle import liveness
-
-    repeat = int(cfg.run.repeat)
-    while True:
-        state = rundir_state.state(run_dir)
-        if state == "completed":
-            free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
-            raise CellCompleted(
-                f"run directory {run_dir} already holds a completed run (never overwritten); pass "
-                f"run.repeat={free} or another run.campaign"
-            )
-        if state == "running":
-            life = rundir_state.life(run_dir)
-            if not next_if_held:
-                raise HeldElsewhere(
-                    f"run directory {run_dir} is in use: {life.says()}; wait for it to end, or leave out "
-                    "run.repeat and run.dir (a launch without them takes the next free repeat)"
-                )
-            held, repeat = run_dir, next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
-            run_dir = repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)
-            print(
-                f"[ddlbench] {held.name} is running elsewhere ({life.says()}): this run takes run.repeat={repeat}",
-                file=sys.stderr,
-                flush=True,
-            )
-            continue
-        if not claim:
-            return run_dir, repeat
-        if state in RETRY_STATES:
-            attic = run_dir.parent / rundir_state.ATTIC
-            if state == "dead":
-                moved = rundir_state.reap(run_dir, attic, life := rundir_state.life(run_dir))
-                if moved is None:
-                    continue  # it changed meanwhile (another launch took it): look again
-                state = f"dead ({life.says()})"
-            else:
-                moved = rundir_state.move_aside(run_dir, attic, reason=state)
-            # kept for the post-mortem, out of the cell's place: the retry runs
-            print(f"[ddlbench] {run_dir.name} was {state}: moved to {moved}", file=sys.stderr, flush=True)
-        try:
-            liveness.claim(run_dir)
-        except liveness.Taken:
-            continue  # another launch claimed it first: look again
-        return run_dir, repeat
+from launchers.lifecycle.rundir_state import (
+    CellCompleted,
+    HeldElsewhere,
+    next_free_repeat,
+    repeat_is_fixed,
+    take_run_dir,
+)
 
 
 def split_sweep(value: str) -> list[str]:
@@ -214,6 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks.frameworks.configs import node_layout
     from benchmarks.validate import check_data, validate, warnings
     from launchers import hosts as several
+    from launchers.launch import launch_run
     from launchers.lifecycle import liveness
 
     if getattr(args, "multirun", False):
@@ -270,92 +181,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         claim=not args.dry_run,
     )
     try:
-        return _launch(args, cfg, run_dir=run_dir, repeat=repeat, framework=framework, spread=spread, nproc=nproc)
+        return launch_run(
+            cfg,
+            overrides=args.overrides,
+            run_dir=run_dir,
+            repeat=repeat,
+            framework=framework,
+            spread=spread,
+            nproc=nproc,
+            dry_run=args.dry_run,
+            quiet=getattr(args, "quiet", False),
+        )
     except BaseException:
         liveness.release(run_dir)  # a claim that never launched (an error before it) leaves nothing behind
         raise
-
-
-def _launch(args, cfg, *, run_dir: Path, repeat: int, framework, spread, nproc: int) -> int:
-    """cmd_run once the run directory is this process's: the launch command, then the launch."""
-    from launchers import container as image
-    from launchers import hosts as several
-    from launchers import programs
-    from launchers.lifecycle.forked_rank import import_what_ranks_import_late
-    from launchers.lifecycle.supervise import INTERRUPTED_EXIT, announce, run_launcher
-    from launchers.local import local_command, ranks_may_fork
-    from launchers.node_python import node_python
-    from launchers.programs.base import LOCAL
-
-    num_nodes = len(spread.hosts) if spread else 1
-    taken_repeat = [] if repeat == int(cfg.run.repeat) else [f"run.repeat={repeat}"]  # a live run held the asked one
-    overrides = [*args.overrides, *taken_repeat, f"run.dir={run_dir.resolve()}"]
-    inside = run_container(cfg, run_dir=run_dir.resolve())  # None: the ranks run on the host's own Python
-    if inside is not None and inside.runtime == "pyxis":
-        raise ConfigError(
-            "system.container.runtime=pyxis runs through srun inside a Slurm job, not `ddlbench run`; submit with "
-            "`ddlbench campaign submit`, or run here with system.container.runtime=podman or apptainer"
-        )
-    image.check(inside, launcher=str(cfg.framework.local_launcher))
-    # a container's ranks are its launcher's children inside the image: never forks of this process
-    fork_ranks, hostfile = spread is None and inside is None and ranks_may_fork(cfg), None
-    wrap, cleanup = image.prefix(inside), image.stop_argv(inside)
-    if spread:
-        python = inside.python if inside else node_python(cfg.system)
-        several.check(spread, run_dir=run_dir, python=python if inside is None else None)
-        across = several.plan(
-            spread,
-            launcher=str(cfg.framework.local_launcher),
-            ranks_per_node=nproc,
-            master_port=free_port(),
-            overrides=overrides,
-            run_dir=run_dir.resolve(),
-            env={**cfg.system.env, **image.environment(inside)},
-            python=python,
-            container=wrap,
-            cleanup=cleanup,
-        )
-        argv, shown, hostfile = across.argv, across.shown, across.hostfile
-    else:
-        argv = local_command(
-            launcher=cfg.framework.local_launcher,
-            nproc=nproc,
-            master_port=free_port(),
-            overrides=overrides,
-            fork_ranks=fork_ranks,
-            **({"python": inside.python, "container": wrap} if inside else {}),
-        )
-        shown = None
-    env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
-    if not args.dry_run:
-        env.update(image.environment(inside))  # what rank 0 records of the image (meta.json `container`)
-    if not getattr(args, "quiet", False):
-        if shown is None:
-            announce(argv, dry_run=args.dry_run)
-        for host, line in shown or ():  # each host's command
-            print(line if args.dry_run else f"[ddlbench] {host}: {line}", file=None if args.dry_run else sys.stderr)
-    if args.dry_run:
-        return 0
-    if hostfile is not None:
-        path, text = hostfile
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    if fork_ranks:
-        import_what_ranks_import_late(type(framework))
-    forks = spread is None and inside is None and programs.get(cfg.framework.local_launcher, LOCAL).forks
-    name = f"{cfg.framework.local_launcher} on {num_nodes} hosts" if spread else None
-    code = run_launcher(argv, env=env, run_dir=run_dir, fork=forks, name=name, cleanup=cleanup)
-    if code not in (0, INTERRUPTED_EXIT) and not run_dir.is_dir():
-        # with a run directory the supervisor has said what failed where, in its one error line
-        print(f"ddlbench: error: the run failed with exit code {code} before it made {run_dir}", file=sys.stderr)
-    return code
-
-
-def run_container(cfg, *, run_dir: Path):
-    """The container of system.container for this run (launchers/container.py for_run), None for none."""
-    from launchers import container
-
-    return container.for_run(cfg, run_dir=run_dir, token=f"{run_dir.name}-{os.getpid()}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -157,3 +158,10 @@ def hosts_training_commands(
         hosts=hosts, ranks_per_node=ranks_per_node, master_port=master_port, hostfile=hostfile, as_root=as_root
     )
     return hosts_commands(launcher, shape, training(overrides))
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, for the ranks' rendezvous on this machine."""
+    with socket.socket() as s:
+        s.bind(("", 0))  # every interface: the ranks of other hosts reach it too
+        return s.getsockname()[1]

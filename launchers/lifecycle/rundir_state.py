@@ -5,8 +5,11 @@ Nothing is ever written over: a directory that holds a run is refused before lau
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from benchmarks.errors import ConfigError
+from benchmarks.rundir import cell_identity, summary_schema
 from benchmarks.rundir.run_files import CONFIG, META, SUMMARY, now_iso, read_summary
 from launchers.lifecycle import liveness
 
@@ -81,3 +84,88 @@ def state(path: Path | None) -> str:
 def taken(path: Path) -> bool:
     """A run is there, or a launch has claimed the directory (owner.json) for one: no other run goes there."""
     return holds_a_run(path) or (path / liveness.OWNER).exists()
+
+
+# run-directory states (benchmarks/rundir/) that a launch of the cell moves into <campaign>/attic/ and runs again
+RETRY_STATES = (*sorted(summary_schema.RETRIED_STATES), "dead")
+
+
+class CellCompleted(ConfigError):
+    """The cell's run directory holds a completed run: never overwritten (run -m and campaign run skip it)."""
+
+
+class HeldElsewhere(ConfigError):
+    """The cell's run directory is held by a live run of another launch (launchers/lifecycle/liveness.py)."""
+
+
+def next_free_repeat(cfg, *, world_size: int, num_nodes: int = 1) -> int:
+    """The first run.repeat (from the configured one) whose run directory holds no run and no launch claimed."""
+    repeat = int(cfg.run.repeat)
+    while taken(repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)):
+        repeat += 1
+    return repeat
+
+
+def repeat_dir(cfg, *, repeat: int, world_size: int, num_nodes: int) -> Path:
+    """The run directory of this config's cell at run.repeat=`repeat` (run.dir aside)."""
+    from benchmarks.validate import settings
+
+    flat = {**cell_identity.flatten(settings(cfg)), "run.dir": None, "run.repeat": repeat}
+    return cell_identity.run_dir(flat, world_size=world_size, num_nodes=num_nodes)
+
+
+def repeat_is_fixed(overrides: list[str]) -> bool:
+    """The user chose the run's directory: run.repeat=N or run.dir=PATH among the overrides."""
+    return any(o.lstrip("+").startswith(("run.repeat=", "run.dir=")) for o in overrides)
+
+
+def take_run_dir(
+    cfg, run_dir: Path, *, world_size: int, num_nodes: int, next_if_held: bool, claim: bool
+) -> tuple[Path, int]:
+    """The run directory this launch gets and its repeat. A completed run there: CellCompleted. A live run
+    there (another launch's): the next free repeat when next_if_held, else HeldElsewhere naming its owner. A
+    failed, interrupted, hung or dead run there: moved into <campaign>/attic/ with its reason (when `claim`;
+    a dry run only says what would run). claim: make this process the directory's owner (owner.json created
+    exclusively: of two launches at once, one gets the directory and the other looks again)."""
+    repeat = int(cfg.run.repeat)
+    while True:
+        found = state(run_dir)
+        if found == "completed":
+            free = next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
+            raise CellCompleted(
+                f"run directory {run_dir} already holds a completed run (never overwritten); pass "
+                f"run.repeat={free} or another run.campaign"
+            )
+        if found == "running":
+            held_by = life(run_dir)
+            if not next_if_held:
+                raise HeldElsewhere(
+                    f"run directory {run_dir} is in use: {held_by.says()}; wait for it to end, or leave out "
+                    "run.repeat and run.dir (a launch without them takes the next free repeat)"
+                )
+            held, repeat = run_dir, next_free_repeat(cfg, world_size=world_size, num_nodes=num_nodes)
+            run_dir = repeat_dir(cfg, repeat=repeat, world_size=world_size, num_nodes=num_nodes)
+            print(
+                f"[ddlbench] {held.name} is running elsewhere ({held_by.says()}): this run takes run.repeat={repeat}",
+                file=sys.stderr,
+                flush=True,
+            )
+            continue
+        if not claim:
+            return run_dir, repeat
+        if found in RETRY_STATES:
+            attic = run_dir.parent / ATTIC
+            if found == "dead":
+                moved = reap(run_dir, attic, held_by := life(run_dir))
+                if moved is None:
+                    continue  # it changed meanwhile (another launch took it): look again
+                found = f"dead ({held_by.says()})"
+            else:
+                moved = move_aside(run_dir, attic, reason=found)
+            # kept for the post-mortem, out of the cell's place: the retry runs
+            print(f"[ddlbench] {run_dir.name} was {found}: moved to {moved}", file=sys.stderr, flush=True)
+        try:
+            liveness.claim(run_dir)
+        except liveness.Taken:
+            continue  # another launch claimed it first: look again
+        return run_dir, repeat

@@ -98,7 +98,7 @@ def test_a_killed_run_leaves_no_container_and_the_same_command_retries_the_cell(
     overrides += in_podman(podman_image)
     first = start(tmp_path, *overrides)
     run_dir = wait_for(lambda: training(tmp_path / "default"), what="training step")
-    label = f"{run_dir.name}-{first.pid}"  # ddlbench/run.py run_container's token
+    label = f"{run_dir.name}-{first.pid}"  # launchers/launch.py run_container's token
     assert containers(label), "the run's container is not labelled"
     os.killpg(first.pid, signal.SIGKILL)  # no clean-up of its own
     first.communicate(timeout=30)

@@ -22,7 +22,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from benchmarks.errors import ConfigError
 from launchers.lifecycle.preflight import probe
+from launchers.local import free_port
 from launchers.programs.base import RankProgram
 
 MODULE = "launchers.lifecycle.preflight"
@@ -185,7 +185,7 @@ def plan(
             )
         # inside an image its Python is the image's, which no host has on its own disk: check the folders only
         several.check(spread, run_dir=out.parent, python=None if inside is not None else python)
-        port = _free_port()
+        port = free_port()
         launches = [
             (
                 host,
@@ -244,7 +244,7 @@ def plan(
         budget_s=budget_s,
         python=python,
         container=wrap,
-        extra=["--rank", "0", "--world-size", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port())],
+        extra=["--rank", "0", "--world-size", "1", "--master-addr", "127.0.0.1", "--master-port", str(free_port())],
     )
     where = "on this machine alone (no system.hosts, no Slurm allocation, no --nodes): its GEMM rate only"
     return Plan(program.argv(), where, [], budget_s, env)
@@ -257,12 +257,6 @@ def after_prelude(system: Mapping, argv: list[str]) -> list[str]:
     if not lines:
         return argv
     return ["bash", "-c", "\n".join([*map(str, lines), 'exec "$@"']), "ddlbench-prelude", *argv]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def run(launch: Plan) -> int:
