@@ -21,7 +21,8 @@ from analysis.marks import notes, short
 from analysis.palette import PAPER_RC
 from analysis.report import assemble, format_compare
 from analysis.results import format_results, results_table
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 from tests.analysis.test_labels import on_cpu, tour
 
 OVERSUBSCRIBED_LINE = (
