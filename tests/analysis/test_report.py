@@ -175,7 +175,7 @@ def test_the_old_name_synthlogs_still_works_with_a_warning(tmp_path, capsys):
 def test_html_tables_scroll_align_and_read_well():
     import pandas as pd
 
-    from analysis.report import header, html_table
+    from analysis.report_render import header, html_table
 
     assert [
         header(c)

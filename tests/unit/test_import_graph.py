@@ -70,6 +70,7 @@ TORCH_FREE = [
     "analysis.campaign_analysis",
     "analysis.results",
     "analysis.report",
+    "analysis.report_render",
     "analysis.figures",
     "analysis.stash",
     "analysis.breakdown",
