@@ -65,6 +65,7 @@ TORCH_FREE = [
     "launchers.slurm",
     "launchers.local",
     "launchers.stash",
+    "launchers.stash_config",
     "analysis.load",
     "analysis.cells",
     "analysis.campaign_analysis",
