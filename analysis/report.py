@@ -35,16 +35,16 @@ from analysis import (
     utilisation,
 )
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import compared_marks, mark_tables, notes
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
+from analysis.container_images import compared_lines
 from analysis.device import MIXED, device_of, rank_columns, rank_words
-from analysis.images import compared_lines
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
-from analysis.marks import compared_marks, mark_tables, notes
 from analysis.palette import PAPER_RC
+from analysis.report_blocks import Block, Report, columns_shown
 from analysis.report_render import render_html, render_markdown
 from analysis.results import DEVICE_NAMES, column_names
-from analysis.section import Block, Report, columns_shown
 from benchmarks.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")
@@ -103,7 +103,7 @@ def assemble(
     for draw in SECTIONS:
         draw(report)
     if report.measured:
-        mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.marks
+        mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.caveats
         for block in report.blocks:  # per_gpu_* and baseline_gpus named for the ranks' device (CPU: per_rank_*)
             if block.kind == "table" and isinstance(block.content, pd.DataFrame):
                 named = rank_columns(block.content, report.words)
@@ -324,6 +324,6 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
     lines = notes([*table["marks_a"], *table["marks_b"]]) if "marks_a" in table else []
-    lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.images)
+    lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.container_images)
     under = "\n\n" + "\n".join(lines) if lines else ""
     return shown.to_string(index=False, na_rep="") + under + f"\n\n{said} ({rules})"

@@ -1,4 +1,4 @@
-"""The report's blocks (analysis/section.py Block) rendered as markdown and as one static HTML page, and the
+"""The report's blocks (analysis/report_blocks.py Block) rendered as markdown and as one static HTML page, and the
 tables in them: numbers as a reader wants them, headers with their units, long variants as labels. Shared
 by `ddlbench report` (analysis/report.py) and `ddlbench paper` (analysis/papers/build.py).
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.section import Block
+from analysis.report_blocks import Block
 
 
 def _fmt(value: object) -> str:

@@ -17,8 +17,8 @@ from analysis.papers import study_of
 from analysis.papers.base import PaperInput, Section, Study
 from analysis.papers.common import load_predictions, stand_ins_table, what_runs_are
 from analysis.report import fresh_dir, save_figures
+from analysis.report_blocks import Block
 from analysis.report_render import render_html, render_markdown
-from analysis.section import Block
 from benchmarks.errors import ConfigError
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
