@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from analysis.cells import CARRIED, CELL, carried_columns, cell_key, setting_text
 from analysis.figures import VARIANT_MARKERS, finish, legend_columns, panels, paper_style, pretty
 from analysis.palette import schedule_color
-from analysis.section import Block, Report, add_figure, columns_shown
+from analysis.report_blocks import Block, Report, add_figure, columns_shown
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

@@ -23,11 +23,11 @@ import pandas as pd
 
 from analysis import (
     accuracy,
+    caveats,
     cells,
     compare,
-    images,
+    container_images,
     interconnect,
-    marks,
     scaling,
     stability,
     stash,
@@ -76,9 +76,9 @@ class CampaignAnalysis:
 
     @functools.cache
     def marks(self) -> pd.Series:
-        """Per cell (cell_hash) what its figures must be read with (analysis.marks: oversubscribed, diverged),
+        """Per cell (cell_hash) what its figures must be read with (analysis.caveats: oversubscribed, diverged),
         as one text; '' for none."""
-        return marks.cell_marks(self.counted(), "cell_hash", self.problems())
+        return caveats.cell_marks(self.counted(), "cell_hash", self.problems())
 
     # --- accuracy -------------------------------------------------------------------------------
 
@@ -286,8 +286,10 @@ class CampaignAnalysis:
             counted_key = counted["run_id"].astype(str).map(key_of)
             devices = pd.Series(run_devices(counted).to_numpy(), index=counted_key.to_numpy())
             shown["device"] = devices[devices.index.notna()].groupby(level=0).first()  # what its ranks ran on
-            shown["marks"] = marks.cell_marks(counted, counted_key, analysis.problems())  # oversubscribed, diverged
-            shown["image"] = images.cell_images(counted, counted_key)  # what its runs ran in (meta.json container)
+            shown["marks"] = caveats.cell_marks(counted, counted_key, analysis.problems())  # oversubscribed, diverged
+            shown["image"] = container_images.cell_images(
+                counted, counted_key
+            )  # what its runs ran in (meta.json container)
             for figure in compare.EFFICIENCY_COMPARED:  # MFU, J/sample (analysis.efficiency): the runs' mean
                 values = pd.to_numeric(
                     counted.get(figure, pd.Series(index=counted.index, dtype="float64")), errors="coerce"

@@ -9,7 +9,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from analysis.figures import finish, panels, paper_style
 from analysis.interconnect import GPU_TEST_OPS
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 
 @paper_style

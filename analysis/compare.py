@@ -242,8 +242,8 @@ def compare(
     the two 95% confidence intervals of the mean do not overlap (judged_by says which rule applied):
     'regression' (B worse), 'improvement', 'ok'; a cell of A that B lacks is 'missing in B', or
     'incomplete in B' when B has runs of it but none counted (keys in `incomplete_in_b`); 'only in B'.
-    A side's `device` (analysis.device) is carried as a cell's column, its `marks` (analysis.marks) as
-    marks_a / marks_b, its `image` (analysis.images) as image_a / image_b ('' where the cell is not on that
+    A side's `device` (analysis.device) is carried as a cell's column, its `marks` (analysis.caveats) as
+    marks_a / marks_b, its `image` (analysis.container_images) as image_a / image_b ('' where the cell is not on that
     side); num_repeats_a / _b are integers, null where the cell is on one side only."""
     if not 0 <= threshold < 1 or math.isnan(threshold):
         raise ValueError(f"threshold={threshold}: use a fraction in [0, 1), e.g. 0.05 for 5%")

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from analysis.cells import cell_key
 from analysis.figures import curves, finish, gpu_axis, panels, paper_style
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 FIGURES = ["mfu", "achieved_tflops_per_gpu", "energy_j_per_sample", "avg_power_w", "host_energy_j"]
 NOTES = {"mfu": "mfu_note", "energy_j_per_sample": "energy_note"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.section import Block, Report
+from analysis.report_blocks import Block, Report
 
 
 def draw(report: Report) -> None:

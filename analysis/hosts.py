@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from analysis.cells import measured
 from analysis.figures import finish, panels, paper_style
 from analysis.palette import BREAKDOWN_COLORS, FULL_WIDTH_IN, IDEAL_COLOR
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

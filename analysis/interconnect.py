@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from analysis.figures import finish, panels, paper_style
 from analysis.palette import FULL_WIDTH_IN
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

@@ -15,7 +15,7 @@ from analysis.cells import CELL, peak_memory, rate_label, rate_suffix, sample_un
 from analysis.device import rank_words
 from analysis.figures import finish, numbered, panels, paper_style, pretty, shared_parts
 from analysis.palette import IDEAL_COLOR, framework_color
-from analysis.section import Block, Report, add_figure, columns_shown
+from analysis.report_blocks import Block, Report, add_figure, columns_shown
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

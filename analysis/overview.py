@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.cells import loader_settings, setting_text
 from analysis.device import GPU, device_names, run_devices
-from analysis.section import Block, Report
+from analysis.report_blocks import Block, Report
 
 # a torch build's CUDA (and, where a GPU is visible, NCCL) versions: facts of runs on GPUs only
 GPU_PROVENANCE = ("meta.hardware.cuda", "meta.hardware.nccl")

@@ -11,7 +11,7 @@ from matplotlib.ticker import PercentFormatter
 
 from analysis.figures import finish, model_key, panels, paper_style, pretty
 from analysis.palette import BREAKDOWN_COLORS, PAPER_RC
-from analysis.section import Block, Report, add_figure, table_if_rows
+from analysis.report_blocks import Block, Report, add_figure, table_if_rows
 
 # seed study A's parts, bottom to top (the order of breakdown_bars): (legend name, colour, reference column);
 # the rest up to 100% is its "other work"

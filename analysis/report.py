@@ -1,11 +1,11 @@
 """`ddlbench report` and `ddlbench compare`: the sections of the analysis modules (analysis/<analysis>.py,
 each with its metrics, figures and `draw(report)`), in SECTIONS' order, put into a markdown + static HTML
-report, its figures drawn in worker processes. Nothing is computed here; this module renders and writes files.
+report (rendered by analysis/report_render.py), its figures drawn in worker processes; and `compare`'s text.
+Nothing is computed here; this module assembles and writes files.
 """
 
 from __future__ import annotations
 
-import html
 import multiprocessing
 import os
 import time
@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pandas as pd
 
 from analysis import (
@@ -36,15 +35,16 @@ from analysis import (
     utilisation,
 )
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import compared_marks, mark_tables, notes
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
+from analysis.container_images import compared_lines
 from analysis.device import MIXED, device_of, rank_columns, rank_words
-from analysis.images import compared_lines
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
-from analysis.marks import compared_marks, mark_tables, notes
 from analysis.palette import PAPER_RC
+from analysis.report_blocks import Block, Report, columns_shown
+from analysis.report_render import render_html, render_markdown
 from analysis.results import DEVICE_NAMES, column_names
-from analysis.section import Block, Report, columns_shown
 from benchmarks.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")
@@ -75,7 +75,8 @@ SECTIONS: tuple[Callable[[Report], None], ...] = (
 )
 
 
-def _fresh_dir(out: Path, option: str = "--out") -> Path:
+def fresh_dir(out: Path, option: str = "--out") -> Path:
+    """out, made; refused where it holds anything (a report is never written over)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
@@ -84,130 +85,6 @@ def _fresh_dir(out: Path, option: str = "--out") -> Path:
         )
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return ""
-    if isinstance(value, (float, np.floating)):
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.3g}" if abs(value) < 1 else f"{value:,.1f}"
-    return str(value)
-
-
-def markdown_table(frame: pd.DataFrame, *, labels: dict[str, str] | None = None) -> str:
-    """A GitHub-markdown table (no tabulate dependency); long variants as labels (variant_labels: `labels`,
-    or numbered here), spelled out under the table."""
-    if frame.empty:
-        return "_none_"
-    labels = variant_labels([frame]) if labels is None else labels
-    named = _named(frame, labels)
-    if named:
-        frame = frame.assign(variant=frame["variant"].map(lambda v: named.get(_fmt(v), "")))
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "| " + " | ".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---" for c in frame.columns) + " |"
-    body = [
-        "| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
-        for row in frame.itertuples(index=False)
-    ]
-    legend = [f"{VARIANT_LEGEND}:", *(f"- {label}: {text}" for text, label in named.items())] if named else []
-    return "\n".join([head, rule, *body]) + ("\n\n" + "\n".join(legend) if legend else "")
-
-
-VARIANT_CHARS = 40  # a longer variant (several swept settings) would make every table it is in wide: a label
-VARIANT_LEGEND = "variant: the settings that tell apart cells that look alike"
-
-
-def variant_labels(frames: list[pd.DataFrame]) -> dict[str, str]:
-    """{variant: v1, v2, ...} over the tables' distinct variants in the order they first appear, when one of
-    them is longer than VARIANT_CHARS; {} when each is short enough to read in its column."""
-    texts = dict.fromkeys(v for frame in frames if "variant" in frame for v in frame["variant"].map(_fmt) if v)
-    if not any(len(v) > VARIANT_CHARS for v in texts):
-        return {}
-    return {v: f"v{i}" for i, v in enumerate(texts, 1)}
-
-
-def _named(frame: pd.DataFrame, labels: dict[str, str]) -> dict[str, str]:
-    """{variant: its label} of the variants this table shows, where they are labelled."""
-    if not labels or "variant" not in frame:
-        return {}
-    return {v: labels[v] for v in frame["variant"].map(_fmt) if v in labels}
-
-
-# how a column name reads as a header (the markdown keeps the names): rates anywhere, units at the end
-_HEADER_RATES = (("_img_s", "_img/s"), ("_seq_s", "_seq/s"), ("_gb_s", "_GB/s"))
-_HEADER_UNITS = (("_pct", " %"), ("_ms", " ms"), ("_gib", " GiB"), ("_s", " s"), ("_pp", " pp"))
-_HEADER_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "ci": "CI", "h2d": "H2D"}
-
-
-def header(column: object) -> str:
-    """A column name as a table header: per_gpu_img_s -> 'per GPU img/s', allreduce_pct -> 'allreduce %'."""
-    text, unit = str(column), ""
-    for rate, shown in _HEADER_RATES:
-        text = text.replace(rate, shown)
-    for suffix, shown in _HEADER_UNITS:
-        if text.endswith(suffix) and len(text) > len(suffix):
-            text, unit = text[: -len(suffix)], shown
-            break
-    return " ".join(_HEADER_WORDS.get(w, w) for w in text.split("_")) + unit
-
-
-def html_table(
-    frame: pd.DataFrame, *, key: tuple[str, ...] = (), note: str = "", labels: dict[str, str] | None = None
-) -> str:
-    """A table that scrolls inside its own box when it is wider than the page; numbers right, text left.
-    The `key` columns come first, so that the figure a reader came for is on screen without scrolling
-    sideways; then the others in the frame's order, and `variant` last: where long, a label (variant_labels:
-    `labels`, or numbered here) with its settings on hover. What each label stands for and `note`, how the
-    figures are computed, fold under the table ("How this is computed")."""
-    first = [c for c in key if c in frame]
-    variant = ["variant"] if "variant" in frame else []
-    frame = frame[[*first, *(c for c in frame if c not in first and c not in variant), *variant]]
-    named = _named(frame, variant_labels([frame]) if labels is None else labels)
-    fold = [f"<p>{html.escape(p)}</p>" for p in note.split("\n\n") if p.strip()]
-    if named:
-        fold.insert(
-            0,
-            f"<p>{VARIANT_LEGEND} (a label shows them on hover):</p><ul>"
-            + "".join(f"<li>{label}: {html.escape(text)}</li>" for text, label in named.items())
-            + "</ul>",
-        )
-    summary = "How this is computed" if note.strip() else "The variants' settings"
-    if note.strip() and named:
-        summary += ", and the variants' settings"
-    details = f"<details><summary>{summary}</summary>{''.join(fold)}</details>" if fold else ""
-    if frame.empty:
-        return "<p><em>none</em></p>" + details
-    numeric = [
-        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
-    ]
-    # the key columns' class, the last of them ruled off from the rest
-    key_class = [
-        ("key key-end" if i == len(first) - 1 else "key") if i < len(first) else "" for i in range(len(numeric))
-    ]
-    head = "".join(
-        "<th" + (f' class="{k}"' if k else "") + f' title="{html.escape(str(c))}">{html.escape(header(c))}</th>'
-        for c, k in zip(frame.columns, key_class)
-    )
-
-    def cell(value: object, column: object, number: bool, k: str) -> str:
-        text = _fmt(value)
-        if column == "variant" and text in named:
-            return f'<td class="txt variant" title="{html.escape(text)}">{named[text]}</td>'
-        return f'<td class="{" ".join(filter(None, ["num" if number else "txt", k]))}">{html.escape(text)}</td>'
-
-    rows = "".join(
-        "<tr>" + "".join(cell(*x) for x in zip(row, frame.columns, numeric, key_class)) + "</tr>"
-        for row in frame.itertuples(index=False)
-    )
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>' + details
-
-
-# --- what ran, on what ---------------------------------------------------------------------------
-
-
-# --- assembling --------------------------------------------------------------------------------
 
 
 def assemble(
@@ -226,7 +103,7 @@ def assemble(
     for draw in SECTIONS:
         draw(report)
     if report.measured:
-        mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.marks
+        mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.caveats
         for block in report.blocks:  # per_gpu_* and baseline_gpus named for the ranks' device (CPU: per_rank_*)
             if block.kind == "table" and isinstance(block.content, pd.DataFrame):
                 named = rank_columns(block.content, report.words)
@@ -235,65 +112,6 @@ def assemble(
                 for old, new in renamed.items():
                     block.note = block.note.replace(str(old), str(new)) if old != new else block.note
     return report.blocks, report.figures
-
-
-def render_markdown(blocks: list[Block], figure_files: dict[str, list[str]]) -> str:
-    """The report as markdown; long variants have one label (v1, v2, ...) in every table of it."""
-    labels = variant_labels([b.content for b in blocks if b.kind == "table"])
-    out = []
-    for block in blocks:
-        if block.kind == "heading":
-            out.append("#" * block.level + " " + str(block.content))
-        elif block.kind == "text":
-            out.append(str(block.content))
-        elif block.kind == "table":
-            out.append(markdown_table(block.content, labels=labels))
-            if block.note:
-                out.append(block.note)
-        elif block.kind == "figure":
-            name, caption = block.content
-            files = figure_files[name]
-            links = " ".join(f"[{Path(f).suffix[1:]}]({f})" for f in files[1:])
-            out.append(f"![{caption}]({files[0]})\n\n_{caption}_ {links}")
-    return "\n\n".join(out) + "\n"
-
-
-def render_html(blocks: list[Block], figure_files: dict[str, list[str]], title: str) -> str:
-    """The report as one static page; long variants have one label (v1, v2, ...) in every table of it."""
-    labels = variant_labels([b.content for b in blocks if b.kind == "table"])
-    body = []
-    for block in blocks:
-        if block.kind == "heading":
-            body.append(f"<h{block.level}>{html.escape(str(block.content))}</h{block.level}>")
-        elif block.kind == "text":
-            body.append(f"<p>{html.escape(str(block.content))}</p>")
-        elif block.kind == "table":
-            body.append(html_table(block.content, key=block.key, note=block.note, labels=labels))
-        elif block.kind == "figure":
-            name, caption = block.content
-            files = figure_files[name]
-            links = " ".join(f'<a href="{html.escape(f)}">{Path(f).suffix[1:]}</a>' for f in files[1:])
-            body.append(
-                f'<figure><img src="{html.escape(files[0])}" alt="{html.escape(caption)}">'
-                f"<figcaption>{html.escape(caption)} {links}</figcaption></figure>"
-            )
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-        ".scroll{max-width:100%;overflow-x:auto;margin:1em 0}"
-        "table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}"
-        # a header wraps between its words: the column is as wide as its figures, not its name
-        "th{background:#f3f3f3;text-align:center;position:sticky;top:0;white-space:normal;vertical-align:bottom}"
-        "td.num{text-align:right;font-variant-numeric:tabular-nums}td.txt{text-align:left}"
-        "th.key{background:#e4ecf5}.key-end{border-right:2px solid #888}"
-        "td.variant{text-decoration:underline dotted;cursor:help}"
-        "details{font-size:13px;color:#444;margin:-0.5em 0 1em}summary{cursor:pointer;color:#555}"
-        "img{max-width:100%}figcaption{font-size:12px;color:#555}"
-    )
-    return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
 
 
 _PENDING: dict = {}  # name -> draw callable, inherited by forked workers
@@ -365,7 +183,7 @@ def build_report(
     bad = [f for f in formats if f not in FORMATS]
     if bad or "png" not in formats:
         raise ConfigError(f"--formats {','.join(formats)}: use png plus any of svg, pdf (e.g. --formats png,svg)")
-    out = _fresh_dir(out)
+    out = fresh_dir(out)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     campaign = load_campaign(runs_dir)
@@ -506,6 +324,6 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
     lines = notes([*table["marks_a"], *table["marks_b"]]) if "marks_a" in table else []
-    lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.images)
+    lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.container_images)
     under = "\n\n" + "\n".join(lines) if lines else ""
     return shown.to_string(index=False, na_rep="") + under + f"\n\n{said} ({rules})"

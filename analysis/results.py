@@ -5,7 +5,7 @@ fits WIDTH columns: the `variant` column (the settings that tell cells apart, wh
 becomes a label spelled out under the table when the table would be wider, and a failed run shows the
 first line of its error (short_reason); `results --long` prints every variant in its column and every
 error in full. Columns name the ranks by their device (analysis.device: "GPUs", or "ranks (CPU)"), a cell
-of one repeat says that it has no interval, and an oversubscribed or diverged cell is marked (analysis.marks),
+of one repeat says that it has no interval, and an oversubscribed or diverged cell is marked (analysis.caveats),
 each mark explained in a line under the table.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import notes, short, with_marks
 from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
 from analysis.efficiency import why_none, with_efficiency
-from analysis.marks import notes, short, with_marks
 from analysis.staging import with_staging
 from benchmarks.errors import ConfigError
 

@@ -29,7 +29,7 @@ from analysis.figures import (
     pretty,
 )
 from analysis.palette import IDEAL_COLOR, framework_color, loader_style
-from analysis.section import Block, Report, add_figure, columns_shown, in_unit, percent, with_memory
+from analysis.report_blocks import Block, Report, add_figure, columns_shown, in_unit, percent, with_memory
 
 
 def scaling(cell_table: pd.DataFrame, *, mode: str = "weak", baseline_world_size: int | None = None) -> pd.DataFrame:

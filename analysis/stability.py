@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 from analysis.cells import CELL, measured, per_cell_mean, step_times
 from analysis.figures import finish, panels, paper_style
 from analysis.palette import IDEAL_COLOR
-from analysis.section import Block, Report, add_figure, columns_shown, table_if_rows
+from analysis.report_blocks import Block, Report, add_figure, columns_shown, table_if_rows
 
 SLOW_STEP_FACTOR = 1.2  # a step this much slower than its run's median is a slow step
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from analysis.cells import cell_key
 from analysis.figures import finish, panels, paper_style
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 FIELDS = ["staging_s", "staging_gb_s_per_node", "staging_bytes", "startup_s"]
 DATA_SET = "config.data.path"  # the staged folder: runs of two data sets are never averaged together

@@ -26,7 +26,7 @@ from matplotlib.ticker import PercentFormatter
 from analysis.cells import repeat_stats, run_throughput
 from analysis.figures import finish, panels, paper_style, pretty
 from analysis.palette import FULL_WIDTH_IN, STALL_COLORS
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 from benchmarks.adapter_config import config_default
 from benchmarks.errors import ConfigError
 from benchmarks.frameworks.configs import DDPConfig

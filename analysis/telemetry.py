@@ -6,7 +6,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.figures import finish, panels, paper_style
-from analysis.section import Block, Report, add_figure
+from analysis.report_blocks import Block, Report, add_figure
 
 TELEMETRY_FIRST = [
     "gpu_util_percent",

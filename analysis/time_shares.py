@@ -13,7 +13,7 @@ from analysis.cells import CELL, PHASES, SHARES, measured, per_cell_mean
 from analysis.device import rank_words
 from analysis.figures import finish, gpu_labels, legend_columns, model_names, panels, paper_style, pretty
 from analysis.palette import BREAKDOWN_COLORS, framework_color
-from analysis.section import Block, Report, add_figure, columns_shown, percent
+from analysis.report_blocks import Block, Report, add_figure, columns_shown, percent
 
 
 def breakdown(steps: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from analysis.device import with_device
 from analysis.figures import cell_label_parts, cell_labels, model_key, panel_title, paper_style, shared_parts
 from analysis.palette import FULL_WIDTH_IN, TRACE_COLORS
 from analysis.reference_overlay import REFERENCE_KEY
-from analysis.section import Block, Report, add_figure, columns_shown
+from analysis.report_blocks import Block, Report, add_figure, columns_shown
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

@@ -22,7 +22,7 @@ from analysis.figures import (
     shared_parts,
 )
 from analysis.palette import framework_color
-from analysis.section import Block, Report, add_figure, columns_shown
+from analysis.report_blocks import Block, Report, add_figure, columns_shown
 
 if TYPE_CHECKING:
     from analysis.campaign_analysis import CampaignAnalysis

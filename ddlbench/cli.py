@@ -1,5 +1,5 @@
 """The `ddlbench` command: its parser, built from each command group's module (ddlbench/<group>.py: run and
-demo, data, maxbatch, loaderbench, results/report/compare/paper/synthlogs, predict, doctor, campaign,
+demo, data, maxbatch, loaderbench, results/report/compare/paper/synthetic-logs, predict, doctor, campaign,
 preflight, commbench, stash, completion), and `main`."""
 
 from __future__ import annotations

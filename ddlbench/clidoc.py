@@ -13,12 +13,15 @@ WIDTH = 100  # the help's line width, whatever the terminal that makes the file
 
 
 def _subcommands(parser: argparse.ArgumentParser, prefix: str) -> list[tuple[str, argparse.ArgumentParser]]:
-    """(full command, parser) for the parser and every subcommand below it, in the order they were added."""
+    """(full command, parser) for the parser and every subcommand below it, in the order they were added; a
+    command registered without a help line (an old name kept for a release) gets no section."""
     found = [(prefix, parser)]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            listed = {choice.dest for choice in action._choices_actions}
             for name, sub in action.choices.items():
-                found += _subcommands(sub, f"{prefix} {name}")
+                if name in listed:
+                    found += _subcommands(sub, f"{prefix} {name}")
     return found
 
 

@@ -1,4 +1,4 @@
-"""`ddlbench results|report|compare|paper|synthlogs`: the tables, the report, two campaigns side by side, the
+"""`ddlbench results|report|compare|paper|synthetic-logs`: the tables, the report, two campaigns side by side, the
 studies' figures (the analyses: analysis/)."""
 
 from __future__ import annotations
@@ -155,8 +155,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if table["flag"].isin(failing).any() else 0
 
 
-def cmd_synthlogs(args: argparse.Namespace) -> int:
-    from analysis.synthlogs import bench_cells, lr_study_cells, small_cells, write_campaign
+# the command's name until this release: it still works, once more, with a warning
+OLD_SYNTHETIC_LOGS = "synthlogs"
+
+
+def cmd_synthetic_logs(args: argparse.Namespace) -> int:
+    if args.command == OLD_SYNTHETIC_LOGS:
+        print(
+            "ddlbench: warning: `synthlogs` is now `synthetic-logs`; the old name goes in the next release",
+            file=sys.stderr,
+        )
+    from analysis.synthetic_logs.campaign import write_campaign
+    from analysis.synthetic_logs.cells import bench_cells, lr_study_cells, small_cells
 
     cells = {"bench": bench_cells, "lr": lr_study_cells, "small": small_cells}[args.size]()
     stats = write_campaign(
@@ -171,7 +181,7 @@ def cmd_synthlogs(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    """Register `ddlbench results`, `report`, `paper`, `compare` and `synthlogs`: argparse only (each command
+    """Register `ddlbench results`, `report`, `paper`, `compare` and `synthetic-logs`: argparse only (each command
     imports its modules when it runs), so that `ddlbench --help` stays quick."""
     p = sub.add_parser("results", help="one row per configuration (cell) with its scaling efficiency and baseline")
     p.add_argument(
@@ -268,7 +278,13 @@ def add_parser(sub) -> None:
     )
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("synthlogs", help="write a synthetic campaign of run directories (tests, speed benchmark)")
+    p = sub.add_parser("synthetic-logs", help="write a synthetic campaign of run directories (tests, speed benchmark)")
+    add_synthetic_logs_options(p)
+    # the old name: no help line, so `--help` and docs/cli.md list the new name alone
+    add_synthetic_logs_options(sub.add_parser(OLD_SYNTHETIC_LOGS, description="the old name of synthetic-logs"))
+
+
+def add_synthetic_logs_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="new folder (never overwritten)")
     p.add_argument(
         "--size",
@@ -281,4 +297,4 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--campaign", default="synth")
-    p.set_defaults(func=cmd_synthlogs)
+    p.set_defaults(func=cmd_synthetic_logs)

@@ -1,5 +1,5 @@
 """`ddlbench stash plan|run|report|netns-clean`: the commands; the study's plan and its runs are
-launchers/stash.py, the stalls analysis/stash.py."""
+launchers/stash.py (its keys launchers/stash_config.py), the stalls analysis/stash.py."""
 
 from __future__ import annotations
 

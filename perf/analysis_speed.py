@@ -1,5 +1,5 @@
 """Speed of `ddlbench report` (issue 8's goal, issue 36's item 4): the speed benchmark's synthetic
-campaign (analysis.synthlogs.bench_cells: 55 runs, 1024 ranks) turned into every table, figure and
+campaign (analysis.synthetic_logs.cells.bench_cells: 55 runs, 1024 ranks) turned into every table, figure and
 the report on the 2-core dev machine.
 
     case   rows                                   goal
@@ -61,7 +61,8 @@ def campaign(base: Path, steps: int) -> Path:
     runs = base / f"runs-{steps}"
     if (runs / "synth").is_dir():
         return runs
-    from analysis.synthlogs import bench_cells, write_campaign
+    from analysis.synthetic_logs.campaign import write_campaign
+    from analysis.synthetic_logs.cells import bench_cells
 
     t = time.perf_counter()
     stats = write_campaign(runs, bench_cells(), steps=steps)

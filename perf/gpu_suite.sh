@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU suite: every README headline a lent H200 re-measures, one run each, side by side (perf/gpu_suite.py
+# The GPU suite: every README headline a lent H200 re-measures, one run each, side by side (perf/gpu_suite_plan.py
 # plans the steps; `python perf/gpu_suite.py plan` prints them with their commands and estimates).
 #
 # Prepare here, once (a machine with a package index; everything goes to the git-ignored .devwheels/):

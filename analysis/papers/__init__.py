@@ -1,5 +1,5 @@
 """`ddlbench paper STUDY RUNS --out DIR`: each figure and table of a seed study, drawn from a campaign's
-runs beside the study's published values. One module per study (its exhibits, in the study's order);
+runs beside the study's published values. One module per study, or a package where it parts (aach2023/), with its exhibits in the study's order;
 base.py says what a study and an exhibit are; build.py writes the report."""
 
 from __future__ import annotations

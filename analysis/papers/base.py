@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
-from analysis.report import Block
+from analysis.report_blocks import Block
 
 SOURCES = ("measured", "predicted", "published")
 

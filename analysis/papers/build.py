@@ -16,7 +16,9 @@ from analysis.papers import study as find_study
 from analysis.papers import study_of
 from analysis.papers.base import PaperInput, Section, Study
 from analysis.papers.common import load_predictions, stand_ins_table, what_runs_are
-from analysis.report import Block, _fresh_dir, render_html, render_markdown, save_figures
+from analysis.report import fresh_dir, save_figures
+from analysis.report_blocks import Block
+from analysis.report_render import render_html, render_markdown
 from benchmarks.errors import ConfigError
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
@@ -193,7 +195,7 @@ def build_paper(
         )
     campaign = load_campaign(runs_dir)
     mine, num_other = select_runs(study, campaign, runs_dir)
-    out = _fresh_dir(Path(out))
+    out = fresh_dir(Path(out))
     paper = PaperInput(
         CampaignAnalysis(runs_dir, campaign=mine),
         load_claims(study.name),

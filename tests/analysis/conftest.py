@@ -10,7 +10,7 @@ import pytest
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "analysis"
 HAND = DATA / "hand"  # two hand-written runs whose metrics are computed by hand in the tests
-CAMPAIGN = DATA / "campaign"  # a small synthlogs campaign: complete, failed, truncated, corrupt line, schema 2
+CAMPAIGN = DATA / "campaign"  # a small synthetic_logs campaign: complete, failed, truncated, corrupt line, schema 2
 BROKEN = DATA / "broken"  # one broken input per directory
 
 

@@ -2,7 +2,7 @@
 pairs a cell that is in both (issue 49, items 1 and 2); `--by KEY=A,B` pairs the cells of one campaign
 that differ only in KEY, through the pairing `paper --baseline` uses.
 
-The property draws two campaigns as synthlogs writes them: cells (framework, loader, GPUs, batch), their
+The property draws two campaigns as synthetic_logs writes them: cells (framework, loader, GPUs, batch), their
 repeats, failed repeats, empty sides, and a setting only A records (a newer ddlbench), constant or told
 apart per cell.
 """
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from analysis.campaign_analysis import CampaignAnalysis
 from analysis.compare import across_systems, by_hint, pair
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 from benchmarks.errors import ConfigError
 from ddlbench.cli import main
 

@@ -1,7 +1,7 @@
 """Seed study C's comparison of data-parallel modes and precisions (modes.mode_cells, the report's "Modes and
 precisions" section, conf/experiment/composable_2023*.yaml) and the per-host step and collective times that
 name the slow hosts of a multi-node run (hosts.host_times, the "Hosts" section): values against
-hand-computed ones from small run directories written here and by synthlogs, the sample unit in every
+hand-computed ones from small run directories written here and by synthetic_logs, the sample unit in every
 throughput column, the sections only where their data exist, and the CPU study end to end."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from analysis.hosts import _rank_ranges, host_times, slow_hosts
 from analysis.load import load_campaign
 from analysis.modes import mode_bars, mode_cells, mode_labels
 from analysis.report import assemble, build_report
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 
 GIB = 2**30
 MODELS = {"resnet50": {"arch": "resnet", "depth": 50}, "bert_base": {"arch": "bert", "size": "base"}}
@@ -166,7 +167,7 @@ def test_one_mode_or_precision_gives_no_comparison(campaign):
     analysis = CampaignAnalysis(campaign.root, campaign=campaign)
     counted = analysis.counted()
     table = mode_cells(analysis.cells(), counted, utilisation=analysis.utilisation(), memory=peak_memory(counted))
-    assert table.empty  # synthlogs' campaign: DDP and Horovod in AMP, no DDP fp32 baseline
+    assert table.empty  # synthetic_logs' campaign: DDP and Horovod in AMP, no DDP fp32 baseline
     blocks, figures = assemble(campaign)
     assert "Modes and precisions" not in [b.content for b in blocks if b.kind == "heading"]
     assert not any(name.startswith("modes_") for name in figures)

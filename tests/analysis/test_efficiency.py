@@ -76,7 +76,7 @@ def test_older_summaries_say_nothing(tmp_path, compose):
 
 def test_report_section_has_the_table_and_figure(tmp_path, compose):
     from analysis.efficiency import draw
-    from analysis.section import Report
+    from analysis.report_blocks import Report
 
     write_run(tmp_path, compose, [], world_size=1)
     write_run(tmp_path, compose, [], world_size=2)
@@ -93,7 +93,7 @@ def test_report_section_has_the_table_and_figure(tmp_path, compose):
 
 def test_report_section_says_why_none_on_cpus(tmp_path, compose):
     from analysis.efficiency import draw
-    from analysis.section import Report
+    from analysis.report_blocks import Report
 
     write_run(tmp_path, compose, [], world_size=2)
     _with(tmp_path, CPU_FIELDS)

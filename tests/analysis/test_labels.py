@@ -17,7 +17,8 @@ from analysis.modes import mode_labels
 from analysis.report import assemble
 from analysis.results import format_results, results_table
 from analysis.scaling import ONE_REPEAT, close_pairs, run_to_run_spread
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 
 
 def on_cpu(root: Path, *, only: str = "") -> None:

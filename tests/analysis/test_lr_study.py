@@ -1,6 +1,6 @@
 """The learning-rate study's report side: eval.jsonl's training progress and summary.json's time to accuracy
 read (with and without the fields), the study's tables, its figures, the report's section pieces and
-`compare`'s accuracy flags, on synthetic study campaigns (analysis/synthlogs.py lr_study_cells)."""
+`compare`'s accuracy flags, on synthetic study campaigns (analysis/synthetic_logs/cells.py lr_study_cells)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.load import load_campaign
 from analysis.palette import schedule_color
 from analysis.report import build_report, compare_campaigns
-from analysis.synthlogs import lr_study_cells, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import lr_study_cells
 from ddlbench.cli import main
 
 STEPS, WARMUP = 80, 2  # 10 steps per epoch: 8 evaluations

@@ -11,7 +11,8 @@ from analysis.compare import across_systems
 from analysis.papers import STUDIES, study_of
 from analysis.papers.build import REFERENCE_DIR
 from analysis.stash import stash_stalls
-from analysis.synthlogs import SynthCell, lr_study_cells, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell, lr_study_cells
 
 
 @pytest.fixture(scope="module")

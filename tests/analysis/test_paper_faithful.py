@@ -12,7 +12,8 @@ from analysis.papers import STUDIES
 from analysis.papers.build import REFERENCE_DIR, build_paper, load_claims
 from analysis.papers.common import NO_GPU, recorded_versions
 from analysis.papers.stash2021 import instance_facts
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 
 PAPERS = Path(__file__).resolve().parents[2] / "docs" / "papers"
 

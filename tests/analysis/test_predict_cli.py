@@ -1,4 +1,4 @@
-"""`ddlbench predict` end to end on a calibration run written by synthlogs: the JUWELS Booster prediction
+"""`ddlbench predict` end to end on a calibration run written by synthetic_logs: the JUWELS Booster prediction
 against seed study A's DDP table, its files, and the one-line errors before anything is computed."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ CELL = ["model=resnet", "model.depth=50", "run.per_gpu_batch=64", "precision=amp
 
 @pytest.fixture(scope="module")
 def one_gpu(tmp_path_factory) -> Path:
-    from analysis.synthlogs import SynthCell, write_campaign
+    from analysis.synthetic_logs.campaign import write_campaign
+    from analysis.synthetic_logs.cells import SynthCell
 
     root = tmp_path_factory.mktemp("calibration")
     cell = SynthCell(framework="ddp", loader="dali", model="resnet50", world_size=1, num_nodes=1)

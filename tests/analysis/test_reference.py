@@ -16,7 +16,8 @@ from matplotlib.lines import Line2D
 from analysis.load import load_reference
 from analysis.reference_overlay import reference_breakdown, reference_comparison, reference_section
 from analysis.report import assemble, build_report
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 from tests.analysis.conftest import CAMPAIGN
 
 NO_MATCH = "no cell of this campaign matches a reference cell (model, loader, GPUs)"

@@ -1,4 +1,4 @@
-"""`ddlbench report` / `compare` / `synthlogs` and `results --parquet` end to end (in process, small inputs)."""
+"""`ddlbench report` / `compare` / `synthetic-logs` and `results --parquet` end to end (in process, small inputs)."""
 
 from __future__ import annotations
 
@@ -157,16 +157,25 @@ def test_results_parquet(tmp_path, capsys):
     assert "weak eff." in capsys.readouterr().out
 
 
-def test_synthlogs_command(tmp_path, capsys):
-    assert main(["synthlogs", "--out", str(tmp_path / "s"), "--steps", "5", "--warmup", "1"]) == 0
+def test_synthetic_logs_command(tmp_path, capsys):
+    assert main(["synthetic-logs", "--out", str(tmp_path / "s"), "--steps", "5", "--warmup", "1"]) == 0
     assert "16 runs" in capsys.readouterr().out
-    assert main(["synthlogs", "--out", str(tmp_path / "s")]) == 2  # never overwritten
+    assert main(["synthetic-logs", "--out", str(tmp_path / "s")]) == 2  # never overwritten
+
+
+def test_the_old_name_synthlogs_still_works_with_a_warning(tmp_path, capsys):
+    assert main(["synthlogs", "--out", str(tmp_path / "s"), "--steps", "5", "--warmup", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "16 runs" in out
+    assert err.strip() == (
+        "ddlbench: warning: `synthlogs` is now `synthetic-logs`; the old name goes in the next release"
+    )
 
 
 def test_html_tables_scroll_align_and_read_well():
     import pandas as pd
 
-    from analysis.report import header, html_table
+    from analysis.report_render import header, html_table
 
     assert [
         header(c)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from analysis.report import Block, html_table, markdown_table, render_html, render_markdown
+from analysis.report_blocks import Block
+from analysis.report_render import html_table, markdown_table, render_html, render_markdown
 from ddlbench.cli import main
 from tests.analysis.conftest import CAMPAIGN
 

@@ -110,7 +110,7 @@ def test_a_new_analysis_is_one_module_and_its_place_in_sections(tmp_path, compos
 
     from analysis import report as report_module
     from analysis.report import build_report
-    from analysis.section import Block, Report, add_figure
+    from analysis.report_blocks import Block, Report, add_figure
     from tests.analysis.test_cells import write_run
 
     def warmup_draw(report: Report) -> None:  # analysis/warmup.py's draw

@@ -16,7 +16,9 @@ from analysis.campaign_analysis import CampaignAnalysis
 from analysis.figures import cell_labels
 from analysis.interconnect import h2d_bandwidth, h2d_bars, p2p_heatmap, p2p_matrix
 from analysis.report import assemble, build_report
-from analysis.synthlogs import H2D_GB_S, SynthCell, gpu_test_records, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
+from analysis.synthetic_logs.commbench import H2D_GB_S, gpu_test_records
 from analysis.utilisation import UTILISATION, UTILISATION_PANELS, utilisation_bars, utilisation_cells, utilisation_runs
 
 GB = 1e9

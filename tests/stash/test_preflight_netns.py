@@ -73,7 +73,7 @@ def _ssh_stand_in(folder: Path, topo: netns.Topology, *, slowed: int) -> Path:
         '  *) echo "ssh: Could not resolve hostname $host" >&2; exit 255;;\n'
         "esac\n"
         # the node program only (not hosts.check's probe, nor the fan-out's cleanup)
-        f'case "$*" in *launchers.lifecycle.preflight.probe*) [ -n "$slowed" ] && echo $$ > {pid_file};; esac\n'
+        f'case "$*" in *launchers.lifecycle.preflight*) [ -n "$slowed" ] && echo $$ > {pid_file};; esac\n'
         'exec ip netns exec "$ns" env -i PATH="$PATH" HOME="$HOME" sh -c "$*"\n'
     )
     ssh.chmod(0o755)

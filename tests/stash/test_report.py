@@ -10,7 +10,7 @@ import pytest
 from analysis import stash as report
 from analysis.cells import run_throughput
 from analysis.load import load_campaign
-from launchers.stash import parse_stash
+from launchers.stash_config import parse_stash
 
 STUDY = Path(__file__).resolve().parent.parent / "data" / "stash" / "study"
 PRICES = Path(__file__).resolve().parent.parent.parent / "conf" / "stash" / "prices.yaml"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.errors import ConfigError
-from launchers import stash
+from launchers import stash, stash_config
 
 DEPTHS = {f"resnet{d}{a}" for d in (18, 34, 50, 101, 152) for a in ("", "_nobn", "_noskip")} | {
     f"vgg{d}" for d in (11, 13, 16, 19)
@@ -47,7 +47,7 @@ def test_the_command_line_wins_over_the_experiments_stash_keys():
 
 
 def test_the_cpu_miniature_plans_two_ranks_and_two_emulated_nodes(compose):
-    st, sweep = stash.experiment_study(compose(["experiment=stash2021_depth_cpu"]), [])
+    st, sweep = stash_config.experiment_study(compose(["experiment=stash2021_depth_cpu"]), [])
     names = [name for name, _ in sweep]
     assert names == ["resnet18", "resnet50", "resnet152", "resnet50_nobn", "resnet50_noskip", "vgg16"]
     assert (st.gpus, st.nodes, st.loader, st.launcher) == (2, 2, "none", "local")
@@ -59,7 +59,7 @@ def test_the_cpu_miniature_plans_two_ranks_and_two_emulated_nodes(compose):
 
 def test_the_batch_study_pairs_every_model_at_32_and_128(compose, monkeypatch, tmp_path):
     monkeypatch.setenv("DDLBENCH_IMAGENET", str(tmp_path))
-    st, sweep = stash.experiment_study(compose(["experiment=stash2021"]), [])
+    st, sweep = stash_config.experiment_study(compose(["experiment=stash2021"]), [])
     batches = {name: next(o for o in items if o.startswith("run.per_gpu_batch=")) for name, items in sweep}
     assert sorted(set(batches.values())) == ["run.per_gpu_batch=128", "run.per_gpu_batch=32"]
     assert len(batches) == 8 and st.loader == "native"

@@ -1,7 +1,7 @@
-"""The GPU suite's dry run (perf/gpu_suite.py): every step planned, each ddlbench command's overrides composed and
-validated as `ddlbench run` would before launch, every call within its device call's budget, every figure made of
-runs that exist, and the README's headline rows held to the steps that make them. No process starts: the suite
-stays runnable between lent devices (issue 54)."""
+"""The GPU suite's dry run (perf/gpu_suite_plan.py; perf/gpu_suite.py's figures): every step planned, each ddlbench
+command's overrides composed and validated as `ddlbench run` would before launch, every call within its device call's
+budget, every figure made of runs that exist, and the README's headline rows held to the steps that make them. No
+process starts: the suite stays runnable between lent devices (issue 54)."""
 
 from __future__ import annotations
 
@@ -17,21 +17,23 @@ from benchmarks.validate import validate
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _suite():
-    spec = importlib.util.spec_from_file_location("gpu_suite", REPO / "perf" / "gpu_suite.py")
+def _script(name: str):
+    """perf/<name>.py as a module, under its own name (as `python perf/gpu_suite.py` finds its plan beside it)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "perf" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_suite"] = module  # dataclasses look their module up while the class is made
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
 
-suite = _suite()
+plan = _script("gpu_suite_plan")
+suite = _script("gpu_suite")
 
 
 def test_every_call_fits_one_device_call():
-    for call in suite.CALLS:
-        assert suite.steps_of(call), f"call {call} has no step"
-        assert suite.estimate_s(call) <= suite.BUDGET_S < suite.CALL_LIMIT_S, (call, suite.estimate_s(call))
+    for call in plan.CALLS:
+        assert plan.steps_of(call), f"call {call} has no step"
+        assert plan.estimate_s(call) <= plan.BUDGET_S < plan.CALL_LIMIT_S, (call, plan.estimate_s(call))
 
 
 def test_every_ddlbench_command_composes_and_validates(compose, tmp_path):
@@ -42,11 +44,11 @@ def test_every_ddlbench_command_composes_and_validates(compose, tmp_path):
         (data / name).mkdir(parents=True)
     root = tmp_path / "runs"
     checked = 0
-    for step in suite.STEPS:
+    for step in plan.STEPS:
         for run in step.runs:
             if not run.command or run.command == "commbench":
                 continue
-            overrides = [o.replace(suite.DATA, str(data)) for o in run.config(root=root)]
+            overrides = [o.replace(plan.DATA, str(data)) for o in run.config(root=root)]
             try:
                 cfg = compose(overrides)
                 validate(cfg, check_device=False)
@@ -58,7 +60,7 @@ def test_every_ddlbench_command_composes_and_validates(compose, tmp_path):
 
 
 def test_every_other_command_exists_and_takes_its_options():
-    for step in suite.STEPS:
+    for step in plan.STEPS:
         for run in step.runs:
             argv = run.args(py="python3", root=Path("/tmp/r"))
             if run.command:
@@ -74,21 +76,21 @@ def test_every_other_command_exists_and_takes_its_options():
 
 
 def test_labels_are_unique_and_figures_name_runs_that_exist():
-    labels = [run.label for step in suite.STEPS for run in step.runs]
+    labels = [run.label for step in plan.STEPS for run in step.runs]
     assert len(labels) == len(set(labels))
-    for step in suite.STEPS:
+    for step in plan.STEPS:
         for figure in step.figures:
             assert figure.of in labels, (step.name, figure)
             assert not figure.over or figure.over in labels, (step.name, figure)
-    names = [f.name for s in suite.STEPS for f in s.figures]
+    names = [f.name for s in plan.STEPS for f in s.figures]
     assert len(names) == len(set(names))
-    for claim, made_of in suite.HEADLINES.items():
-        assert set(made_of) <= suite.figure_names(), claim
+    for claim, made_of in plan.HEADLINES.items():
+        assert set(made_of) <= plan.figure_names(), claim
 
 
 def test_gpu_suite_sh_knows_every_call():
     text = (REPO / "perf" / "gpu_suite.sh").read_text()
-    for call in suite.CALLS:
+    for call in plan.CALLS:
         assert re.search(rf"^  {call}\)", text, re.M), call
         assert f"perf/gpu_suite.sh {call}" in text, f"the header says how to start call {call}"
 
@@ -102,8 +104,8 @@ def test_readme_headline_rows_name_what_makes_them():
     ]
     header, rows = rows[0], rows[2:]
     assert header[-1] == "made by", header
-    steps = {s.name: s.call for s in suite.STEPS}
-    figure_step = {f.name: s.name for s in suite.STEPS for f in s.figures}
+    steps = {s.name: s.call for s in plan.STEPS}
+    figure_step = {f.name: s.name for s in plan.STEPS for f in s.figures}
     for row in rows:
         claim, made_by = row[0], row[-1]
         named = re.findall(r"gpu_suite (\w+): (\w+)", made_by)
@@ -113,10 +115,10 @@ def test_readme_headline_rows_name_what_makes_them():
         for script in scripts:
             assert (REPO / script).exists(), f"{claim!r}: {script} is not in perf/"
         assert named or scripts, f"{claim!r} names neither a suite step nor a perf/ script"
-        start = next((s for s in suite.HEADLINES if claim.startswith(s)), None)
+        start = next((s for s in plan.HEADLINES if claim.startswith(s)), None)
         if start is not None:
-            assert {figure_step[n] for n in suite.HEADLINES[start]} <= {step for _, step in named}, claim
-    assert all(any(r[0].startswith(s) for r in rows) for s in suite.HEADLINES)
+            assert {figure_step[n] for n in plan.HEADLINES[start]} <= {step for _, step in named}, claim
+    assert all(any(r[0].startswith(s) for r in rows) for s in plan.HEADLINES)
 
 
 def test_figures_and_the_readme_comparison_from_records(tmp_path):

@@ -2,7 +2,7 @@
 host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`), its training
 **diverged** (a loss went NaN or infinite: summary.json's `nonfinite_loss_step` and `nonfinite_loss_phase`,
 or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
-repeats ran in **mixed images** (meta.json's `container`: analysis.images; repeats must be one
+repeats ran in **mixed images** (meta.json's `container`: analysis.container_images; repeats must be one
 configuration, and the image is no setting that parts cells), or staged their data to a **mixed scratch**
 (system.local_scratch, no setting that parts cells either). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from analysis.cells import CELL
-from analysis.images import differ, run_images
-from analysis.section import Block
+from analysis.container_images import differ, run_images
+from analysis.report_blocks import Block
 
 OVERSUBSCRIBED, DIVERGED, MIXED_IMAGES = "oversubscribed", "diverged", "mixed images"
 MIXED_SCRATCH = "mixed scratch"
@@ -47,7 +47,7 @@ _DIVERGED_PROBLEM = "the training diverged"
 def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run (the runs table's rows, by run_id): `oversubscribed` (False where unknown), `host_ranks`,
     `host_cores`; `diverged`, and where the summary names it, `nonfinite_loss_step` and `_phase`; `image`
-    (analysis.images)."""
+    (analysis.container_images)."""
     index = runs.index
     absent = pd.Series(pd.NA, index=index, dtype="object")
     logged = set()
@@ -179,9 +179,9 @@ def mark_tables(blocks: list[Block], cells: pd.DataFrame, marks: pd.Series) -> N
 
 
 def compared_marks(table: pd.DataFrame) -> pd.Series:
-    """Per row of a comparison, its cells' marks (analysis.marks) as words and the side that has them:
+    """Per row of a comparison, its cells' marks (analysis.caveats) as words and the side that has them:
     'oversubscribed in B', 'diverged in A and B'; 'image differs' where a paired cell's sides ran in different
-    images (analysis.images: compare's line under the table names them)."""
+    images (analysis.container_images: compare's line under the table names them)."""
     if "marks_a" not in table:
         return pd.Series("", index=table.index, dtype="object")
 

@@ -1,7 +1,7 @@
 """The image a run's ranks ran in (meta.json's `container`, docs/containers.md), as one text per run: the image,
 its runtime and the first digits of its digest ('localhost/ddlbench:25.01 (podman, 75a42a1f0c3d)'), or 'no
 container'. The image is the run's software environment, not a setting: it never parts a cell, so a cell whose
-repeats ran in different images is marked (analysis.marks), and `compare` says where the two campaigns, or two
+repeats ran in different images is marked (analysis.caveats), and `compare` says where the two campaigns, or two
 paired cells, ran in different images (`compared_lines`).
 """
 

@@ -1,4 +1,4 @@
-"""The image a run's ranks ran in (analysis/images.py, meta.json's `container`): `results` marks a cell whose
+"""The image a run's ranks ran in (analysis/container_images.py, meta.json's `container`): `results` marks a cell whose
 repeats ran in different images, and `compare` names both sides' images in one line where the campaigns, or
 paired cells, ran in different ones (a cell on each side marked 'image differs'). On synthetic logs."""
 
@@ -9,8 +9,8 @@ import warnings
 from pathlib import Path
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import short
 from analysis.load import LogWarning
-from analysis.marks import short
 from analysis.report import format_compare
 from analysis.results import format_results, results_table
 from tests.analysis.test_labels import tour

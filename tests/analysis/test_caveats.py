@@ -1,4 +1,4 @@
-"""What a cell's figures must be read with (analysis/marks.py): oversubscribed ranks (meta.json) and a
+"""What a cell's figures must be read with (analysis/caveats.py): oversubscribed ranks (meta.json) and a
 diverged training (summary.json, or an older run's rank logs) are marked in `results`, in the report's
 tables and in `compare`, each explained in one line under the table; `compare` names CPU ranks as
 `results` does and prints repeat counts as integers; the utilisation and trace bars name CPU ranks and
@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import notes, short
 from analysis.load import LogWarning, load_campaign
-from analysis.marks import notes, short
 from analysis.palette import PAPER_RC
 from analysis.report import assemble, format_compare
 from analysis.results import format_results, results_table
-from analysis.synthlogs import SynthCell, write_campaign
+from analysis.synthetic_logs.campaign import write_campaign
+from analysis.synthetic_logs.cells import SynthCell
 from tests.analysis.test_labels import on_cpu, tour
 
 OVERSUBSCRIBED_LINE = (
@@ -188,7 +189,7 @@ def test_a_cell_whose_repeats_staged_to_different_scratches_is_marked():
     mixed images are; a run that did not stage (no staging_s) does not count."""
     import pandas as pd
 
-    from analysis.marks import MIXED_SCRATCH, cell_marks, notes, short
+    from analysis.caveats import MIXED_SCRATCH, cell_marks, notes, short
 
     runs = pd.DataFrame(
         {
