@@ -55,6 +55,7 @@ CELL_COLUMNS: dict[str, str] = {
     "num_nodes": "INTEGER",
     "device": "TEXT",  # cpu or cuda: what a rank is (analysis/device.py words)
     "sample_unit": "TEXT",  # images or sequences
+    "series_hash": "TEXT",  # the cell across campaigns: its run key less run.campaign (history's series)
     "group_hash": "TEXT",  # the weak-scaling curve (benchmarks/rundir.py group_hash): efficiency's baseline
     "label": "TEXT",  # <framework>-<loader>-<model>-<precision>-g<W>-n<N>-b<B>
 }
@@ -109,6 +110,7 @@ RUN_COLUMNS: dict[str, str] = {
     "marks": "TEXT",  # analysis/marks.py's text for the run ('' for none)
     "indexed_at": "TEXT",
 }
+CAMPAIGN_KEY = "run.campaign"  # a setting of the run key; history follows a cell across campaigns without it
 # the settings of NOT_IDENTITY that only say where and which run it is: no difference worth naming
 BOOKKEEPING = ("run.repeat", "run.dir", "run.root", "run.campaign", "campaign", "experiment", "hydra")
 # the top-level blocks of config.yaml that hold every NOT_IDENTITY setting a run writes
@@ -176,7 +178,7 @@ def connect(path: Path) -> sqlite3.Connection:
     db.execute(
         "CREATE VIEW IF NOT EXISTS history AS SELECT cells.label, cells.framework, cells.loader, cells.model, "
         "cells.precision, cells.per_gpu_batch, cells.world_size, cells.num_nodes, cells.device, cells.sample_unit, "
-        "cells.group_hash, runs.* FROM runs JOIN cells USING (cell_hash)"
+        "cells.group_hash, cells.series_hash, runs.* FROM runs JOIN cells USING (cell_hash)"
     )
     db.execute(f"PRAGMA user_version={STORE_SCHEMA_VERSION}")
     db.commit()
@@ -510,8 +512,11 @@ def _cell_row(head: RunHead, config_text: str) -> dict:
     try:
         cfg = _yaml(config_text)
         group = rundir.group_hash(cfg, world_size=meta["world_size"]) if isinstance(cfg, dict) else None
-    except Exception:  # noqa: BLE001 - no readable config: no scaling group, so no efficiency
-        cfg, group = None, None
+        key = rundir.identity(cfg, world_size=meta["world_size"], num_nodes=meta["num_nodes"]) if group else {}
+        key.pop(CAMPAIGN_KEY, None)  # run.campaign is in the run key: the same cell in two campaigns is two cells
+        series = rundir.key_hash(key) if key else meta["cell_hash"]
+    except Exception:  # noqa: BLE001 - no readable config: no scaling group (no efficiency), a series of its own
+        cfg, group, series = None, None, meta["cell_hash"]
     system = cfg.get("system") if isinstance(cfg, dict) and isinstance(cfg.get("system"), dict) else {}
     names = {k: _text(summary.get(k)) for k in ("framework", "loader", "model", "precision")}
     batch = summary.get("per_gpu_batch") if type(summary.get("per_gpu_batch")) is int else None
@@ -526,6 +531,7 @@ def _cell_row(head: RunHead, config_text: str) -> dict:
         "num_nodes": meta["num_nodes"],
         "device": _text(system.get("device")) or ("cuda" if (meta.get("hardware") or {}).get("gpus") else "cpu"),
         "sample_unit": _text(summary.get("sample_unit")) or "images",
+        "series_hash": series,
         "group_hash": group,
         "label": label,
     }
@@ -603,10 +609,15 @@ def _read_one(
     if isinstance(result, str):
         return _Read("skipped", result)
     row, extra = result
-    cell = _cell_row(head, extra["config_text"]) if refresh or row["cell_hash"] not in cells_known else None
+    cell = None
+    if refresh or row["cell_hash"] not in cells_known:
+        if row["cell_hash"] not in _CELLS:  # the whole config.yaml once per cell and process
+            _CELLS[row["cell_hash"]] = _cell_row(head, extra["config_text"])
+        cell = _CELLS[row["cell_hash"]]
     return _Read("read", head=head, row=row, cell=cell)
 
 
+_CELLS: dict[str, dict] = {}  # cell_hash -> its row, read once per process
 _TASK: tuple = ()  # the pass's arguments, inherited by forked workers
 
 
@@ -652,6 +663,7 @@ def index_roots(
         )
     stats = IndexStats()
     start = time.perf_counter()
+    _CELLS.clear()
     indexed_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     db = connect(store)
     try:
