@@ -32,7 +32,16 @@ def templates(where: Path) -> list[Path]:
 
 def write_runs(out: Path, n: int, sources: list[Path]) -> None:
     """n run directories below out/c<NNN>/, each a template's files with its campaign, repeat and start time."""
+    import yaml
+
+    from benchmarks.rundir import cell_hash
+
     files = [{f.name: f.read_bytes() for f in s.iterdir() if f.is_file()} for s in sources]
+    hashes = []  # synthlogs' meta.json predates cell_hash; runs of today's ddlbench carry it
+    for run in files:
+        meta = json.loads(run["meta.json"])
+        config = yaml.safe_load(run["config.yaml"])
+        hashes.append(cell_hash(config, world_size=meta["world_size"], num_nodes=meta["num_nodes"]))
     for i in range(n):
         k = i % len(sources)
         campaign, repeat = f"c{i // 100:03d}", (i % 100) // len(sources)
@@ -41,6 +50,7 @@ def write_runs(out: Path, n: int, sources: list[Path]) -> None:
         for name, data in files[k].items():
             if name == "meta.json":
                 meta = json.loads(data)
+                meta["cell_hash"] = hashes[k]
                 meta["started"] = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(1.767e9 + 600 * i))
                 data = json.dumps(meta).encode()
             (run / name).write_bytes(data)

@@ -459,11 +459,23 @@ def read_head(run_dir: Path) -> RunHead | str:
         return "no readable meta.json"
     if not isinstance(meta, dict):
         return "no readable meta.json"
-    cell, started = _text(meta.get("cell_hash")), _text(meta.get("started"))
-    world, nodes = meta.get("world_size"), meta.get("num_nodes")
-    if cell is None or started is None or type(world) is not int or type(nodes) is not int or world < 1:
-        return "meta.json lacks cell_hash, started, world_size or num_nodes"
+    started, world, nodes = _text(meta.get("started")), meta.get("world_size"), meta.get("num_nodes")
+    if started is None or type(world) is not int or type(nodes) is not int or world < 1:
+        return "meta.json lacks started, world_size or num_nodes"
+    cell = _text(meta.get("cell_hash")) or _hash_of_config(run_dir, world, nodes)
+    if cell is None:
+        return "no cell_hash in meta.json and no readable config.yaml to compute it"
+    meta["cell_hash"] = cell
     return RunHead(run_dir, run_key(cell, run_dir.name, started), meta, summary)
+
+
+def _hash_of_config(run_dir: Path, world_size: int, num_nodes: int) -> str | None:
+    """The cell hash of a run whose meta.json predates the field: from its config.yaml, as rundir hashes it."""
+    try:
+        cfg = _yaml((run_dir / rundir.CONFIG).read_text(errors="replace"))
+        return rundir.cell_hash(cfg, world_size=world_size, num_nodes=num_nodes) if isinstance(cfg, dict) else None
+    except Exception:  # noqa: BLE001 - unreadable or no run's config: the run cannot be placed
+        return None
 
 
 def read_row(head: RunHead, indexed_at: str) -> tuple[dict, dict[str, Any]] | str:
