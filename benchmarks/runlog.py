@@ -141,6 +141,9 @@ def hardware_provenance() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        # the driver: what a centre upgrades most often (ddlbench history names it across a change)
+        driver = _command(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver"] = driver.splitlines()[0].strip() if driver else None
         info["nvidia_smi_topo"] = _command(["nvidia-smi", "topo", "-m"])
     return info
 

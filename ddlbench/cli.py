@@ -1,5 +1,5 @@
 """The `ddlbench` command: its parser, built from each command group's module (ddlbench/<group>.py: run and
-demo, data, maxbatch, loaderbench, results/report/compare/paper/synthetic-logs, predict, doctor, campaign,
+demo, data, maxbatch, loaderbench, results/report/compare/paper/synthetic-logs, history, predict, doctor, campaign,
 preflight, commbench, stash, completion), and `main`."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ddlbench import (
     completion,
     data,
     doctor,
+    history,
     loaderbench,
     maxbatch,
     predict,
@@ -68,7 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print ddlbench's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # each command group registers itself from its module (ddlbench/<group>.py), in the order `--help` lists them
-    for group in (run, data, maxbatch, loaderbench, reports, predict, doctor, campaign, preflight, commbench, stash):
+    for group in (
+        run,
+        data,
+        maxbatch,
+        loaderbench,
+        reports,
+        history,
+        predict,
+        doctor,
+        campaign,
+        preflight,
+        commbench,
+        stash,
+    ):
         group.add_parser(sub)
     completion.add_parser(sub, commands=sorted(sub.choices))  # ddlbench completion bash (every command above)
     return parser
