@@ -1,5 +1,5 @@
 """ddlbench history on runs made here: one CPU cell (simple_cnn, 1 rank) in three campaigns of two repeats, the
-third beside a CPU hog (busy loops pinned to the CPUs the rank runs on) -> one change, at the third.
+third beside a CPU hog (three busy loops pinned to the one CPU the runs are pinned to) -> one change, at the third.
 The fast tier checks the same on tests/data/history, runs made this way once."""
 
 from __future__ import annotations
@@ -31,21 +31,29 @@ def test_a_cpu_hog_is_one_change_at_its_campaign(ddlbench, tmp_path):
             result = ddlbench("run", *CELL, f"run.root={root}", f"run.campaign={name}", f"run.repeat={repeat}")
             assert result.returncode == 0, result.stderr[-2000:]
 
-    campaign("a")
-    campaign("b")
-    cpus = sorted(os.sched_getaffinity(0))
-    hogs = [
-        subprocess.Popen(
-            [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {cpus}); exec('while True: pass')"]
-        )
-        for _ in cpus
-    ]
+    # every run on one CPU (its processes inherit this process's affinity), and three busy loops on that CPU
+    # beside the third campaign's: its rank gets about a quarter of the CPU, a change far beyond what the other
+    # tests of a loaded machine (xdist's other worker) make of the first two campaigns' repeats
+    mine = os.sched_getaffinity(0)
+    cpu = min(mine)
+    os.sched_setaffinity(0, {cpu})
     try:
-        campaign("c")
+        campaign("a")
+        campaign("b")
+        hogs = [
+            subprocess.Popen(
+                [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}}); exec('while 1: pass')"]
+            )
+            for _ in range(3)
+        ]
+        try:
+            campaign("c")
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        os.sched_setaffinity(0, mine)
     index_roots([root], root / "history.sqlite")
     assert index_roots([root], root / "history.sqlite").num_added == 0
     changes = change_points(read_store(root / "history.sqlite"))
