@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.cells import t_quantile
+from analysis.history.store import VERSIONS
 
 CONFIDENCE = 0.95
 MIN_CHANGE = 0.05  # a 5 % step, whatever the noise: smaller ones are no news to a centre
@@ -40,22 +41,7 @@ SHOWN = (
     "step_s_cv",
 )
 # what may differ between the two sides of a change (the run's record, no setting of the cell)
-RECORDED = (
-    "driver",
-    "cuda",
-    "nccl",
-    "torch",
-    "framework_version",
-    "dali",
-    "python",
-    "kernel",
-    "ddlbench_git",
-    "image",
-    "image_digest",
-    "hosts",
-    "gpu_model",
-    "cpu_model",
-)
+RECORDED = (*VERSIONS, "hosts", "gpu_model", "cpu_model")
 NOTHING_DIFFERS = "nothing recorded differs (versions, hosts, image, settings outside the cell): look at what is not recorded (load beside the runs, thermals, firmware, the fabric)"
 FIRST, CHANGE, NONE, NO_NOISE = "first", "change", "none", "no noise estimate"
 
