@@ -68,10 +68,51 @@ def test_resnet50_flops_match_torchvision():
     assert counted.flops / 3 == pytest.approx(2 * 4.09e9, rel=0.02)
 
 
-def test_bert_large_flops_per_token_six_times_parameters():
+def test_bert_large_flops_per_token_six_times_parameters(transformers):
     counted, model = _counted("bert", size="large", seq_len=384)
     parameters = sum(p.numel() for p in model.parameters())
     assert counted.flops / 384 == pytest.approx(6 * parameters, rel=0.10)
+
+
+# BERT-large at 384 tokens, by hand (benchmarks/flops.py bert_flops_per_sample's terms): 24 layers x (8 x 1024^2
+# projections + 4 x 1024 x 4096 feed-forward + 4 x 384 x 1024 attention) + 4 x 1024 span head, x 3 x 384
+BERT_LARGE_384 = 3 * 384 * (24 * (8 * 1024**2 + 4 * 1024 * 4096 + 4 * 384 * 1024) + 4 * 1024)
+BERT_LARGE_384_ATTENTION = 3 * 384 * 24 * 4 * 384 * 1024  # QK^T and attention x V, forward + backward
+
+
+@pytest.mark.parametrize(("size", "seq_len"), [("large", 384), ("large", 128), ("base", 384), ("tiny", 16)])
+def test_bert_flops_counted_on_the_meta_device_equal_the_analytic_count(size, seq_len, transformers):
+    """The installed transformers (4.x or 5.x: docs/mfu.md) runs on the meta device and its count is the analytic
+    one exactly: attention's matmuls, 5.9% of BERT-large's FLOPs at 384 tokens, would show at any tolerance under that."""
+    import transformers as library
+
+    from benchmarks.flops import bert_flops_per_sample
+
+    counted, _ = _counted("bert", size=size, seq_len=seq_len)
+    assert counted.reason.endswith("meta device"), (library.__version__, counted.reason)
+    assert counted.flops == pytest.approx(bert_flops_per_sample(size, seq_len=seq_len), rel=1e-9)
+
+
+def test_bert_analytic_count_by_hand():
+    from benchmarks.flops import bert_flops_per_sample
+
+    assert bert_flops_per_sample("large", seq_len=384) == BERT_LARGE_384 == 739_275_964_416
+    assert BERT_LARGE_384_ATTENTION / BERT_LARGE_384 == pytest.approx(0.0588, abs=1e-3)
+    without_attention = BERT_LARGE_384 - BERT_LARGE_384_ATTENTION
+    assert bert_flops_per_sample("large", seq_len=384) != pytest.approx(without_attention, rel=0.01)
+
+
+def test_bert_falls_back_to_the_analytic_count_where_the_meta_device_cannot_run_it(monkeypatch, transformers):
+    from benchmarks import flops
+
+    def cannot(*_args, **_kwargs):
+        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+
+    monkeypatch.setattr(flops, "counted", cannot)
+    counted, _ = _counted("bert", size="large", seq_len=384)
+    assert counted.flops == BERT_LARGE_384
+    assert counted.reason.startswith("analytic (benchmarks/flops.py bert_flops_per_sample); FLOPs not countable")
+    assert "Tensor.item() cannot be called on meta tensors" in counted.reason
 
 
 class _FakeNvml:
