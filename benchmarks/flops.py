@@ -74,7 +74,10 @@ def _meta_batches(batch) -> list:
     if not (isinstance(batch, dict) and "attention_mask" in batch):
         return [batch]
     mask = batch["attention_mask"]
-    return [{**batch, "attention_mask": None}, {**batch, "attention_mask": mask[:, None, :].expand(-1, mask.shape[1], -1)}]
+    return [
+        {**batch, "attention_mask": None},
+        {**batch, "attention_mask": mask[:, None, :].expand(-1, mask.shape[1], -1)},
+    ]
 
 
 def model_flops_per_sample(model_cfg: Mapping[str, Any], task, *, batch: int = COUNT_BATCH) -> SampleFlops:
