@@ -64,6 +64,16 @@ class _MetaContext:  # tasks.base.SampleContext on the meta device
 class SampleFlops:
     flops: float | None  # forward + backward FLOPs of one training sample; None: `reason` says why
     reason: str
+    # the convolutions' fraction of them (cuDNN's kernels; the rest are matmuls and attention): the peak a run
+    # without autocast meets depends on it (peaks.run_peak); None where the FLOPs are not counted
+    conv_share: float | None = None
+
+
+def conv_share(by_operator: Mapping[Any, int]) -> float | None:
+    """The convolutions' share (forward and backward) of FlopCounterMode's counts by operator."""
+    total = sum(by_operator.values())
+    conv = sum(count for op, count in by_operator.items() if "convolution" in str(op))
+    return conv / total if total else None
 
 
 def _meta_batches(batch) -> list:
@@ -94,18 +104,22 @@ def model_flops_per_sample(model_cfg: Mapping[str, Any], task, *, batch: int = C
     failed = None
     for batch_of in _meta_batches(whole):
         try:
-            total, _ = counted(lambda: task.loss(model, batch_of).backward())
+            total, by_module = counted(lambda: task.loss(model, batch_of).backward())
         except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
             # a model whose forward reads tensor values (detection's anchor matching) cannot run on the meta device
             failed = failed or error
             model.zero_grad(set_to_none=True)
             continue
-        return SampleFlops(total / task.num_samples(whole), "torch.utils.flop_counter, forward + backward, meta device")
+        return SampleFlops(
+            total / task.num_samples(whole),
+            "torch.utils.flop_counter, forward + backward, meta device",
+            conv_share(by_module.get("Global", {})),
+        )
     first = str(failed).strip().splitlines()[0] if str(failed).strip() else ""
     why = f"FLOPs not countable on the meta device: {type(failed).__name__}: {first[:120]}"
     if str(model_cfg["arch"]) == "bert":
         flops = bert_flops_per_sample(str(model_cfg["size"]), seq_len=int(model_cfg["seq_len"]))
-        return SampleFlops(flops, f"analytic (benchmarks/flops.py bert_flops_per_sample); {why}")
+        return SampleFlops(flops, f"analytic (benchmarks/flops.py bert_flops_per_sample); {why}", 0.0)
     return SampleFlops(None, why)
 
 
