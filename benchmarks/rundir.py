@@ -63,6 +63,7 @@ NOT_IDENTITY = (
     # the image the ranks ran in is their software environment, as the package versions are: recorded in meta.json
     # (`container`: runtime, its version, image, digest) and compared from there, not a setting that parts cells
     "system.container",
+    "system.mllog",  # MLPerf's submission keys (who, which platform, which division): a label, not a setting
     # where a node's staged copy goes and how large that disk is (data.stage=node_local): where, not what; the
     # cell holds data.stage itself
     "system.local_scratch",
