@@ -584,7 +584,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         amp_dtype = components.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
-            model = torch.compile(model)
+            model = torch.compile(model, mode=cfg.model.compile_mode.torch_mode)
         if opened.events is not None:
             _settings_events(cfg, opened.events, global_batch=global_batch, loader=loader, val_loader=val_loader)
         steps_per_epoch = len(loader)

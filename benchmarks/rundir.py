@@ -76,6 +76,8 @@ NOT_IDENTITY = (
 AS_BEFORE: dict[str, Any] = {
     "run.stop_on_nan": False,
     "data.stage": "none",  # reading data.path itself, as every run did before node-local staging
+    "model.compile_mode": "default",  # torch.compile's own default, as model.compile=true ran before the key
+    "optim.fused": False,  # torch's foreach kernels, as every run did before the key
 }
 
 
