@@ -36,7 +36,13 @@ def meta_model(model_cfg: Mapping[str, Any]):
     from benchmarks.models import build_model
     from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, ModelConfig
 
-    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
+    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {
+        "arch",
+        "depth",
+        "num_classes",
+        "compile",
+        "compile_mode",
+    }
     options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
     # a run's config.yaml has its number; a model section composed for a prediction may say auto, which
     # has no data set here to count: the model without one

@@ -61,3 +61,17 @@ def test_the_keys_at_their_defaults_keep_the_cell(compose):
     plain = key([])
     assert "model.compile_mode" not in plain and "optim.fused" not in plain
     assert key(["optim.fused=true"]) != plain
+
+
+def test_a_compiled_models_flops_are_counted(compose):
+    """The meta device counts the model as built: torch.compile's settings are no builder's arguments."""
+    from omegaconf import OmegaConf
+
+    from benchmarks.flops import model_flops_per_sample
+    from benchmarks.models.configs import ModelConfig
+    from benchmarks.tasks import build_task
+
+    cfg = compose(["experiment=fast_path", "model=simple_cnn", "model.num_classes=10"])
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    counted = model_flops_per_sample(model, build_task(OmegaConf.to_object(cfg.model)))
+    assert counted.flops and counted.flops > 0 and isinstance(OmegaConf.to_object(cfg.model), ModelConfig)
