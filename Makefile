@@ -94,9 +94,10 @@ horovod: venv
 mpi: venv
 	$(PIP) install -q -e '.[mpi]'
 
-# transformers (pure python; a few binary wheels), for model=bert: BERT is built from a config, nothing downloaded
+# transformers (pure python; a few binary wheels), for model=bert: BERT is built from a config, nothing downloaded.
+# The current major (5.x), which users install today, also where a venv still holds 4.x (the extra allows both)
 nlp: venv
-	$(PIP) install -q -e '.[nlp]'
+	$(PIP) install -q -e '.[nlp]' 'transformers>=5,<6'
 
 # podman (Debian's) for the container tests (docs/containers.md): runc, because the default crun cannot set
 # RLIMIT_NOFILE in these machines' containers, and ulimits below the host's (podman refuses to raise them to

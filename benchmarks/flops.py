@@ -36,7 +36,13 @@ def meta_model(model_cfg: Mapping[str, Any]):
     from benchmarks.models import build_model
     from benchmarks.models.configs import AUTO, NUM_CLASSES_WITHOUT_DATA, ModelConfig
 
-    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"arch", "depth", "num_classes", "compile"}
+    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {
+        "arch",
+        "depth",
+        "num_classes",
+        "compile",
+        "compile_mode",
+    }
     options = {k: v for k, v in model_cfg.items() if k in fields and v is not None}
     # a run's config.yaml has its number; a model section composed for a prediction may say auto, which
     # has no data set here to count: the model without one
@@ -64,26 +70,74 @@ class _MetaContext:  # tasks.base.SampleContext on the meta device
 class SampleFlops:
     flops: float | None  # forward + backward FLOPs of one training sample; None: `reason` says why
     reason: str
+    # the convolutions' fraction of them (cuDNN's kernels; the rest are matmuls and attention): the peak a run
+    # without autocast meets depends on it (peaks.run_peak); None where the FLOPs are not counted
+    conv_share: float | None = None
+
+
+def conv_share(by_operator: Mapping[Any, int]) -> float | None:
+    """The convolutions' share (forward and backward) of FlopCounterMode's counts by operator."""
+    total = sum(by_operator.values())
+    conv = sum(count for op, count in by_operator.items() if "convolution" in str(op))
+    return conv / total if total else None
+
+
+def _meta_batches(batch) -> list:
+    """The forms of `batch` the meta device may run, in turn. An attention mask changes no matmul's shape, only
+    whether transformers asks a value of it (Tensor.item, which a meta tensor cannot answer): transformers 4.x
+    asks of a 2-D mask whether it is all ones and of none (it makes one), not of the same mask as one row per
+    query (3-D); 5.x asks of every mask, not of none. Each form costs the same matmuls: the count is the same."""
+    if not (isinstance(batch, dict) and "attention_mask" in batch):
+        return [batch]
+    mask = batch["attention_mask"]
+    return [
+        {**batch, "attention_mask": None},
+        {**batch, "attention_mask": mask[:, None, :].expand(-1, mask.shape[1], -1)},
+    ]
 
 
 def model_flops_per_sample(model_cfg: Mapping[str, Any], task, *, batch: int = COUNT_BATCH) -> SampleFlops:
     """Forward + backward FLOPs of one training sample of the configured model and its task (benchmarks/tasks):
-    the task's loss on a synthetic batch, on the meta device, over the batch's samples."""
+    the task's loss on a synthetic batch, on the meta device, over the batch's samples. BERT, where the meta
+    device cannot run the installed transformers, gets its analytic count (bert_flops_per_sample: the same
+    figure wherever both run, tests/unit/test_mfu_energy.py)."""
     import torch
 
     model = meta_model(model_cfg)
     model.train()
     ctx = _MetaContext(device=torch.device("meta"), image_size=int(model_cfg.get("image_size") or 224))
-    batch_of = task.synthetic_batch(range(batch), ctx)
-    if isinstance(batch_of, dict) and "attention_mask" in batch_of:
-        # transformers asks whether a 2-D mask is all ones (Tensor.item, which a meta tensor cannot answer);
-        # the same mask as one row per query (3-D) skips the question and costs the same matmuls
-        mask = batch_of["attention_mask"]
-        batch_of = {**batch_of, "attention_mask": mask[:, None, :].expand(-1, mask.shape[1], -1)}
-    try:
-        total, _ = counted(lambda: task.loss(model, batch_of).backward())
-    except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
-        # a model whose forward reads tensor values (detection's anchor matching) cannot run on the meta device
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return SampleFlops(None, f"FLOPs not countable on the meta device: {type(error).__name__}: {first[:120]}")
-    return SampleFlops(total / task.num_samples(batch_of), "torch.utils.flop_counter, forward + backward, meta device")
+    whole = task.synthetic_batch(range(batch), ctx)
+    failed = None
+    for batch_of in _meta_batches(whole):
+        try:
+            total, by_module = counted(lambda: task.loss(model, batch_of).backward())
+        except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
+            # a model whose forward reads tensor values (detection's anchor matching) cannot run on the meta device
+            failed = failed or error
+            model.zero_grad(set_to_none=True)
+            continue
+        return SampleFlops(
+            total / task.num_samples(whole),
+            "torch.utils.flop_counter, forward + backward, meta device",
+            conv_share(by_module.get("Global", {})),
+        )
+    first = str(failed).strip().splitlines()[0] if str(failed).strip() else ""
+    why = f"FLOPs not countable on the meta device: {type(failed).__name__}: {first[:120]}"
+    if str(model_cfg["arch"]) == "bert":
+        flops = bert_flops_per_sample(str(model_cfg["size"]), seq_len=int(model_cfg["seq_len"]))
+        return SampleFlops(flops, f"analytic (benchmarks/flops.py bert_flops_per_sample); {why}", 0.0)
+    return SampleFlops(None, why)
+
+
+def bert_flops_per_sample(size: str, *, seq_len: int) -> float:
+    """Forward + backward FLOPs of one BERT question-answering sequence (benchmarks/models/bert.py SIZES), as
+    FlopCounterMode counts them: per layer and token, the Q, K, V and output projections (4 x 2h^2), the
+    feed-forward (2 x 2hf) and attention's two matmuls (QK^T and the weighted sum of V: 2 x 2sh); the span
+    head (2 x 2h); embeddings, normalisation, softmax, GELU nothing; backward twice forward (inputs' and
+    weights' gradients); padding counts (the matmuls run over it)."""
+    from benchmarks.models.bert import SIZES
+
+    layers, hidden, _, feed_forward = SIZES[size]
+    attention = 2 * 2 * seq_len * hidden
+    per_token = layers * (4 * 2 * hidden * hidden + 2 * 2 * hidden * feed_forward + attention) + 2 * 2 * hidden
+    return 3.0 * per_token * seq_len

@@ -183,12 +183,10 @@ def efficiency(cfg: DictConfig, *, device: torch.device, task, per_gpu_samples_s
     from benchmarks import flops, peaks
 
     counted = flops.model_flops_per_sample(OmegaConf.to_container(cfg.model, resolve=True), task)
-    if device.type == "cuda":
-        tf32 = torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32
-        math = peaks.math_of(cfg.precision.amp_dtype, tf32=tf32)
-        peak = peaks.peak(torch.cuda.get_device_name(device), math)
-    else:
-        peak = peaks.peak(None, "fp32")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    peak = peaks.run_peak(
+        name, amp_dtype=cfg.precision.amp_dtype, tf32=peaks.torch_tf32(), conv_share=counted.conv_share
+    )
     achieved, mfu = peaks.mfu(
         flops_per_sample=counted.flops, per_gpu_samples_s=per_gpu_samples_s, peak_tflops=peak.tflops
     )

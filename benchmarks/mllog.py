@@ -88,10 +88,70 @@ class MlLog:
             self._handler = None
 
 
+MLPERF_PRECISION = {"bfloat16": "bfloat16", "float16": "fp16"}  # autocast's dtype as MLPerf's keys spell it
+
+
+def precision_events(cfg) -> dict[str, str]:
+    """MLPerf's precision disclosure (lowest_numerical_precision_in_linear, _attn, _comm) of the run: autocast's
+    dtype; without it fp32, or tf32 where a CUDA run lets cuDNN (convolutions: linear layers) or cuBLAS
+    (matmuls, attention) use it (benchmarks/peaks.py Tf32); the gradients' reduction in the amp dtype where the
+    framework sends half the fp32 bytes (its gradient_messages) or compresses to fp16, else fp32."""
+    from benchmarks.adapter_config import adapter_config
+    from benchmarks.gradients import Gradient
+    from benchmarks.peaks import Tf32, torch_tf32
+
+    amp = cfg.precision.amp_dtype
+    if amp is not None:
+        linear = attention = MLPERF_PRECISION[str(amp)]
+    else:
+        tf32 = torch_tf32() if str(cfg.system.device) == "cuda" else Tf32(convolutions=False, matmuls=False)
+        linear = "tf32" if tf32.convolutions or tf32.matmuls else "fp32"
+        attention = "tf32" if tf32.matmuls else "fp32"
+    comm = "fp32"
+    try:
+        (bucket,) = adapter_config(cfg.framework).gradient_messages(
+            [Gradient("w", 4096, 1.0, True)], amp=amp is not None
+        )
+        comm = attention if amp is not None and bucket.bytes < 4096 else comm
+    except ValueError:  # one process (DataParallel): nothing is reduced between ranks
+        pass
+    if cfg.framework.get("fp16_compression"):  # Horovod's fp16 compression of every gradient
+        comm = "fp16"
+    return {
+        "lowest_numerical_precision_in_linear": linear,
+        "lowest_numerical_precision_in_attn": attention,
+        "lowest_numerical_precision_in_comm": comm,
+    }
+
+
+def submission_events(log: MlLog, submission) -> None:
+    """The submission keys a site's profile sets (system.mllog: benchmarks/schema.py MllogSubmissionConfig)."""
+    for key in ("submission_org", "submission_platform", "submission_division"):
+        if submission.get(key) is not None:
+            log.event(key, str(submission[key]))
+
+
 def settings_events(log: MlLog, *, cfg, global_batch: int, train_samples: int | None, eval_samples: int | None) -> None:
-    """The run's settings as MLPerf's keys (those a reader of an MLPerf log looks for first)."""
+    """The run's settings as MLPerf's keys: those a reader of an MLPerf log looks for first, and those the
+    checker's common rules ask of every log (training 6.1.0 common.yaml: cache_clear, the precision and
+    parallelism disclosure, micro_batch_size, config_filename); the submission keys where the profile has them."""
+    submission_events(log, cfg.system.mllog)
     log.event("submission_benchmark", cfg.model.arch)
+    # whether data.path's page cache was dropped before the run (data.cache=cold), as MLPerf logs its cache clear
+    log.event("cache_clear", str(cfg.data.cache) == "cold")
     log.event("global_batch_size", global_batch)
+    log.event("micro_batch_size", int(cfg.run.per_gpu_batch))
+    # DeepSpeed's gradient_accumulation_steps, Horovod's backward_passes_per_step; the others step every batch
+    framework = cfg.framework
+    log.event(
+        "gradient_accumulation_steps",
+        int(framework.get("gradient_accumulation_steps") or framework.get("backward_passes_per_step") or 1),
+    )
+    for key in ("tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism"):
+        log.event(key, 1)  # data parallel only: every rank holds the whole model
+    for key, value in precision_events(cfg).items():
+        log.event(key, value)
+    log.event("config_filename", "config.yaml")  # the resolved config, beside mllog.txt in the run directory
     log.event("opt_name", cfg.optim.name)
     log.event("opt_base_learning_rate", float(cfg.optim.lr))
     log.event("opt_learning_rate_warmup_steps", int(cfg.optim.schedule.warmup_steps))

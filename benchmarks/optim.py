@@ -70,7 +70,12 @@ def build_optimizer(params: Iterable, optim, *, global_batch: int) -> torch.opti
     name = str(optim.name)
     if name == "sgd":
         return torch.optim.SGD(
-            params, lr=lr, momentum=optim.momentum, weight_decay=optim.weight_decay, nesterov=bool(optim.nesterov)
+            params,
+            lr=lr,
+            momentum=optim.momentum,
+            weight_decay=optim.weight_decay,
+            nesterov=bool(optim.nesterov),
+            fused=bool(optim.fused) or None,
         )
     if name == "lars":
         return LARS(
@@ -82,7 +87,12 @@ def build_optimizer(params: Iterable, optim, *, global_batch: int) -> torch.opti
         )
     if name == "adamw":
         return torch.optim.AdamW(
-            params, lr=lr, betas=tuple(optim.betas), eps=optim.eps, weight_decay=optim.weight_decay
+            params,
+            lr=lr,
+            betas=tuple(optim.betas),
+            eps=optim.eps,
+            weight_decay=optim.weight_decay,
+            fused=bool(optim.fused) or None,
         )
     raise ValueError(f"unknown optimizer {name!r}")
 

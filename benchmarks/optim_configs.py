@@ -72,6 +72,9 @@ class OptimConfig:
     scale_lr: bool = False  # the linear scaling rule: lr x global_batch / base_batch
     base_batch: int = 256
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    # sgd, adamw: torch's fused kernel (one launch for every parameter's update, instead of a few per tensor
+    # group with foreach); lars has none
+    fused: bool = False
 
 
 def _between(
@@ -101,6 +104,10 @@ def check(optim) -> None:
         raise ConfigError(
             f"optim.nesterov=true needs optim.name=sgd and optim.momentum > 0 (got optim.name={optim.name}, "
             f"optim.momentum={optim.momentum})"
+        )
+    if optim.fused and str(optim.name) == "lars":
+        raise ConfigError(
+            "optim.fused=true has no kernel for optim.name=lars; drop optim.fused, or choose sgd or adamw"
         )
     s = optim.schedule
     if s.warmup_steps < 0:

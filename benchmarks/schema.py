@@ -86,6 +86,24 @@ class ContainerConfig:
     python: str = "python3"  # the Python inside the image that runs the launcher and the ranks
 
 
+class Division(Choice):
+    """system.mllog.submission_division: MLPerf's divisions (the checker sets its init time limit by it)."""
+
+    closed = "closed"
+    open = "open"
+
+
+@dataclass
+class MllogSubmissionConfig:
+    """system.mllog: the submission keys an MLPerf log carries, which a site's profile knows and a run does not
+    (benchmarks/mllog.py writes them where set; `results --check-mllog` lists those missing apart, docs/mfu.md).
+    Not part of a run's identity (cell_identity.NOT_IDENTITY)."""
+
+    submission_org: str | None = None  # who submits (e.g. the site or project)
+    submission_platform: str | None = None  # the system, as MLPerf names it (e.g. 8xNVIDIA H100 SXM)
+    submission_division: Division | None = None
+
+
 @dataclass
 class SystemConfig:
     name: str = MISSING
@@ -105,6 +123,7 @@ class SystemConfig:
     exclusive: bool = False  # sbatch --exclusive: whole nodes for each job
     env: dict[str, str] = field(default_factory=dict)  # set for every rank (NCCL_*, OMP_NUM_THREADS, ...)
     container: ContainerConfig = field(default_factory=ContainerConfig)  # the image the ranks run in
+    mllog: MllogSubmissionConfig = field(default_factory=MllogSubmissionConfig)  # MLPerf's submission keys
     # --- batch systems (slurm/run.sh, ddlbench campaign) ---
     launcher: SlurmLauncher = SlurmLauncher.srun  # how ranks start in a Slurm job (launchers/programs/): srun, one
     # task per rank, or mpirun

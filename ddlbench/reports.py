@@ -22,15 +22,18 @@ def cmd_results(args: argparse.Namespace) -> int:
     analysis = CampaignAnalysis(root)
     long = getattr(args, "long", False)
     print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode, long=long))
+    code = 0
     if getattr(args, "check_mllog", False):
-        from analysis.mllog_check import check_runs, format_checks
+        from analysis.mllog_check import check_runs, failed, format_checks
 
-        print("\n" + format_checks(check_runs(analysis.counted())))
+        checks = check_runs(analysis.counted())
+        print("\n" + format_checks(checks))
+        code = 1 if failed(checks) else 0
     for fmt in ("csv", "parquet"):
         if getattr(args, fmt, None):
             written = export_tables(analysis, Path(getattr(args, fmt)), fmt=fmt)
             print(f"\n[ddlbench] wrote {', '.join(p.name for p in written)} to {getattr(args, fmt)}")
-    return 0
+    return code
 
 
 def one_line_warnings() -> None:
@@ -208,7 +211,7 @@ def add_parser(sub) -> None:
         "--check-mllog",
         action="store_true",
         help="run MLPerf's compliance checker (mlperf-logging) on the mllog.txt of each run with a target "
-        "(run.target_top1) and print what it says",
+        "(run.target_top1): its errors in full, the submission-only keys apart; exit 1 on an error",
     )
     p.set_defaults(func=cmd_results)
 

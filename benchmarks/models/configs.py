@@ -147,6 +147,19 @@ def check_ablation(arch: str, *, batch_norm: bool | None, residual: bool) -> Non
             )
 
 
+class CompileMode(Choice):
+    """model.compile_mode: torch.compile's mode, its hyphens as underscores (`torch_mode`)."""
+
+    default = "default"
+    reduce_overhead = "reduce_overhead"
+    max_autotune = "max_autotune"
+    max_autotune_no_cudagraphs = "max_autotune_no_cudagraphs"
+
+    @property
+    def torch_mode(self) -> str:
+        return self.value.replace("_", "-")
+
+
 @dataclass
 class ModelConfig(AdapterConfig):
     """One model: its family (`arch`) and shape."""
@@ -167,6 +180,10 @@ class ModelConfig(AdapterConfig):
     image_size: int = 224  # image models: the side of the square input (RetinaNet takes it unresized)
     seq_len: int = 384  # bert: tokens per sequence (SQuAD fine-tuning's 384); image models: none
     compile: bool = False  # torch.compile the model
+    # torch.compile's mode (model.compile=true): default; reduce_overhead (CUDA graphs: the step's kernels
+    # launched as one graph, where the model allows: static shapes, no host sync); max_autotune (and
+    # max_autotune_no_cudagraphs): autotuned Triton matmuls and convolutions, minutes of compile time
+    compile_mode: CompileMode = CompileMode.default
 
     def check(self) -> None:
         check_depth(self.arch, self.depth)
@@ -183,6 +200,11 @@ class ModelConfig(AdapterConfig):
             raise ConfigError(
                 f"model.num_classes={classes!r} must be a whole number >= 1 or auto (the data set's class count), "
                 "e.g. model.num_classes=auto"
+            )
+        if self.compile_mode != CompileMode.default and not self.compile:
+            raise ConfigError(
+                f"model.compile_mode={self.compile_mode} needs model.compile=true (torch.compile's mode); add it, "
+                "or drop model.compile_mode"
             )
         self.at_least(
             "image_size",

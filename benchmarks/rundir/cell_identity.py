@@ -50,6 +50,7 @@ NOT_IDENTITY = (
     # the image the ranks ran in is their software environment, as the package versions are: recorded in meta.json
     # (`container`: runtime, its version, image, digest) and compared from there, not a setting that parts cells
     "system.container",
+    "system.mllog",  # MLPerf's submission keys (who, which platform, which division): a label, not a setting
     # where a node's staged copy goes and how large that disk is (data.stage=node_local): where, not what; the
     # cell holds data.stage itself
     "system.local_scratch",
@@ -63,6 +64,8 @@ NOT_IDENTITY = (
 ADDED_SETTING_DEFAULTS: dict[str, Any] = {
     "run.stop_on_nan": False,
     "data.stage": "none",  # reading data.path itself, as every run did before node-local staging
+    "model.compile_mode": "default",  # torch.compile's own default, as model.compile=true ran before the key
+    "optim.fused": False,  # torch's foreach kernels, as every run did before the key
 }
 
 

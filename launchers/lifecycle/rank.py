@@ -309,7 +309,7 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
         amp_dtype = adapters.amp_dtype(cfg)
         model, optimizer = framework.setup(model, optimizer, amp_dtype=amp_dtype)
         if cfg.model.compile:
-            model = torch.compile(model)
+            model = torch.compile(model, mode=cfg.model.compile_mode.torch_mode)
         if opened.events is not None:
             mllog.settings_events(
                 opened.events,

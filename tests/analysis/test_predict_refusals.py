@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.models.configs import ModelConfig
+from benchmarks.rundir import cell_identity
 from benchmarks.schema import PrecisionConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ def test_the_calibration_configuration_itself_is_predicted(cli):
 )
 def test_every_key_of_the_model_and_precision_groups_the_run_did_not_measure_is_refused(key, kind, h200_config, cli):
     group, name = key.split(".")
-    other = _other(kind, h200_config[group][name])
+    # a key added after the calibration run was made: it ran at the key's ADDED_SETTING_DEFAULTS value
+    other = _other(kind, h200_config[group].get(name, cell_identity.ADDED_SETTING_DEFAULTS.get(key)))
     done = cli("predict", *H200_CELL, f"{key}={other}", "--from", str(H200), "--gpus", "1")
     assert done.returncode == 2 and not done.stdout, (key, done.stdout)
     error = done.stderr.strip()

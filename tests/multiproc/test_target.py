@@ -80,6 +80,18 @@ def test_a_learning_run_stops_at_its_target_and_mllog_parses(tmp_path, data, ddl
     start = next(line for line in lines if line.key == "run_start")
     time_to_train = next(line for line in lines if line.key == "time_to_train")
     assert time_to_train.value["value"] == pytest.approx((stop.timestamp - start.timestamp) / 1000, abs=2e-3)
+    # and passes the checker's common rules (analysis/mllog_check.py): only the submission keys, which
+    # system.mllog would set, are missing
+    from analysis.mllog_check import check_file
+
+    check = check_file(run_dir / "mllog.txt")
+    assert check.compliant and check.errors == [], "\n".join(check.errors)
+    assert [line.split(":")[0] for line in check.submission] == [
+        "init_stop",
+        "submission_org",
+        "submission_platform",
+        "submission_division",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from benchmarks.rundir import cell_identity
 from launchers import campaign
 
 STUDIES = {"aach2023", "stash2021", "composable2023"}
-NOT_STUDIES = {"smoke", "slurm_smoke"}  # the demo and the CI campaign: no study's experiment
+NOT_STUDIES = {"smoke", "slurm_smoke", "fast_path"}  # the demo, the CI campaign, a preset: no study's experiment
 STUDY_EXPERIMENTS = sorted(set(options("experiment")) - NOT_STUDIES)
 JUWELS = ["experiment=aach2023_scaling", "system=juwels_booster"]
 

@@ -167,7 +167,7 @@ def test_every_field_a_summary_writes_is_in_the_one_schema_the_loader_checks():
     assert set(summary_schema.SUMMARY_FIELDS.values()) <= set(KINDS)
 
 
-def test_a_setting_added_later_at_its_as_before_value_keeps_the_cell(compose):
+def test_a_setting_added_later_at_its_default_value_keeps_the_cell(compose):
     """run.stop_on_nan came after runs were recorded without it: at false (runs as before) it is no setting of the
     run key, so old and new runs of one configuration are one cell; true is a cell of its own (a sync a step)."""
     plain = cell_identity.flatten(OmegaConf.to_container(compose([]), resolve=True))
