@@ -106,8 +106,8 @@ def judge(samples: list[dict], *, cpus: int, host: str) -> dict:
         shared.append(f"{runnable_mean:.1f} runnable threads on {cpus} CPUs")
     others = {o["pid"]: o for s in samples for o in s.get("others", [])}
     if others:
-        said = ", ".join(f"pid {pid} ({o['command']})" for pid, o in sorted(others.items())[:3])
-        shared.append(f"another ddlbench run: {said}")
+        pids = ", ".join(str(pid) for pid in sorted(others)[:3]) + (", ..." if len(others) > 3 else "")
+        shared.append(f"another ddlbench run ({len(others)} processes: pid {pids})")
     jobs = {j["job"]: j for s in samples for j in s.get("slurm_jobs", [])}
     if jobs:
         shared.append("Slurm jobs " + ", ".join(f"{j} ({v['user']})" for j, v in sorted(jobs.items())[:5]))
@@ -164,7 +164,9 @@ def marks_text(records: Iterable[Mapping[str, Any]]) -> str:
     for record in records:
         for word, verdict in record.get("verdicts", {}).items():
             words.setdefault(word, []).append(verdict["detail"])
-    return "; ".join(f"{w}: {' | '.join(words[w])}" for w in (SHARED_HOST, GPU_SHARED, THROTTLED) if w in words)
+    return "; ".join(
+        f"{w}: {' | '.join(words[w]).replace('; ', ', ')}" for w in (SHARED_HOST, GPU_SHARED, THROTTLED) if w in words
+    )
 
 
 def summary_fields(run_dir: Path) -> dict:
