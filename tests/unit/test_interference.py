@@ -122,3 +122,12 @@ def test_the_marks_reach_the_cells_and_compare_says_a_change_on_a_marked_cell():
     table = pd.DataFrame({"flag": ["improvement", "ok"], "marks_a": ["", ""], "marks_b": [marks["x"], marks["x"]]})
     assert interfered_changes(table)[0].startswith("1 of 1 changes called here")
     assert interfered_changes(table.assign(marks_b="")) == []
+
+
+def test_a_slurm_profile_that_does_not_ask_for_whole_nodes_is_warned_about(compose):
+    from launchers.submit import shared_nodes_warning
+
+    assert "pass system.exclusive=true" in shared_nodes_warning(compose(["system=slurm_cpu"]).system)
+    assert shared_nodes_warning(compose(["system=slurm_cpu", "system.exclusive=true"]).system) is None
+    assert shared_nodes_warning(compose(["system=juwels_booster"]).system) is None  # exclusive: true
+    assert shared_nodes_warning(compose(["system=local_cpu"]).system) is None  # no Slurm
