@@ -4,7 +4,10 @@ host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`)
 or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
 repeats ran in **mixed images** (meta.json's `container`: analysis.container_images; repeats must be one
 configuration, and the image is no setting that parts cells), or staged their data to a **mixed scratch**
-(system.local_scratch, no setting that parts cells either). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
+(system.local_scratch, no setting that parts cells either), or ran beside other work: a **shared host** (other
+processes' CPU time, another ddlbench run or Slurm job on a host), a **GPU shared** with another process, or a
+GPU **throttled** (a power cap, heat, a hardware slowdown, XID or ECC errors), as each host observed its
+measured window (summary.json's `interference_marks`: launchers/lifecycle/interference.py). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
 
 A cell's marks are one text, "word: detail" parts joined by "; " (`cell_marks`), so that a table carries
@@ -23,6 +26,9 @@ from analysis.report_blocks import Block
 
 OVERSUBSCRIBED, DIVERGED, MIXED_IMAGES = "oversubscribed", "diverged", "mixed images"
 MIXED_SCRATCH = "mixed scratch"
+# summary.json's interference_marks (launchers/lifecycle/interference.py writes these words)
+SHARED_HOST, GPU_SHARED, THROTTLED = "shared host", "GPU shared", "throttled"
+INTERFERENCE = "interference_marks"
 SCRATCH = "config.system.local_scratch"  # where a staged run's copy went (analysis.staging): no setting of the cell
 # what each mark means for the cell's figures: the end of its line under a table
 EXPLAINED = {
@@ -37,7 +43,23 @@ EXPLAINED = {
         "differ (/dev/shm, a local NVMe): the staging time and a loader-bound throughput mix both; run the cell "
         "again with one scratch"
     ),
+    SHARED_HOST: (
+        "other work ran on the run's hosts in its measured window, so the step times measure the sharing as well "
+        "as the training; ask for whole nodes (sbatch --exclusive; a campaign's benchmark jobs one node each) and "
+        "run alone"
+    ),
+    GPU_SHARED: (
+        "another process computed on the run's GPUs in its measured window; ask for the GPUs alone (--exclusive, "
+        "nvidia-smi -c EXCLUSIVE_PROCESS) and check nvidia-smi before the run"
+    ),
+    THROTTLED: (
+        "the GPUs slowed their clocks (power cap, heat, hardware slowdown) or reported errors in the measured "
+        "window, so the figures are a slower GPU's; check power limits and cooling (nvidia-smi -q -d PERFORMANCE) "
+        "or run on another node"
+    ),
 }
+# how far a cell's note lists its runs' interference details (each host's one line per run)
+MAX_DETAILS = 3
 IMAGE_DIFFERS = "image differs"  # compare: a paired cell whose two sides ran in different images
 PARTS, WORD = "; ", ": "  # a marks text: "oversubscribed: 3 ranks on 2 CPUs; diverged: loss non-finite from ..."
 # analysis.load.ranklogs' problem for a step whose loss was not finite (a summary from before the field)
@@ -65,6 +87,8 @@ def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.Da
             "nonfinite_loss_step": step,
             "nonfinite_loss_phase": runs.get("nonfinite_loss_phase", absent),
             "image": run_images(runs),
+            # the hosts' verdicts as "word: detail; ..." ('' none; NA where the run did not observe)
+            INTERFERENCE: runs.get(INTERFERENCE, absent).astype("object"),
             # a staged run's scratch (staging_s recorded); NA for a run that read data.path itself
             "scratch": runs.get(SCRATCH, absent).where(
                 pd.to_numeric(runs.get("staging_s", absent), errors="coerce").notna()
@@ -119,7 +143,24 @@ def _text(runs: pd.DataFrame) -> str:
     if len(scratches) > 1:
         said = ", ".join(f"{scratch} in {n}" for scratch, n in sorted(scratches.items()))
         parts.append(f"{MIXED_SCRATCH}{WORD}{said} of {len(runs)} repeats")
+    parts.extend(_interference(runs))
     return PARTS.join(parts)
+
+
+def _interference(runs: pd.DataFrame) -> list[str]:
+    """The interference words of a cell's runs, each with its first details and how many repeats it marks."""
+    seen: dict[str, list[str]] = {}
+    for text in runs[INTERFERENCE].dropna():
+        for word, detail in _parts(text):
+            if word in (SHARED_HOST, GPU_SHARED, THROTTLED):
+                seen.setdefault(word, []).append(detail)
+    parts = []
+    for word, details in seen.items():
+        said = " | ".join(dict.fromkeys(details[:MAX_DETAILS])).replace(PARTS, ", ")
+        if len(details) < len(runs):
+            said += f" (in {len(details)} of {len(runs)} repeats)"
+        parts.append(f"{word}{WORD}{said}")
+    return parts
 
 
 def with_marks(cell_table: pd.DataFrame, marks: pd.Series) -> pd.DataFrame:
@@ -194,3 +235,24 @@ def compared_marks(table: pd.DataFrame) -> pd.Series:
     words = [said(a, b) for a, b in zip(table["marks_a"], table["marks_b"])]
     words = [", ".join(filter(None, [w, IMAGE_DIFFERS if d else ""])) for w, d in zip(words, differ(table))]
     return pd.Series(words, index=table.index, dtype="object")
+
+
+def interfered_changes(table: pd.DataFrame) -> list[str]:
+    """compare's line for the changes it calls (a regression, an improvement) on a cell whose runs were marked
+    shared host, GPU shared or throttled on either side: such a change may be the sharing, not the setting."""
+    if "flag" not in table or "marks_a" not in table:
+        return []
+    words = (SHARED_HOST, GPU_SHARED, THROTTLED)
+    hit = [
+        any(w in short(a).split(", ") or w in short(b).split(", ") for w in words)
+        for a, b in zip(table["marks_a"], table["marks_b"])
+    ]
+    called = table["flag"].isin(["regression", "improvement"]).to_numpy()
+    marked = int(sum(h and c for h, c in zip(hit, called)))
+    if not marked:
+        return []
+    return [
+        f"{marked} of {int(called.sum())} changes called here (regression, improvement) are of cells marked "
+        f"{', '.join(words)}: the difference may be the other work on the node, not the setting; run them again "
+        "alone before reading them as a change"
+    ]

@@ -35,7 +35,7 @@ from analysis import (
     utilisation,
 )
 from analysis.campaign_analysis import CampaignAnalysis
-from analysis.caveats import compared_marks, mark_tables, notes
+from analysis.caveats import compared_marks, interfered_changes, mark_tables, notes
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
 from analysis.container_images import compared_lines
@@ -324,6 +324,7 @@ def format_compare(table: pd.DataFrame, *, threshold: float, top1_drop_pp: float
     if "target" in compared_accuracy:
         rules += f"; time to target longer by more than {threshold:.0%}, or the target no longer reached"
     lines = notes([*table["marks_a"], *table["marks_b"]]) if "marks_a" in table else []
+    lines += interfered_changes(table)  # a change called on a shared or throttled cell says so
     lines += compared_lines(table)  # A and B, or paired cells, ran in different images (analysis.container_images)
     under = "\n\n" + "\n".join(lines) if lines else ""
     return shown.to_string(index=False, na_rep="") + under + f"\n\n{said} ({rules})"

@@ -305,3 +305,85 @@ class EnergyMeter:
 def energy_meter(device, *, host: bool) -> EnergyMeter:
     """An EnergyMeter for the rank's device (NVML where there is one) and, where `host`, its host's RAPL."""
     return EnergyMeter(open_nvml(gpu_identity(device)), host=host)
+
+
+class HostGpus:
+    """Every GPU of the host through NVML, for launchers/lifecycle/interference.py: per GPU on which one of the
+    run's processes computes, the other compute processes on it, its clock-event reasons (a bitmask), its
+    uncorrected ECC errors (volatile) and the XID events since the last look. What a GPU refuses is left out."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(k) for k in range(pynvml.nvmlDeviceGetCount())]
+        self.events = None
+        with _refused(pynvml):
+            self.events = pynvml.nvmlEventSetCreate()
+            for handle in self.handles:
+                with _refused(pynvml):
+                    pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, self.events)
+
+    def _xids(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        while self.events is not None:
+            try:
+                event = self.nv.nvmlEventSetWait(self.events, 0)
+            except self.nv.NVMLError:  # a timeout: no event waiting (or none supported)
+                break
+            index = self.handles.index(event.device) if event.device in self.handles else -1
+            found.setdefault(index, []).append(int(event.eventData))
+        return found
+
+    def snapshot(self, own_pids: set[int]) -> list[dict[str, Any]]:
+        nv, gpus, xids = self.nv, [], self._xids()
+        for index, handle in enumerate(self.handles):
+            try:
+                pids = {p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)}
+            except nv.NVMLError:
+                continue
+            if not pids & own_pids:
+                continue  # not one of the run's GPUs
+            gpu: dict[str, Any] = {"index": index, "foreign_pids": sorted(pids - own_pids), "xids": xids.get(index, [])}
+            gpu["reasons"] = gpu["ecc_uncorrected"] = None
+            with _refused(nv):
+                reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)  # older: ...ThrottleReasons
+                gpu["reasons"] = int((reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons)(handle))
+            with _refused(nv):
+                gpu["ecc_uncorrected"] = int(
+                    nv.nvmlDeviceGetTotalEccErrors(handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
+                )
+            gpus.append(gpu)
+        return gpus
+
+    def close(self) -> None:
+        with _refused(self.nv):
+            if self.events is not None:
+                self.nv.nvmlEventSetFree(self.events)
+            self.nv.nvmlShutdown()
+
+
+class _refused:
+    """Leaves out what NVML refuses (an NVMLError: not supported, no permission) or an older binding lacks."""
+
+    def __init__(self, nv) -> None:
+        self.nv = nv
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, trace) -> bool:
+        return kind is not None and issubclass(kind, (self.nv.NVMLError, AttributeError))
+
+
+def host_gpus() -> HostGpus | None:
+    """NVML over the host's GPUs, or None where there is no pynvml package or NVML library."""
+    try:
+        return HostGpus()
+    except ImportError:
+        return None
+    except Exception as error:  # pynvml.NVMLError_* (library not found, driver not loaded)
+        if type(error).__module__ == "pynvml" or type(error).__name__.startswith("NVMLError"):
+            return None
+        raise

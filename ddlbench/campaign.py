@@ -132,6 +132,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """The table of the grid's cells; an impossible one (an unset data path too) is a row with its reason."""
     cfg, cells = plan(args.overrides)
     rows = [(c, "impossible" if c.problem else "planned", c.problem or "") for c in cells]
+    shared = submit.shared_nodes_warning(cfg.system)
+    if shared:
+        print(f"[ddlbench] warning: {shared}", file=sys.stderr)
     if args.dry_run:
         print_reasons(cells)
         for cell in cells:

@@ -18,7 +18,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         checks = run_checks(needed_by(cfg))
         if cfg.system.device == "cuda":
             checks = [*map(for_gpus, checks), gpu_check(cfg), _cuda_driver(cfg, args.overrides)]
-        checks += _node_python(cfg) + _container(cfg)
+        checks += _node_python(cfg) + _container(cfg) + _whole_nodes(cfg)
     else:
         checks = run_checks()
     print(format_checks(checks))
@@ -75,6 +75,15 @@ def _node_python(cfg) -> list:
     warning = python_warning(system, nodes=nodes)
     fstype, mount_point = filesystem_of(python)
     return [Check("python on the nodes", True, warning or f"{python} ({fstype} at {mount_point})", warn=bool(warning))]
+
+
+def _whole_nodes(cfg) -> list:
+    """A WARN line where a Slurm profile does not ask for whole nodes (launchers/submit.py shared_nodes_warning)."""
+    from launchers.lifecycle.doctor import Check
+    from launchers.submit import shared_nodes_warning
+
+    warning = shared_nodes_warning(cfg.system)
+    return [Check("whole nodes", True, warning, warn=True)] if warning else []
 
 
 def _container(cfg) -> list:

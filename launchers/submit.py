@@ -106,6 +106,22 @@ def prelude_file(cfg, *, write: bool) -> Path | None:
 # ---- sbatch argvs ----
 
 
+def shared_nodes_warning(system) -> str | None:
+    """One line where a Slurm profile (one that names a partition, an account or the cluster's max_nodes) does not ask
+    for whole nodes: its
+    jobs may then share a node with other jobs, whose work the runs measure too (they are marked shared host:
+    launchers/lifecycle/interference.py); None where it asks (system.exclusive, or --exclusive in sbatch_args)."""
+    slurm = system.get("partition") or system.get("account_required") or system.get("max_nodes") is not None
+    asked = system.get("exclusive") or any(str(a).startswith("--exclusive") for a in system.get("sbatch_args") or ())
+    if not slurm or asked:
+        return None
+    return (
+        f"system.exclusive=false: system={system.name}'s jobs may share their nodes with other jobs, whose work the "
+        "runs then measure as well (results marks them shared host); pass system.exclusive=true (sbatch --exclusive: "
+        "one job a node) or set it in the profile"
+    )
+
+
 def _sbatch_for_shape(
     cfg, cell: Cell, *, extra: Sequence[str] = (), exclude: Sequence[str] = (), **kwargs
 ) -> list[str]:

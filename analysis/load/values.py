@@ -140,6 +140,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "name": (is_name, "a non-empty string", lambda v: valid_text(str(v))),
     "counts": (_is_counts, "a list of integers >= 0 or null", lambda v: _json_text(v)),
     "numbers": (_is_numbers, "a list of numbers >= 0 or null", lambda v: _json_text(v)),
+    "record": (lambda v: type(v) is dict, "a JSON object", lambda v: _json_text(v)),
 }
 
 

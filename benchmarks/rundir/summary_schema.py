@@ -107,6 +107,10 @@ SUMMARY_FIELDS: dict[str, str] = {
     # the measured window's start and end on rank 0, Unix time: the report cuts telemetry samples to it
     "window_start_t_s": "number",
     "window_end_t_s": "number",
+    # what else ran on the run's hosts and GPUs in the measured window (launchers/lifecycle/interference.py):
+    # every host's verdicts with their evidence, and their words as analysis/caveats.py reads them ('' none)
+    "interference": "record",
+    "interference_marks": "text",
 }
 
 

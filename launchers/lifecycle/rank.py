@@ -30,7 +30,7 @@ from benchmarks.validate import (
     resolve_run_dir,
     validate,
 )
-from launchers.lifecycle import rundir_state, staging, watchdog
+from launchers.lifecycle import interference, rundir_state, staging, watchdog
 
 
 def _announce(
@@ -105,8 +105,11 @@ class _Opened:
     events: MlLog | None = None
     watchdog: watchdog.Watchdog | None = None
     meter: telemetry.EnergyMeter | None = None
+    observer: interference.Observer | None = None  # the host's local rank 0 only
 
     def close(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
         if self.meter is not None:
             self.meter.close()
         if self.watchdog is not None:
@@ -226,6 +229,9 @@ def _conclude(
     if cfg.run.save_params:
         torch.save(framework.host_state_dict(model), run_dir / f"params_rank{env.rank}.pt")
     measurement.write_end(run_dir, env=env, device=device)
+    if opened.observer is not None:  # the host's verdicts over its measured window, before rank 0 reads them
+        window_t = opened.meter.result if opened.meter is not None else telemetry.WindowEnergy(None, None, "")
+        opened.observer.finish(run_dir, rank=env.rank, start_t_s=window_t.start_t_s, end_t_s=window_t.end_t_s)
     opened.log.close()  # closed, not only flushed: a shared file system shows rank 0 every line after the barrier
     framework.barrier()  # every rank finished its steps and logs before the summary says so
     if env.rank != 0:
@@ -249,6 +255,7 @@ def _conclude(
     summary["startup_s"] = startup_s  # data.stage=node_local: the copy is inside it, as in the time to train
     if staging_enabled(cfg.data):
         summary |= staging.summary_fields(staging.read_records(run_dir))
+    summary |= interference.summary_fields(run_dir)  # shared host, GPU shared, throttled: with their evidence
     if nonfinite_step is not None:
         summary |= {"nonfinite_loss_step": nonfinite_step, "nonfinite_loss_phase": phase_of(nonfinite_step, plan)}
     run_files.write_json_atomic(run_dir / run_files.SUMMARY, summary)
@@ -364,6 +371,10 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             cfg, warmup=warmup, measured=measured, window=window, amp_dtype=amp_dtype, steps_per_epoch=steps_per_epoch
         )
         opened.meter = telemetry.energy_meter(device, host=env.local_rank == 0)
+        if env.local_rank == 0:  # what else runs on the host and its GPUs meanwhile (interference.py)
+            opened.observer = interference.start(
+                run_dir, rank=env.rank, local_world_size=env.local_world_size, device=device
+            )
         began_s = psutil.Process().create_time() if started_s is None else started_s
         startup_local_s = time.time() - began_s  # to the first training step: train() starts it
         result = train(
