@@ -76,7 +76,9 @@ PROGRESS_FIELDS: dict[str, str] = {
     "beat": "float64",  # when the rank last wrote the file (time.time())
     "since": "float64",  # when it entered this step and phase (time.time())
     "limit_s": "float64",  # the hang limit in force then
+    "beat_every_s": "float64",  # how often the rank rewrites the file
     "hung": "bool",  # the rank saw no progress within limit_s
+    "ended": "bool",  # the rank's watchdog stopped (the rank is ending): no more beats follow
 }
 
 

@@ -155,6 +155,8 @@ def write_up_hang(run_dir: Path, summary: dict | None, hang: dict, *, extra: dic
     except (OSError, ValueError, KeyError, TypeError):
         processes = None
     text = watchdog.hang_text(hang["mark"], hang["ranks"], num_processes=processes)
+    if hang["mark"].get("noticed_by") == "supervisor":
+        text += "; seen by the supervisor: the rank's progress beat stopped (frozen: no watchdog of its own runs)"
     kept = {"rank_error": summary["error"]} if summary and summary.get("error") else {}
     try:
         run_files.write_json_atomic(
@@ -162,9 +164,14 @@ def write_up_hang(run_dir: Path, summary: dict | None, hang: dict, *, extra: dic
         )
     except OSError:
         pass  # a full disk: the run stays without a summary, which the next launch retries
+    stacks = (
+        f"each rank's stacks in {run_dir}/stacks_rank<R>.txt"
+        if any(run_dir.glob("stacks_rank*.txt"))
+        else "no stacks (a frozen rank cannot dump its own; py-spy reads them where it is installed)"
+    )
     print(
-        f"ddlbench: error: the run hung: {text}; marked hung, each rank's stacks in "
-        f"{run_dir}/stacks_rank<R>.txt; `ddlbench run` with the same overrides runs the cell again",
+        f"ddlbench: error: the run hung: {text}; marked hung, {stacks}; `ddlbench run` with the same overrides "
+        "runs the cell again",
         file=sys.stderr,
         flush=True,
     )

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from benchmarks.errors import ConfigError
 from benchmarks.rundir import run_files, summary_schema
-from launchers.lifecycle import fault_report, liveness, watchdog
+from launchers.lifecycle import beats, fault_report, liveness, watchdog
 from launchers.lifecycle.forked_rank import as_fresh_interpreter
 
 INTERRUPT_LOG = "interrupt.log"
@@ -307,8 +307,10 @@ def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[
     """(the launcher's exit code, the hang a rank saw or None). Once a rank's watchdog saw a hang
     (launchers/lifecycle/watchdog.py HANG_MARK), where each rank was is read at once (a stopped rank's record grows
     old), and the launcher and its ranks get HANG_GRACE_S to dump their stacks and exit: a stopped rank never
-    does, and torchrun waits 30 s for a rank that ignores its SIGTERM."""
-    hang, deadline = None, None
+    does, and torchrun waits 30 s for a rank that ignores its SIGTERM. A rank whose own beat stopped (frozen:
+    the only rank, every rank of a host; launchers/lifecycle/beats.py) is judged here, from outside: the run
+    is then stopped after watchdog.GRACE_S, its frozen ranks of this host killed outright."""
+    hang, deadline, judge = None, None, beats.BeatJudge(gone=beats.gone_here)
     while True:
         try:
             return process.wait(timeout=1.0), hang
@@ -319,7 +321,13 @@ def _wait(process, *, run_dir: Path, own_group: bool, output: _Output) -> tuple[
             watchdog.spy_on_silent(run_dir, progress)  # a stopped rank's stacks, where py-spy is installed
             hang, deadline = {"mark": mark, "ranks": progress}, time.monotonic() + HANG_GRACE_S
             output.faulted.set()  # the ranks' and launcher's words on their way out go to the fault log
+        elif hang is None and (frozen := beats.notice(run_dir, judge)) is not None:
+            # a rank's beat stopped (beats.py): no watchdog of a frozen rank can say so; the answering ranks of
+            # this host dump their stacks meanwhile
+            hang, deadline = frozen, time.monotonic() + watchdog.GRACE_S
+            output.faulted.set()
         elif deadline is not None and time.monotonic() > deadline:
+            beats.kill_frozen_here(hang)
             if own_group:
                 _kill_group(process.pid)
                 return process.wait(), hang

@@ -176,6 +176,7 @@ class Watchdog:
         self._fd: int | None = None
         self._stacks = None
         self._written = 0
+        self._hung = False  # a hung record stays hung
 
     # --- what the rank calls -----------------------------------------------------------------------
 
@@ -220,10 +221,13 @@ class Watchdog:
         return self
 
     def stop(self) -> None:
-        """Stop the thread; the progress record stays (its last step and phase), an empty stacks file does not."""
+        """Stop the thread; the progress record stays (its last step and phase, marked `ended`: the
+        supervisor's judge, launchers/lifecycle/beats.py, no longer waits for its beat), an empty stacks file
+        does not."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10.0)
+        self._beat(hung=self._hung, ended=True)
         if self._stacks is not None:
             faulthandler.unregister(DUMP_SIGNAL)
             empty = self._stacks.tell() == 0
@@ -258,7 +262,7 @@ class Watchdog:
             except Exception:  # a watchdog that fails must not fail the run: it stops watching
                 return
 
-    def record(self, *, limit_s: float | None = None, hung: bool = False) -> dict:
+    def record(self, *, limit_s: float | None = None, hung: bool = False, ended: bool = False) -> dict:
         step, phase, _, since_wall = self._where
         limit = limit_s if limit_s is not None else self.limits.limit_s(phase, list(self._intervals))
         return {
@@ -272,14 +276,16 @@ class Watchdog:
             "since": since_wall,
             "limit_s": limit,
             "hung": hung,
+            "ended": ended,
         }
 
-    def _beat(self, limit_s: float | None = None, *, hung: bool = False) -> None:
+    def _beat(self, limit_s: float | None = None, *, hung: bool = False, ended: bool = False) -> None:
         """The progress record rewritten in place (no rename: no metadata traffic on a shared file system;
         a reader that meets a half-written record skips it), padded over the previous one."""
         if self._fd is None:
             return
-        data = (json.dumps(self.record(limit_s=limit_s, hung=hung), separators=(",", ":")) + "\n").encode()
+        self._hung = self._hung or hung
+        data = (json.dumps(self.record(limit_s=limit_s, hung=hung, ended=ended), separators=(",", ":")) + "\n").encode()
         padded = data.rstrip(b"\n").ljust(max(self._written, len(data)) - 1) + b"\n"
         try:
             os.pwrite(self._fd, padded, 0)

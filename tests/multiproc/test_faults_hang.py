@@ -1,6 +1,7 @@
-"""Faults a user meets, with real ranks (issue 50, items 3 and 4): a rank that stops advancing (SIGSTOP of
-one of two gloo ranks) ends the run `hung` within run.hang_timeout_s, with every answering rank's stacks and
-where each rank was, and the same command runs the cell again; a disk that fills up mid-run, a run directory
+"""Faults a user meets, with real ranks (issue 50, items 3 and 4; issue 64, item 2): a rank that stops
+advancing (SIGSTOP of one of two gloo ranks) ends the run `hung` within run.hang_timeout_s, with every
+answering rank's stacks and where each rank was, and the same command runs the cell again; the only rank
+SIGSTOPped ends it `hung` too, seen by the supervisor, and leaves no process; a disk that fills up mid-run, a run directory
 on a file system that takes no file and a report onto a full disk each end with one line naming what and
 where, and no traceback on the terminal. The disk cases mount a small tmpfs (skipped where mounting is not
 permitted); the same faults are simulated in tests/unit/test_faults_oneline.py."""
@@ -99,6 +100,40 @@ def test_a_stopped_rank_ends_the_run_hung_within_its_limit_and_the_same_command_
     assert "was hung" in err and "moved to" in err, err[-2000:]
     (kept,) = (tmp_path / "default" / rundir_state.ATTIC).iterdir()
     assert kept.name.startswith(run_dir.name) and rundir_state.state(kept) == "hung"
+
+
+def test_the_only_rank_stopped_ends_the_run_hung_seen_by_the_supervisor_and_no_process_is_left(
+    tmp_path, rank_processes
+):
+    # no live peer is left whose watchdog could notice: the supervisor judges the rank's progress beat itself
+    # (launchers/lifecycle/beats.py)
+    process = start(tmp_path, f"run.hang_timeout_s={HANG_LIMIT_S}", "system.ranks_per_node=1")
+    run_dir = wait_for_steps(tmp_path, ranks=1)
+    deadline = time.monotonic() + 60
+    while run_files.read_progress(run_dir).get(0, {}).get("step", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # its beat has told a step: what it last reported is where it stopped
+    stopped = rank_pid(run_dir, 0)
+    os.kill(stopped, signal.SIGSTOP)
+    start_s = time.monotonic()
+    try:
+        _, err = process.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)
+    took_s = time.monotonic() - start_s
+    # the limit, two beat periods and beats.GRACE_S of silence, watchdog.GRACE_S before the stop: about 10 s
+    # on a quiet machine; the margin is for a loaded one (20 s measured beside four other test runs)
+    assert process.returncode == watchdog.HUNG_EXIT and took_s < HANG_LIMIT_S + 40, (took_s, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    line = next(line for line in err.splitlines() if line.startswith("ddlbench: error: the run hung"))
+    assert "rank 0 (" in line and "did not answer" in line and "seen by the supervisor" in line, line
+    summary = json.loads((run_dir / run_files.SUMMARY).read_text())
+    assert summary["status"] == "hung" and summary["error"] in line, summary
+    where = summary["hung_ranks"]["0"]
+    assert where["answered"] is False and where["pid"] == stopped and where["step"] >= 1, where
+    assert where["phase"] in watchdog.PHASES and where["silent_s"] > HANG_LIMIT_S, where
+    assert watchdog.hang_noticed(run_dir)["noticed_by"] == "supervisor"
+    assert not os.path.exists(f"/proc/{stopped}") and no_rank_left(run_dir)
 
 
 def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small_disk, rank_processes):
