@@ -27,7 +27,7 @@ from launchers.lifecycle import liveness, rundir_state
 
 JOB_PREFIX = "ddlbench/"
 LEDGER = "jobs.jsonl"
-# run-directory states (benchmarks.rundir.state) of a cell that is submitted (again)
+# run-directory states (launchers/lifecycle/rundir_state.py state) of a cell that is submitted (again)
 # (a `running` one is left alone: its owner lives, launchers/lifecycle/liveness.py; a `dead` one is moved aside and retried)
 SUBMIT_STATES = frozenset({"missing", "failed", "interrupted", "hung", "dead"})
 
