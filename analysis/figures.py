@@ -234,7 +234,7 @@ def curves(frame: pd.DataFrame, *, curve: str = "group_hash") -> tuple[list[Curv
         frame = frame.assign(**{curve: frame[["framework", "loader"]].astype("string").agg("/".join, axis=1)})
     batch = "global_batch" if curve == "strong_group_hash" else "per_gpu_batch"  # the one a curve holds
     firsts = frame.groupby(curve, sort=False).first()
-    varying = [c for c in ("precision", batch) if c in firsts and firsts[c].nunique() > 1]
+    varying = [c for c in ("precision", batch, "campaign") if c in firsts and firsts[c].nunique() > 1]
     groups = sorted(frame.groupby(curve, sort=False), key=lambda g: _curve_order(g[1], varying))
     parts = []
     for _, rows in groups:
@@ -242,9 +242,10 @@ def curves(frame: pd.DataFrame, *, curve: str = "group_hash") -> tuple[list[Curv
         label = [pretty(first["framework"]), pretty(first["loader"])]
         label += [f"{SHORT_NAMES.get(c, c)}{first[c]}" for c in varying]
         if "variant" in rows and isinstance(first["variant"], str) and first["variant"]:
-            label += first["variant"].split(", ")
+            own = first["variant"].split(", ")
+            label += [p for p in own if not (p.startswith(CAMPAIGN_SETTING) and "campaign" in varying)]
         parts.append(label)
-    labels = distinct_labels(parts)
+    labels = numbered(distinct_labels(parts))
     colors = curve_colors([_curve_key(rows.iloc[0], varying) for _, rows in groups])
     drawn: dict[tuple, int] = {}
     out = []
@@ -271,7 +272,7 @@ def legend_columns(axes: list) -> int:
     return 4 if longest <= 24 else 2 if longest <= 48 else 1
 
 
-SHORT_NAMES = {"precision": "", "per_gpu_batch": "b", "global_batch": "B", "variant": "", "pair": ""}
+SHORT_NAMES = {"precision": "", "per_gpu_batch": "b", "global_batch": "B", "variant": "", "pair": "", "campaign": ""}
 
 
 def pair_variant(cells: pd.DataFrame) -> pd.Series:
@@ -308,27 +309,64 @@ def extra_points(ax, extra: pd.DataFrame, y_column: str, *, color: str, marker: 
         )
 
 
+# the settings that may tell the cells of one figure apart, in the order a label names them
+DISTINGUISHING = ("framework", "loader", "model", "precision", "per_gpu_batch", "global_batch", "num_nodes", "campaign")
+CAMPAIGN_SETTING = "run.campaign="  # a variant's part that the campaign column says already
+
+
+def setting_words(rows: pd.DataFrame, *, skip: tuple[str, ...] = ()) -> list[list[str]]:
+    """Per row (a cell drawn in one figure), the settings that differ among the rows, as short words a label
+    shows: 'DALI', 'b32', '2 nodes', the campaign's name, and the variant's own settings ('framework.zero_stage=2');
+    what every row shares is left out (a title says it). `skip`: columns the figure shows otherwise (its axis)."""
+    if rows.empty:
+        return []
+    columns = [c for c in DISTINGUISHING if c in rows and c not in skip and rows[c].astype("string").nunique() > 1]
+    parts: list[list[str]] = []
+    for _, row in rows.iterrows():
+        words = []
+        for column in columns:
+            value = row[column]
+            if column in ("framework", "loader"):
+                words.append(pretty(value))
+            elif column == "num_nodes":
+                words.append(f"{value} node{'s' if value != 1 else ''}")
+            else:
+                words.append(f"{SHORT_NAMES.get(column, '')}{value}")
+        variant = row.get("variant", "")
+        if isinstance(variant, str) and variant:
+            words += [p for p in variant.split(", ") if not (p.startswith(CAMPAIGN_SETTING) and "campaign" in columns)]
+        parts.append(words)
+    return parts
+
+
+UNDER_BAR_CHARS = 10  # words this short stand under their bar; longer ones become a letter spelled out in the key
+
+
 def gpu_labels(rows: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """(a label per bar, the key under the figure): its rank count; where several cells share one, the
-    count and a letter (2a, 2b), one letter per setting that tells them apart at every count, spelled out
-    in the key ("a: framework.bucket_cap_mb=25": its node count and variant, less what they all share). A
-    variant never stands under its bar: several would overprint."""
+    """(a label per bar, the key under the figure): its rank count; where several cells share one, under
+    the count what tells them apart among the panel's bars (setting_words: 'b16', the campaign) when that is
+    short, else a letter (2a, 2b) spelled out in the key ("a: framework.bucket_cap_mb=25"), so that no two
+    bars read alike. A long variant never stands under its bar: several would overprint."""
     shared = rows["world_size"].duplicated(keep=False).to_numpy()
-    parts = []
-    for row in rows[shared].itertuples(index=False):
-        variant = str(getattr(row, "variant", "") or "")
-        nodes = f"{row.num_nodes} node{'s' if row.num_nodes != 1 else ''}"
-        parts.append([nodes, *(variant.split(", ") if variant else [])])
-    what = iter(distinct_labels(parts))
+    words = setting_words(rows[shared], skip=("world_size", "global_batch")) if shared.any() else []
+    texts = [", ".join(parts) for parts in distinct_words(words)]
+    short = all(len(t) <= UNDER_BAR_CHARS for t in texts)
+    what = iter(texts)
     letters: dict[str, str] = {}
     labels = []
     for is_shared, row in zip(shared, rows.itertuples(index=False)):
         label = f"{row.world_size}"
         if is_shared:
             text = next(what)
-            label += letters.setdefault(text, _letter(len(letters)))
+            label += f"\n{text}" if short else letters.setdefault(text, _letter(len(letters)))
         labels.append(label)
-    return labels, [f"{letter}: {text}" for text, letter in letters.items()]
+    return numbered(labels), [f"{letter}: {text}" for text, letter in letters.items()]
+
+
+def distinct_words(parts: list[list[str]]) -> list[list[str]]:
+    """Each label's parts without those all labels share; a label left with none keeps its own (never blank)."""
+    shared = set(shared_parts(parts))
+    return [[p for p in words if p not in shared] or words for words in parts]
 
 
 def _letter(k: int) -> str:
@@ -351,7 +389,9 @@ def cell_label_parts(cells: pd.DataFrame) -> list[list[str]]:
     """Per cell, the parts of its label: framework, loader, model, its ranks (GPUs or CPU ranks, by its
     `device`; and nodes, precision, per-GPU batch where cells differ in them), its variant's settings.
     `shared_parts` of them is what a figure's title names once."""
-    varying = [c for c in ("num_nodes", "precision", "per_gpu_batch") if c in cells and cells[c].nunique() > 1]
+    varying = [
+        c for c in ("num_nodes", "precision", "per_gpu_batch", "campaign") if c in cells and cells[c].nunique() > 1
+    ]
     parts = []
     for row in cells.itertuples(index=False):
         words = rank_words(getattr(row, "device", None))
@@ -360,7 +400,8 @@ def cell_label_parts(cells: pd.DataFrame) -> list[list[str]]:
             value = getattr(row, column)
             label.append(f"{value} nodes" if column == "num_nodes" else f"{SHORT_NAMES.get(column, '')}{value}")
         variant = getattr(row, "variant", "")
-        parts.append(label + (variant.split(", ") if isinstance(variant, str) and variant else []))
+        variant = variant.split(", ") if isinstance(variant, str) and variant else []
+        parts.append(label + [p for p in variant if not (p.startswith(CAMPAIGN_SETTING) and "campaign" in varying)])
     return parts
 
 

@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 
+from analysis.campaigns import campaign_counts, campaigns_line
 from analysis.cells import loader_settings, setting_text
 from analysis.device import GPU, device_names, run_devices
 from analysis.report_blocks import Block, Report
@@ -85,6 +86,9 @@ def draw(report: Report) -> None:
     campaign, runs = report.campaign, report.campaign.runs
     counted, excluded = report.counted, report.analysis.excluded()
     report.blocks.append(Block("heading", f"ddlbench report: {campaign.root}", 1))
+    counts = campaign_counts(runs)
+    if len(counts) > 1:
+        report.blocks.append(Block("text", campaigns_line(campaign.root, counts) + "."))
     report.blocks.append(
         Block(
             "text",
@@ -92,11 +96,11 @@ def draw(report: Report) -> None:
                 f"{len(runs)} run directories, {len(counted)} counted, {len(excluded)} excluded; "
                 f"{len(campaign.steps):,} step records from {campaign.steps['run_id'].nunique() if len(campaign.steps) else 0} "
                 f"runs; {len(campaign.problems)} skipped lines or files. Throughput is recomputed from the rank logs: "
-                "per measured step (not warm-up, not profiled) the slowest rank's step_s, throughput_img_s = global "
+                "per measured step (not warm-up, not profiled) the slowest rank's step time, img/s = global "
                 "samples / their sum (the figure summary.json, `ddlbench results` and `compare` give). A cell is one "
                 "configuration: runs are repeats only when every setting is equal; `variant` names the settings that "
                 "tell apart cells that look alike. Repeats: median, and a 95% Student-t confidence interval of the "
-                "mean (ci_low..ci_high)."
+                "mean (img/s 95% CI low..high)."
             ),
         )
     )

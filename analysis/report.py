@@ -35,16 +35,18 @@ from analysis import (
     utilisation,
 )
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.campaigns import campaign_counts
 from analysis.caveats import compared_marks, interfered_changes, mark_tables, notes
 from analysis.cells import CELL
 from analysis.compare import TOP1_DROP_PP
 from analysis.container_images import compared_lines
-from analysis.device import MIXED, device_of, rank_columns, rank_words
+from analysis.device import MIXED, device_of, rank_words
 from analysis.load import Campaign, export_parquet, load_campaign, load_reference
 from analysis.palette import PAPER_RC
 from analysis.report_blocks import Block, Report, columns_shown
 from analysis.report_render import render_html, render_markdown
 from analysis.results import DEVICE_NAMES, column_names
+from analysis.words import worded
 from benchmarks.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")
@@ -104,13 +106,13 @@ def assemble(
         draw(report)
     if report.measured:
         mark_tables(report.blocks, report.cells, analysis.marks())  # oversubscribed, diverged: analysis.caveats
-        for block in report.blocks:  # per_gpu_* and baseline_gpus named for the ranks' device (CPU: per_rank_*)
+        for block in report.blocks:  # columns in the README's words, the ranks named for their device (words.py)
             if block.kind == "table" and isinstance(block.content, pd.DataFrame):
-                named = rank_columns(block.content, report.words)
-                renamed = dict(zip(block.content.columns, named.columns))
-                block.content, block.key = named, tuple(renamed.get(c, c) for c in block.key)
-                for old, new in renamed.items():
-                    block.note = block.note.replace(str(old), str(new)) if old != new else block.note
+                block.content, renamed = worded(block.content, report.words, mode=report.scaling)
+                block.key = tuple(renamed.get(c, c) for c in block.key)
+                for old in sorted(renamed, key=lambda c: -len(str(c))):  # the longest first: _ci_low before its stem
+                    if "_" in str(old):
+                        block.note = block.note.replace(str(old), f"'{renamed[old]}'")
     return report.blocks, report.figures
 
 
@@ -209,6 +211,9 @@ def build_report(
         num_step_rows=len(campaign.steps),
         num_figures=len(figures),
     )
+    counts = campaign_counts(campaign.runs)
+    named = ", ".join(f"{name} {n}" for name, n in counts.items())
+    timings["campaigns"] = f" in {len(counts)} campaigns ({named})" if len(counts) > 1 else ""
     return timings
 
 

@@ -76,8 +76,11 @@ def in_unit(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
 
 
 def columns_shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """The columns a table shows; `variant` only where some cell has one."""
+    """The columns a table shows; `variant` only where some cell has one; `campaign` first where the rows
+    come from several campaigns (each row is one campaign's cell: the campaign is in the cell hash)."""
     keep = [c for c in columns if c in frame and (c != "variant" or frame[c].astype(bool).any())]
+    if "campaign" in frame and "campaign" not in keep and frame["campaign"].nunique() > 1:
+        keep.insert(0, "campaign")
     return frame[keep]
 
 

@@ -22,6 +22,7 @@ from analysis.caveats import notes, short, with_marks
 from analysis.device import GPU, MIXED, WORDS, RankWords, device_of, rank_words, with_device
 from analysis.efficiency import why_none, with_efficiency
 from analysis.staging import with_staging
+from analysis.words import COLUMN_WORDS
 from benchmarks.errors import ConfigError
 
 WIDTH = 120  # the columns of a terminal that `results` fits (`--long` may be wider)
@@ -39,26 +40,32 @@ EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt): ")
 # analysis.load's reason of a failed run ends with the other ranks' errors (launchers/lifecycle/supervise.py)
 RANKS_SAID = "; the ranks said: "
 
+# the table's columns, in order, in the README's words (analysis.words, which the report's tables use too);
+# `campaign` only where the folder holds several
 COLUMNS = {
-    "framework": "framework",
-    "loader": "loader",
-    "model": "model",
-    "precision": "precision",
-    "device": "device",
-    "per_gpu_batch": "batch/{per}",
-    "world_size": "{axis}",
-    "num_nodes": "nodes",
-    "throughput_img_s": "img/s",
-    "interval": "img/s 95% CI",
-    "per_gpu_img_s": "img/s/{per}",
-    "num_repeats": "repeats",
-    "efficiency": "{mode} eff.",
-    "baseline_gpus": "vs {per}s",
-    "mfu": "MFU",
-    "energy_j_per_sample": "J/sample",
-    "staging_s": "staging s",
-    "marks": "marks",
-    "variant": "variant",
+    k: COLUMN_WORDS[k]
+    for k in (
+        "campaign",
+        "framework",
+        "loader",
+        "model",
+        "precision",
+        "device",
+        "per_gpu_batch",
+        "world_size",
+        "num_nodes",
+        "throughput_img_s",
+        "interval",
+        "per_gpu_img_s",
+        "num_repeats",
+        "efficiency",
+        "baseline_gpus",
+        "mfu",
+        "energy_j_per_sample",
+        "staging_s",
+        "marks",
+        "variant",
+    )
 }
 ONE_REPEAT = "1 repeat: no interval"  # a cell run once: one run says nothing about its noise
 DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU"}
@@ -87,7 +94,7 @@ def results_table(
     scaled = analysis.scaling(mode)
     if scaled.empty:
         names = column_names(mode, WORDS[GPU])
-        hidden = ("device", "interval", "mfu", "energy_j_per_sample", "staging_s")
+        hidden = ("campaign", "device", "interval", "mfu", "energy_j_per_sample", "staging_s")
         return pd.DataFrame(columns=[v for k, v in names.items() if k not in hidden]), excluded
     scaled = with_marks(with_device(scaled, analysis.counted()), analysis.marks())
     scaled = with_staging(with_efficiency(scaled, analysis.counted()), analysis.counted())
@@ -107,6 +114,10 @@ def results_table(
     table = scaled[[c for c in COLUMNS if c in scaled]].rename(columns=names)
     if names["baseline_gpus"] in table:
         table[names["baseline_gpus"]] = table[names["baseline_gpus"]].map(lambda v: "-" if pd.isna(v) else str(int(v)))
+    if "campaign" in table and table["campaign"].nunique() < 2:
+        table = table.drop(columns="campaign")  # one campaign: the header names none
+    elif "campaign" in table:
+        table = table.sort_values("campaign", kind="stable").reset_index(drop=True)  # each campaign's rows together
     if "variant" in table and not table["variant"].astype(bool).any():
         table = table.drop(columns="variant")  # every cell differs in a shown column already
     if not table["marks"].astype(bool).any():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -13,14 +14,18 @@ from benchmarks.errors import ConfigError
 
 def cmd_results(args: argparse.Namespace) -> int:
     from analysis.campaign_analysis import CampaignAnalysis
-    from analysis.results import export_tables, format_results, results_table
+    from analysis.campaigns import campaign_counts, campaign_folder, campaigns_line
+    from analysis.results import WIDTH, export_tables, format_results, results_table
 
     one_line_warnings()
 
     root = runs_folder(args.runs_dir, usage="ddlbench results DIR")
+    root = campaign_folder(root, getattr(args, "campaign", None), usage=f"ddlbench results {root} --campaign NAME")
     mode = getattr(args, "scaling", "weak")
     analysis = CampaignAnalysis(root)
     long = getattr(args, "long", False)
+    if line := campaigns_line(root, campaign_counts(analysis.runs())):
+        print(textwrap.fill(line, width=WIDTH, break_on_hyphens=False) + "\n")
     print(format_results(*results_table(root, mode=mode, analysis=analysis), mode=mode, long=long))
     code = 0
     if getattr(args, "check_mllog", False):
@@ -62,12 +67,17 @@ def runs_folder(runs_dir: str, *, usage: str) -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.campaigns import campaign_folder
     from analysis.report import build_report
 
     one_line_warnings()
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    root = runs_folder(args.runs_dir, usage=f"ddlbench report DIR --out {args.out}")
+    root = campaign_folder(
+        root, getattr(args, "campaign", None), usage=f"ddlbench report {root} --campaign NAME --out {args.out}"
+    )
     timings = build_report(
-        runs_folder(args.runs_dir, usage=f"ddlbench report DIR --out {args.out}"),
+        root,
         Path(args.out),
         reference=args.reference,
         formats=formats,
@@ -75,7 +85,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         jobs=args.jobs,
     )
     print(
-        f"[ddlbench] report of {timings['num_runs']} runs ({timings['num_counted']} counted, "
+        f"[ddlbench] report of {timings['num_runs']} runs{timings['campaigns']} ({timings['num_counted']} counted, "
         f"{timings['num_step_rows']:,} step records, {timings['num_figures']} figures) -> "
         f"{Path(args.out) / 'report.md'} and report.html"
     )
@@ -207,6 +217,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="every variant in its column and every reason and error in full (default: fit 120 columns)",
     )
+    add_campaign_option(p)
     p.add_argument(
         "--check-mllog",
         action="store_true",
@@ -220,6 +231,7 @@ def add_parser(sub) -> None:
         "runs_dir", metavar="RUNS_DIR", nargs="?", default="runs", help="where the runs are (run.root; default runs)"
     )
     p.add_argument("--out", required=True, help="new folder for report.md, report.html, figures/ (never overwritten)")
+    add_campaign_option(p)
     p.add_argument(
         "--reference", choices=("aach2023",), help="overlay a shipped reference (seed study A's DDP breakdown)"
     )
@@ -285,6 +297,15 @@ def add_parser(sub) -> None:
     add_synthetic_logs_options(p)
     # the old name: no help line, so `--help` and docs/cli.md list the new name alone
     add_synthetic_logs_options(sub.add_parser(OLD_SYNTHETIC_LOGS, description="the old name of synthetic-logs"))
+
+
+def add_campaign_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--campaign",
+        metavar="NAME",
+        help="only the runs of campaign NAME (the folder RUNS_DIR/NAME: run.campaign); without it a folder of "
+        "several campaigns shows them side by side, a campaign column on every table",
+    )
 
 
 def add_synthetic_logs_options(p: argparse.ArgumentParser) -> None:

@@ -73,9 +73,9 @@ def test_a_cpu_campaign_says_ranks_cpu_where_a_gpu_one_says_gpus(tmp_path):
     assert "GPU" not in text, text
 
     blocks, figures = assemble(load_campaign(root))
-    scaling = next(t for t in _tables(blocks) if "throughput_img_s" in t)
-    assert {"per_rank_img_s", "per_rank_batch", "baseline_ranks"} <= set(scaling.columns)
-    assert not any("gpu" in c for c in scaling.columns if "gib" not in c)
+    scaling = next(t for t in _tables(blocks) if "img/s" in t)
+    assert {"img/s/rank", "batch/rank", "vs ranks"} <= set(scaling.columns)
+    assert not any("gpu" in c.lower() for c in scaling.columns if "GiB" not in c)
     for name in ("throughput_vs_gpus", "efficiency_vs_gpus", "breakdown_resnet50"):
         fig = _figure(figures, name)
         for ax in fig.axes:
@@ -106,8 +106,8 @@ def test_a_cell_run_once_says_it_has_no_interval_and_the_report_says_what_one_re
     another by a few percent read as a result."""
     root = tour(tmp_path / "once")
     blocks, _ = assemble(load_campaign(root))
-    scaling = next(t for t in _tables(blocks) if "throughput_img_s" in t)
-    assert (scaling["throughput_img_s_ci_low"] == ONE_REPEAT).all()
+    scaling = next(t for t in _tables(blocks) if "img/s" in t)
+    assert (scaling["img/s 95% CI low"] == ONE_REPEAT).all()
     texts = [b.content for b in blocks if b.kind == "text"]
     assert any("One repeat cannot show the run-to-run spread" in t for t in texts), texts
     assert "nothing measures the run-to-run spread" in format_results(*results_table(root))
@@ -121,8 +121,8 @@ def test_the_scaling_section_names_cells_closer_than_the_measured_spread(tmp_pat
     spread = run_to_run_spread(analysis.run_throughput().merge(analysis.counted()[["run_id", "cell_hash"]]))
     assert len(spread) == 4 and (spread["num_repeats"] == 3).all()
     blocks, _ = assemble(load_campaign(root))
-    scaling = next(t for t in _tables(blocks) if "throughput_img_s" in t)
-    assert not (scaling["throughput_img_s_ci_low"].astype(str) == ONE_REPEAT).any()
+    scaling = next(t for t in _tables(blocks) if "img/s" in t)
+    assert not (scaling["img/s 95% CI low"].astype(str) == ONE_REPEAT).any()
     text = next(b.content for b in blocks if b.kind == "text" and str(b.content).startswith("Noise:"))
     assert f"{spread['spread'].median():.1%}" in text and "4 cells with repeats" in text
 

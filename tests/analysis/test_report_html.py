@@ -13,8 +13,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from analysis.device import GPU, WORDS
 from analysis.report_blocks import Block
 from analysis.report_render import html_table, markdown_table, render_html, render_markdown
+from analysis.words import column_word
 from ddlbench.cli import main
 from tests.analysis.conftest import CAMPAIGN
 
@@ -194,19 +196,20 @@ def test_every_report_table_leads_with_its_key_figures_and_folds_its_definitions
         "step_ms_median": ["step_ms_median", "step_ms_p95", "step_ms_max", "slow_steps_pct", "slow_time_pct"],
         "gpu_util_pct_mean": ["gpu_util_pct_mean", "gpu_util_pct_p95", "cpu_pct_mean", "framework"],
     }
+    leads = {column_word(k, WORDS[GPU]): [column_word(c, WORDS[GPU]) for c in v] for k, v in leads.items()}
     for first, lead in leads.items():
         table = firsts[first]
         assert [th["title"] for th in table["head"][: len(lead)]] == lead
         assert "How this is computed" in table["details"]
-    scaling = firsts["throughput_img_s"]
+    scaling = firsts["img/s"]
     assert scaling["head"][-1]["title"] == "variant"
     labels = {row[-1]["text"]: row[-1]["title"] for row in scaling["rows"] if row[-1]["text"]}
     assert sorted(labels) == ["v1", "v2"] and all(len(t) > 40 for t in labels.values())
     # the definitions are folded, under their table
-    for words in ("efficiency_pct: weak-scaling efficiency", "Shares of step time", "From the telemetry samples"):
+    for words in ("'efficiency %': weak-scaling efficiency", "Shares of step time", "From the telemetry samples"):
         assert not [p for p in page.paragraphs if words in p]
         assert any(words in d for d in page.details)
     # the markdown keeps them, under the table, and the variants spelled out
     text = (tmp_path / "rep" / "report.md").read_text()
     section = text.split("## Throughput and weak scaling", 1)[1]
-    assert section.index("| framework | loader |") < section.index("- v1: ") < section.index("efficiency_pct: weak")
+    assert section.index("| framework | loader |") < section.index("- v1: ") < section.index("'efficiency %': weak")

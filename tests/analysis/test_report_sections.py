@@ -86,7 +86,7 @@ def test_stash_stalls_only_for_the_runs_of_a_stash_study(tmp_path, compose):
             continue
         table = next(b.content for b in section if b.kind == "table")
         assert table["stall"].tolist() == ["cpu"]
-        assert table["stall_s"].round(6).tolist() == [0.25]  # 5 measured steps x 0.05 s
+        assert table["stall s"].round(6).tolist() == [0.25]  # 5 measured steps x 0.05 s
 
 
 def test_the_stash_marker_is_no_setting_of_the_run(compose):
@@ -132,5 +132,5 @@ def test_a_new_analysis_is_one_module_and_its_place_in_sections(tmp_path, compos
     out = tmp_path / "report"
     build_report(tmp_path / "runs", out, formats=("png",))
     text = (out / "report.md").read_text()
-    assert text.index("## Warm-up") < text.index("## Excluded runs") and "warmup_steps" in text
+    assert text.index("## Warm-up") < text.index("## Excluded runs") and "warmup steps" in text
     assert (out / "figures" / "warmup.png").exists()
