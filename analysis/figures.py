@@ -9,6 +9,7 @@ a system profile) is left out of every label and said once, in the panel's title
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import matplotlib
@@ -50,7 +51,31 @@ def paper_style(draw):
 
 
 def pretty(name: object) -> str:
-    return _NAMES.get(str(name), str(name))
+    """A framework's, loader's or model's name as a reader knows it (ddp -> PyTorch-DDP, resnet18 -> ResNet-18)."""
+    return _NAMES.get(str(name)) or pretty_model(str(name))
+
+
+_MODEL = re.compile(r"(resnet|vgg)(\d+)((?:_bn|_nobn|_noskip)*)$")
+_MODEL_NAMES = {"resnet": "ResNet", "vgg": "VGG", "_bn": " BN", "_nobn": " no BN", "_noskip": " no skip"}
+_FAMILIES = {
+    "bert_base": "BERT-base",
+    "bert_large": "BERT-large",
+    "mobilenet_v2": "MobileNetV2",
+    "retinanet": "RetinaNet",
+    "simple_cnn": "simple CNN",
+}
+
+
+def pretty_model(name: str) -> str:
+    """A model's run-directory name (benchmarks/rundir/cell_identity.py model_name) as its paper writes it:
+    resnet50_nobn -> ResNet-50 no BN, shufflenet_v2_x1_0 -> ShuffleNetV2 x1.0; any other name as it is."""
+    if (match := _MODEL.match(name)) is not None:
+        family, depth, variants = match.groups()
+        extra = "".join(_MODEL_NAMES[v] for v in re.findall(r"_[a-z]+", variants))
+        return f"{_MODEL_NAMES[family]}-{depth}{extra}"
+    if name.startswith("shufflenet_v2_x"):
+        return f"ShuffleNetV2 x{name.removeprefix('shufflenet_v2_x').replace('_', '.')}"
+    return _FAMILIES.get(name, name)
 
 
 def panels(

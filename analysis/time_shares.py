@@ -103,7 +103,7 @@ def breakdown_bars(shares: pd.DataFrame, *, model: str) -> Figure:
         ax.yaxis.set_major_formatter(PercentFormatter())
         ax.set_title(f"{pretty(framework)}, {pretty(loader)}", color=framework_color(framework))
         ax.set_ylabel("share of step time")
-    return finish(fig, axes, title=f"Time breakdown, {model}", legend_cols=legend_columns(axes))
+    return finish(fig, axes, title=f"Time breakdown, {pretty(model)}", legend_cols=legend_columns(axes))
 
 
 def draw(report: Report) -> None:
