@@ -4,7 +4,8 @@ host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`)
 or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
 repeats ran in **mixed images** (meta.json's `container`: analysis.container_images; repeats must be one
 configuration, and the image is no setting that parts cells), or staged their data to a **mixed scratch**
-(system.local_scratch, no setting that parts cells either). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
+(system.local_scratch, no setting that parts cells either), or its ranks ran **mixed code** (meta.json's
+`code_mixed`: some rank imported another checkout, sha or dirty state than rank 0). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
 
 A cell's marks are one text, "word: detail" parts joined by "; " (`cell_marks`), so that a table carries
@@ -23,6 +24,7 @@ from analysis.report_blocks import Block
 
 OVERSUBSCRIBED, DIVERGED, MIXED_IMAGES = "oversubscribed", "diverged", "mixed images"
 MIXED_SCRATCH = "mixed scratch"
+MIXED_CODE = "mixed code"
 SCRATCH = "config.system.local_scratch"  # where a staged run's copy went (analysis.staging): no setting of the cell
 # what each mark means for the cell's figures: the end of its line under a table
 EXPLAINED = {
@@ -36,6 +38,10 @@ EXPLAINED = {
         "its repeats staged their data to different system.local_scratch folders, whose copy and read rates "
         "differ (/dev/shm, a local NVMe): the staging time and a loader-bound throughput mix both; run the cell "
         "again with one scratch"
+    ),
+    MIXED_CODE: (
+        "its ranks ran different code (each rank log's header `code` names its package folder, git sha and dirty "
+        "state), so the figures are of no one version; run every rank from one checkout"
     ),
 }
 IMAGE_DIFFERS = "image differs"  # compare: a paired cell whose two sides ran in different images
@@ -65,6 +71,7 @@ def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.Da
             "nonfinite_loss_step": step,
             "nonfinite_loss_phase": runs.get("nonfinite_loss_phase", absent),
             "image": run_images(runs),
+            MIXED_CODE: runs.get("meta.code_mixed", absent).astype("boolean").fillna(False).astype(bool),
             # a staged run's scratch (staging_s recorded); NA for a run that read data.path itself
             "scratch": runs.get(SCRATCH, absent).where(
                 pd.to_numeric(runs.get("staging_s", absent), errors="coerce").notna()
@@ -115,6 +122,9 @@ def _text(runs: pd.DataFrame) -> str:
     if len(images) > 1:
         said = ", ".join(f"{image} in {n}" for image, n in sorted(images.items()))
         parts.append(f"{MIXED_IMAGES}{WORD}{said} of {len(runs)} repeats")
+    mixed = int(runs[MIXED_CODE].sum())
+    if mixed:
+        parts.append(f"{MIXED_CODE}{WORD}ranks ran different checkouts in {mixed} of {len(runs)} repeats")
     scratches = runs["scratch"].dropna().astype(str).value_counts()
     if len(scratches) > 1:
         said = ", ".join(f"{scratch} in {n}" for scratch, n in sorted(scratches.items()))

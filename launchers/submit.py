@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from launchers import scheduler
+from launchers import code_origin, scheduler
 from launchers.campaign import Cell, job_overrides
 from launchers.lifecycle import liveness, rundir_state
 
@@ -115,7 +115,8 @@ def _sbatch_for_shape(
     from launchers.node_python import node_python
 
     system = cfg.system
-    export = {"DDLBENCH_PYTHON": node_python(system)}
+    # the job imports the submitting checkout's code, not that of its --chdir (launchers/code_origin.py)
+    export = {"DDLBENCH_PYTHON": node_python(system), **code_origin.launch_environment()}
     prelude = prelude_file(cfg, write=False)
     if prelude is not None:
         export["DDLBENCH_PRELUDE"] = str(prelude)
