@@ -11,10 +11,14 @@ directory still wins, and each rank's log header records the code it ran (benchm
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import benchmarks
+from benchmarks.runlog import git_provenance
+from launchers.lifecycle.doctor import Check
 
 # the folder holding the `benchmarks` package this process imported: a checkout, or site-packages
 PROJECT = Path(benchmarks.__file__).resolve().parents[1]
@@ -45,3 +49,47 @@ def foreign_checkout(cwd: Path, *, project: Path = PROJECT) -> Path | None:
         if checkout(folder) is not None:
             return None if folder == project.resolve() else folder
     return None
+
+
+# what a console script's interpreter imports (its sys.path has no working directory): the folder above benchmarks
+_WHERE = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; import benchmarks, pathlib; "
+_WHERE += "print(pathlib.Path(benchmarks.__file__).resolve().parents[1])"
+
+
+def path_ddlbench(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The folder the `ddlbench` on PATH imports its code from (its script's interpreter, as it would start
+    here); None where there is none or it cannot tell."""
+    script = shutil.which("ddlbench")
+    if script is None:
+        return None
+    try:
+        first = Path(script).read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith("#!"):
+        return None
+    python = first[2:].strip().split()[0]
+    try:
+        out = subprocess.run(
+            [python, "-c", _WHERE], capture_output=True, text=True, timeout=30, check=True, env=environ
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out) if out else None
+
+
+def code_check(cwd: Path, *, project: Path = PROJECT, on_path: Path | None = None) -> Check:
+    """The doctor's `code` line: the folder the launching `ddlbench` imports (its ranks too: launch_environment)
+    with its git sha, a warning where the working directory is another checkout (a venv's editable install of one
+    checkout, run from a second), or where the `ddlbench` on PATH (on_path: path_ddlbench) imports another."""
+    code = git_provenance(project)
+    dirty = " (dirty)" if code["git_dirty"] else ""
+    detail = f"{project}" + (f" at {code['git_sha'][:12]}{dirty}" if code["git_sha"] else "")
+    other = foreign_checkout(cwd, project=project)
+    if other is not None:
+        fix = f"PYTHONPATH={other} python -m ddlbench ..., or pip install -e {other} into this venv"
+        return Check("code", True, f"{detail} runs, not the checkout {other} this is run from", fix, warn=True)
+    if on_path is not None and on_path.resolve() != project.resolve():
+        fix = f"python -m ddlbench with this Python, or pip install -e {project} into the venv on PATH"
+        return Check("code", True, f"{detail}; the ddlbench on PATH runs {on_path}", fix, warn=True)
+    return Check("code", True, detail)
