@@ -184,9 +184,7 @@ def container_provenance() -> dict[str, Any]:
     return {"container": record} if isinstance(record, dict) and record else {}
 
 
-def header(
-    env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int, code: dict[str, Any]
-) -> dict:
+def header(env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int, code: dict[str, Any]) -> dict:
     """The rank log's first line: where this rank ran, and which code (code_provenance)."""
     return {
         "kind": "header",

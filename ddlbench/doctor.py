@@ -10,9 +10,8 @@ from pathlib import Path
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
-    from launchers.lifecycle.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
-
     from launchers import code_origin
+    from launchers.lifecycle.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
 
     if args.overrides:
         from benchmarks.config import compose

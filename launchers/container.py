@@ -240,9 +240,7 @@ def of(
         shown.append((*_shown(environ[USER_CONFIG_ENV]), USER_CONFIG_ENV))
     readable_binds = [*([(project, project, "the project")] if project else []), *shown]
     run = _run_binds(
-        writable=[
-            (str(Path(p).resolve()), key) for p, key in {run_root: "run.root", **(writable or {})}.items()
-        ],
+        writable=[(str(Path(p).resolve()), key) for p, key in {run_root: "run.root", **(writable or {})}.items()],
         readable=[*readable_binds, (workdir, workdir, "the working directory")],
     )
     user = [_user_bind(str(b)) for b in spec.get("binds") or ()]

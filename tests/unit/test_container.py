@@ -288,7 +288,10 @@ def test_the_profiles_variables_win_over_the_images_for_apptainer_and_the_checko
     # by default: this process's environment with the profile's system.env over it
     assert container.environment(c, record=False)["APPTAINERENV_OMP_NUM_THREADS"] == "1"
     # podman and pyxis take the values by name (-e NAME, --container-env): nothing more in the environment
-    assert set(container.environment(replace(c, runtime="podman"), launch, record=False)) == {"PYTHONPATH", "PYTHONSAFEPATH"}
+    assert set(container.environment(replace(c, runtime="podman"), launch, record=False)) == {
+        "PYTHONPATH",
+        "PYTHONSAFEPATH",
+    }
 
 
 def test_pyxis_takes_names_only_so_a_prefix_is_expanded_against_the_launching_environment():
