@@ -29,6 +29,8 @@ from analysis.predict.cell import (
     unmeasured,
 )
 from analysis.predict.from_run import settings_from_run
+from analysis.predict.interval import note as interval_note
+from analysis.predict.interval import relative_halfwidth
 from analysis.predict.model import Message, check_framework, messages, units_from_groups
 from analysis.predict.network import Network, network_from_commbench, network_from_profile
 from analysis.predict.simulation import Point, calibrate_to_reference, compare_reference, predict, validation_table
@@ -414,7 +416,18 @@ def _prediction(args, parts, plan, network, gpus, *, reference, label, words) ->
     table = predict(parts, plan, network, gpus)
     if calibrated_at is not None:
         print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
-    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s), words=words))
+    halfwidth = relative_halfwidth(parts)
+    table = table.assign(throughput_pm=halfwidth * table["throughput"])  # prediction.csv keeps the interval too
+    print(
+        format_prediction(
+            table,
+            unit=parts.sample_unit,
+            simulated=bool(parts.loader_intervals_s),
+            words=words,
+            halfwidth=halfwidth,
+            interval_note=interval_note(parts, halfwidth),
+        )
+    )
     _note(label)
     outputs = {"prediction": table}
     if reference is not None:
