@@ -115,11 +115,12 @@ def _sbatch_for_shape(
     from launchers.node_python import node_python
 
     system = cfg.system
-    # the job imports the submitting checkout's code, not that of its --chdir (launchers/code_origin.py)
-    export = {"DDLBENCH_PYTHON": node_python(system), **code_origin.launch_environment()}
+    export = {"DDLBENCH_PYTHON": node_python(system)}
     prelude = prelude_file(cfg, write=False)
     if prelude is not None:
         export["DDLBENCH_PRELUDE"] = str(prelude)
+    # the job imports the submitting checkout's code, not that of its --chdir (launchers/code_origin.py)
+    export.update(code_origin.launch_environment())
     exclusive = ["--exclusive"] if system.get("exclusive") else []
     # sbatch keeps the last --exclude it is given: the profile's own and the preflight's become one
     own, args = _excluded(system.sbatch_args)
