@@ -4,10 +4,12 @@ host than it had CPUs: meta.json's `oversubscribed`, `host_ranks`, `host_cores`)
 or, for older summaries, the rank logs' non-finite losses that analysis.load lists in problems), or its
 repeats ran in **mixed images** (meta.json's `container`: analysis.container_images; repeats must be one
 configuration, and the image is no setting that parts cells), or staged their data to a **mixed scratch**
-(system.local_scratch, no setting that parts cells either), or ran beside other work: a **shared host** (other
-processes' CPU time, another ddlbench run or Slurm job on a host), a **GPU shared** with another process, or a
-GPU **throttled** (a power cap, heat, a hardware slowdown, XID or ECC errors), as each host observed its
-measured window (summary.json's `interference_marks`: launchers/lifecycle/interference.py). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
+(system.local_scratch, no setting that parts cells either), or its ranks ran **mixed code** (meta.json's
+`code_mixed`: some rank imported another checkout, sha or dirty state than rank 0), or it ran beside other
+work: a **shared host** (other processes' CPU time, another ddlbench run or Slurm job on a host), a **GPU
+shared** with another process, or a GPU **throttled** (a power cap, heat, a hardware slowdown, XID or ECC
+errors), as each host observed its measured window (summary.json's `interference_marks`:
+launchers/lifecycle/interference.py). A cell is marked where any of its runs is. `results`, the report's tables and `compare` show the short words in a
 `marks` column (`short`) and explain each under the table in one line (`notes`).
 
 A cell's marks are one text, "word: detail" parts joined by "; " (`cell_marks`), so that a table carries
@@ -29,6 +31,7 @@ MIXED_SCRATCH = "mixed scratch"
 # summary.json's interference_marks (launchers/lifecycle/interference.py writes these words)
 SHARED_HOST, GPU_SHARED, THROTTLED = "shared host", "GPU shared", "throttled"
 INTERFERENCE = "interference_marks"
+MIXED_CODE = "mixed code"
 SCRATCH = "config.system.local_scratch"  # where a staged run's copy went (analysis.staging): no setting of the cell
 # what each mark means for the cell's figures: the end of its line under a table
 EXPLAINED = {
@@ -56,6 +59,10 @@ EXPLAINED = {
         "the GPUs slowed their clocks (power cap, heat, hardware slowdown) or reported errors in the measured "
         "window, so the figures are a slower GPU's; check power limits and cooling (nvidia-smi -q -d PERFORMANCE) "
         "or run on another node"
+    ),
+    MIXED_CODE: (
+        "its ranks ran different code (each rank log's header `code` names its package folder, git sha and dirty "
+        "state), so the figures are of no one version; run every rank from one checkout"
     ),
 }
 # how far a cell's note lists its runs' interference details (each host's one line per run)
@@ -89,6 +96,7 @@ def run_marks(runs: pd.DataFrame, problems: pd.DataFrame | None = None) -> pd.Da
             "image": run_images(runs),
             # the hosts' verdicts as "word: detail; ..." ('' none; NA where the run did not observe)
             INTERFERENCE: runs.get(INTERFERENCE, absent).astype("object"),
+            MIXED_CODE: runs.get("meta.code_mixed", absent).astype("boolean").fillna(False).astype(bool),
             # a staged run's scratch (staging_s recorded); NA for a run that read data.path itself
             "scratch": runs.get(SCRATCH, absent).where(
                 pd.to_numeric(runs.get("staging_s", absent), errors="coerce").notna()
@@ -139,6 +147,9 @@ def _text(runs: pd.DataFrame) -> str:
     if len(images) > 1:
         said = ", ".join(f"{image} in {n}" for image, n in sorted(images.items()))
         parts.append(f"{MIXED_IMAGES}{WORD}{said} of {len(runs)} repeats")
+    mixed = int(runs[MIXED_CODE].sum())
+    if mixed:
+        parts.append(f"{MIXED_CODE}{WORD}ranks ran different checkouts in {mixed} of {len(runs)} repeats")
     scratches = runs["scratch"].dropna().astype(str).value_counts()
     if len(scratches) > 1:
         said = ", ".join(f"{scratch} in {n}" for scratch, n in sorted(scratches.items()))

@@ -6,14 +6,16 @@ import signal
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from benchmarks import resources, schema
+from benchmarks import config_groups, resources, schema
 from benchmarks.errors import ConfigError
 from launchers.lifecycle import liveness
 from launchers.lifecycle.forked_rank import as_fresh_interpreter, exit_rank, is_forked_rank
 
 schema.register()
+# `--help` lists the options of each group from the YAML files, never the ConfigStore's *_schema entries
+OmegaConf.register_new_resolver("ddlbench_groups", config_groups.groups_text, replace=True)
 
 
 # the shipped configs (benchmarks/resources.py), found relative to this package wherever it is installed
@@ -68,6 +70,8 @@ if __name__ == "__main__":
     liveness.exit_when_orphaned()  # a rank whose launcher died (kill -9, a lost agent) stops, not trains on
     try:
         sys.argv += resources.search_path_override()  # the user's own options (DDLBENCH_CONFIG)
+        for refused in filter(None, map(config_groups.schema_choice, sys.argv[1:])):
+            raise ConfigError(refused)  # Hydra would compose framework=ddp_schema as an option of its own
     except ConfigError as error:
         print(f"ddlbench: error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks import resources, schema
+from benchmarks.config_groups import schema_choice
 from benchmarks.errors import ConfigError
 
 CONF_DIR = resources.conf_dir()
@@ -29,6 +30,8 @@ def options(group: str) -> list[str]:
 def check_override(override: str) -> None:
     if "=" not in override:
         raise ConfigError(f"override {override!r} is not key=value; e.g. framework=ddp or run.steps=50")
+    if (refused := schema_choice(override)) is not None:
+        raise ConfigError(refused)
     checked = override
     if _NEW_ENV_VAR.match(override):
         checked = override[1:]  # the value is checked as any other

@@ -17,7 +17,12 @@ from benchmarks.models.configs import AUTO
 from benchmarks.rundir import cell_identity, run_files, summary_schema
 from benchmarks.validate import data_classes, host_cpus, oversubscription, settings
 
-REPO_DIR = Path(__file__).resolve().parents[1]  # the checkout whose git sha meta.json records
+
+def code_mixed(framework, code: dict) -> bool:
+    """Whether the ranks ran different code (another checkout, sha or dirty state: runlog.code_provenance); every
+    rank calls it at the same point (two scalar all-reduces)."""
+    mine = runlog.code_fingerprint(code)
+    return framework.all_reduce_scalar(mine, "min") != framework.all_reduce_scalar(mine, "max")
 
 
 def classes_record(cfg: DictConfig, *, asked: int | str) -> dict:
@@ -69,8 +74,11 @@ def write_provenance(
     classes: dict,
     cache_evict: dict | None = None,
     staged: dict | None = None,
+    code: dict,
+    mixed_code: bool,
 ) -> None:
-    """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0)."""
+    """config.yaml (resolved) and meta.json: what ran, where, with which versions (rank 0); `code`: rank 0's
+    code_provenance, `code_mixed`: some rank ran other code (each rank's is in its log's header)."""
     OmegaConf.save(cfg, run_dir / run_files.CONFIG, resolve=True)
     run_files.write_json_atomic(
         run_dir / run_files.META,
@@ -82,7 +90,10 @@ def write_provenance(
             "world_size": env.num_devices,
             "num_processes": env.world_size,
             "num_nodes": env.num_nodes,
-            **runlog.git_provenance(REPO_DIR),
+            "git_sha": code["git_sha"],
+            "git_dirty": code["git_dirty"],
+            "code": code,
+            "code_mixed": mixed_code,
             "versions": runlog.package_versions(),
             **runlog.container_provenance(),  # the image the ranks ran in (launchers/container.py)
             "hardware": runlog.hardware_provenance(),

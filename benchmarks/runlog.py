@@ -6,6 +6,7 @@ that already holds a run is refused before anything starts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -74,6 +75,23 @@ def git_provenance(repo_dir: Path) -> dict[str, Any]:
     sha = _command(["git", "-C", str(repo_dir), "rev-parse", "HEAD"])
     status = _command(["git", "-C", str(repo_dir), "status", "--porcelain", "--untracked-files=no"])
     return {"git_sha": sha, "git_dirty": bool(status) if status is not None else None}
+
+
+# the folder this rank imported its engine from: the checkout (or site-packages) whose code ran
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def code_provenance() -> dict[str, Any]:
+    """The code this process runs: `package` (the folder `benchmarks` was imported from), its `git_sha` and
+    `git_dirty` (None outside a git checkout). Each rank's header holds its own; meta.json rank 0's."""
+    return {"package": str(PACKAGE_DIR), **git_provenance(PACKAGE_DIR)}
+
+
+def code_fingerprint(code: dict[str, Any]) -> float:
+    """A number that differs between two ranks' code_provenance (48 bits of its hash: exact in a float64), for a
+    min/max all-reduce that tells whether every rank ran the same code."""
+    digest = hashlib.sha256(json.dumps(code, sort_keys=True).encode()).hexdigest()
+    return float(int(digest[:12], 16))
 
 
 def package_versions() -> dict[str, str | None]:
@@ -166,8 +184,8 @@ def container_provenance() -> dict[str, Any]:
     return {"container": record} if isinstance(record, dict) and record else {}
 
 
-def header(env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int) -> dict:
-    """The rank log's first line: where this rank ran."""
+def header(env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epoch: int, code: dict[str, Any]) -> dict:
+    """The rank log's first line: where this rank ran, and which code (code_provenance)."""
     return {
         "kind": "header",
         "schema_version": run_files.SCHEMA_VERSION,
@@ -181,4 +199,5 @@ def header(env: DistEnv, device: torch.device, *, cpus: list[int], steps_per_epo
         "pid": os.getpid(),
         "cpus": affinity.compact(cpus),
         "steps_per_epoch": steps_per_epoch,
+        "code": code,
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks.commbench import add_sweep_arguments, parse_ops
 from benchmarks.errors import ConfigError
-from launchers import local, programs
+from launchers import code_origin, local, programs
 from launchers.commbench import DEFAULT_HOSTS_PORT, check_backends, commbench_command, hosts_commands, launcher_for
 from launchers.lifecycle.supervise import announce
 
@@ -121,7 +121,8 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if write_hostfile is not None:
         write_hostfile.write_text(local.hostfile_text(hosts, slots=nproc))
-    code = subprocess.run(argv, env=os.environ.copy()).returncode
+    # the ranks run this checkout's code, not the working directory's (launchers/code_origin.py)
+    code = subprocess.run(argv, env={**os.environ, **code_origin.launch_environment()}).returncode
     if code != 0:
         print(f"ddlbench: error: commbench failed with exit code {code}", file=sys.stderr)
     return code

@@ -5,22 +5,33 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Every check, or with overrides only what that run needs; exit 1 when something is missing."""
+    from launchers import code_origin
     from launchers.lifecycle.doctor import for_gpus, format_checks, gpu_check, needed_by, run_checks
 
     if args.overrides:
         from benchmarks.config import compose
 
         cfg = compose(args.overrides)
-        checks = run_checks(needed_by(cfg))
+        needed = needed_by(cfg)
+        if any(o.startswith("experiment=") for o in args.overrides) and cfg.get("campaign") is not None:
+            from launchers import scheduler
+            from launchers.campaign import axis_configs
+
+            # every loader, framework and launcher the experiment's cells run; jobs start through system.launcher
+            in_jobs = bool(cfg.system.get("partition") or cfg.system.get("account_required")) or scheduler.available()
+            needed = set().union(*(needed_by(c, in_jobs=in_jobs) for c in axis_configs(args.overrides)))
+        checks = run_checks(needed)
         if cfg.system.device == "cuda":
             checks = [*map(for_gpus, checks), gpu_check(cfg), _cuda_driver(cfg, args.overrides)]
         checks += _node_python(cfg) + _container(cfg) + _whole_nodes(cfg)
     else:
         checks = run_checks()
+    checks.insert(0, code_origin.code_check(Path.cwd(), on_path=code_origin.path_ddlbench()))
     print(format_checks(checks))
     missing = [c.name for c in checks if not c.ok]
     if missing:  # a script (or CI) can tell a machine that lacks parts

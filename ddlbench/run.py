@@ -218,7 +218,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     """Register `ddlbench run` and `ddlbench demo`."""
-    p = sub.add_parser("run", help="run one benchmark on this machine (system.ranks_per_node local ranks)")
+    from benchmarks.config_groups import groups_text
+
+    p = sub.add_parser(
+        "run",
+        help="run one benchmark on this machine (system.ranks_per_node local ranks)",
+        # the groups and their options, from the config's files (a user's DDLBENCH_CONFIG options too)
+        epilog="config groups (group=option):\n  " + groups_text().replace("\n", "\n  ") + "\n\n"
+        "any key of the config is set as key=value (ddlbench run --cfg job prints them all), e.g.\n"
+        "  ddlbench run framework=horovod loader=native model=resnet model.depth=50 run.steps=50",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. framework=ddp loader=native model.depth=50")
     p.add_argument("--dry-run", action="store_true", help="validate and print the launch command only")
     p.add_argument(

@@ -217,6 +217,27 @@ def _cell_config(base: list[str], choices: tuple[tuple[str, str], ...]):
     return compose([*base, *(f"{k}={v}" for k, v in choices)])
 
 
+def axis_configs(overrides: list[str]) -> list:
+    """The composed config of every combination of the experiment's axes (those that compose: `plan` says why
+    the others cannot run), for `ddlbench doctor experiment=...`: what each cell will run (its loader, framework,
+    launcher), not only the experiment's defaults."""
+    from benchmarks.config import compose
+    from benchmarks.errors import ConfigError
+
+    experiment = next(o.split("=", 1)[1] for o in overrides if o.startswith("experiment="))
+    grid = [o for o in overrides if _grid_key(o)]
+    base = compose([o for o in overrides if not _grid_key(o)])
+    camp = campaign_of(base.campaign, grid, experiment=experiment)
+    axes = [(key, [str(v) for v in values]) for key, values in camp.axes.items()]
+    configs = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        try:
+            configs.append(_cell_config(job_overrides(overrides), tuple(zip((k for k, _ in axes), combo))))
+        except ConfigError:
+            continue
+    return configs or [base]
+
+
 def reasons(cells: list[Cell]) -> list[tuple[int, str]]:
     """Why the impossible cells cannot run: (number of cells, reason), most cells first, then in the grid's
     order; an unset data path shared by 486 cells is one reason."""

@@ -39,8 +39,8 @@ from pathlib import Path, PurePosixPath
 
 from benchmarks.errors import ConfigError
 from benchmarks.runlog import CONTAINER_ENV
+from launchers.code_origin import PROJECT, SAFE_PATH, checkout
 
-PROJECT = Path(__file__).resolve().parents[1]  # the code the ranks run (`python -m benchmarks` from here)
 LABEL = "ddlbench.run"
 # what a rank reads of its launcher's environment: podman passes in only the variables it is told (apptainer and
 # pyxis pass the whole environment); NAME* passes every variable of that prefix
@@ -63,6 +63,7 @@ PASSED = (
     "CUDA_*",
     "TORCH_*",
     "PYTHONPATH",
+    "PYTHONSAFEPATH",
 )
 # the rendezvous the ranks must take from their launcher, never from the image: enroot's PyTorch hook writes its
 # own MASTER_ADDR and MASTER_PORT into an image that sets PYTORCH_VERSION (NGC's), and an image's ENV may set any
@@ -208,7 +209,7 @@ def of(
     system: Mapping,
     *,
     run_root: str | Path,
-    writable: Sequence[str | Path] = (),
+    writable: Mapping[str | Path, str] | None = None,
     readable: Sequence[str | Path | None] = (),
     workdir: str | Path | None = None,
     token: str = "",
@@ -216,6 +217,7 @@ def of(
 ) -> Container | None:
     """The container of system.container, with the run root bound read-write and the project (a checkout), the
     working directory, the user's DDLBENCH_CONFIG folder and `readable` (data.path, where it exists) read-only;
+    `writable`: more folders bound read-write, each with the setting that names it (an error names that setting);
     None where system.container.runtime is none. environ: the launching environment (DDLBENCH_CONFIG, NAME*)."""
     from benchmarks.resources import USER_CONFIG_ENV, user_conf_dir
 
@@ -232,20 +234,20 @@ def of(
     workdir = str(Path(workdir or os.getcwd()).resolve())
     # the project is the ranks' code only where it is a checkout: installed from a wheel, PROJECT is the host's
     # site-packages, which must not lie over the image's own
-    project = str(PROJECT) if (PROJECT / "benchmarks").is_dir() and (PROJECT / "pyproject.toml").is_file() else ""
+    project = str(PROJECT) if checkout(PROJECT) is not None else ""
     shown = [(*_shown(p), "data.path") for p in readable if p and Path(_shown(p)[1]).exists()]
     if user_conf_dir(environ) is not None:  # every rank reads it again (benchmarks/__main__.py)
         shown.append((*_shown(environ[USER_CONFIG_ENV]), USER_CONFIG_ENV))
     readable_binds = [*([(project, project, "the project")] if project else []), *shown]
     run = _run_binds(
-        writable=[(str(Path(p).resolve()), "run.root") for p in (run_root, *writable)],
+        writable=[(str(Path(p).resolve()), key) for p, key in {run_root: "run.root", **(writable or {})}.items()],
         readable=[*readable_binds, (workdir, workdir, "the working directory")],
     )
     user = [_user_bind(str(b)) for b in spec.get("binds") or ()]
     profile_env = {str(k): str(v) for k, v in (system.get("env") or {}).items()}
     named = [str(n) for n in spec.get("env") or ()]
     own = [k for k in environ if k.startswith("DDLBENCH_")]
-    wins = [*profile_env, *RENDEZVOUS, *(["PYTHONPATH"] if project else []), CONTAINER_ENV, *sorted(own)]
+    wins = [*profile_env, *RENDEZVOUS, *(["PYTHONPATH", SAFE_PATH] if project else []), CONTAINER_ENV, *sorted(own)]
     return Container(
         runtime=runtime,
         image=_image(str(spec["image"]), runtime),
@@ -283,7 +285,7 @@ def for_run(cfg, *, run_dir: Path, token: str) -> Container | None:
     return of(
         cfg.system,
         run_root=root if run_dir.is_relative_to(root) else run_dir,
-        writable=[scratch] if scratch else [],
+        writable={scratch: "system.local_scratch"} if scratch else None,
         readable=[cfg.data.get("path"), cfg.data.get("val_path")],
         token=token,
     )
@@ -440,6 +442,7 @@ def environment(
     if container.project:
         paths = [container.project, *(p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
         added["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        added[SAFE_PATH] = "1"  # Python 3.11+: the working directory (a second checkout) is not put before it
     if environ.get(USER_CONFIG_ENV):
         added[USER_CONFIG_ENV] = _shown(environ[USER_CONFIG_ENV])[1]
     if container.runtime in ("apptainer", "singularity"):

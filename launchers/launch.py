@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from launchers import programs
+from launchers import code_origin, programs
 from launchers.local import free_port, local_command, ranks_may_fork
 from launchers.programs.base import LOCAL
 
@@ -64,7 +64,7 @@ def launch_run(
             master_port=free_port(),
             overrides=overrides,
             run_dir=run_dir.resolve(),
-            env={**cfg.system.env, **image.environment(inside)},
+            env={**cfg.system.env, **code_origin.launch_environment(), **image.environment(inside)},
             python=python,
             container=wrap,
             cleanup=cleanup,
@@ -81,6 +81,7 @@ def launch_run(
         )
         shown = None
     env = {**os.environ, **{k: str(v) for k, v in cfg.system.env.items()}}
+    env.update(code_origin.launch_environment(env))  # the ranks import this checkout's code, not the cwd's
     if not dry_run:
         env.update(image.environment(inside))  # what rank 0 records of the image (meta.json `container`)
     if not quiet:

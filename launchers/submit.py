@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
-from launchers import scheduler
+from launchers import code_origin, scheduler
 from launchers.campaign import Cell, job_overrides
 from launchers.lifecycle import liveness, rundir_state
 
@@ -135,6 +135,8 @@ def _sbatch_for_shape(
     prelude = prelude_file(cfg, write=False)
     if prelude is not None:
         export["DDLBENCH_PRELUDE"] = str(prelude)
+    # the job imports the submitting checkout's code, not that of its --chdir (launchers/code_origin.py)
+    export.update(code_origin.launch_environment())
     exclusive = ["--exclusive"] if system.get("exclusive") else []
     # sbatch keeps the last --exclude it is given: the profile's own and the preflight's become one
     own, args = _excluded(system.sbatch_args)

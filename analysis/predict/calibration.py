@@ -77,6 +77,7 @@ def parts_from_steps(
         data_jitter_s=spread(col("data_s"), rows),
         loader=loader,
         data_source=source,
+        num_steps=int(rows["step"].nunique()) if "step" in rows else len(rows),
     )
 
 

@@ -28,6 +28,9 @@ from analysis.predict.cell import (
     sharding_of,
     unmeasured,
 )
+from analysis.predict.from_run import settings_from_run
+from analysis.predict.interval import note as interval_note
+from analysis.predict.interval import relative_halfwidth
 from analysis.predict.model import Message, check_framework, messages, units_from_groups
 from analysis.predict.network import Network, network_from_commbench, network_from_profile
 from analysis.predict.simulation import Point, calibrate_to_reference, compare_reference, predict, validation_table
@@ -251,7 +254,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     gpus = parse_gpus(args.gpus)
     if args.fit_to_reference and not args.reference:
         raise ConfigError("--fit-to-reference needs --reference STUDY (the rows to fit to): add --reference aach2023")
-    cfg = compose(overrides)
+    # the model, its image size, the precision and the batch the calibration ran, unless given (one line says so)
+    taken, taken_line = settings_from_run(args.from_runs[0], overrides)
+    cfg = compose([*taken, *overrides])
     resolved = OmegaConf.to_container(cfg, resolve=True)
     system, model, framework = resolved["system"], resolved["model"], resolved["framework"]
     cell = {
@@ -309,6 +314,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         parts = parts.with_loader(**bench.loader(cell["loader"], resolved["loader"]))
     # the study's rows of this model and loader, or the one-line refusal, before any output
     reference = _reference_rows(cell, resolved["loader"]["name"], args.reference) if args.reference else None
+    if taken_line:
+        print(taken_line)
     print(
         f"# ddlbench predict: {framework['name']} {cell['model']} batch {cell['per_gpu_batch']}/{per} "
         f"{size_words(model)} {cell['precision']}, system={system['name']} ({words.count(gpus_per_node)} per node)",
@@ -409,7 +416,18 @@ def _prediction(args, parts, plan, network, gpus, *, reference, label, words) ->
     table = predict(parts, plan, network, gpus)
     if calibrated_at is not None:
         print(f"# prediction fitted to the study {args.reference} at {calibrated_at} GPUs")
-    print(format_prediction(table, unit=parts.sample_unit, simulated=bool(parts.loader_intervals_s), words=words))
+    halfwidth = relative_halfwidth(parts)
+    table = table.assign(throughput_pm=halfwidth * table["throughput"])  # prediction.csv keeps the interval too
+    print(
+        format_prediction(
+            table,
+            unit=parts.sample_unit,
+            simulated=bool(parts.loader_intervals_s),
+            words=words,
+            halfwidth=halfwidth,
+            interval_note=interval_note(parts, halfwidth),
+        )
+    )
     _note(label)
     outputs = {"prediction": table}
     if reference is not None:

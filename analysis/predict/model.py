@@ -93,6 +93,16 @@ class Parts:
     loader_intervals_s: tuple[float, ...] = ()
     loader_makers: int = 1
     loader_queue: int = 0
+    # the measured steps the means are of (per rank): the calibration's own uncertainty (Parts.relative_error)
+    num_steps: int = 0
+
+    def relative_error(self) -> float:
+        """The calibration's relative standard error of its mean compute step: jitter over sqrt(steps); 0 where
+        the step count is unknown (a fitted or scaled Parts keeps it)."""
+        compute_s = self.fwd_s + self.bwd_s + self.opt_s + self.other_s + self.data_s
+        if self.num_steps < 1 or compute_s <= 0:
+            return 0.0
+        return self.jitter_s / compute_s / math.sqrt(self.num_steps)
 
     def maker_batch_s(self) -> np.ndarray:
         """The seconds one maker (a worker) takes for a batch, from the intervals: with W makers in turn, batch

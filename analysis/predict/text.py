@@ -8,25 +8,46 @@ import math
 import pandas as pd
 
 from analysis.device import GPU, WORDS, RankWords
+from analysis.predict.interval import rounded
 from analysis.predict.model import Parts
 from analysis.predict.simulation import summary_line
 
 
-def format_prediction(table: pd.DataFrame, *, unit: str, simulated: bool = False, words: RankWords = WORDS[GPU]) -> str:
+def format_prediction(
+    table: pd.DataFrame,
+    *,
+    unit: str,
+    simulated: bool = False,
+    words: RankWords = WORDS[GPU],
+    halfwidth: float = 0.0,
+    interval_note: str = "",
+) -> str:
     """The prediction per size, its counts and rates named for the target's ranks (analysis.device: gpus and
-    img/s/GPU, or ranks and img/s/rank)."""
+    img/s/GPU, or ranks and img/s/rank); with a relative halfwidth (analysis.predict.interval) the rates carry
+    +- and are rounded to what it supports."""
     per = "img/s" if unit == "images" else "seq/s"
     column, one = f"{words.column}s", words.per
+    eff = f"eff/1{one}"
     lines = [
-        f"{column:>6} {'nodes':>5} {'step ms':>9} {per:>12} {per + '/' + one:>10} {'eff':>6} "
+        f"{column:>6} {'nodes':>5} {'step ms':>9} {per:>12} {'+-':>10} {per + '/' + one:>10} {eff:>9} "
         f"{'allreduce%':>10} {'sync ms':>8} {'data%':>6} {'compute%':>8} {'other%':>6}"
     ]
     for _, r in table.iterrows():
+        pm = halfwidth * r["throughput"]
         lines.append(
-            f"{int(r['gpus']):>6d} {int(r['nodes']):>5d} {1e3 * r['step_s']:>9.2f} {r['throughput']:>12,.0f} "
-            f"{r['per_gpu']:>10,.1f} {r['efficiency']:>6.3f} {r['allreduce_pct']:>10.1f} {1e3 * r['sync_s']:>8.2f} "
-            f"{r['data_pct']:>6.1f} {r['compute_pct']:>8.1f} {r['other_pct']:>6.1f}"
+            f"{int(r['gpus']):>6d} {int(r['nodes']):>5d} {rounded(1e3 * r['step_s'], 1e3 * halfwidth * r['step_s']):>9} "
+            f"{rounded(r['throughput'], pm):>12} {rounded(pm, pm) if pm else '':>10} "
+            f"{rounded(r['per_gpu'], halfwidth * r['per_gpu']):>10} {r['efficiency']:>9.2f} {r['allreduce_pct']:>10.1f} "
+            f"{1e3 * r['sync_s']:>8.2f} {r['data_pct']:>6.1f} {r['compute_pct']:>8.1f} {r['other_pct']:>6.1f}"
         )
+    if interval_note:
+        lines.append(f"# {interval_note}")
+    first = int(table["gpus"].iloc[0]) if len(table) else 1
+    lines.append(
+        f"# {eff}: {per}/{one} over the predicted {per}/{one} at 1 {one} (weak scaling: the per-{one} batch "
+        "fixed), both from this model; not against a measurement"
+        + ("" if first == 1 else f" (1 {one} is predicted for it, not shown)")
+    )
     how = (
         "simulated: each rank's loader makes batches at its measured intervals, compute jitter normal"
         if simulated

@@ -92,13 +92,16 @@ CHECKS: list[Callable[[], Check]] = [
 ]
 
 
-def needed_by(cfg) -> set[str]:
+def needed_by(cfg, *, in_jobs: bool = False) -> set[str]:
     """The checks a composed config's run needs: torch, Hydra, its framework and loader, its model's own
-    library (transformers for model=bert), and its local launcher."""
+    library (transformers for model=bert), its local launcher, and with in_jobs (its cells go to Slurm) the
+    launcher that starts a job's ranks (system.launcher: srun, mpirun)."""
     names = {"torch", "hydra-core", f"framework={cfg.framework.name}", f"loader={cfg.loader.name}"}
     if str(cfg.model.arch) in MODEL_LIBRARIES:
         names.add(MODEL_LIBRARIES[str(cfg.model.arch)][0])
     names.add(f"launcher={cfg.framework.local_launcher}")
+    if in_jobs:
+        names.add(f"launcher={cfg.system.launcher}")
     return names
 
 

@@ -45,6 +45,8 @@ def _announce(
     asked_classes: int | str,
     cache_evict,
     staged: staging.NodeStaging | None,
+    code: dict,
+    mixed_code: bool,
 ) -> None:
     """Rank 0, once everything is built: meta.json (what ran, with what), then the start lines on stderr (an
     auto class count, a short last step, where the run writes)."""
@@ -59,7 +61,16 @@ def _announce(
         classes=classes,
         cache_evict=cache_evict,
         staged=dataclasses.asdict(staged) if staged is not None else None,
+        code=code,
+        mixed_code=mixed_code,
     )
+    if mixed_code:
+        print(
+            f"[ddlbench] the ranks ran different code (rank 0: {code['package']} at {code['git_sha']}); "
+            "each rank's is its rank<R>.jsonl header's `code`: run every rank from one checkout",
+            file=sys.stderr,
+            flush=True,
+        )
     if asked_classes == AUTO and classes["data"] is not None:
         print(
             f"[ddlbench] model.num_classes=auto: {classes['model']} ({classes['counted']})", file=sys.stderr, flush=True
@@ -332,7 +343,9 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
             epochs=cfg.run.epochs,
             steps_per_epoch=steps_per_epoch,
         )
-        opened.log.write(runlog.header(env, device, cpus=cpus, steps_per_epoch=steps_per_epoch))
+        code = runlog.code_provenance()
+        opened.log.write(runlog.header(env, device, cpus=cpus, steps_per_epoch=steps_per_epoch, code=code))
+        mixed_code = measurement.code_mixed(framework, code)
         if env.rank == 0:
             _announce(
                 cfg,
@@ -345,6 +358,8 @@ def run(cfg: DictConfig, *, started_s: float | None = None) -> int:
                 asked_classes=asked_classes,
                 cache_evict=cache_evict,
                 staged=staged,
+                code=code,
+                mixed_code=mixed_code,
             )
         window = plan_window(cfg.run, device_type=device.type, warmup=warmup, measured=measured)
         opened.profiler = make_profiler(window, run_dir=run_dir, rank=env.rank, device=device)

@@ -204,3 +204,17 @@ def test_a_cell_whose_repeats_staged_to_different_scratches_is_marked():
     assert short(marks["x"]) == MIXED_SCRATCH and marks["y"] == ""
     (line,) = notes(marks.tolist())
     assert line.startswith("mixed scratch: $TMPDIR in 1, /dev/shm in 1 of 2 repeats: its repeats staged")
+
+
+def test_a_run_whose_ranks_ran_different_code_is_marked_under_results(tmp_path):
+    """meta.json's code_mixed (a rank imported another checkout than rank 0: issue 64) marks the cell in `results`
+    with its one line; a meta.json from before the field marks nothing."""
+    root = tour(tmp_path / "runs")
+    for run in (root / "synth").iterdir():
+        if "-native-" in run.name and "-g2-" in run.name:
+            _edit(run / "meta.json", code_mixed=True)
+    table, excluded = results_table(root)
+    marks = dict(zip(zip(table["loader"], table["ranks (CPU)"]), table["marks"].map(short)))
+    assert marks[("native", 2)] == "mixed code" and marks[("native", 1)] == ""
+    text = format_results(table, excluded)
+    assert "mixed code: ranks ran different checkouts in 1 of 1 repeats: its ranks ran different code" in text, text

@@ -50,7 +50,7 @@ def test_juwels_prediction_reproduces_the_reference_shape(one_gpu, tmp_path, cli
     rows = _table(done.stdout, "gpus nodes")
     assert [int(r[0]) for r in rows] == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert [int(r[1]) for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # 4 GPUs per node
-    shares = [float(r[6]) for r in rows]
+    shares = [float(r[7]) for r in rows]
     assert shares == sorted(shares) and shares[0] == pytest.approx(15.4, abs=0.05)  # rises from the fitted point
     assert "rises with the GPU count: yes (reference: yes)" in done.stdout
     compared = pd.read_csv(out / "reference.csv")
@@ -83,7 +83,7 @@ def test_compute_scale_slows_compute_and_its_jitter(one_gpu, cli):
     jitter = float(re.search(r"jitter ([\d.]+) ms", base.stdout)[1])
     data = float(re.search(r"data-time spread ([\d.]+) ms", base.stdout)[1])
     grows = math.hypot(2 * jitter, data) / math.hypot(jitter, data)
-    assert float(s8[7]) == pytest.approx(grows * float(b8[7]), rel=0.02)
+    assert float(s8[8]) == pytest.approx(grows * float(b8[8]), rel=0.02)
 
 
 @pytest.mark.parametrize(
@@ -226,3 +226,22 @@ def test_each_held_out_run_takes_loaderbenchs_row_at_its_own_worker_count(cli):
         "native-w4-r1": "876.0",
     }
     assert "skipped dali-r0: another model, batch, precision, loader or parameter sharding" in done.stdout
+
+
+def test_the_table_rounds_to_its_interval_and_says_what_eff_is_against(one_gpu, cli):
+    """No seven significant digits: each rate is rounded to two digits of its +- (the held-out error of
+    docs/predict.md and the calibration's spread), and eff names its reference."""
+    from analysis.predict.interval import HELDOUT_ERROR_PCT, rounded
+
+    done = cli("predict", *CELL, "--system", "juwels_booster", "--from", str(one_gpu), "--gpus", "1,4,1024")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["gpus", "nodes"])
+    assert header.split()[4:7] == ["img/s", "+-", "img/s/GPU"] and "eff/1GPU" in header
+    last = lines[lines.index(header) + 3].split()
+    throughput, pm = float(last[3].replace(",", "")), float(last[4].replace(",", ""))
+    assert 0.06 < pm / throughput < 0.15  # the held-out error at least
+    assert len(last[4].replace(",", "").rstrip("0").rstrip(".")) <= 2  # two significant digits of the +-
+    assert f"held-out mean |error| {HELDOUT_ERROR_PCT}%" in done.stdout
+    assert "# eff/1GPU: img/s/GPU over the predicted img/s/GPU at 1 GPU" in done.stdout
+    assert rounded(4_142_014, 290_000) == "4,140,000" and rounded(7.913, 0.55) == "7.91"

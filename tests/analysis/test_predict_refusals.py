@@ -171,3 +171,17 @@ def test_the_figures_name_system_model_batch_image_size_and_calibration():
     )  # fmt: skip
     fig = predicted_vs_reference(compared, about=title)
     assert title in "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
+
+
+def test_from_alone_predicts_the_runs_model_image_size_precision_and_batch_and_says_so(cli):
+    """issue 64: predict refused three times for what --from already said (the model, the image size, ...); now it
+    takes them from the run's config.yaml unless given, in one line."""
+    done = cli("predict", "system=h200", "--from", str(H200), "--gpus", "1")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"# from --from {H200.name}: model=resnet model.depth=50 model.image_size=224")
+    assert "precision=amp_bf16 run.per_gpu_batch=64 (give any of them to predict another)" in first
+    assert "resnet50 batch 64/GPU 224 px amp_bf16, system=h200" in done.stdout
+    # a key given wins over the run's: the run did not measure it, so it is refused as before
+    other = cli("predict", "system=h200", "model.image_size=128", "--from", str(H200), "--gpus", "1")
+    assert other.returncode == 2 and "image_size" in other.stderr

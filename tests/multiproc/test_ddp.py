@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
+import benchmarks
 from benchmarks.models import build_model
 from benchmarks.validate import host_cpus
 from tests.conftest import find_run, read_summary
@@ -38,6 +40,12 @@ def test_two_rank_run_writes_a_complete_run_directory(tmp_path, ddlbench):
     assert summary["window_start_t_s"] < summary["window_end_t_s"]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["world_size"] == 2 and meta["framework"]["backend"] == "gloo" and "git_sha" in meta
+    # the code each rank ran (issue 64): rank 0's in meta.json, every rank's in its header, the same here
+    assert (
+        meta["code"]["package"] == str(Path(benchmarks.__file__).resolve().parents[1]) and meta["code_mixed"] is False
+    )
+    headers = [json.loads((run_dir / f"rank{r}.jsonl").read_text().splitlines()[0]) for r in (0, 1)]
+    assert [h["code"] for h in headers] == [meta["code"]] * 2
     # the host's load, from the CPUs of the launcher that started the ranks (issue 49: more ranks than CPUs)
     cores = host_cpus()
     assert meta["host_ranks"] == 2 and meta["host_cores"] == cores and meta["oversubscribed"] is (2 > cores)

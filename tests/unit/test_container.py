@@ -61,8 +61,8 @@ def test_pyxis_is_srun_flags_and_no_prefix():
     assert container.prefix(c) == []
     mounts = ",".join(c.binds)
     # the image's values win over the task's but for the names --container-env lists: the profile's, the
-    # rendezvous (enroot's PyTorch hook writes its own), PYTHONPATH, ddlbench's own and system.container.env's
-    names = "OMP_NUM_THREADS,MASTER_ADDR,MASTER_PORT,PYTHONPATH,DDLBENCH_CONTAINER,WANDB_MODE"
+    # rendezvous (enroot's PyTorch hook writes its own), PYTHONPATH (and PYTHONSAFEPATH: no cwd before it), ddlbench's own and system.container.env's
+    names = "OMP_NUM_THREADS,MASTER_ADDR,MASTER_PORT,PYTHONPATH,PYTHONSAFEPATH,DDLBENCH_CONTAINER,WANDB_MODE"
     assert container.srun_flags(c) == [
         "--container-image=/sq/pytorch.sqsh",
         f"--container-mounts={mounts}",
@@ -288,7 +288,10 @@ def test_the_profiles_variables_win_over_the_images_for_apptainer_and_the_checko
     # by default: this process's environment with the profile's system.env over it
     assert container.environment(c, record=False)["APPTAINERENV_OMP_NUM_THREADS"] == "1"
     # podman and pyxis take the values by name (-e NAME, --container-env): nothing more in the environment
-    assert set(container.environment(replace(c, runtime="podman"), launch, record=False)) == {"PYTHONPATH"}
+    assert set(container.environment(replace(c, runtime="podman"), launch, record=False)) == {
+        "PYTHONPATH",
+        "PYTHONSAFEPATH",
+    }
 
 
 def test_pyxis_takes_names_only_so_a_prefix_is_expanded_against_the_launching_environment():
@@ -370,3 +373,15 @@ def test_the_image_definitions_install_the_makefiles_torch_pin_and_dalis_matchin
         assert f'TORCH_PIN="{pin}"' in text and "nvcr.io" not in text and "python:3.11" in text, name
         assert "https://download.pytorch.org/whl/${TORCH_CUDA}" in text and "dali-cuda130" in text, name
     assert (Path(P) / ".containerignore").read_text().count("\n.git\n") == 1
+
+
+def test_a_read_only_bind_inside_the_scratch_names_system_local_scratch_not_run_root(tmp_path):
+    """The conflict names the setting whose folder the bind lies in (issue 64: it said run.root)."""
+    scratch = tmp_path / "scratch"
+    with pytest.raises(ConfigError, match=r"inside .*scratch \(system\.local_scratch\), where the ranks write"):
+        container.of(
+            system("apptainer", "/i.sif", binds=[f"{scratch}/cache:{scratch}/cache:ro"]),
+            run_root=tmp_path / "runs",
+            workdir=tmp_path,
+            writable={scratch: "system.local_scratch"},
+        )

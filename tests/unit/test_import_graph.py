@@ -87,6 +87,7 @@ CORE = {
     "benchmarks.adapter_config",
     "benchmarks.collective",
     "benchmarks.config",
+    "benchmarks.config_groups",
     "benchmarks.data.coldcache",
     "benchmarks.errors",
     "benchmarks.flops",

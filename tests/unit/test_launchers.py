@@ -10,11 +10,14 @@ import pytest
 
 from benchmarks.config import compose
 from benchmarks.errors import ConfigError
-from launchers import campaign, slurm, submit
+from launchers import campaign, code_origin, slurm, submit
 from launchers.programs import LAUNCHERS
 from launchers.programs.base import JobShape, training
 
 PY = "/venv/bin/python"
+
+# the submitting checkout's code for the job (launchers/code_origin.py), after sbatch's own exports
+CODE = "".join(f",{k}={v}" for k, v in code_origin.launch_environment().items())
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +329,7 @@ def test_sbatch_command_of_a_cell(monkeypatch, tmp_path):
         "--time=00:30:00",
         f"--job-name=ddlbench/aach2023_scaling/{cell.name}",
         f"--output={logs}/{cell.name}-%j.out",
-        f"--export=ALL,DDLBENCH_PYTHON={sys.executable},DDLBENCH_PRELUDE={submit.prelude_file(cfg, write=False)}",
+        f"--export=ALL,DDLBENCH_PYTHON={sys.executable},DDLBENCH_PRELUDE={submit.prelude_file(cfg, write=False)}{CODE}",
         f"--chdir={tmp_path}",
         "--exclusive",  # juwels_booster: exclusive: true
     ]

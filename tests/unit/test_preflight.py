@@ -11,11 +11,14 @@ import sys
 import pytest
 
 from benchmarks.errors import ConfigError
-from launchers import campaign, submit
+from launchers import campaign, code_origin, submit
 from launchers.lifecycle import preflight
 from launchers.lifecycle.preflight.probe import below, ring_rounds, verdict
 from launchers.slurm import RUN_SCRIPT
 from tests.conftest import REPO, run_main
+
+# the submitting checkout's code for the job (launchers/code_origin.py), after sbatch's own exports
+CODE = "".join(f",{k}={v}" for k, v in code_origin.launch_environment().items())
 
 
 @pytest.mark.parametrize("n", range(1, 10))
@@ -135,7 +138,7 @@ def test_the_slow_nodes_go_to_sbatch_exclude(tmp_path, monkeypatch):
         "--time=00:10:00",
         f"--job-name=ddlbench/slurm_smoke/{cell.name}",
         f"--output={logs}/{cell.name}-%j.out",
-        f"--export=ALL,DDLBENCH_PYTHON={sys.executable}",
+        f"--export=ALL,DDLBENCH_PYTHON={sys.executable}{CODE}",
         f"--chdir={tmp_path}",
         "--exclude=n3,n7",
         str(RUN_SCRIPT),

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.errors import ConfigError
+from launchers import code_origin
 from launchers.lifecycle.preflight import probe
 from launchers.local import free_port
 from launchers.programs.base import RankProgram
@@ -162,6 +163,7 @@ def plan(
 
     env = {k: v for k, v in environ.items() if k not in _FOREIGN}
     env.update({k: str(v) for k, v in cfg.system.env.items()})
+    env.update(code_origin.launch_environment(env))  # the probes run this checkout's code, not the cwd's
     if str(cfg.system.device) == "cuda" and not int(cfg.system.get("gpus_per_node") or 0):
         raise ConfigError(
             f"system={cfg.system.name} runs on GPUs (system.device=cuda) but system.gpus_per_node=0: the preflight "
