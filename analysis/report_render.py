@@ -65,12 +65,27 @@ def _named(frame: pd.DataFrame, labels: dict[str, str]) -> dict[str, str]:
 
 # how a column name reads as a header (the markdown keeps the names): rates anywhere, units at the end
 _HEADER_RATES = (("_img_s", "_img/s"), ("_seq_s", "_seq/s"), ("_gb_s", "_GB/s"))
-_HEADER_UNITS = (("_pct", " %"), ("_ms", " ms"), ("_gib", " GiB"), ("_s", " s"), ("_pp", " pp"))
-_HEADER_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "ci": "CI", "h2d": "H2D"}
+_HEADER_UNITS = (("_ms", " ms"), ("_s", " s"))  # only as the last word: `_s` inside a name is no unit
+_HEADER_WORDS = {
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "cpu": "CPU",
+    "ci": "CI",
+    "h2d": "H2D",
+    "pcie": "PCIe",
+    "pct": "%",
+    "gib": "GiB",
+    "pp": "pp",
+    "ref": "(reference)",
+    "here": "(here)",
+    "mean": "(mean)",
+    "num": "number of",
+}
 
 
 def header(column: object) -> str:
-    """A column name as a table header: per_gpu_img_s -> 'per GPU img/s', allreduce_pct -> 'allreduce %'."""
+    """A column name as a table header: per_gpu_img_s -> 'per GPU img/s', allreduce_pct_ref -> 'allreduce %
+    (reference)', cpu_pct_mean -> 'CPU % (mean)'."""
     text, unit = str(column), ""
     for rate, shown in _HEADER_RATES:
         text = text.replace(rate, shown)

@@ -138,12 +138,12 @@ def test_the_report_shows_peak_memory_in_gib_and_a_dash_on_cpu(tmp_path):
         warnings.simplefilter("ignore")
         build_report(tmp_path / "runs", tmp_path / "report", formats=("png",), jobs=1)
     text = (tmp_path / "report" / "report.md").read_text()
-    header = next(line for line in text.splitlines() if "peak_allocated_gib" in line and line.startswith("|"))
+    header = next(line for line in text.splitlines() if "peak memory GiB (allocated)" in line and line.startswith("|"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     rows = {}
     for line in text.splitlines()[text.splitlines().index(header) + 2 :]:
         if not line.startswith("|"):
             break
         cells = dict(zip(columns, (c.strip() for c in line.strip("|").split("|"))))
-        rows[cells["framework"]] = (cells["peak_allocated_gib"], cells["peak_reserved_gib"])
+        rows[cells["framework"]] = (cells["peak memory GiB (allocated)"], cells["peak memory GiB (reserved)"])
     assert rows == {"fsdp": ("5.0", "6.0"), "ddp": ("-", "-")}

@@ -292,8 +292,8 @@ def _build(root, out):
 def test_report_section_holds_the_study(study, tmp_path):
     text = _build(study, tmp_path / "rep")
     section = text[text.index("## Validation accuracy") :]
-    assert "| schedule | global_batch | num_repeats | top1_pct |" in section
-    assert "Time to accuracy (run.target_top1)" in section and "| target_top1_pct | reached |" in section
+    assert "| schedule | global batch | repeats | top1 % |" in section
+    assert "Time to accuracy (run.target_top1)" in section and "| target top1 % | reached |" in section
     assert " of 2 |" in section
     for name in ("accuracy_by_schedule", "top1_vs_global_batch", "loss_and_lr"):
         assert f"](figures/{name}.png)" in section

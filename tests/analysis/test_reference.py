@@ -198,7 +198,7 @@ def test_report_reference_overlay_end_to_end(tmp_path, reference):
     section = text[start : text.index("\n## ", start)]  # to the next section
     assert "2 of 6 PyTorch-DDP cells match a reference cell" in section
     head = next(line for line in section.splitlines() if line.startswith("| model"))
-    assert "allreduce_exposed_pct_here" in head and "allreduce_pct_here" not in head
+    assert "allreduce exposed % (here)" in head and "allreduce % (here)" not in head
     rows = [line for line in section.splitlines() if line.startswith("| resnet50")]
     assert [r.split(" | ")[1:3] for r in rows] == [["dali", "4"], ["native", "4"]]
     assert "No cell of this campaign matches" not in section
@@ -226,14 +226,14 @@ def test_report_reference_no_match_and_several_cells_end_to_end(tmp_path, refere
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         blocks, figures = assemble(load_campaign(tmp_path / "two"), reference=reference, reference_name="aach2023")
-    table = next(b.content for b in blocks if b.kind == "table" and "allreduce_exposed_pct_here" in b.content)
-    assert table[["loader", "gpus", "per_gpu_batch"]].values.tolist() == [
+    table = next(b.content for b in blocks if b.kind == "table" and "allreduce exposed % (here)" in b.content)
+    assert table[["loader", "GPUs", "batch/GPU"]].values.tolist() == [
         ["dali", 4, 64],
         ["dali", 4, 128],
         ["native", 8, 64],
     ]
     untimed = table.iloc[2]
-    assert np.isnan(untimed["allreduce_exposed_pct_here"]) and np.isnan(untimed["compute_pct_here"])
+    assert np.isnan(untimed["allreduce exposed % (here)"]) and np.isnan(untimed["compute % (here)"])
     fig = figures["reference_aach2023"]()
     _draw(fig)
     heights = np.concatenate([np.asarray(line.get_ydata(), float) for line in _marker_lines(fig)])

@@ -1,6 +1,6 @@
 """Interference judged (launchers/lifecycle/interference.py) over written samples, and NVML's half through a FAKE
 pynvml module (no GPU here: the foreign compute process and the throttle reason are the fake's, not a device's);
-the marks it writes read back by analysis/caveats.py and compare. Real runs: tests/multiproc/test_interference.py."""
+the marks it writes read back by analysis/caveats.py and compare. Real runs: tests/multiproc/test_interference_real.py."""
 
 from __future__ import annotations
 

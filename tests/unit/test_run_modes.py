@@ -97,6 +97,7 @@ def test_doctor_checks_what_the_given_run_needs_and_exits_1_when_it_lacks_it(mon
     assert main(["doctor", "framework=ddp", "loader=synthetic"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1] for line in lines] == [
+        "code",  # which checkout's code the runs will import
         "torch",
         "hydra-core",
         "framework=ddp",
