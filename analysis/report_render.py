@@ -69,6 +69,7 @@ _HEADER_UNITS = (("_ms", " ms"), ("_s", " s"))  # only as the last word: `_s` in
 _HEADER_WORDS = {
     "gpu": "GPU",
     "gpus": "GPUs",
+    "cpus": "CPUs",
     "cpu": "CPU",
     "ci": "CI",
     "h2d": "H2D",

@@ -44,6 +44,9 @@ RUNNABLE_PER_CPU_MAX = 1.5
 INTERVAL_S = 0.5  # between samples; Slurm's queue and the process table every SLOW_EVERY samples
 SLOW_EVERY = 4
 ROLE_MODULES = ("benchmarks", "benchmarks.commbench")  # `python -m <module>`: a ddlbench rank
+# ... or the rank program by its path: a CPU run's ranks fork from torchrun's agent (--run-path <this file>), so
+# their command line is the agent's
+RANK_PROGRAM = os.path.join("benchmarks", "__main__.py")
 # NVML's clock-event reason bits (nvmlClocksEventReason*) and the word for each that slows a GPU
 REASONS = {0x4: "power cap", 0x80: "power brake", 0x20: "thermal (software)", 0x40: "thermal (hardware)",
            0x8: "hardware slowdown"}  # fmt: skip
@@ -199,6 +202,26 @@ def _runnable() -> int | None:
     return None
 
 
+def is_ddlbench_run(cmdline: list[str]) -> bool:
+    """A process of a ddlbench run: a rank (`python -m benchmarks[.commbench]`, or a Python whose argv names the
+    rank program's file), or `ddlbench run` / `ddlbench campaign run` itself, whose command line a CPU run's
+    torchrun agent and ranks keep, as they fork from it (their process name is torch's pt_elastic)."""
+    if _module_of(cmdline) in ROLE_MODULES:
+        return True
+    if not cmdline or not os.path.basename(cmdline[0]).startswith("python"):
+        return False
+    if any(arg.endswith(RANK_PROGRAM) for arg in cmdline[1:]):
+        return True
+    args = cmdline[1:]
+    if _module_of(cmdline) == "ddlbench":
+        args = args[args.index("-m") + 2 :]
+    elif args and os.path.basename(args[0]) == "ddlbench":
+        args = args[1:]
+    else:
+        return False
+    return args[:1] == ["run"] or args[:2] == ["campaign", "run"]
+
+
 def _module_of(cmdline: list[str]) -> str | None:
     """`python -m <module>`'s module (None for another program: srun and mpirun name it in their argv too)."""
     if not cmdline or not os.path.basename(cmdline[0]).startswith("python"):
@@ -244,7 +267,7 @@ class Observer:
         found = []
         for process in psutil.process_iter(["pid", "cmdline"]):
             cmdline = process.info.get("cmdline") or []
-            if process.info["pid"] not in own and _module_of(cmdline) in ROLE_MODULES:
+            if process.info["pid"] not in own and is_ddlbench_run(cmdline):
                 found.append({"pid": process.info["pid"], "command": " ".join(cmdline[:6])[:160]})
         return found
 

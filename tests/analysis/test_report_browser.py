@@ -29,7 +29,7 @@ MEASURE = """() => {
             width: t.scrollWidth, keys: t.querySelectorAll('th.key').length, hidden};
   });
   const cell = sel => { const c = document.querySelector(sel); return c ? getComputedStyle(c).textAlign : null; };
-  const first = document.querySelector('th[title="throughput_img_s"]');
+  const first = document.querySelector('th[title="img/s"]');
   const box = first.getBoundingClientRect();
   const details = [...document.querySelectorAll('details')];
   return {

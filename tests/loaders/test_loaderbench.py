@@ -120,7 +120,7 @@ def test_the_report_states_each_loaders_settings(tmp_path, folder, ddlbench):
     report = ddlbench("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--formats", "png")
     assert report.returncode == 0, report.stderr[-2000:]
     text = (tmp_path / "report" / "report.md").read_text()
-    table = text[text.index("| loader | cpus_per_rank") :].split("\n\n")[0]
+    table = text[text.index("| loader | CPUs per rank") :].split("\n\n")[0]
     assert "| native | 4 | 1 |" in table and "| native | 4 | 2 |" in table, table
 
 

@@ -65,7 +65,7 @@ def test_two_ranks_evaluate_exactly_what_one_process_does(tmp_path, data, ddlben
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep"), "--formats", "png"]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "## Validation accuracy" in text and (tmp_path / "rep" / "figures" / "accuracy_vs_step.png").is_file()
-    assert "| top1_pct | chance_pct |" in text  # 4 classes: 25.0
+    assert "| top1 % | chance % |" in text  # 4 classes: 25.0
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,10 @@ def test_forked_ranks_train_exactly_what_fresh_ranks_do(ddlbench, monkeypatch, t
     assert forked.returncode == 0, forked.stderr[-3000:]
     assert "--start-method=fork " in forked.stderr
 
-    import launchers.local
+    import launchers.launch
 
-    command = launchers.local.local_command
-    monkeypatch.setattr(launchers.local, "local_command", lambda **kw: command(**{**kw, "fork_ranks": False}))
+    command = launchers.launch.local_command
+    monkeypatch.setattr(launchers.launch, "local_command", lambda **kw: command(**{**kw, "fork_ranks": False}))
     fresh = ddlbench("run", *overrides, f"run.root={tmp_path / 'fresh'}")
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "--start-method=fork" not in fresh.stderr and " -m benchmarks " in fresh.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launchers.lifecycle.interference import SHARED_HOST, _module_of
+from launchers.lifecycle.interference import SHARED_HOST, is_ddlbench_run
 
 RUN = ["model=simple_cnn", "model.image_size=32", "model.num_classes=10", "run.per_gpu_batch=8",
        "run.warmup_steps=2", "system.ranks_per_node=1"]  # fmt: skip
@@ -41,17 +41,24 @@ def _verdicts(summary: dict) -> dict:
     return host["verdicts"]
 
 
-# slow: two runs of 800 steps share the 2 cores (75 s on the loaded CI machine): shorter, their windows may not overlap
+# slow: a run of 12,000 steps beside one of 6,000 on the 2 cores (about 20 s alone, more on a loaded machine): a step of
+# this model takes a millisecond, so shorter runs end before the other has started
 @pytest.mark.slow
 def test_two_runs_at_once_on_one_host_are_both_marked(tmp_path, rank_processes):
-    first, second = _start(tmp_path, "one", 800), _start(tmp_path, "two", 800)
+    # the second starts once the first trains, and the first trains for longer: each window holds the other's ranks
+    # however long the second takes to start on a loaded machine
+    first = _start(tmp_path, "one", 12000)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "one").glob("*/rank0.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = _start(tmp_path, "two", 6000)
     summaries = [_finish(first, tmp_path, "one"), _finish(second, tmp_path, "two")]
     for summary in summaries:
         assert "another ddlbench run" in _verdicts(summary)[SHARED_HOST]["detail"], summary["interference"]
         assert summary["interference_marks"].startswith(f"{SHARED_HOST}: ")
 
 
-# slow: the run gets a third of the CPUs beside the busy loops (58 s on the loaded CI machine)
+# slow: the run gets a third of the CPUs beside the busy loops (8 s on the idle 2-core machine, 58 s on a loaded one)
 @pytest.mark.slow
 def test_a_busy_loop_per_cpu_beside_a_run_marks_it(tmp_path, rank_processes):
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(psutil.cpu_count() or 1)]
@@ -79,9 +86,8 @@ class _Background:
         while not self._stop.wait(0.5):
             with_children = mine | {p.pid for p in psutil.Process().children(recursive=True)}
             for process in psutil.process_iter(["pid", "cmdline"]):
-                if process.info["pid"] not in with_children and _module_of(process.info["cmdline"] or []):
-                    if _module_of(process.info["cmdline"]).startswith("benchmarks"):
-                        self.ranks.add(process.info["pid"])
+                if process.info["pid"] not in with_children and is_ddlbench_run(process.info["cmdline"] or []):
+                    self.ranks.add(process.info["pid"])
 
     def __enter__(self) -> _Background:
         self._t0, self._busy0, self._mine0 = time.time(), self._busy(), self._mine()

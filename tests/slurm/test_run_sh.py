@@ -47,6 +47,7 @@ def test_two_task_run_writes_a_complete_run_directory(slurm_up, tmp_path, framew
         "config.yaml",
         "end_rank0.json",
         "end_rank1.json",
+        "interference_rank0.json",  # what else ran on the node in the measured window (docs/reliability.md)
         "meta.json",
         "mllog.txt",
         "owner.json",  # who launched it (launchers/lifecycle/liveness.py)

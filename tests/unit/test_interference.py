@@ -131,3 +131,25 @@ def test_a_slurm_profile_that_does_not_ask_for_whole_nodes_is_warned_about(compo
     assert shared_nodes_warning(compose(["system=slurm_cpu", "system.exclusive=true"]).system) is None
     assert shared_nodes_warning(compose(["system=juwels_booster"]).system) is None  # exclusive: true
     assert shared_nodes_warning(compose(["system=local_cpu"]).system) is None  # no Slurm
+
+
+def test_a_process_of_another_ddlbench_run_is_told_by_its_command_line():
+    """A CPU run's torchrun agent and ranks fork from `ddlbench run` and keep its command line; a GPU run's ranks
+    are `python -m benchmarks`, or name the rank program's file (torchrun --run-path); other commands are no run."""
+    from launchers.lifecycle.interference import is_ddlbench_run
+
+    python = "/venv/bin/python"
+    runs = [
+        [python, "-m", "ddlbench", "run", "model=simple_cnn"],
+        [python, "/venv/bin/ddlbench", "campaign", "run", "experiment=smoke"],
+        [python, "-m", "benchmarks", "framework=ddp"],
+        [python, "-m", "benchmarks.commbench"],
+        [python, "-m", "torch.distributed.run", "--run-path", "/src/benchmarks/__main__.py"],
+    ]
+    others = [
+        [python, "-m", "ddlbench", "report", "runs"],
+        [python, "/venv/bin/ddlbench", "campaign", "submit"],
+        ["/usr/sbin/slurmd", "-f", "slurm.conf"],
+        [],
+    ]
+    assert all(is_ddlbench_run(c) for c in runs) and not any(is_ddlbench_run(c) for c in others)
