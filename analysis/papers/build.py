@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.campaign_analysis import CampaignAnalysis
+from analysis.caveats import notes, short
 from analysis.device import rank_columns, rank_words, run_devices
 from analysis.load import Campaign, load_campaign
 from analysis.papers import study as find_study
@@ -81,6 +82,31 @@ def select_runs(study: Study, campaign: Campaign, runs_dir: Path) -> tuple[Campa
     return only(campaign, mine), int((owners != study.name).sum())
 
 
+def marked_cells(analysis: CampaignAnalysis) -> list[Block]:
+    """The study's cells whose figures must be read with a caveat (analysis/caveats.py: shared host, GPU shared,
+    throttled, oversubscribed, diverged, mixed images or code), each with its marks and a line per mark saying
+    what it means and how to avoid it; nothing where every cell is clean. Every exhibit built from these cells
+    carries them."""
+    marks = analysis.marks()
+    marked = marks[marks.astype(str) != ""]
+    if marked.empty:
+        return []
+    cells = analysis.counted().drop_duplicates("cell_hash").set_index("cell_hash")
+    names = [c for c in ("framework", "loader", "model", "precision", "world_size", "num_nodes") if c in cells]
+    table = cells.loc[marked.index, names].reset_index(drop=True)
+    table["marks"] = [short(text) for text in marked]
+    return [
+        Block("heading", "Cells to read with care"),
+        Block(
+            "text",
+            f"{len(marked)} of {len(marks)} cells carry a mark; every figure and table below that uses them stands "
+            "on runs made so.",
+        ),
+        Block("table", table),
+        Block("text", "\n\n".join(notes(marked))),
+    ]
+
+
 def assemble(
     study: Study, paper: PaperInput, *, runs_dir: Path, num_other: int
 ) -> tuple[list[Block], dict, list[tuple[str, str, list[str]]]]:
@@ -130,6 +156,7 @@ def assemble(
         )
     )
     blocks.append(Block("table", what_runs_are(paper.analysis)))
+    blocks.extend(marked_cells(paper.analysis))
     contents = []
     for exhibit, section in sections:
         state = f"cannot: {exhibit.why_not}" if section is None else section.state()

@@ -212,3 +212,25 @@ def test_a_prediction_names_its_calibration_device_and_scaling_and_starts_where_
     assert "data % predicted (loader=synthetic)" in breakdown
     row_4 = next(line for line in breakdown.splitlines() if line.startswith("| 4 |"))
     assert "| no loader modelled |" in row_4 and "| 0.07 |" not in row_4
+
+
+def test_a_marked_cell_is_named_in_the_paper_with_what_its_mark_means(cli, study_a, tmp_path):
+    """A run that shared its host (interference_marks, launchers/lifecycle/interference.py) marks its cell in the
+    paper as in results and the report; a clean study has no such section."""
+    import json
+    import shutil
+
+    root = tmp_path / "runs"
+    shutil.copytree(study_a, root)
+    clean = cli("paper", "aach2023", str(root), "--out", str(tmp_path / "clean"), "--jobs", "1")
+    assert clean.returncode == 0, clean.stderr
+    assert "Cells to read with care" not in (tmp_path / "clean" / "paper.md").read_text()
+    summary_path = sorted((root / "scaling").glob("*/*/summary.json"))[0]
+    summary = json.loads(summary_path.read_text())
+    summary["interference_marks"] = "shared host: node1: other processes used 1.5 of 2 CPUs (0.1 idle)"
+    summary_path.write_text(json.dumps(summary))
+    marked = cli("paper", "aach2023", str(root), "--out", str(tmp_path / "marked"), "--jobs", "1")
+    assert marked.returncode == 0, marked.stderr
+    text = (tmp_path / "marked" / "paper.md").read_text()
+    section = text[text.index("## Cells to read with care") :]
+    assert "1 of " in section and "| shared host |" in section and "ask for whole nodes" in section
