@@ -287,8 +287,12 @@ def curves(frame: pd.DataFrame, *, curve: str = "group_hash") -> tuple[list[Curv
 
 
 def panel_title(name: str, shared: list[str]) -> str:
-    """A panel's title: its name, and what all its curves share (left out of their labels)."""
-    return f"{name}: {', '.join(shared)}" if shared else name
+    """A panel's title: its name, and what all its curves share (left out of their labels), on a line of its own
+    where both together would not fit a panel's width."""
+    if not shared:
+        return name
+    together = f"{name}: {', '.join(shared)}"
+    return together if len(together) <= 40 else f"{name}\n{', '.join(shared)}"
 
 
 def legend_columns(axes: list) -> int:

@@ -103,7 +103,7 @@ def throughput_vs_gpus(cells: pd.DataFrame) -> Figure:
         low, high = ax.get_ylim()
         if high / low < 8:  # less than a decade: 1-2-5 ticks would leave one label
             ax.yaxis.set_major_locator(MaxNLocator(5))
-        ax.set_title(panel_title(model, shared))
+        ax.set_title(panel_title(pretty(model), shared))
         ax.set_ylabel(f"throughput ({_rate(rows_m)})")
     return finish(fig, axes, legend_cols=legend_columns(axes))
 
@@ -149,7 +149,7 @@ def efficiency_vs_gpus(scaled: pd.DataFrame) -> Figure:
             if baselines
             else f"no smaller {words.one} count: no efficiency"
         )
-        ax.set_title(panel_title(f"{model} ({mode} scaling, {base})", shared))
+        ax.set_title(panel_title(f"{pretty(model)} ({mode} scaling, {base})", shared))
         ax.set_ylabel("efficiency")
     return finish(fig, axes, legend_cols=legend_columns(axes))
 
@@ -189,7 +189,7 @@ def dali_vs_native(cells: pd.DataFrame) -> Figure:
         ax.axhline(1.0, color=IDEAL_COLOR, linewidth=0.8, linestyle=IDEAL_DASHES)
         if not rows_m.empty:
             gpu_axis(ax, rows_m["world_size"], label=rank_words(cells).axis)
-        ax.set_title(model)
+        ax.set_title(pretty(model))
         ax.set_ylabel("DALI / native throughput")
     return finish(fig, axes)
 
