@@ -66,6 +66,10 @@ def campaigns(runs: pd.DataFrame, *, value: str = VALUE) -> pd.DataFrame:
         **{c: (c, "median") for c in SHOWN if c in runs},
         marks=("marks", lambda m: "; ".join(dict.fromkeys(t for t in m.fillna("") if t))),
     ).reset_index()
+    # a label names a cell's main settings only: series that share one (they differ in another setting, e.g.
+    # run.steps) take their series' hash too, so that no two series read alike
+    shared = out.groupby("label")["series"].transform("nunique") > 1
+    out.loc[shared, "label"] = out.loc[shared, "label"] + " #" + out.loc[shared, "series"].astype(str).str[:6]
     return out.sort_values(["series", "started_s", "campaign"]).reset_index(drop=True)
 
 

@@ -137,3 +137,26 @@ def test_history_check_exits_1_naming_the_cell_and_writes_its_page(golden, tmp_p
 def test_history_refuses_a_missing_root_in_one_line(cli, tmp_path):
     result = cli("history", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and "is not a directory" in result.stderr and "\n" not in result.stderr.strip()
+
+
+def test_two_series_that_share_a_label_are_told_apart():
+    """Two cells with the same framework, loader, model, precision and size but another setting (run.steps) are two
+    series, and their labels say so (the series hash), never two identical labels."""
+    import pandas as pd
+
+    from analysis.history.trend import campaigns
+
+    runs = pd.DataFrame(
+        {
+            "series_hash": ["aaaaaa11", "bbbbbb22", "aaaaaa11"],
+            "cell_hash": ["c1", "c2", "c3"],
+            "campaign": ["x", "x", "y"],
+            "label": ["ddp-synthetic-simple_cnn-fp32-g1-n1-b8"] * 3,
+            "started_s": [1.0, 2.0, 3.0],
+            "started": ["d1", "d2", "d3"],
+            "throughput_img_s": [10.0, 11.0, 12.0],
+            "marks": ["", "", ""],
+        }
+    )
+    labels = campaigns(runs).drop_duplicates("series")["label"].tolist()
+    assert len(set(labels)) == 2 and all(" #" in label for label in labels), labels
