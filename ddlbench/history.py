@@ -41,7 +41,8 @@ def _progress(stats) -> None:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Index, print, check; exit 1 where --check finds a cell worse beyond its noise."""
-    from analysis.history.store import default_store, index_roots, read_store
+    from analysis.history.index import index_roots
+    from analysis.history.store import default_store, read_store
     from analysis.history.trend import change_points, check, check_lines
 
     roots = [Path(r) for r in args.roots]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.history.store import index_roots  # noqa: E402
+from analysis.history.index import index_roots  # noqa: E402
 from analysis.synthetic_logs.campaign import write_campaign  # noqa: E402
 from analysis.synthetic_logs.cells import SynthCell  # noqa: E402
 

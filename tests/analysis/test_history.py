@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.history.store import index_roots, read_store
+from analysis.history.index import index_roots
+from analysis.history.store import read_store
 from analysis.history.trend import CHANGE, FIRST, NO_NOISE, NONE, NOTHING_DIFFERS, change_points, check, differences
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "history"

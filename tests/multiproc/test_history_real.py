@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 
-from analysis.history.store import index_roots, read_store
+from analysis.history.index import index_roots
+from analysis.history.store import read_store
 from analysis.history.trend import CHANGE, FIRST, NONE, change_points
 
 CELL = (
