@@ -119,20 +119,11 @@ class _Opened:
     observer: interference.Observer | None = None  # the host's local rank 0 only
 
     def close(self) -> None:
-        if self.observer is not None:
-            self.observer.stop()
-        if self.meter is not None:
-            self.meter.close()
-        if self.watchdog is not None:
-            self.watchdog.stop()
-        if self.profiler is not None:
-            self.profiler.stop()
-        if self.sampler is not None:
-            self.sampler.stop()
-        if self.log is not None:
-            self.log.close()
-        if self.events is not None:
-            self.events.close()
+        """Each opened thing ended, in this order: the window's observers first, the logs last."""
+        ends = (self.observer, "stop"), (self.meter, "close"), (self.watchdog, "stop"), (self.profiler, "stop")
+        for thing, end in (*ends, (self.sampler, "stop"), (self.log, "close"), (self.events, "close")):
+            if thing is not None:
+                getattr(thing, end)()
 
 
 def _place(cfg: DictConfig) -> tuple[distenv.DistEnv, list[int], int | str, Path]:
