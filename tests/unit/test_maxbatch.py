@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks import maxbatch
+from benchmarks.maxbatch import Probe
 from benchmarks.rundir import run_files, summary_schema
-from ddlbench import cli, maxbatch
-from ddlbench.maxbatch import Probe
+from ddlbench import cli
+from ddlbench import maxbatch as maxbatch_command
 from launchers.lifecycle import rundir_state
 
 
@@ -153,9 +155,9 @@ def _fake_runs(monkeypatch, *, largest: int, broken: int | None = None, oom_only
         return 1
 
     in_process: list[bool] = []
-    monkeypatch.setattr(maxbatch, "cmd_run", lambda args: in_process.append(False) or probe(args.overrides))
+    monkeypatch.setattr(maxbatch_command, "cmd_run", lambda args: in_process.append(False) or probe(args.overrides))
     monkeypatch.setattr(
-        maxbatch, "probe_in_this_process", lambda overrides: in_process.append(True) or probe(overrides)
+        maxbatch_command, "probe_in_this_process", lambda overrides: in_process.append(True) or probe(overrides)
     )
     return in_process
 
@@ -299,8 +301,10 @@ def test_probes_in_this_process_recover_from_an_out_of_memory(tmp_path, monkeypa
     threads = torch.get_num_threads()  # a CPU run sets its rank's threads (system.cpus_per_rank)
     base = ["model=simple_cnn", "system.ranks_per_node=1", "run.warmup_steps=1", "run.steps=2", "run.log_every=0"]
     try:
-        assert maxbatch.probe_in_this_process([*base, f"run.dir={tmp_path / 'b64'}", "run.per_gpu_batch=64"]) == 1
-        assert maxbatch.probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
+        assert (
+            maxbatch_command.probe_in_this_process([*base, f"run.dir={tmp_path / 'b64'}", "run.per_gpu_batch=64"]) == 1
+        )
+        assert maxbatch_command.probe_in_this_process([*base, f"run.dir={tmp_path / 'b8'}", "run.per_gpu_batch=8"]) == 0
     finally:
         torch.set_num_threads(threads)
     assert rundir_state.state(tmp_path / "b64") == "failed" and summary_schema.ran_out_of_memory(tmp_path / "b64")
