@@ -105,7 +105,7 @@ CORE = {
     "benchmarks.schema",
     "benchmarks.tracereduce",
 }
-TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench")
+TOOLS = ("benchmarks.commbench", "benchmarks.loaderbench", "benchmarks.maxbatch")
 TORCH_FREE = [
     *sorted(CORE),
     "launchers.programs",
