@@ -1,4 +1,8 @@
-"""Hydra app, run on every rank: python -m benchmarks framework=ddp loader=native model.depth=50"""
+"""The rank program, a Hydra app run on every rank: python -m benchmarks framework=ddp loader=native model.depth=50.
+
+It composes the engine (benchmarks/) with the run's life (launchers/lifecycle/rank.py: the rank's place, staging,
+the watchdog, the interference observer, the failure record): with commbench's, the one module of the engine that
+imports launchers (tests/unit/test_import_graph.py PROGRAMS)."""
 
 from __future__ import annotations
 

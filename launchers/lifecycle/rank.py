@@ -1,4 +1,6 @@
-"""One rank of a benchmark run: environment -> components -> loop -> run directory."""
+"""One rank of a benchmark run, end to end: its place (the launcher's variables), its data staged, the engine's
+adapters built (benchmarks/adapters.py), the hang watchdog and the interference observer around the engine's loop
+(benchmarks/loop.py), what it measured written (benchmarks/measurement.py), its failure recorded."""
 
 from __future__ import annotations
 
