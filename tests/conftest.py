@@ -458,3 +458,18 @@ def cpu_loaded(processes: int | None = None):
         for p in procs:
             p.terminate()
             p.join()
+
+
+def process_ends_within(pid: int, *, seconds: float) -> bool:
+    """`pid` is gone, or a zombie its parent has not reaped yet (killed all the same), within `seconds`: a killed
+    process's reaping takes its time on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False

@@ -119,7 +119,7 @@ def test_precisions_and_systems_are_distinct_curves(tmp_path, compose):
         "fp32, system.name=slurm_cpu",
         IDEAL_LABEL,
     } == labels
-    assert fig.axes[0].get_title() == "simple_cnn: PyTorch-DDP, synthetic"
+    assert fig.axes[0].get_title() == "simple CNN: PyTorch-DDP, synthetic"
 
 
 def test_efficiency_names_its_baseline_and_is_empty_without_one(tmp_path, compose, capsys):

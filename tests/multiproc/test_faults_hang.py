@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks.rundir import run_files
 from launchers.lifecycle import rundir_state, watchdog
-from tests.conftest import REPO
+from tests.conftest import REPO, process_ends_within
 from tests.longrun import LONG, start, wait_for_steps
 
 HANG_LIMIT_S = 3
@@ -133,22 +133,7 @@ def test_the_only_rank_stopped_ends_the_run_hung_seen_by_the_supervisor_and_no_p
     assert where["answered"] is False and where["pid"] == stopped and where["step"] >= 1, where
     assert where["phase"] in watchdog.PHASES and where["silent_s"] > HANG_LIMIT_S, where
     assert watchdog.hang_noticed(run_dir)["noticed_by"] == "supervisor"
-    assert _ends_within(stopped, seconds=15) and no_rank_left(run_dir)
-
-
-def _ends_within(pid: int, *, seconds: float) -> bool:
-    """The killed rank's process is gone, or a zombie its parent has not reaped yet (killed all the same), within
-    `seconds`: reaping takes its time on a loaded machine."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.1)
-    return False
+    assert process_ends_within(stopped, seconds=15) and no_rank_left(run_dir)
 
 
 def test_a_disk_that_fills_up_mid_run_leaves_a_failed_summary_and_one_line(small_disk, rank_processes):
