@@ -12,6 +12,9 @@ from pathlib import Path
 from benchmarks import resources
 
 SCHEMA_SUFFIX = "_schema"  # benchmarks/schema.py's names in the ConfigStore
+# folders of the config root that hold data, not options: conf/stash/prices.yaml is the Stash study's price table
+# (launchers/stash_config.py reads it), chosen by `stash.prices=PATH`, never by `stash=...`
+NOT_GROUPS = ("stash",)
 
 
 def _roots() -> list[Path]:
@@ -24,7 +27,7 @@ def group_options() -> dict[str, list[str]]:
     for root in _roots():
         for path in root.rglob("*.yaml"):
             group = path.parent.relative_to(root).as_posix()
-            if group != "." and not group.startswith("hydra"):
+            if group != "." and not group.startswith(("hydra", *NOT_GROUPS)):
                 found.setdefault(group, set()).add(path.stem)
     return {group: sorted(found[group]) for group in sorted(found)}
 
