@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -43,6 +44,10 @@ THROTTLE_SHARE_MIN = 0.25
 RUNNABLE_PER_CPU_MAX = 1.5
 INTERVAL_S = 0.5  # between samples; Slurm's queue and the process table every SLOW_EVERY samples
 SLOW_EVERY = 4
+# Slurm's queue at most this often (and at the observer's first and last sample): every node's rank 0 asking the
+# controller every 2 s would load a large machine's slurmctld; a job that comes and goes in between still shows
+# in the host's CPU time
+SLURM_EVERY_S = 30.0
 ROLE_MODULES = ("benchmarks", "benchmarks.commbench")  # `python -m <module>`: a ddlbench rank
 # ... or the rank program by its path: a CPU run's ranks fork from torchrun's agent (--run-path <this file>), so
 # their command line is the agent's
@@ -245,6 +250,7 @@ class Observer:
         self.job = os.environ.get("SLURM_JOB_ID")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ddlbench-interference", daemon=True)
+        self._slurm_at = -math.inf  # when Slurm's queue was last asked (time.monotonic())
         self._last_cpu: dict[int, float] = {}  # a process's last reading: it stays counted once it ends
 
     def _own(self) -> tuple[set[int], dict[int, float]]:
@@ -289,14 +295,15 @@ class Observer:
                 jobs.append({"job": job, "user": user, "start": start})
         return jobs
 
-    def sample(self, *, slow: bool) -> dict:
+    def sample(self, *, slow: bool, final: bool = False) -> dict:
         own, own_cpu = self._own()
         record: dict[str, Any] = {
             "t_s": time.time(), "host_busy_cpu_s": _host_busy_cpu_s(), "own_cpu_s": own_cpu, "runnable": _runnable(),
         }  # fmt: skip
         if slow:
             record["others"] = self._others(own)
-            record["slurm_jobs"] = self._slurm_jobs()
+            if final or time.monotonic() - self._slurm_at >= SLURM_EVERY_S:
+                record["slurm_jobs"], self._slurm_at = self._slurm_jobs(), time.monotonic()
             if self.gpus is not None:
                 record["gpus"] = self.gpus.snapshot(own)
         return record
@@ -318,7 +325,7 @@ class Observer:
             self._stop.set()
             self._thread.join(timeout=30)
             with contextlib.suppress(Exception):
-                self.samples.append(self.sample(slow=True))
+                self.samples.append(self.sample(slow=True, final=True))
         if self.gpus is not None:
             self.gpus.close()
             self.gpus = None

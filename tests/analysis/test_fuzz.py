@@ -1,6 +1,6 @@
 """No input crashes the analysis (issue "Every number belongs to exactly one configuration", item 7).
 
-A small valid campaign, written as the app writes it (launchers/lifecycle/rank.py, loop.py, rundir.py,
+A small valid campaign, written as the app writes it (launchers/lifecycle/rank.py, loop.py, benchmarks/rundir/,
 telemetry.py, commbench), gets one or two of its files corrupted: fuzzed bytes, a truncation, a
 fuzzed JSON value at any key of any document or log line, a fuzzed YAML setting. Then:
 - load_campaign never raises, with pyarrow and without (the line-by-line fallback), and both read
